@@ -1,0 +1,145 @@
+"""Slurm hostlist compression and expansion, byte-compatible with Topograph.
+
+``compact(["n1","n2","n4"]) == ["n[1-2,4]"]``. Each name splits into a *lazy*
+prefix and all trailing digits (``^(.*?)(0*\\d+)$``), so ``dgx-01`` groups under
+``dgx-`` and ``switch.1.10`` under ``switch.1.``. Numbers of one prefix are
+sorted by value and consecutive runs merge; the original digit strings (with
+their zero padding) are printed. A lone number prints without brackets.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+
+from topocast.errors import HostlistError
+
+#: Topograph's ``ExpandWithLimit`` cap: a DoS guard on hostile ranges.
+EXPAND_LIMIT = 500_000
+
+_SPLIT = re.compile(r"^(.*?)(0*\d+)$", re.DOTALL)
+
+
+def compact(names: Iterable[str]) -> list[str]:
+    """Compress names into hostlist groups, one string per prefix, prefixes sorted."""
+    groups: dict[str, dict[str, int]] = {}
+    for name in names:
+        m = _SPLIT.match(name)
+        if m is None:
+            groups.setdefault(name, {})
+            continue
+        prefix, digits = m.group(1), m.group(2)
+        groups.setdefault(prefix, {})[digits] = int(digits)
+    out: list[str] = []
+    for prefix in sorted(groups):
+        nums = groups[prefix]
+        if not nums:
+            out.append(prefix)
+            continue
+        ordered = sorted(nums.items(), key=lambda kv: (kv[1], kv[0]))
+        runs: list[tuple[str, str]] = []
+        start_s, start_v = ordered[0]
+        prev_s, prev_v = ordered[0]
+        for s, v in ordered[1:]:
+            if v == prev_v + 1:
+                prev_s, prev_v = s, v
+                continue
+            if v == prev_v:  # same value, other width (n1 vs n01): one host each, keep both
+                runs.append((start_s, prev_s))
+                start_s, start_v = s, v
+                prev_s, prev_v = s, v
+                continue
+            runs.append((start_s, prev_s))
+            start_s, start_v = s, v
+            prev_s, prev_v = s, v
+        runs.append((start_s, prev_s))
+        if len(ordered) == 1:
+            out.append(prefix + ordered[0][0])
+            continue
+        body = ",".join(a if a == b else f"{a}-{b}" for a, b in runs)
+        out.append(f"{prefix}[{body}]")
+    return out
+
+
+def compact_str(names: Iterable[str]) -> str:
+    """``compact`` joined with commas: the value of a ``Nodes=`` key."""
+    return ",".join(compact(names))
+
+
+def split_list(expr: str) -> list[str]:
+    """Split ``a[1-2],b,c[3,5]`` on commas outside brackets."""
+    parts: list[str] = []
+    depth = 0
+    cur: list[str] = []
+    for ch in expr:
+        if ch == "[":
+            depth += 1
+        elif ch == "]":
+            depth -= 1
+            if depth < 0:
+                raise HostlistError(f"unbalanced ']' in hostlist {expr!r}")
+        if ch == "," and depth == 0:
+            parts.append("".join(cur))
+            cur = []
+        else:
+            cur.append(ch)
+    if depth != 0:
+        raise HostlistError(f"unbalanced '[' in hostlist {expr!r}")
+    parts.append("".join(cur))
+    return [p.strip() for p in parts if p.strip()]
+
+
+def _expand_ranges(body: str, expr: str) -> list[str]:
+    values: list[str] = []
+    for item in body.split(","):
+        item = item.strip()
+        if not item:
+            raise HostlistError(f"empty range in hostlist {expr!r}")
+        if "-" in item:
+            lo, _, hi = item.partition("-")
+            if not (lo.isdigit() and hi.isdigit()):
+                raise HostlistError(f"bad range {item!r} in hostlist {expr!r}")
+            a, b = int(lo), int(hi)
+            if b < a:
+                raise HostlistError(f"descending range {item!r} in hostlist {expr!r}")
+            if b - a + 1 > EXPAND_LIMIT:
+                raise HostlistError(f"expanded node list exceeds {EXPAND_LIMIT} entries")
+            width = len(lo)
+            values.extend(str(v).zfill(width) for v in range(a, b + 1))
+        else:
+            if not item.isdigit():
+                raise HostlistError(f"bad number {item!r} in hostlist {expr!r}")
+            values.append(item)
+    return values
+
+
+def expand_one(expr: str, limit: int = EXPAND_LIMIT) -> list[str]:
+    """Expand one hostlist term (``rack[1-2]-n[01-03]`` allowed)."""
+    results = [""]
+    i = 0
+    while i < len(expr):
+        j = expr.find("[", i)
+        if j < 0:
+            results = [r + expr[i:] for r in results]
+            break
+        k = expr.find("]", j)
+        if k < 0:
+            raise HostlistError(f"unbalanced '[' in hostlist {expr!r}")
+        literal = expr[i:j]
+        values = _expand_ranges(expr[j + 1 : k], expr)
+        if len(results) * len(values) > limit:
+            raise HostlistError(f"expanded node list exceeds {limit} entries")
+        results = [r + literal + v for r in results for v in values]
+        i = k + 1
+    return results
+
+
+def expand(expr: str | Iterable[str], limit: int = EXPAND_LIMIT) -> list[str]:
+    """Expand a hostlist (a string with commas, or a list of terms) in order."""
+    terms = split_list(expr) if isinstance(expr, str) else [t for e in expr for t in split_list(e)]
+    out: list[str] = []
+    for term in terms:
+        out.extend(expand_one(term, limit))
+        if len(out) > limit:
+            raise HostlistError(f"expanded node list exceeds {limit} entries")
+    return out

@@ -1,0 +1,65 @@
+"""Name safety: names from cloud APIs end up in config files and label values.
+
+A node name such as ``"gpu-1 Nodes=evil"`` or ``"gpu-1\\nSwitchName=x"`` would
+inject keys or lines into ``topology.conf``; a comma or bracket would change the
+meaning of a Slurm hostlist; a colon would break Slinky's ``topo:switch`` spec
+strings. We accept a conservative character set and reject everything else with
+an error that names the offending object and character.
+"""
+
+from __future__ import annotations
+
+import re
+
+from topocast.errors import UnsafeNameError
+
+#: Slurm's limit for SwitchName / BlockName (``topology.conf(5)``).
+MAX_SWITCH_NAME = 64
+#: DNS-style hostnames; Slurm has no documented NodeName limit, this is a sanity cap.
+MAX_NODE_NAME = 253
+MAX_DOMAIN_NAME = 253
+
+_SAFE = re.compile(r"[A-Za-z0-9._\-+@/]+")
+
+
+def _describe(ch: str) -> str:
+    if ch == "\n":
+        return "a newline"
+    if ch.isspace():
+        return "whitespace"
+    if ord(ch) < 32 or ord(ch) == 127:
+        return f"control character U+{ord(ch):04X}"
+    return f"{ch!r}"
+
+
+def check_name(value: object, kind: str, where: str, max_len: int) -> str:
+    """Return ``value`` if it is a safe name, else raise :class:`UnsafeNameError`.
+
+    ``kind`` is what the name is ("node name", "switch name"...), ``where``
+    identifies the object it belongs to, so the error points at it.
+    """
+    if not isinstance(value, str):
+        raise UnsafeNameError(f"{kind} of {where} must be a string, got {type(value).__name__}")
+    if not value:
+        raise UnsafeNameError(f"{kind} of {where} is empty")
+    if len(value) > max_len:
+        raise UnsafeNameError(f"{kind} {value[:40]!r}... of {where} is {len(value)} characters (limit {max_len})")
+    if not _SAFE.fullmatch(value):
+        bad = next(ch for ch in value if not _SAFE.fullmatch(ch))
+        raise UnsafeNameError(
+            f"{kind} {value!r} of {where} contains {_describe(bad)}; "
+            "allowed are letters, digits and . _ - + @ /"
+        )
+    return value
+
+
+def check_node_name(name: object, where: str | None = None) -> str:
+    return check_name(name, "node name", where or f"node {name!r}", MAX_NODE_NAME)
+
+
+def check_switch_name(name: object, node: str) -> str:
+    return check_name(name, "switch name", f"node {node!r}", MAX_SWITCH_NAME)
+
+
+def check_domain_name(name: object, node: str, kind: str = "accelerator domain") -> str:
+    return check_name(name, kind, f"node {node!r}", MAX_DOMAIN_NAME)

@@ -1,0 +1,103 @@
+"""``topocast render``: load a graph or model, render formats, write or print."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import yaml
+from pydantic import ValidationError
+
+from topocast.errors import InvalidGraphError, RenderError
+from topocast.graph import TopologyGraph, graph_from_json, load_graph
+from topocast.renderers import RENDERERS, RenderOptions, render
+
+
+def load_options(path: Path | None) -> dict:
+    if path is None:
+        return {}
+    try:
+        data = yaml.safe_load(path.read_text())  # YAML is a superset of JSON
+    except (OSError, yaml.YAMLError) as exc:
+        raise RenderError(f"{path}: cannot read options ({exc})") from None
+    if not isinstance(data, dict):
+        raise RenderError(f"{path}: options must be a mapping")
+    return data
+
+
+def build_options(base: dict, block_sizes: list[int] | None, skeleton: bool) -> RenderOptions:
+    data = dict(base)
+    if block_sizes is not None:
+        data["block_sizes"] = block_sizes
+    if skeleton:
+        data["skeleton_only"] = True
+    try:
+        return RenderOptions.model_validate(data)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        loc = ".".join(str(p) for p in first["loc"])
+        raise RenderError(f"bad render option {loc}: {first['msg']}") from None
+
+
+def load_input(graph: Path | None, model: Path | None) -> TopologyGraph:
+    if (graph is None) == (model is None):
+        raise InvalidGraphError("give exactly one of --graph or --model")
+    if model is not None:
+        from topocast.providers.model import load_model
+
+        return load_model(model)
+    assert graph is not None
+    if str(graph) == "-":
+        return graph_from_json(sys.stdin.buffer.read(), "<stdin>")
+    return load_graph(graph)
+
+
+def expand_formats(formats: list[str]) -> list[str]:
+    out: list[str] = []
+    for f in formats:
+        for part in f.split(","):
+            part = part.strip()
+            if part == "all":
+                out.extend(RENDERERS)
+            elif part not in RENDERERS:
+                raise RenderError(f"unknown format {part!r}; known: {', '.join(RENDERERS)}, all")
+            else:
+                out.append(part)
+    return list(dict.fromkeys(out))
+
+
+def run_render(
+    graph_path: Path | None,
+    model_path: Path | None,
+    formats: list[str],
+    block_sizes: list[int] | None,
+    options_file: Path | None,
+    skeleton: bool,
+    out: Path | None,
+) -> None:
+    fmts = expand_formats(formats)
+    options = build_options(load_options(options_file), block_sizes, skeleton)
+    graph = load_input(graph_path, model_path)
+    missing = graph.nodes_without_topology()
+    if missing:
+        shown = ", ".join(missing[:10]) + (f" and {len(missing) - 10} more" if len(missing) > 10 else "")
+        print(f"topocast: warning: {len(missing)} node(s) without topology: {shown}", file=sys.stderr)
+    artifacts = [render(graph, f, options) for f in fmts]  # render all before writing any
+    for art in artifacts:
+        for w in art.warnings:
+            print(f"topocast: warning: {art.format}: {w}", file=sys.stderr)
+    if out is None:
+        if len(artifacts) != 1:
+            raise RenderError("several formats need --out DIR")
+        sys.stdout.write(artifacts[0].content)
+        return
+    out.mkdir(parents=True, exist_ok=True)
+    manifest = []
+    for art in artifacts:
+        (out / art.filename).write_text(art.content)
+        manifest.append(
+            {"format": art.format, "file": art.filename, "sha256": art.sha256, "nodes": art.node_count}
+        )
+    (out / "manifest.json").write_text(json.dumps({"artifacts": manifest}, indent=2) + "\n")
+    print(f"wrote {len(artifacts)} file(s) to {out}", file=sys.stderr)

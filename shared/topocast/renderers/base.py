@@ -1,0 +1,103 @@
+"""What every renderer takes and returns.
+
+A renderer is a pure function ``render(graph, options) -> Artifact``. Options
+are one pydantic model (validated once at the boundary: CLI flags, env config);
+each renderer reads only the fields it needs.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+DEFAULT_TIER_PREFIX = "fabric.topograph.run/tier-"
+DEFAULT_ACCELERATOR_KEY = "accelerator.topograph.run/domain"
+DEFAULT_SUBDOMAIN_KEY = "accelerator.topograph.run/sub-domain"
+
+
+class BlockNameOptions(BaseModel):
+    """Name blocks after their nodes (Topograph ``blockName``): regexp + ``${1}`` format."""
+
+    model_config = ConfigDict(extra="forbid")
+    node_name_regexp: str
+    format: str
+
+
+class TopologySpec(BaseModel):
+    """One named topology in a Slurm >= 25.05 ``topology.yaml``."""
+
+    model_config = ConfigDict(extra="forbid")
+    plugin: Literal["tree", "block", "flat", "topology/tree", "topology/block", "topology/flat"]
+    nodes: list[str] | None = Field(None, description="Hostlist expressions of the partition's nodes.")
+    block_sizes: list[int] | None = None
+    block_name: BlockNameOptions | None = None
+    cluster_default: bool = False
+
+    @property
+    def kind(self) -> str:
+        return self.plugin.removeprefix("topology/")
+
+
+class LabelScheme(BaseModel):
+    """Which Kubernetes label keys carry the topology (Topograph v1 keys by default)."""
+
+    model_config = ConfigDict(extra="forbid")
+    tier_prefix: str = DEFAULT_TIER_PREFIX
+    #: explicit closest-first keys; when given, tiers beyond the list are not labelled
+    fabric_keys: list[str] | None = None
+    accelerator_key: str = DEFAULT_ACCELERATOR_KEY
+    subdomain_key: str = DEFAULT_SUBDOMAIN_KEY
+
+
+class SlinkyOptions(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    namespace: str = "slurm"
+    configmap: str = "slurm-config-extra"
+    key: str = "topology.conf"
+    #: which Slurm format goes under ``key``
+    content: Literal["slurm-tree", "slurm-block", "slurm-yaml"] = "slurm-tree"
+
+
+class RenderOptions(BaseModel):
+    """Every knob a renderer may read. Defaults reproduce Topograph's defaults."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    block_sizes: list[int] | None = Field(None, description="Slurm BlockSizes; inferred when None.")
+    block_name: BlockNameOptions | None = None
+    topologies: dict[str, TopologySpec] | None = Field(
+        None, description="Named topologies for slurm-yaml; None = one cluster-wide topology per plugin."
+    )
+    skeleton_only: bool = Field(False, description="Omit node lists (Slinky dynamic nodes).")
+    labels: LabelScheme = Field(default_factory=LabelScheme)
+    kueue_api_version: Literal["v1beta2", "v1beta1", "v1alpha1"] = "v1beta2"
+    topology_object_name: str = Field("topocast", description="metadata.name of Kueue/KAI Topology objects.")
+    slinky: SlinkyOptions = Field(default_factory=SlinkyOptions)
+    cluster_default: str = Field("tree", description="slurm-yaml without topologies: which one is default.")
+
+    @field_validator("block_sizes")
+    @classmethod
+    def _sizes(cls, v: list[int] | None) -> list[int] | None:
+        if v is not None and not v:
+            return None
+        return v
+
+
+@dataclass(frozen=True)
+class Artifact:
+    """One rendered output: text to write, plus structured objects for API publishers."""
+
+    format: str
+    filename: str
+    content: str
+    media_type: str
+    node_count: int
+    objects: list[dict[str, Any]] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def sha256(self) -> str:
+        return hashlib.sha256(self.content.encode()).hexdigest()

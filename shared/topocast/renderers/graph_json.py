@@ -1,0 +1,13 @@
+"""The normalized graph itself, as canonical pretty JSON (``--format graph``)."""
+
+from __future__ import annotations
+
+from topocast.graph import TopologyGraph, dump_graph
+from topocast.renderers.base import Artifact, RenderOptions
+
+FILENAME = "graph.json"
+MEDIA_TYPE = "application/json"
+
+
+def render(graph: TopologyGraph, options: RenderOptions) -> Artifact:
+    return Artifact("graph", FILENAME, dump_graph(graph), MEDIA_TYPE, len(graph.nodes))
