@@ -7,11 +7,12 @@ from pathlib import Path
 
 import pytest
 
+#: real-slurmctld fixtures (slurm_controller, slurm_controller_factory) for any test module
+pytest_plugins = ["slurm_fixtures"]
+
 REPO = Path(__file__).resolve().parent.parent
 #: Topograph's test data stays outside the repo (../shared/conformance/topograph); tests read it in place.
-CONFORMANCE = Path(
-    os.environ.get("TOPOCAST_CONFORMANCE_DIR", REPO.parent / "shared" / "conformance" / "topograph")
-)
+CONFORMANCE = Path(os.environ.get("TOPOCAST_CONFORMANCE_DIR", REPO.parent / "shared" / "conformance" / "topograph"))
 
 
 @pytest.fixture(scope="session")

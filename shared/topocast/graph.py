@@ -101,16 +101,26 @@ class TopologyGraph(BaseModel):
         seen_ids: dict[str, str] = {}
         # A switch must sit at one tier under one parent everywhere, or the paths don't form a tree.
         tier_of: dict[str, tuple[int, str | None, str]] = {}
+        leaf_path: dict[str, tuple[str, ...]] = {}
         for node in self.nodes:
             if node.name in seen_names:
                 raise ValueError(f"node name {node.name!r} appears twice")
             seen_names.add(node.name)
             if node.id is not None:
                 if node.id in seen_ids:
-                    raise ValueError(f"instance id {node.id!r} is used by nodes {seen_ids[node.id]!r} and {node.name!r}")
+                    raise ValueError(
+                        f"instance id {node.id!r} is used by nodes {seen_ids[node.id]!r} and {node.name!r}"
+                    )
                 seen_ids[node.id] = node.name
-            depth = len(node.fabric)
-            for i, sw in enumerate(node.fabric):
+            path = tuple(node.fabric)
+            if not path:
+                continue
+            known = leaf_path.get(path[0])
+            if known == path:
+                continue  # same leaf, same path: already checked (the common case, kept fast)
+            leaf_path.setdefault(path[0], path)
+            depth = len(path)
+            for i, sw in enumerate(path):
                 parent = node.fabric[i + 1] if i + 1 < depth else None
                 height = depth - 1 - i  # distance from the root of this node's path
                 prev = tier_of.get(sw)

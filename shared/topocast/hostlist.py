@@ -38,20 +38,16 @@ def compact(names: Iterable[str]) -> list[str]:
             continue
         ordered = sorted(nums.items(), key=lambda kv: (kv[1], kv[0]))
         runs: list[tuple[str, str]] = []
-        start_s, start_v = ordered[0]
-        prev_s, prev_v = ordered[0]
+        start_s = prev_s = ordered[0][0]
+        prev_v = ordered[0][1]
         for s, v in ordered[1:]:
             if v == prev_v + 1:
                 prev_s, prev_v = s, v
                 continue
-            if v == prev_v:  # same value, other width (n1 vs n01): one host each, keep both
-                runs.append((start_s, prev_s))
-                start_s, start_v = s, v
-                prev_s, prev_v = s, v
-                continue
+            # a gap, or the same value in another width (n1 vs n01): both are hosts, start a new run
             runs.append((start_s, prev_s))
-            start_s, start_v = s, v
-            prev_s, prev_v = s, v
+            start_s = prev_s = s
+            prev_v = v
         runs.append((start_s, prev_s))
         if len(ordered) == 1:
             out.append(prefix + ordered[0][0])

@@ -96,8 +96,6 @@ def run_render(
     manifest = []
     for art in artifacts:
         (out / art.filename).write_text(art.content)
-        manifest.append(
-            {"format": art.format, "file": art.filename, "sha256": art.sha256, "nodes": art.node_count}
-        )
+        manifest.append({"format": art.format, "file": art.filename, "sha256": art.sha256, "nodes": art.node_count})
     (out / "manifest.json").write_text(json.dumps({"artifacts": manifest}, indent=2) + "\n")
     print(f"wrote {len(artifacts)} file(s) to {out}", file=sys.stderr)

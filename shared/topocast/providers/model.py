@@ -71,9 +71,7 @@ def model_to_graph(
         for child in spec.get("switches") or []:
             child = str(child)
             if child in parent:
-                raise InvalidGraphError(
-                    f"{source}: switch {child!r} has two parents ({parent[child]!r} and {sid!r})"
-                )
+                raise InvalidGraphError(f"{source}: switch {child!r} has two parents ({parent[child]!r} and {sid!r})")
             parent[child] = sid
     known = set(switches) | set(parent)  # leaf switches named only as children are auto-created
     for sid in known:  # cycle check: walking up must terminate
@@ -133,9 +131,7 @@ def model_to_graph(
             host = by_id.get(iid)
             info = hosts[host] if host is not None else {}
             nodes.append({"name": name, "id": iid, **info})
-    return graph_from_data(
-        {"schema_version": 1, "cluster": cluster, "provider": "model", "nodes": nodes}, source
-    )
+    return graph_from_data({"schema_version": 1, "cluster": cluster, "provider": "model", "nodes": nodes}, source)
 
 
 def load_model(path: str | Path, cluster: str | None = None, **kwargs: Any) -> TopologyGraph:

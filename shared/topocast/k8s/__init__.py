@@ -1,0 +1,9 @@
+"""Kubernetes publishing: node labels, scheduler objects and the Slinky ConfigMap (needs the ``k8s`` extra).
+
+Modules: :mod:`~topocast.k8s.client` (lightkube client, rate limit, retries),
+:mod:`~topocast.k8s.auth` (EKS/GKE tokens and endpoints), :mod:`~topocast.k8s.labels`
+(node matching and minimal label patches), :mod:`~topocast.k8s.objects` (server-side
+apply, HyperNode garbage collection) and :mod:`~topocast.k8s.publisher`
+(``KubernetesPublisher``). Nothing is imported here, so ``topocast.k8s.auth`` works
+without lightkube installed.
+"""

@@ -1,0 +1,381 @@
+"""Build a lightkube client that is polite to the API server and survives its bad moments.
+
+Every request of the publisher goes through one :class:`ResilientTransport`, an
+httpx transport wrapper under lightkube's real client, which:
+
+* waits for a token from a client-side token bucket (``qps`` / ``burst``, like
+  client-go's ``QPS``/``Burst``; ``qps=0`` disables it);
+* sets ``Authorization: Bearer`` from a refreshing token source (EKS/GKE), and on a
+  401 refreshes the token once and resends;
+* retries 429 after ``Retry-After`` (seconds or an HTTP date, capped), retries
+  500/502/503/504 and connection errors with capped exponential backoff + jitter.
+  All publisher requests are idempotent (GET, LIST, PATCH with absolute values,
+  server-side apply, DELETE), which is what makes blind resending safe.
+
+409 Conflict is *not* retried here: it needs a fresh read, which only the caller
+can do (see :mod:`topocast.k8s.objects`).
+
+Connection modes (:class:`K8sConnection`): an explicit endpoint + CA + token
+(what Terraform passes), EKS or GKE (token minted here; endpoint/CA from
+configuration or the describe APIs), the in-cluster service account, or a
+kubeconfig file.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import os
+import random
+import ssl
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import httpx2
+from lightkube import Client, KubeConfig
+from lightkube.config.client_adapter import user_auth, verify_cluster
+from lightkube.config.kubeconfig import SERVICE_ACCOUNT, SingleConfig
+from lightkube.config.models import Cluster, User
+from lightkube.core.exceptions import ApiError, ConfigError
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
+
+from topocast.errors import TopocastError
+from topocast.k8s.auth import (
+    TokenSource,
+    eks_cluster_endpoint,
+    gke_cluster_endpoint,
+    make_eks_token_source,
+    make_gke_token_source,
+)
+
+RETRY_STATUSES = frozenset({429, 500, 502, 503, 504})
+
+
+class KubernetesConfigError(TopocastError):
+    """The Kubernetes connection settings are incomplete or contradictory."""
+
+
+class K8sConnection(BaseModel):
+    """Where the cluster is and how to authenticate (validated once, at the boundary)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    auth: Literal["auto", "token", "eks", "gke", "in-cluster", "kubeconfig"] = Field(
+        "auto",
+        description="auto: eks if eks_cluster is set, gke if gke_cluster is set, token if endpoint is set, "
+        "in-cluster when KUBERNETES_SERVICE_HOST is set, else kubeconfig.",
+    )
+    endpoint: str | None = Field(None, description="API server URL, e.g. https://ABC.gr7.us-east-1.eks.amazonaws.com")
+    ca_data: str | None = Field(None, description="Base64 PEM CA bundle (kubeconfig certificate-authority-data).")
+    ca_file: str | None = None
+    insecure_skip_tls_verify: bool = False
+    token: SecretStr | None = Field(None, description="Static bearer token (auth=token).")
+    token_file: str | None = Field(None, description="Bearer token file, re-read on 401 (auth=token).")
+    eks_cluster: str | None = Field(None, description="EKS cluster name (the x-k8s-aws-id header).")
+    region: str | None = Field(None, description="AWS region of the EKS cluster (and of STS).")
+    gke_cluster: str | None = Field(None, description="projects/<project>/locations/<location>/clusters/<name>")
+    kubeconfig: str | None = Field(None, description="kubeconfig path (default: $KUBECONFIG, then ~/.kube/config).")
+    context: str | None = None
+    service_account_dir: str = SERVICE_ACCOUNT
+
+    @model_validator(mode="after")
+    def _consistent(self) -> K8sConnection:
+        mode = self.resolved_auth()
+        if mode == "eks" and not (self.eks_cluster and self.region):
+            raise ValueError("auth=eks needs eks_cluster and region")
+        if mode == "gke" and not self.gke_cluster:
+            raise ValueError("auth=gke needs gke_cluster (projects/<p>/locations/<l>/clusters/<c>)")
+        if mode == "token" and not self.endpoint:
+            raise ValueError("auth=token needs endpoint")
+        if mode == "token" and not (self.token or self.token_file):
+            raise ValueError("auth=token needs token or token_file")
+        if self.ca_data and self.ca_file:
+            raise ValueError("give ca_data or ca_file, not both")
+        return self
+
+    def resolved_auth(self, environ: Mapping[str, str] | None = None) -> str:
+        if self.auth != "auto":
+            return self.auth
+        env = os.environ if environ is None else environ
+        if self.eks_cluster:
+            return "eks"
+        if self.gke_cluster:
+            return "gke"
+        if self.endpoint:
+            return "token"
+        if env.get("KUBERNETES_SERVICE_HOST"):
+            return "in-cluster"
+        return "kubeconfig"
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None, prefix: str = "TOPOCAST_K8S_") -> K8sConnection:
+        """Read ``TOPOCAST_K8S_<FIELD>`` variables (``_AUTH``, ``_ENDPOINT``, ``_CA_DATA``, ``_EKS_CLUSTER``,
+        ``_REGION``, ...), which is how Terraform hands the endpoint and CA to a function."""
+        env = os.environ if environ is None else environ
+        values = {name: env[prefix + name.upper()] for name in cls.model_fields if prefix + name.upper() in env}
+        if "insecure_skip_tls_verify" in values:
+            values["insecure_skip_tls_verify"] = values["insecure_skip_tls_verify"].lower() in ("1", "true", "yes")
+        return cls.model_validate(values)
+
+
+class ClientSettings(BaseModel):
+    """Client-side politeness and fault handling."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    qps: float = Field(20.0, ge=0, description="Sustained requests per second (0 = unlimited).")
+    burst: int = Field(40, ge=1, description="Requests allowed back to back before qps applies.")
+    max_attempts: int = Field(6, ge=1, description="Tries per request, counting the first.")
+    backoff_initial: float = Field(0.25, ge=0, description="First 5xx backoff (s); doubles per attempt.")
+    backoff_max: float = Field(8.0, ge=0)
+    retry_after_max: float = Field(60.0, ge=0, description="Cap on a server's Retry-After (s).")
+    timeout: float = Field(30.0, gt=0, description="Per-request timeout (s).")
+    field_manager: str = "topocast"
+
+
+class TokenBucket:
+    """Thread-safe token bucket; a caller that finds it empty reserves a token and sleeps for it."""
+
+    def __init__(
+        self,
+        qps: float,
+        burst: int,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        self.qps, self.burst = qps, burst
+        self._clock, self._sleep = clock, sleep
+        self._tokens = float(burst)
+        self._last = clock()
+        self._lock = threading.Lock()
+
+    def acquire(self) -> float:
+        """Take one token, sleeping if needed; returns the seconds waited."""
+        if self.qps <= 0:
+            return 0.0
+        with self._lock:
+            now = self._clock()
+            self._tokens = min(float(self.burst), self._tokens + (now - self._last) * self.qps)
+            self._last = now
+            self._tokens -= 1.0
+            wait = -self._tokens / self.qps if self._tokens < 0 else 0.0
+        if wait > 0:
+            self._sleep(wait)
+        return wait
+
+
+@dataclass
+class TransportStats:
+    """What went over the wire: requests by method (retries included), retries and time spent waiting."""
+
+    by_method: Counter[str] = field(default_factory=Counter)
+    retries: int = 0
+    throttled: int = 0  # 429s received
+    waited: float = 0.0  # seconds slept in the rate limiter and backoffs
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    @property
+    def requests(self) -> int:
+        return sum(self.by_method.values())
+
+    def snapshot(self) -> dict[str, Any]:
+        with self._lock:
+            return {
+                "requests": self.requests,
+                "by_method": dict(self.by_method),
+                "retries": self.retries,
+                "throttled": self.throttled,
+                "waited_s": round(self.waited, 3),
+            }
+
+
+def retry_after_seconds(value: str | None, now: float | None = None) -> float | None:
+    """Parse a ``Retry-After`` header: delta-seconds or an HTTP date. None if absent or unreadable."""
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when.timestamp() - (time.time() if now is None else now))
+
+
+class ResilientTransport(httpx2.BaseTransport):
+    """Rate limit, authenticate and retry around an inner httpx transport (see module docstring)."""
+
+    def __init__(
+        self,
+        inner: httpx2.BaseTransport,
+        settings: ClientSettings,
+        token_source: TokenSource | None = None,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        self.inner = inner
+        self.settings = settings
+        self.token_source = token_source
+        self.limiter = TokenBucket(settings.qps, settings.burst, sleep=sleep)
+        self.stats = TransportStats()
+        self._sleep = sleep
+
+    def _backoff(self, attempt: int) -> float:
+        s = self.settings
+        base = min(s.backoff_max, s.backoff_initial * (2 ** (attempt - 1)))
+        return base * random.uniform(0.5, 1.0)  # jitter so parallel workers don't retry in lockstep
+
+    def _wait(self, seconds: float) -> None:
+        with self.stats._lock:
+            self.stats.waited += seconds
+        if seconds > 0:
+            self._sleep(seconds)
+
+    def handle_request(self, request: httpx2.Request) -> httpx2.Response:
+        refreshed = False
+        attempt = 0
+        while True:
+            attempt += 1
+            waited = self.limiter.acquire()
+            with self.stats._lock:
+                self.stats.waited += waited
+                self.stats.by_method[request.method] += 1
+            if self.token_source is not None:
+                request.headers["Authorization"] = f"Bearer {self.token_source.token()}"
+            try:
+                response = self.inner.handle_request(request)
+            except httpx2.TransportError:
+                if attempt >= self.settings.max_attempts:
+                    raise
+                self._note_retry()
+                self._wait(self._backoff(attempt))
+                continue
+            status = response.status_code
+            if status == 401 and self.token_source is not None and not refreshed:
+                refreshed = True  # the token may have expired in flight: mint a new one and resend once
+                self.token_source.invalidate()
+                _discard(response)
+                attempt -= 1
+                continue
+            if status not in RETRY_STATUSES or attempt >= self.settings.max_attempts:
+                return response
+            delay = retry_after_seconds(response.headers.get("Retry-After"))
+            delay = self._backoff(attempt) if delay is None else min(delay, self.settings.retry_after_max)
+            _discard(response)
+            self._note_retry(throttled=status == 429)
+            self._wait(delay)
+
+    def _note_retry(self, throttled: bool = False) -> None:
+        with self.stats._lock:
+            self.stats.retries += 1
+            self.stats.throttled += throttled
+
+    def close(self) -> None:
+        self.inner.close()
+
+
+def _discard(response: httpx2.Response) -> None:
+    response.read()
+    response.close()
+
+
+@dataclass
+class KubeClient:
+    """The lightkube client plus a plain httpx client (for discovery) sharing one resilient transport."""
+
+    lk: Client
+    http: httpx2.Client
+    transport: ResilientTransport
+    server: str
+
+    def get_json(self, path: str) -> dict[str, Any] | None:
+        """GET a non-resource path (discovery). Returns None on 404; other errors raise lightkube ApiError."""
+        resp = self.http.get(path)
+        if resp.status_code == 404:
+            return None
+        if resp.is_error:
+            if resp.headers.get("Content-Type") == "application/json":
+                raise ApiError(request=resp.request, response=resp)
+            resp.raise_for_status()
+        data: dict[str, Any] = resp.json()
+        return data
+
+    def close(self) -> None:
+        self.lk.close()  # closes the shared transport too
+        self.http.close()
+
+
+def _kube_config(conn: K8sConnection, mode: str) -> SingleConfig:
+    try:
+        if mode == "in-cluster":
+            return _single(KubeConfig.from_service_account(conn.service_account_dir), None)
+        if mode == "kubeconfig":
+            path = conn.kubeconfig or os.environ.get("KUBECONFIG", "").split(os.pathsep)[0] or "~/.kube/config"
+            return _single(KubeConfig.from_file(Path(path).expanduser()), conn.context)
+    except (ConfigError, KeyError, OSError) as exc:
+        raise KubernetesConfigError(f"cannot load Kubernetes {mode} configuration: {exc}") from None
+    user = User()
+    if mode == "token":
+        user = User(token=conn.token.get_secret_value() if conn.token else None, token_file=conn.token_file)
+    cluster = Cluster(
+        server=(conn.endpoint or "").rstrip("/"),
+        certificate_auth=conn.ca_file,
+        certificate_auth_data=conn.ca_data,
+        insecure=conn.insecure_skip_tls_verify,
+    )
+    return _single(KubeConfig.from_one(cluster=cluster, user=user), None)
+
+
+def _single(config: KubeConfig, context: str | None) -> SingleConfig:
+    single = config.get(context)
+    if single is None:
+        raise KubernetesConfigError(f"kubeconfig has no context {context or '(current)'}")
+    return single
+
+
+def build_client(
+    conn: K8sConnection,
+    settings: ClientSettings | None = None,
+    *,
+    token_source: TokenSource | None = None,
+    inner_transport: httpx2.BaseTransport | None = None,
+    sleep: Callable[[float], None] = time.sleep,
+) -> KubeClient:
+    """Construct the client for ``conn``. EKS/GKE endpoints are looked up when not configured."""
+    settings = settings or ClientSettings()
+    mode = conn.resolved_auth()
+    if mode in ("eks", "gke") and not conn.endpoint:
+        found = (
+            eks_cluster_endpoint(conn.eks_cluster or "", conn.region or "")
+            if mode == "eks"
+            else gke_cluster_endpoint(conn.gke_cluster or "")
+        )
+        conn = conn.model_copy(update={"endpoint": found.endpoint, "ca_data": conn.ca_data or found.ca_data})
+    if token_source is None and mode == "eks":
+        token_source = make_eks_token_source(conn.eks_cluster or "", conn.region or "")
+    elif token_source is None and mode == "gke":
+        token_source = make_gke_token_source()
+    config = _kube_config(conn, mode)
+    if config.user is None:
+        config = config._replace(user=User())
+    if inner_transport is None:
+        verify: ssl.SSLContext | bool = False
+        if config.cluster.server.startswith("https://"):
+            try:
+                verify = verify_cluster(config.cluster, config.user, config.abs_file)  # CA + client certificate
+            except (OSError, ssl.SSLError, ConfigError) as exc:
+                raise KubernetesConfigError(f"cannot set up TLS for {config.cluster.server}: {exc}") from None
+        inner_transport = httpx2.HTTPTransport(verify=verify, limits=httpx2.Limits(max_keepalive_connections=16))
+    transport = ResilientTransport(inner_transport, settings, token_source, sleep=sleep)
+    timeout = httpx2.Timeout(settings.timeout)
+    lk = Client(config, timeout=timeout, field_manager=settings.field_manager, transport=transport)
+    # Discovery goes through a plain httpx client with the same transport and the kubeconfig's user auth.
+    http = httpx2.Client(
+        base_url=config.cluster.server, transport=transport, timeout=timeout, auth=user_auth(config.user)
+    )
+    return KubeClient(lk=lk, http=http, transport=transport, server=config.cluster.server)

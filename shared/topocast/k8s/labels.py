@@ -1,0 +1,295 @@
+"""Node labels: match cluster nodes to graph nodes, diff, and send only the patches needed.
+
+The pure half (:func:`plan_labels`) takes the listed cluster nodes and the
+``k8s-labels`` artifact objects and returns one :class:`NodePatch` per node whose
+*owned* labels (or Slinky spec annotation) differ. Owned keys that are no longer
+desired are removed with ``null`` in a strategic-merge patch, so a shrinking
+hierarchy leaves no stale tiers; keys that ``owns_key`` does not claim are never
+touched. The I/O half lists nodes once and sends the patches (a few in parallel,
+all through the rate-limited transport).
+
+Matching a cluster node to a graph node, in the configured order (default all three):
+
+* ``provider-id``: the last path segment of ``spec.providerID`` (the EC2 instance
+  ID of ``aws:///us-east-1a/i-0abc``, the instance name of
+  ``gce://project/zone/name``) looked up among graph node IDs, then names;
+* ``annotation``: the value of a node annotation (default ``topograph.run/instance``,
+  Topograph's convention) looked up the same way;
+* ``name``: the Kubernetes node name equals the graph node name.
+
+An ``aws://`` provider ID is authoritative: a name or annotation match to a graph
+node carrying a *different* instance ID is refused (a replaced instance reusing a
+hostname must not inherit its predecessor's topology).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import httpx2
+from lightkube.core.exceptions import ApiError
+from lightkube.resources.core_v1 import Node
+
+from topocast.k8s.client import KubeClient
+
+MatchBy = Literal["provider-id", "annotation", "name"]
+DEFAULT_MATCH: tuple[MatchBy, ...] = ("provider-id", "annotation", "name")
+DEFAULT_INSTANCE_ANNOTATION = "topograph.run/instance"
+
+
+@dataclass(frozen=True)
+class ClusterNode:
+    """What the publisher needs to know about one Kubernetes Node."""
+
+    name: str
+    provider_id: str | None = None
+    labels: Mapping[str, str] = field(default_factory=dict)
+    annotations: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class DesiredNode:
+    """One ``k8s-labels`` object: the full owned label set of a graph node."""
+
+    node: str
+    id: str | None
+    labels: Mapping[str, str]
+    #: owned keys whose value is unknown right now: neither set nor removed
+    keep: frozenset[str] = frozenset()
+    annotations: Mapping[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def from_object(cls, obj: Mapping[str, Any], annotations: Mapping[str, str] | None = None) -> DesiredNode:
+        try:
+            return cls(
+                node=str(obj["node"]),
+                id=obj.get("id"),
+                labels=dict(obj["labels"]),
+                keep=frozenset(obj.get("keep") or ()),
+                annotations=dict(annotations or {}),
+            )
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ValueError(f"k8s-labels object {obj!r} is malformed: {exc}") from None
+
+
+@dataclass(frozen=True)
+class NodePatch:
+    """The minimal change for one cluster node."""
+
+    node: str  # Kubernetes node name
+    graph_node: str
+    set_labels: Mapping[str, str]
+    remove_labels: tuple[str, ...]
+    set_annotations: Mapping[str, str] = field(default_factory=dict)
+
+    def body(self) -> dict[str, Any]:
+        """Strategic-merge patch body: values set, ``None`` (JSON null) deletes."""
+        meta: dict[str, Any] = {}
+        labels: dict[str, str | None] = dict(self.set_labels)
+        labels.update(dict.fromkeys(self.remove_labels))
+        if labels:
+            meta["labels"] = labels
+        if self.set_annotations:
+            meta["annotations"] = dict(self.set_annotations)
+        return {"metadata": meta}
+
+
+@dataclass
+class LabelPlan:
+    patches: list[NodePatch] = field(default_factory=list)
+    unchanged: list[str] = field(default_factory=list)  # Kubernetes node names
+    missing_in_cluster: list[str] = field(default_factory=list)  # graph node names
+    missing_in_graph: list[str] = field(default_factory=list)  # Kubernetes node names
+    matched_by: Counter[str] = field(default_factory=Counter)
+    warnings: list[str] = field(default_factory=list)
+
+
+def instance_from_provider_id(provider_id: str | None) -> str | None:
+    """``aws:///us-east-1a/i-0abc`` -> ``i-0abc``; ``gce://p/z/name`` -> ``name``; no scheme -> as is."""
+    if not provider_id:
+        return None
+    rest = provider_id.split("://", 1)[1] if "://" in provider_id else provider_id
+    parts = [p for p in rest.split("/") if p]
+    return parts[-1] if parts else None
+
+
+def _lookup(
+    key: str | None, by_id: Mapping[str, DesiredNode], by_name: Mapping[str, DesiredNode]
+) -> DesiredNode | None:
+    if not key:
+        return None
+    return by_id.get(key) or by_name.get(key)
+
+
+def match_nodes(
+    cluster: Iterable[ClusterNode],
+    desired: Iterable[DesiredNode],
+    match_by: Iterable[MatchBy] = DEFAULT_MATCH,
+    annotation: str = DEFAULT_INSTANCE_ANNOTATION,
+    plan: LabelPlan | None = None,
+) -> tuple[list[tuple[ClusterNode, DesiredNode]], LabelPlan]:
+    """Pair cluster nodes with graph nodes; unmatched ones land in the plan's missing lists."""
+    plan = plan or LabelPlan()
+    wanted = list(desired)
+    by_id = {d.id: d for d in wanted if d.id}
+    by_name = {d.node: d for d in wanted}
+    order = tuple(match_by)
+    claimed: dict[str, str] = {}  # graph node -> cluster node
+    pairs: list[tuple[ClusterNode, DesiredNode]] = []
+    for cn in sorted(cluster, key=lambda n: n.name):
+        instance = instance_from_provider_id(cn.provider_id)
+        found: DesiredNode | None = None
+        how = ""
+        for strategy in order:
+            if strategy == "provider-id":
+                found = _lookup(instance, by_id, by_name)
+            elif strategy == "annotation":
+                found = _lookup(cn.annotations.get(annotation), by_id, by_name)
+            else:
+                found = by_name.get(cn.name)
+            if found is not None:
+                how = strategy
+                break
+        if found is None:
+            plan.missing_in_graph.append(cn.name)
+            continue
+        aws = (cn.provider_id or "").startswith("aws://")
+        if how != "provider-id" and aws and found.id and instance and found.id != instance:
+            plan.warnings.append(
+                f"node {cn.name}: provider ID says instance {instance} but graph node {found.node} is instance "
+                f"{found.id}; not labelled (replaced instance, stale graph?)"
+            )
+            plan.missing_in_graph.append(cn.name)
+            continue
+        if found.node in claimed:
+            plan.warnings.append(
+                f"nodes {claimed[found.node]} and {cn.name} both match graph node {found.node} (by {how}); "
+                f"{cn.name} left alone"
+            )
+            plan.missing_in_graph.append(cn.name)
+            continue
+        claimed[found.node] = cn.name
+        plan.matched_by[how] += 1
+        pairs.append((cn, found))
+    plan.missing_in_cluster.extend(sorted(d.node for d in wanted if d.node not in claimed))
+    return pairs, plan
+
+
+def diff_node(cn: ClusterNode, want: DesiredNode, owns_key: Callable[[str], bool]) -> NodePatch | None:
+    """The patch that makes ``cn``'s owned labels equal ``want``, or None if they already do."""
+    current = cn.labels
+    to_set = {k: v for k, v in want.labels.items() if k not in want.keep and current.get(k) != v}
+    to_remove = tuple(sorted(k for k in current if owns_key(k) and k not in want.labels and k not in want.keep))
+    ann = {k: v for k, v in want.annotations.items() if cn.annotations.get(k) != v}
+    if not (to_set or to_remove or ann):
+        return None
+    return NodePatch(cn.name, want.node, to_set, to_remove, ann)
+
+
+def plan_labels(
+    cluster: Iterable[ClusterNode],
+    desired: Iterable[DesiredNode],
+    owns_key: Callable[[str], bool],
+    match_by: Iterable[MatchBy] = DEFAULT_MATCH,
+    annotation: str = DEFAULT_INSTANCE_ANNOTATION,
+) -> LabelPlan:
+    """Pure: everything the publisher will do to node labels, and what it will report."""
+    pairs, plan = match_nodes(cluster, desired, match_by, annotation)
+    for cn, want in pairs:
+        patch = diff_node(cn, want, owns_key)
+        if patch is None:
+            plan.unchanged.append(cn.name)
+        else:
+            plan.patches.append(patch)
+    return plan
+
+
+# ----- I/O ------------------------------------------------------------------------------------------------
+
+
+def list_cluster_nodes(
+    kc: KubeClient,
+    annotation_keys: Iterable[str] = (),
+    selector: Mapping[str, str] | None = None,
+    page_size: int | None = None,
+) -> list[ClusterNode]:
+    """One LIST of Nodes (paged only if ``page_size`` is set); keeps just the fields the diff needs."""
+    keys = tuple(annotation_keys)
+    out = []
+    for node in kc.lk.list(Node, labels=dict(selector) if selector else None, chunk_size=page_size):
+        meta = node.metadata
+        ann = meta.annotations or {}
+        out.append(
+            ClusterNode(
+                name=meta.name,
+                provider_id=node.spec.providerID if node.spec else None,
+                labels=dict(meta.labels or {}),
+                annotations={k: ann[k] for k in keys if k in ann},
+            )
+        )
+    return out
+
+
+@dataclass
+class PatchOutcome:
+    patched: list[str] = field(default_factory=list)
+    gone: list[str] = field(default_factory=list)  # deleted between LIST and PATCH
+    failed: dict[str, str] = field(default_factory=dict)
+    not_attempted: list[str] = field(default_factory=list)  # skipped after the failure limit tripped
+
+
+def send_patches(
+    kc: KubeClient,
+    patches: list[NodePatch],
+    concurrency: int = 4,
+    max_consecutive_failures: int = 5,
+) -> PatchOutcome:
+    """Strategic-merge PATCH each node. After ``max_consecutive_failures`` failures in a row the rest are
+    skipped (a down API server should not take 10k x retries); a later publish resumes from the diff."""
+    outcome = PatchOutcome()
+    lock = threading.Lock()
+    streak = [0]
+    stop = threading.Event()
+
+    def one(patch: NodePatch) -> None:
+        if stop.is_set():
+            with lock:
+                outcome.not_attempted.append(patch.node)
+            return
+        try:
+            kc.lk.patch(Node, patch.node, patch.body())
+        except ApiError as exc:
+            with lock:
+                if exc.status.code == 404:
+                    outcome.gone.append(patch.node)
+                    return
+                outcome.failed[patch.node] = f"{exc.status.code} {exc.status.reason}: {exc.status.message}"
+                streak[0] += 1
+                if streak[0] >= max_consecutive_failures:
+                    stop.set()
+            return
+        except httpx2.HTTPError as exc:
+            with lock:
+                outcome.failed[patch.node] = f"{type(exc).__name__}: {exc}"
+                streak[0] += 1
+                if streak[0] >= max_consecutive_failures:
+                    stop.set()
+            return
+        with lock:
+            outcome.patched.append(patch.node)
+            streak[0] = 0
+
+    if concurrency <= 1:
+        for p in patches:
+            one(p)
+    else:
+        with ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="topocast-k8s") as pool:
+            list(pool.map(one, patches))
+    for names in (outcome.patched, outcome.gone, outcome.not_attempted):
+        names.sort()
+    return outcome

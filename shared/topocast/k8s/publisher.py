@@ -1,0 +1,326 @@
+"""``KubernetesPublisher``: bring a cluster to the rendered desired state with as few API calls as the change needs.
+
+One publish, in order:
+
+1. discovery and reads for the scheduler objects (see :mod:`topocast.k8s.objects`);
+2. Topology objects whose levels shrink (so Kueue stops using a level before its
+   labels disappear);
+3. node labels: one LIST, then one PATCH per node whose owned labels differ
+   (see :mod:`topocast.k8s.labels`);
+4. the remaining objects (growing Topologies only if every node label landed),
+   then deletion of HyperNodes topocast created that are no longer desired.
+
+A partial publish is safe to repeat: the next one lists again and patches only
+what is still wrong, so a retry converges without redoing finished nodes.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import httpx2
+from lightkube.core.exceptions import ApiError
+from pydantic import BaseModel, ConfigDict, Field
+
+from topocast.hostlist import compact_str
+from topocast.k8s.client import ClientSettings, K8sConnection, KubeClient, build_client
+from topocast.k8s.labels import (
+    DEFAULT_INSTANCE_ANNOTATION,
+    DEFAULT_MATCH,
+    DesiredNode,
+    MatchBy,
+    list_cluster_nodes,
+    plan_labels,
+    send_patches,
+)
+from topocast.k8s.objects import KINDS, ObjectPublisher, ObjectReport, PendingObject
+from topocast.renderers.base import Artifact, LabelScheme, RenderOptions
+
+OBJECT_FORMATS = ("kueue", "kai", "volcano", "slinky")
+ALL_FORMATS = ("k8s-labels", *OBJECT_FORMATS)
+
+
+class KubernetesPublisherConfig(BaseModel):
+    """Everything the Kubernetes publisher can be told (CLI flags and env map onto this)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    connection: K8sConnection = Field(default_factory=K8sConnection)
+    client: ClientSettings = Field(default_factory=ClientSettings)
+    formats: list[str] = Field(list(ALL_FORMATS), description="Artifact formats this publisher writes if given.")
+    labels: LabelScheme = Field(default_factory=LabelScheme, description="Decides which label keys topocast owns.")
+    match_by: list[MatchBy] = Field(list(DEFAULT_MATCH), min_length=1)
+    instance_annotation: str = DEFAULT_INSTANCE_ANNOTATION
+    node_selector: dict[str, str] | None = Field(None, description="Only consider nodes with these labels.")
+    list_page_size: int | None = Field(None, ge=1, description="Page the node LIST (None = one request).")
+    concurrency: int = Field(4, ge=1, description="Node PATCHes in flight (all share the QPS limit).")
+    max_consecutive_failures: int = Field(5, ge=1)
+    slinky_node_annotations: bool = Field(False, description="Also set topology.slinky.slurm.net/spec per node.")
+    max_conflict_retries: int = Field(3, ge=0)
+    recreate_immutable_topology: bool = True
+    discovery_ttl: float = Field(600.0, ge=0, description="Seconds to reuse API discovery between publishes.")
+
+
+@dataclass
+class KubernetesPublishReport:
+    """What a publish did. Lists name nodes/objects; ``counts()`` is the short form for logs and metrics."""
+
+    nodes_patched: list[str] = field(default_factory=list)
+    nodes_unchanged: int = 0
+    nodes_gone: list[str] = field(default_factory=list)
+    nodes_failed: dict[str, str] = field(default_factory=dict)
+    nodes_not_attempted: list[str] = field(default_factory=list)
+    nodes_missing_in_cluster: list[str] = field(default_factory=list)
+    nodes_missing_in_graph: list[str] = field(default_factory=list)
+    labels_set: int = 0
+    labels_removed: int = 0
+    matched_by: dict[str, int] = field(default_factory=dict)
+    objects_applied: list[str] = field(default_factory=list)
+    objects_unchanged: list[str] = field(default_factory=list)
+    objects_deleted: list[str] = field(default_factory=list)
+    objects_held: list[str] = field(default_factory=list)
+    api_versions: dict[str, str] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+    api_calls: dict[str, Any] = field(default_factory=dict)
+    seconds: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        """True when the cluster now matches the desired state (warnings allowed)."""
+        return not (self.errors or self.nodes_failed or self.nodes_not_attempted or self.objects_held)
+
+    def counts(self) -> dict[str, int]:
+        return {
+            "nodes_patched": len(self.nodes_patched),
+            "nodes_unchanged": self.nodes_unchanged,
+            "nodes_missing_in_cluster": len(self.nodes_missing_in_cluster),
+            "nodes_missing_in_graph": len(self.nodes_missing_in_graph),
+            "nodes_failed": len(self.nodes_failed),
+            "nodes_not_attempted": len(self.nodes_not_attempted),
+            "labels_set": self.labels_set,
+            "labels_removed": self.labels_removed,
+            "objects_applied": len(self.objects_applied),
+            "objects_unchanged": len(self.objects_unchanged),
+            "objects_deleted": len(self.objects_deleted),
+            "warnings": len(self.warnings),
+            "errors": len(self.errors),
+            "api_requests": int(self.api_calls.get("requests", 0)),
+        }
+
+    def summary(self) -> str:
+        c = self.counts()
+        parts = [f"{k.replace('_', ' ')}={v}" for k, v in c.items() if v]
+        text = ("ok: " if self.ok else "INCOMPLETE: ") + (", ".join(parts) or "nothing to do")
+        if self.nodes_missing_in_cluster:
+            text += f"; not in cluster: {_sample(self.nodes_missing_in_cluster)}"
+        if self.nodes_missing_in_graph:
+            text += f"; not in graph: {_sample(self.nodes_missing_in_graph)}"
+        for problem in (*self.errors[:3], *(f"{n}: {e}" for n, e in list(self.nodes_failed.items())[:3])):
+            text += f"; {problem}"
+        return text
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class K8sPublishResult:
+    """Fits the shared ``PublishResult(published, detail)`` shape, plus the full report."""
+
+    published: bool
+    detail: str
+    report: KubernetesPublishReport
+
+
+def _sample(names: list[str], limit: int = 120) -> str:
+    try:
+        text = compact_str(sorted(names))
+    except Exception:  # names that are not hostlist-friendly: plain list
+        text = ",".join(sorted(names))
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _field(manifest: Any, name: str) -> Any:
+    if manifest is None:
+        return None
+    if isinstance(manifest, Mapping):
+        return manifest.get(name)
+    return getattr(manifest, name, None)
+
+
+def _by_format(artifacts: Mapping[str, Artifact] | Iterable[Artifact]) -> dict[str, Artifact]:
+    if isinstance(artifacts, Mapping):
+        return {a.format: a for a in artifacts.values()}
+    return {a.format: a for a in artifacts}
+
+
+class KubernetesPublisher:
+    """Publishes ``k8s-labels``, ``kueue``, ``kai``, ``volcano`` and ``slinky`` artifacts to one cluster."""
+
+    name = "kubernetes"
+
+    def __init__(
+        self,
+        config: KubernetesPublisherConfig | None = None,
+        *,
+        client_factory: Callable[[], KubeClient] | None = None,
+        owns_key: Callable[[str], bool] | None = None,
+        render_options: RenderOptions | None = None,
+    ) -> None:
+        self.config = config or KubernetesPublisherConfig()
+        self._client_factory = client_factory or (lambda: build_client(self.config.connection, self.config.client))
+        self._owns_key = owns_key
+        self._render_options = render_options
+        self._discovery: dict[str, str | None] = {}
+        self._discovered_at = 0.0
+
+    # ----- the shared publisher protocol ----------------------------------------------------------------
+    def publish(
+        self,
+        manifest: Any,
+        artifacts: Mapping[str, Artifact] | Iterable[Artifact],
+        *,
+        node_annotations: Mapping[str, Mapping[str, str]] | None = None,
+    ) -> K8sPublishResult:
+        generation = _field(manifest, "generation")
+        report = self.run(
+            artifacts,
+            generation=None if generation is None else str(generation),
+            node_annotations=node_annotations,
+            graph=_field(manifest, "graph"),
+        )
+        return K8sPublishResult(report.ok, report.summary(), report)
+
+    # ----- the detailed API ------------------------------------------------------------------------------
+    def run(
+        self,
+        artifacts: Mapping[str, Artifact] | Iterable[Artifact],
+        *,
+        generation: str | None = None,
+        node_annotations: Mapping[str, Mapping[str, str]] | None = None,
+        graph: Any = None,
+    ) -> KubernetesPublishReport:
+        cfg = self.config
+        arts = {f: a for f, a in _by_format(artifacts).items() if f in cfg.formats}
+        report = KubernetesPublishReport()
+        started = time.monotonic()
+        kc = self._client_factory()
+        try:
+            for art in arts.values():
+                report.warnings.extend(f"{art.format}: {w}" for w in art.warnings)
+            obj_report = ObjectReport()
+            objects = ObjectPublisher(
+                kc, obj_report, self._discovery_cache(), cfg.max_conflict_retries, cfg.recreate_immutable_topology
+            )
+            pending: list[PendingObject] = []
+            for fmt in OBJECT_FORMATS:
+                if fmt in arts:
+                    pending += objects.prepare(KINDS[fmt], arts[fmt].objects, generation)
+            for obj in pending:
+                if obj.before_labels:
+                    objects.apply(obj)
+            labels_ok = True
+            if "k8s-labels" in arts:
+                annotations = self._node_annotations(node_annotations, graph, report)
+                labels_ok = self._publish_labels(kc, arts["k8s-labels"], annotations, report)
+            for obj in pending:
+                if obj.before_labels:
+                    continue
+                if obj.kind.has_levels and obj.changed and not labels_ok:
+                    report.objects_held.append(obj.label)
+                    report.warnings.append(
+                        f"{obj.label}: not updated because node labelling is incomplete "
+                        "(its new levels would hide unlabelled nodes); the next publish retries"
+                    )
+                    continue
+                objects.apply(obj)
+            objects.collect_garbage()
+            report.objects_applied = obj_report.applied
+            report.objects_unchanged = obj_report.unchanged
+            report.objects_deleted = obj_report.deleted
+            report.api_versions = obj_report.api_versions
+            report.warnings += obj_report.warnings
+            report.errors += obj_report.errors
+        finally:
+            report.api_calls = kc.transport.stats.snapshot()
+            report.seconds = round(time.monotonic() - started, 3)
+            kc.close()
+        return report
+
+    def _discovery_cache(self) -> dict[str, str | None]:
+        if time.monotonic() - self._discovered_at > self.config.discovery_ttl:
+            self._discovery = {}
+            self._discovered_at = time.monotonic()
+        return self._discovery
+
+    def _owns(self) -> Callable[[str], bool]:
+        if self._owns_key is not None:
+            return self._owns_key
+        from topocast.renderers.k8s_labels import owns_key
+
+        scheme = self.config.labels
+        return lambda key: owns_key(key, scheme)
+
+    def _node_annotations(
+        self,
+        given: Mapping[str, Mapping[str, str]] | None,
+        graph: Any,
+        report: KubernetesPublishReport,
+    ) -> Mapping[str, Mapping[str, str]]:
+        if given is not None or not self.config.slinky_node_annotations:
+            return given or {}
+        if graph is None:
+            report.warnings.append(
+                "slinky_node_annotations is on but the publish carried no graph; annotations skipped"
+            )
+            return {}
+        from topocast.renderers.slinky import node_annotations
+
+        return node_annotations(graph, self._render_options or RenderOptions(labels=self.config.labels))
+
+    def _publish_labels(
+        self,
+        kc: KubeClient,
+        artifact: Artifact,
+        annotations: Mapping[str, Mapping[str, str]],
+        report: KubernetesPublishReport,
+    ) -> bool:
+        cfg = self.config
+        try:
+            desired = [DesiredNode.from_object(o, annotations.get(str(o.get("node")))) for o in artifact.objects]
+        except ValueError as exc:
+            report.errors.append(str(exc))
+            return False
+        ann_keys = {cfg.instance_annotation} | {k for a in annotations.values() for k in a}
+        try:
+            cluster = list_cluster_nodes(kc, ann_keys, cfg.node_selector, cfg.list_page_size)
+        except (ApiError, httpx2.HTTPError) as exc:
+            detail = f"{exc.status.code} {exc.status.message}" if isinstance(exc, ApiError) else str(exc)
+            report.errors.append(f"listing nodes failed: {detail}")
+            return False
+        plan = plan_labels(cluster, desired, self._owns(), cfg.match_by, cfg.instance_annotation)
+        outcome = send_patches(kc, plan.patches, cfg.concurrency, cfg.max_consecutive_failures)
+        done = set(outcome.patched)
+        for patch in plan.patches:
+            if patch.node in done:
+                report.labels_set += len(patch.set_labels)
+                report.labels_removed += len(patch.remove_labels)
+        report.nodes_patched = outcome.patched
+        report.nodes_unchanged = len(plan.unchanged)
+        report.nodes_gone = outcome.gone
+        report.nodes_failed = outcome.failed
+        report.nodes_not_attempted = outcome.not_attempted
+        report.nodes_missing_in_cluster = plan.missing_in_cluster
+        report.nodes_missing_in_graph = plan.missing_in_graph
+        report.matched_by = dict(plan.matched_by)
+        report.warnings += plan.warnings
+        if outcome.not_attempted:
+            report.errors.append(
+                f"stopped after {cfg.max_consecutive_failures} node PATCH failures in a row; "
+                f"{len(outcome.not_attempted)} node(s) not attempted (the next publish resumes)"
+            )
+        return not (outcome.failed or outcome.not_attempted)

@@ -1,0 +1,165 @@
+"""Rendered artifacts and their manifest: what render writes and publish reads.
+
+Per generation, the artifact store holds one file per format plus a
+``manifest.json``::
+
+    {"generation": 12, "graph_sha256": "…", "rendered_at": "…",
+     "artifacts": [{"format": "slurm-tree", "file": "topology.conf", "sha256": "…",
+                    "node_count": 512, "media_type": "text/plain", "size": 18234}]}
+
+and a "latest" manifest that only moves forward. Files are written first and the
+manifests last, so a reader that finds a manifest always finds its files.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from topocast.errors import TopocastError
+
+
+class ManifestError(TopocastError):
+    """A stored manifest is missing fields or is not JSON."""
+
+
+class ArtifactNotFoundError(TopocastError, LookupError):
+    """A rendered file or manifest is not in the artifact store."""
+
+
+@dataclass(frozen=True)
+class ManifestEntry:
+    format: str
+    file: str
+    sha256: str
+    node_count: int
+    media_type: str = "text/plain"
+    size: int = 0
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "format": self.format,
+            "file": self.file,
+            "sha256": self.sha256,
+            "node_count": self.node_count,
+            "media_type": self.media_type,
+            "size": self.size,
+        }
+
+
+@dataclass(frozen=True)
+class Manifest:
+    generation: int
+    graph_sha256: str
+    artifacts: tuple[ManifestEntry, ...]
+    rendered_at: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "generation": self.generation,
+            "graph_sha256": self.graph_sha256,
+            "rendered_at": self.rendered_at,
+            "artifacts": [a.to_json() for a in self.artifacts],
+        }
+
+    def dumps(self) -> bytes:
+        return (json.dumps(self.to_json(), indent=2) + "\n").encode()
+
+    @classmethod
+    def from_json(cls, data: Any, source: str = "manifest") -> Manifest:
+        try:
+            entries = tuple(
+                ManifestEntry(
+                    format=str(a["format"]),
+                    file=str(a["file"]),
+                    sha256=str(a["sha256"]),
+                    node_count=int(a["node_count"]),
+                    media_type=str(a.get("media_type", "text/plain")),
+                    size=int(a.get("size", 0)),
+                )
+                for a in data["artifacts"]
+            )
+            return cls(int(data["generation"]), str(data["graph_sha256"]), entries, str(data.get("rendered_at", "")))
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ManifestError(f"{source}: malformed manifest ({exc!r})") from None
+
+    @classmethod
+    def loads(cls, raw: bytes | str, source: str = "manifest") -> Manifest:
+        try:
+            data = json.loads(raw)
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            raise ManifestError(f"{source}: manifest is not valid JSON ({exc})") from None
+        return cls.from_json(data, source)
+
+    def fingerprint(self) -> frozenset[tuple[str, str, str]]:
+        """What the scheduler would see: equal fingerprints need no publish."""
+        return frozenset((a.format, a.file, a.sha256) for a in self.artifacts)
+
+    def entry(self, fmt: str) -> ManifestEntry | None:
+        return next((a for a in self.artifacts if a.format == fmt), None)
+
+
+class ArtifactStore(Protocol):
+    """Where rendered files and manifests live (S3 in :mod:`topocast.aws.s3_artifacts`)."""
+
+    def put_artifact(self, generation: int, filename: str, content: bytes, media_type: str) -> str:
+        """Store one file; returns its URI."""
+        ...
+
+    def get_artifact(self, generation: int, filename: str) -> bytes: ...
+
+    def artifact_uri(self, generation: int, filename: str) -> str: ...
+
+    def put_manifest(self, manifest: Manifest) -> bool:
+        """Store the generation's manifest, then move "latest" to it unless latest is newer.
+
+        Returns whether "latest" now points at this manifest.
+        """
+        ...
+
+    def get_manifest(self, generation: int) -> Manifest: ...
+
+    def latest_manifest(self) -> Manifest | None: ...
+
+
+class MemoryArtifactStore:
+    """In-process :class:`ArtifactStore` for tests and local runs."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.files: dict[tuple[int, str], bytes] = {}
+        self.manifests: dict[int, Manifest] = {}
+        self.latest: int | None = None
+
+    def artifact_uri(self, generation: int, filename: str) -> str:
+        return f"memory://rendered/{generation:012d}/{filename}"
+
+    def put_artifact(self, generation: int, filename: str, content: bytes, media_type: str) -> str:
+        with self._lock:
+            self.files[(generation, filename)] = content
+        return self.artifact_uri(generation, filename)
+
+    def get_artifact(self, generation: int, filename: str) -> bytes:
+        try:
+            return self.files[(generation, filename)]
+        except KeyError:
+            raise ArtifactNotFoundError(f"{self.artifact_uri(generation, filename)} not found") from None
+
+    def put_manifest(self, manifest: Manifest) -> bool:
+        with self._lock:
+            self.manifests[manifest.generation] = manifest
+            if self.latest is None or manifest.generation >= self.latest:
+                self.latest = manifest.generation
+                return True
+            return False
+
+    def get_manifest(self, generation: int) -> Manifest:
+        try:
+            return self.manifests[generation]
+        except KeyError:
+            raise ArtifactNotFoundError(f"no manifest for generation {generation}") from None
+
+    def latest_manifest(self) -> Manifest | None:
+        return None if self.latest is None else self.manifests[self.latest]

@@ -1,0 +1,94 @@
+"""The topology levels Kueue and KAI share, computed once in one place.
+
+Both schedulers take an ordered list of node label keys, coarsest first, and
+group nodes by the values of those labels. The levels follow the node labels
+topocast writes (see :mod:`topocast.renderers.k8s_labels`)::
+
+    tier-(D-1)  ...  tier-1  tier-0  [accelerator domain]  kubernetes.io/hostname
+
+where D is the deepest fabric path. The accelerator level is included only if
+every node with fabric has a domain (a node missing a level label is ignored by
+both schedulers). Nodes whose domain is still pending count as having one, so
+the level set does not flap while a node boots: Kueue's ``levels`` are
+immutable, and changing them means deleting and recreating the Topology.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from topocast.errors import RenderError
+from topocast.fabric import NO_TOPOLOGY
+from topocast.graph import Node, TopologyGraph
+from topocast.renderers.base import RenderOptions
+from topocast.renderers.k8s_common import HOSTNAME_LABEL, MANAGED_BY, MANAGED_BY_LABEL, check_dns_subdomain
+from topocast.renderers.k8s_labels import LabelKeys, sample
+
+#: Both CRDs: ``spec.levels`` minItems 1, maxItems 16, nodeLabel maxLength 316.
+MAX_LEVELS = 16
+MAX_NODE_LABEL = 316
+
+
+@dataclass(frozen=True)
+class Levels:
+    keys: list[str]  # coarsest -> finest, hostname last
+    fabric_levels: int
+    accelerator: bool
+    warnings: list[str] = field(default_factory=list)
+
+
+def topology_levels(graph: TopologyGraph, options: RenderOptions, scheduler: str) -> Levels:
+    """Levels for ``graph`` under ``options.labels``; ``scheduler`` names the consumer in messages."""
+    keys = LabelKeys(options.labels)
+    depth = max((len(n.fabric) for n in graph.nodes), default=0)
+    n_fabric = keys.fabric_levels(depth)
+    fabric = [k for i in reversed(range(n_fabric)) if (k := keys.fabric_key(i)) is not None]
+    with_fabric = [n for n in graph.nodes if n.fabric]
+    accelerator = any(n.accelerator is not None for n in graph.nodes) and all(
+        n.accelerator is not None or n.accelerator_pending for n in with_fabric
+    )
+    levels = [*fabric, *([keys.accelerator] if accelerator else []), HOSTNAME_LABEL]
+    if len(levels) > MAX_LEVELS:
+        raise RenderError(
+            f"the fabric has {n_fabric} tiers, which gives {len(levels)} {scheduler} topology levels "
+            f"(limit {MAX_LEVELS}); set labels.fabric_keys to label only the closest tiers"
+        )
+    if len(set(levels)) != len(levels):  # LabelKeys rejects this already; kept as the CRD's own rule
+        raise RenderError(f"{scheduler} topology levels must be unique: {levels}")
+    for key in levels:
+        if len(key) > MAX_NODE_LABEL:
+            raise RenderError(f"{scheduler} level {key[:40]!r}... is {len(key)} characters (limit {MAX_NODE_LABEL})")
+
+    warnings: list[str] = []
+
+    def lacks_a_level(n: Node) -> bool:
+        # A node has tier-i for i < len(fabric); a node without fabric or domain has tier-0=no-topology.
+        bare = not n.fabric and n.accelerator is None
+        fabric_ok = len(n.fabric) >= n_fabric or (n_fabric == 1 and bare)
+        return not fabric_ok or (accelerator and n.accelerator is None)
+
+    missing = sorted(n.name for n in graph.nodes if lacks_a_level(n))
+    if missing:
+        warnings.append(
+            f"{len(missing)} of {len(graph.nodes)} node(s) lack a label for some of the {len(levels)} "
+            f"{scheduler} levels and will be ignored by {scheduler}: {sample(missing)}"
+        )
+    if n_fabric == 1 and any(not n.fabric and n.accelerator is None for n in graph.nodes):
+        warnings.append(f"nodes without topology carry {fabric[0]}={NO_TOPOLOGY}; {scheduler} sees them as one domain")
+    if not fabric and not accelerator:
+        warnings.append(
+            f"the graph has no fabric or accelerator topology; the {scheduler} Topology has only the hostname level"
+        )
+    return Levels(levels, n_fabric, accelerator, warnings)
+
+
+def topology_object(api_version: str, name: str, levels: list[str]) -> dict[str, Any]:
+    """A cluster-scoped ``Topology`` (same shape for Kueue and KAI)."""
+    check_dns_subdomain(name, "topology_object_name")
+    return {
+        "apiVersion": api_version,
+        "kind": "Topology",
+        "metadata": {"name": name, "labels": {MANAGED_BY_LABEL: MANAGED_BY}},
+        "spec": {"levels": [{"nodeLabel": key} for key in levels]},
+    }

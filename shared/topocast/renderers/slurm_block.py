@@ -1,0 +1,149 @@
+"""Slurm ``topology.conf`` for ``TopologyPlugin=topology/block`` (format ``slurm-block``).
+
+One block per accelerator (NVLink / UltraServer) domain, byte-compatible with
+Topograph::
+
+    # block001=nvl1
+    BlockName=block001 Nodes=gpu[001-018]
+    # block002=nvl2
+    BlockName=block002 Nodes=gpu[019-036]
+    BlockSizes=18,36
+
+Plain blocks print in the order a breadth-first walk of the fabric first meets a
+node of the domain (Slurm pairs *adjacent* blocks, so fabric neighbours should be
+adjacent) but keep IDs numbered alphabetically by domain, as Topograph does. With
+``block_sizes`` (or sub-domains) the blocks are complemented with placeholders
+(see :mod:`topocast.renderers.blockplan`) and numbered in order. ``block_name``
+renames blocks from their node names. Skeleton mode drops ``Nodes=``.
+
+Nodes without an accelerator domain never appear. A graph without any domain is
+an error, never an empty file: slurmctld would silently lose block scheduling.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from topocast.errors import RenderError
+from topocast.fabric import NO_TOPOLOGY, FabricTree, build_domains
+from topocast.graph import TopologyGraph
+from topocast.hostlist import compact_str
+from topocast.renderers.base import Artifact, BlockNameOptions, RenderOptions
+from topocast.renderers.blockplan import Block, Members, display_name, name_blocks, plan
+
+FILENAME = "topology-block.conf"
+MEDIA_TYPE = "text/plain"
+
+
+@dataclass
+class BlockLayout:
+    """A planned block topology: parallel lists of blocks and their final names."""
+
+    blocks: list[Block]
+    names: list[str]
+    sizes: list[int]
+    warnings: list[str] = field(default_factory=list)
+
+    def node_block(self) -> dict[str, str]:
+        """node name -> name of the block holding it."""
+        return {n: name for b, name in zip(self.blocks, self.names, strict=True) for n in b.nodes}
+
+
+def domain_order(graph: TopologyGraph, tree: FabricTree | None = None) -> list[str]:
+    """Accelerator domains in the order a BFS of the fabric first meets one of their nodes.
+
+    Without any fabric (e.g. a DRA-style source) the order is alphabetical. A node's BFS
+    position is (BFS rank of its leaf switch, instance ID), so only the switch skeleton is
+    walked; ``tree`` is reused when the caller has already built it.
+    """
+    if not any(n.fabric for n in graph.nodes):
+        return sorted({n.accelerator for n in graph.nodes if n.accelerator is not None})
+    rank = _switch_ranks(graph, tree)
+    first: dict[str, tuple[int, str]] = {}
+    for node in graph.nodes:
+        if node.accelerator is None:
+            continue
+        pos = (rank[node.fabric[0] if node.fabric else NO_TOPOLOGY], node.id if node.id is not None else node.name)
+        if node.accelerator not in first or pos < first[node.accelerator]:
+            first[node.accelerator] = pos
+    return sorted(first, key=first.__getitem__)
+
+
+def _switch_ranks(graph: TopologyGraph, tree: FabricTree | None) -> dict[str, int]:
+    """switch -> breadth-first rank (roots and siblings in sorted-ID order, like build_tree)."""
+    if tree is None:
+        children: dict[str | None, set[str]] = {}
+        known: set[str] = set()
+        for node in graph.nodes:
+            path = node.fabric or [NO_TOPOLOGY]
+            for i, sw in enumerate(path):
+                if sw in known:
+                    break  # the rest of the path is known (paths are validated to form a tree)
+                known.add(sw)
+                children.setdefault(path[i + 1] if i + 1 < len(path) else None, set()).add(sw)
+        roots = sorted(children.get(None, ()))
+        kids = {k: sorted(v) for k, v in children.items() if k is not None}
+    else:
+        roots, kids = tree.roots, tree.child_switches
+    order = list(roots)
+    for sw in order:  # the list grows while we walk it: a breadth-first queue
+        order.extend(kids.get(sw, ()))
+    return {sw: i for i, sw in enumerate(order)}
+
+
+def layout(
+    members: Members,
+    order: list[str],
+    sizes: list[int] | None,
+    block_name: BlockNameOptions | None,
+    id_format: str,
+    where: str = "block_sizes",
+    alphabetical_ids: bool = False,
+) -> BlockLayout:
+    """Plan blocks and name them. ``id_format`` is ``block%03d`` (topology.conf) or ``block%d`` (YAML).
+
+    IDs number blocks in output order, except that cluster-wide plain blocks keep the
+    alphabetical rank of their domain (``alphabetical_ids``), as Topograph's topology.conf does.
+    """
+    p = plan(members, order, sizes, where)
+    ids = [id_format % (b.rank if alphabetical_ids and b.rank is not None else i + 1) for i, b in enumerate(p.blocks)]
+    return BlockLayout(p.blocks, name_blocks(p.blocks, ids, block_name), p.sizes, p.warnings)
+
+
+def no_domains_error(graph: TopologyGraph) -> RenderError:
+    pending = sum(1 for n in graph.nodes if n.accelerator_pending)
+    hint = f" ({pending} node(s) still wait for the provider to report one)" if pending else ""
+    return RenderError(
+        f"cannot render topology/block for cluster {graph.cluster!r}: none of its {len(graph.nodes)} node(s) "
+        f"has an accelerator (NVLink/UltraServer) domain{hint}; use the slurm-tree format instead"
+    )
+
+
+def cluster_layout(graph: TopologyGraph, options: RenderOptions, order: list[str] | None = None) -> BlockLayout:
+    """The cluster-wide block layout (also the source of ``default:blockNNN`` Slinky specs)."""
+    domains = build_domains(graph)
+    if not domains.members:
+        raise no_domains_error(graph)
+    if order is None:
+        order = domain_order(graph)
+    return layout(domains.members, order, options.block_sizes, options.block_name, "block%03d", alphabetical_ids=True)
+
+
+def render_layout(lay: BlockLayout, skeleton: bool) -> str:
+    lines: list[str] = []
+    for block, name in zip(lay.blocks, lay.names, strict=True):
+        if block.label is not None:
+            lines.append(f"# {name}={display_name(block.label)}")
+        if block.nodes and not skeleton:
+            lines.append(f"BlockName={name} Nodes={compact_str(block.nodes)}")
+        else:
+            lines.append(f"BlockName={name}")
+    lines.append("BlockSizes=" + ",".join(map(str, lay.sizes)))
+    return "\n".join(lines) + "\n"
+
+
+def render(graph: TopologyGraph, options: RenderOptions) -> Artifact:
+    lay = cluster_layout(graph, options)
+    content = render_layout(lay, options.skeleton_only)
+    count = sum(len(b.nodes) for b in lay.blocks)
+    return Artifact("slurm-block", FILENAME, content, MEDIA_TYPE, count, warnings=list(lay.warnings))

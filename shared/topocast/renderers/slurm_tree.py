@@ -1,0 +1,150 @@
+"""Slurm ``topology.conf`` for ``TopologyPlugin=topology/tree`` (format ``slurm-tree``).
+
+Byte-compatible with Topograph: switches breadth-first from the roots, siblings
+in sorted-ID order, child lists compressed into hostlists::
+
+    SwitchName=core Switches=spine[1-2]
+    SwitchName=no-topology Nodes=gpu[017-018]
+    SwitchName=spine1 Switches=leaf[1-2]
+    SwitchName=leaf1 Nodes=gpu[001-008]
+
+A switch with a display name (``graph.switch_names``) prints as that name, after a
+``# Name=ID`` comment. Nodes without fabric information hang under the pseudo
+switch ``no-topology``, which sorts among the roots.
+
+Skeleton mode (Slinky dynamic nodes) drops the ``Nodes=`` lists. Unlike Topograph,
+a switch that only had nodes keeps a bare ``SwitchName=X`` line, because its parent
+still names it and slurmctld treats an undefined child switch as fatal.
+
+A switch that has both nodes and child switches (fabrics of mixed depth, e.g. 3- and
+4-level AWS instance types under one spine) cannot be written as such: Topograph prints
+two ``SwitchName`` lines for it, which slurmctld rejects as a duplicate switch, and one
+line with both ``Switches=`` and ``Nodes=`` is rejected too. We move those nodes under a
+synthetic leaf ``<switch>.nodes`` (hashed if too long), which keeps them below the same
+switch, and say so in a warning.
+
+An empty graph is an error: an empty topology.conf silently disables topology-aware
+scheduling (and is fatal in Slurm >= 25.11).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+
+from topocast.errors import RenderError
+from topocast.fabric import NO_TOPOLOGY, FabricTree, build_tree
+from topocast.graph import TopologyGraph
+from topocast.hostlist import compact_str
+from topocast.renderers.base import Artifact, RenderOptions
+
+FILENAME = "topology-tree.conf"
+MEDIA_TYPE = "text/plain"
+
+
+def empty_graph_error(graph: TopologyGraph, what: str) -> RenderError:
+    return RenderError(
+        f"cannot render {what} for cluster {graph.cluster!r}: the graph has no nodes "
+        "(refusing to publish an empty topology, which would disable topology-aware scheduling)"
+    )
+
+
+def check_display_names(tree: FabricTree) -> None:
+    """Two switches printing under one name would be a duplicate SwitchName, fatal to slurmctld."""
+    if not tree.display:
+        return
+    seen: dict[str, str] = {}
+    for sw in tree.parent:
+        name = tree.name_of(sw)
+        other = seen.setdefault(name, sw)
+        if other != sw:
+            a, b = sorted((other, sw))
+            raise RenderError(f"switches {a!r} and {b!r} would both be written as SwitchName={name}")
+
+
+def synthetic_leaf_name(switch: str, taken: set[str]) -> str:
+    name = f"{switch}.nodes"
+    if len(name) > 64 or name in taken:
+        name = f"{switch[:40]}.nodes-{hashlib.sha256(switch.encode()).hexdigest()[:12]}"
+    if name in taken:
+        raise RenderError(f"cannot name a leaf switch for the nodes directly under switch {switch!r}")
+    return name
+
+
+def split_mixed_switches(tree: FabricTree) -> tuple[FabricTree, list[str]]:
+    """Move nodes of switches that also have child switches under a synthetic leaf (see module doc)."""
+    mixed = [sw for sw in tree.child_nodes if sw in tree.child_switches]
+    if not mixed:
+        return tree, []
+    t = dataclasses.replace(
+        tree,
+        child_switches={k: list(v) for k, v in tree.child_switches.items()},
+        child_nodes=dict(tree.child_nodes),
+        parent=dict(tree.parent),
+        node_path=dict(tree.node_path),
+    )
+    taken = {tree.name_of(sw) for sw in tree.parent}
+    notes = []
+    for sw in sorted(mixed):
+        leaf = synthetic_leaf_name(tree.name_of(sw), taken)
+        taken.add(leaf)
+        nodes = t.child_nodes.pop(sw)
+        t.child_nodes[leaf] = nodes
+        t.parent[leaf] = sw
+        t.child_switches[sw] = sorted([*t.child_switches[sw], leaf])
+        for n in nodes:
+            t.node_path[n] = (leaf, *t.node_path[n])
+        notes.append(
+            f"switch {tree.name_of(sw)!r} has both child switches and {len(nodes)} node(s); "
+            f"the nodes are listed under synthetic leaf switch {leaf!r}"
+        )
+    return t, notes
+
+
+def slurm_tree_view(graph: TopologyGraph) -> tuple[FabricTree, list[str]]:
+    """The FabricTree as Slurm's tree plugin needs it: checked names, no mixed switches."""
+    tree = build_tree(graph)
+    check_display_names(tree)
+    return split_mixed_switches(tree)
+
+
+def node_paths(graph: TopologyGraph) -> dict[str, str]:
+    """node -> root-first switch names joined by ``:`` (the unit of a Slinky ``default:`` spec)."""
+    tree, _ = slurm_tree_view(graph)
+    out: dict[str, str] = {}
+    for node in graph.nodes:
+        path = tree.node_path[node.name] or (NO_TOPOLOGY,)
+        out[node.name] = ":".join(tree.name_of(sw) for sw in reversed(path))
+    return out
+
+
+def render_tree(tree: FabricTree, skeleton: bool) -> str:
+    lines: list[str] = []
+    for sw in tree.bfs():
+        name = tree.name_of(sw)
+        comment = f"# {name}={sw}" if sw in tree.display else None
+        children = tree.child_switches.get(sw)
+        nodes = tree.child_nodes.get(sw)
+        if children:
+            if comment:
+                lines.append(comment)
+            lines.append(f"SwitchName={name} Switches={compact_str(tree.name_of(c) for c in children)}")
+        if nodes:  # never together with children: see split_mixed_switches
+            if comment:
+                lines.append(comment)
+            lines.append(f"SwitchName={name}" if skeleton else f"SwitchName={name} Nodes={compact_str(nodes)}")
+    return "\n".join(lines) + "\n"
+
+
+def render(graph: TopologyGraph, options: RenderOptions) -> Artifact:
+    if not graph.nodes:
+        raise empty_graph_error(graph, "topology/tree")
+    tree, warnings = slurm_tree_view(graph)
+    missing = graph.nodes_without_topology()
+    if missing:
+        warnings.append(
+            f"{len(missing)} node(s) have no fabric information and are listed under switch "
+            f"{NO_TOPOLOGY!r}: {compact_str(missing)}"
+        )
+    content = render_tree(tree, options.skeleton_only)
+    return Artifact("slurm-tree", FILENAME, content, MEDIA_TYPE, len(graph.nodes), warnings=warnings)

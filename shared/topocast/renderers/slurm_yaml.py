@@ -1,0 +1,219 @@
+"""Slurm >= 25.05 ``topology.yaml`` (format ``slurm-yaml``): several named topologies at once.
+
+With ``options.topologies`` (one entry per partition) the output matches
+Topograph's per-partition YAML byte for byte: topologies sorted by name, each
+
+* ``tree``: the fabric pruned to the partition's nodes, breadth-first, switches by
+  **ID** (display names are a topology.conf comment feature), ``children`` and
+  ``nodes`` as hostlists;
+* ``block``: the partition's nodes grouped by accelerator domain, IDs ``block1..``,
+  complemented/padded when block sizes are given or sub-domains exist, optional
+  ``block_name`` naming;
+* ``flat``: just ``flat: true``.
+
+A partition's ``nodes`` are hostlist expressions; ``None`` means every node of the
+graph (an explicit empty list is an error, as in Topograph). Nodes the graph does
+not know, or (for block) that have no accelerator domain, are skipped with a
+warning in ``Artifact.warnings``; a partition left with nothing becomes
+``flat: true``. A topology's own ``block_sizes`` / ``block_name`` win over the global
+options. Skeleton mode drops every ``nodes`` field.
+
+Without ``options.topologies`` we emit a cluster-wide default set, sorted by name:
+``block`` (only when the graph has accelerator domains; the same blocks and
+``block%03d`` names as the ``slurm-block`` file), ``flat``, and ``tree`` (all nodes).
+``options.cluster_default`` (``tree`` by default) names the one with
+``cluster_default: true``.
+
+The text mimics Go yaml.v3 (4-space indented nested sequences, quoting rules in
+:mod:`topocast.renderers.yamlv3`) rather than PyYAML, so files diff cleanly
+against Topograph's.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from topocast.errors import HostlistError, RenderError
+from topocast.fabric import NO_TOPOLOGY, FabricTree, build_tree
+from topocast.graph import TopologyGraph
+from topocast.hostlist import compact_str, expand
+from topocast.renderers.base import Artifact, RenderOptions, TopologySpec
+from topocast.renderers.slurm_block import cluster_layout, domain_order, layout
+from topocast.renderers.slurm_tree import empty_graph_error
+from topocast.renderers.yamlv3 import scalar
+
+FILENAME = "topology.yaml"
+MEDIA_TYPE = "application/yaml"
+
+
+@dataclass
+class Unit:
+    """One ``- topology:`` entry plus, per node, its Slinky spec unit (``S1:S2`` or ``block3``)."""
+
+    name: str
+    default: bool
+    flat: bool = False
+    #: (switch, children hostlist, nodes hostlist)
+    switches: list[tuple[str, str, str]] | None = None
+    block_sizes: list[int] | None = None
+    #: (block name, nodes hostlist)
+    blocks: list[tuple[str, str]] | None = None
+    parents: dict[str, str] = field(default_factory=dict)
+
+
+class _Context:
+    """Per-render shared state: the fabric tree and the node -> accelerator maps, built once."""
+
+    def __init__(self, graph: TopologyGraph, options: RenderOptions) -> None:
+        self.graph = graph
+        self.options = options
+        self.tree: FabricTree = build_tree(graph)
+        self.nodes = {n.name: n for n in graph.nodes}
+        self.order = domain_order(graph, self.tree)
+        self.warnings: list[str] = []
+
+    def select(self, topo: str, spec: TopologySpec) -> list[str]:
+        """Known node names of a partition, in the order given; unknown ones are warned about."""
+        if spec.nodes is None:
+            return list(self.nodes)
+        if not spec.nodes:
+            raise RenderError(f"topology {topo!r} specifies no nodes")
+        try:
+            names = expand(spec.nodes)
+        except HostlistError as exc:
+            raise RenderError(f"topology {topo!r}: nodes: {exc}") from None
+        known = [n for n in dict.fromkeys(names) if n in self.nodes]
+        unknown = [n for n in dict.fromkeys(names) if n not in self.nodes]
+        if unknown:
+            self.warnings.append(
+                f"topology {topo!r}: skipped {len(unknown)} node(s) not in the graph: {compact_str(unknown)}"
+            )
+        return known
+
+    def tree_unit(self, topo: str, spec: TopologySpec) -> Unit:
+        unit = Unit(topo, spec.cluster_default)
+        selected = set(self.select(topo, spec))
+        tree = self.tree
+        required: set[str] = set()
+        for n in selected:
+            required.update(tree.node_path[n] or (NO_TOPOLOGY,))
+        if not required:
+            unit.flat = True
+            return unit
+        unit.switches = []
+        for sw in tree.bfs():
+            if sw not in required:
+                continue
+            children = [c for c in tree.child_switches.get(sw, ()) if c in required]
+            leaves = [n for n in tree.child_nodes.get(sw, ()) if n in selected]
+            unit.switches.append((sw, compact_str(children), compact_str(leaves)))
+        for n in selected:
+            unit.parents[n] = ":".join(reversed(tree.node_path[n] or (NO_TOPOLOGY,)))
+        return unit
+
+    def block_unit(self, topo: str, spec: TopologySpec) -> Unit:
+        unit = Unit(topo, spec.cluster_default)
+        members: dict[str, dict[str | None, list[str]]] = {}
+        no_domain: list[str] = []
+        for name in self.select(topo, spec):
+            node = self.nodes[name]
+            if node.accelerator is None:
+                no_domain.append(name)
+            else:
+                members.setdefault(node.accelerator, {}).setdefault(node.subdomain, []).append(name)
+        if no_domain:
+            self.warnings.append(
+                f"topology {topo!r}: skipped {len(no_domain)} node(s) without an accelerator domain: "
+                f"{compact_str(no_domain)}"
+            )
+        if not members:
+            unit.flat = True
+            return unit
+        sizes = spec.block_sizes or self.options.block_sizes
+        block_name = spec.block_name or self.options.block_name
+        lay = layout(members, self.order, sizes, block_name, "block%d", f"topology {topo!r} block_sizes")
+        self.warnings.extend(f"topology {topo!r}: {w}" for w in lay.warnings)
+        unit.block_sizes = lay.sizes
+        unit.blocks = [(name, compact_str(b.nodes)) for b, name in zip(lay.blocks, lay.names, strict=True)]
+        unit.parents = lay.node_block()
+        return unit
+
+    def default_units(self) -> list[Unit]:
+        wanted = self.options.cluster_default
+        units = [self.tree_unit("tree", TopologySpec(plugin="tree", cluster_default=wanted == "tree"))]
+        units.append(Unit("flat", wanted == "flat", flat=True))
+        if self.order:
+            lay = cluster_layout(self.graph, self.options, self.order)
+            self.warnings.extend(lay.warnings)
+            units.append(
+                Unit(
+                    "block",
+                    wanted == "block",
+                    block_sizes=lay.sizes,
+                    blocks=[(name, compact_str(b.nodes)) for b, name in zip(lay.blocks, lay.names, strict=True)],
+                    parents=lay.node_block(),
+                )
+            )
+        if wanted not in {u.name for u in units}:
+            have = ", ".join(sorted(u.name for u in units))
+            raise RenderError(f"cluster_default {wanted!r} is not one of the topologies rendered ({have})")
+        return sorted(units, key=lambda u: u.name)
+
+
+def build_units(graph: TopologyGraph, options: RenderOptions) -> tuple[list[Unit], list[str]]:
+    """The topologies to write (sorted by name) and the warnings collected on the way."""
+    if not graph.nodes:
+        raise empty_graph_error(graph, "topology.yaml")
+    ctx = _Context(graph, options)
+    if not options.topologies:
+        return ctx.default_units(), ctx.warnings
+    units: list[Unit] = []
+    for topo in sorted(options.topologies):
+        spec = options.topologies[topo]
+        kind = spec.kind
+        if kind == "tree":
+            units.append(ctx.tree_unit(topo, spec))
+        elif kind == "block":
+            units.append(ctx.block_unit(topo, spec))
+        else:
+            units.append(Unit(topo, spec.cluster_default, flat=True))
+    return units, ctx.warnings
+
+
+def emit(units: list[Unit], skeleton: bool) -> str:
+    """Write units the way yaml.v3 marshals Topograph's ``[]*TopologyUnit``."""
+    if not units:
+        return "[]\n"
+    out: list[str] = []
+    for u in units:
+        out.append(f"- topology: {scalar(u.name)}")
+        out.append(f"  cluster_default: {'true' if u.default else 'false'}")
+        if u.flat:
+            out.append("  flat: true")
+        if u.switches is not None:
+            out.append("  tree:")
+            out.append("    switches:" + ("" if u.switches else " []"))
+            for sw, children, nodes in u.switches:
+                out.append(f"        - switch: {scalar(sw)}")
+                if children:
+                    out.append(f"          children: {scalar(children)}")
+                if nodes and not skeleton:
+                    out.append(f"          nodes: {scalar(nodes)}")
+        if u.blocks is not None:
+            out.append("  block:")
+            out.append("    block_sizes:" + ("" if u.block_sizes else " []"))
+            out.extend(f"        - {s}" for s in u.block_sizes or ())
+            out.append("    blocks:" + ("" if u.blocks else " []"))
+            for name, nodes in u.blocks:
+                out.append(f"        - block: {scalar(name)}")
+                if nodes and not skeleton:
+                    out.append(f"          nodes: {scalar(nodes)}")
+    return "\n".join(out) + "\n"
+
+
+def render(graph: TopologyGraph, options: RenderOptions) -> Artifact:
+    units, warnings = build_units(graph, options)
+    placed = set().union(*(u.parents for u in units)) if units else set()
+    return Artifact(
+        "slurm-yaml", FILENAME, emit(units, options.skeleton_only), MEDIA_TYPE, len(placed), warnings=warnings
+    )

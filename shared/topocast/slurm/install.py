@@ -1,0 +1,274 @@
+"""Swap a new topology.conf in on a Slurm controller host, safely.
+
+The pull agent calls :func:`install_topology` with the bytes it fetched and
+the sha256 the manifest promised. The steps, and what each failure leaves:
+
+1. ``sha256``: the content must hash to ``expected_sha256``; else nothing is written.
+2. ``unchanged``: identical to what is installed -> no write, no reconfigure.
+3. ``validate``: a throwaway slurmctld must accept it (see :mod:`validate`); else nothing is written.
+4. ``write``: the current file is copied to ``<dest>.prev``, the new one goes to a
+   temp file in the same directory, is fsynced and renamed over ``dest``. A
+   reader (or a reconfigure) sees the old file or the new one, never a missing
+   or partial one: slurmctld dies on a missing topology.conf at reconfigure.
+5. ``reconfigure`` / ``ping`` / ``show-topology`` (only with ``reconfigure=True``):
+   ``scontrol reconfigure``, the controller must answer ping, and ``scontrol show
+   topology`` must list exactly the new switches. If any fails, the previous file
+   is put back the same atomic way and the controller reconfigured again.
+
+Installs into one directory are serialised with ``flock`` on the directory.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import os
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+from topocast.errors import TopocastError
+from topocast.slurm import scontrol as ctl
+from topocast.slurm.topofile import parse_topology
+from topocast.slurm.validate import ValidationResult, validate_topology_text
+
+Action = Literal["installed", "unchanged", "refused", "rolled_back", "failed"]
+
+
+@dataclass
+class InstallResult:
+    ok: bool
+    #: installed / unchanged (no-op) / refused (nothing written) / rolled_back / failed
+    action: Action
+    dest: Path
+    #: sha256 of the offered content
+    sha256: str
+    message: str
+    #: sha256, validate, write, reconfigure, ping, show-topology or rollback; None on success
+    failed_step: str | None = None
+    validation: ValidationResult | None = None
+    reconfigured: bool = False
+    #: the copy of the replaced file, when one was made
+    previous: Path | None = None
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def changed(self) -> bool:
+        """True if ``dest`` now holds the new content."""
+        return self.action == "installed" or (self.action == "failed" and self.failed_step == "rollback")
+
+
+def install_topology(
+    content: bytes,
+    dest: Path,
+    *,
+    expected_sha256: str,
+    validate: bool = True,
+    reconfigure: bool = False,
+    slurm_conf: Path | None = None,
+    scontrol: str = "scontrol",
+    ping_timeout: float = 10.0,
+) -> InstallResult:
+    """Verify, validate and atomically install ``content`` at ``dest``; optionally reconfigure.
+
+    ``slurm_conf`` is the controller's slurm.conf: its nodes are what the file
+    must cover, and scontrol runs with ``SLURM_CONF`` pointing at it (without it
+    scontrol uses its own default / the inherited environment).
+    """
+    dest = Path(dest)
+    if dest.is_symlink():
+        dest = dest.resolve()  # replace the file the link points at, keep the operator's link
+    digest = hashlib.sha256(content).hexdigest()
+
+    def result(ok: bool, action: Action, message: str, step: str | None = None, **kw: object) -> InstallResult:
+        text = f"{dest}: {message}" if step is None else f"{dest}: step {step} failed: {message}"
+        return InstallResult(ok, action, dest, digest, text, step, **kw)  # type: ignore[arg-type]
+
+    if digest != expected_sha256.strip().lower():
+        return result(
+            False,
+            "refused",
+            f"content sha256 {digest} does not match expected {expected_sha256}; nothing written",
+            "sha256",
+        )
+    if not dest.parent.is_dir():
+        return result(False, "refused", f"directory {dest.parent} does not exist; nothing written", "write")
+    with _dir_lock(dest.parent):
+        try:
+            old = dest.read_bytes()
+        except FileNotFoundError:
+            old = None
+        except OSError as exc:
+            return result(False, "refused", f"cannot read the current file ({exc.strerror})", "write")
+        if old == content:
+            return result(True, "unchanged", "already up to date (sha256 " + digest[:12] + "); nothing to do")
+
+        validation = None
+        if validate:
+            try:
+                validation = validate_topology_text(content, slurm_conf, source=f"{dest} (candidate)")
+            except TopocastError as exc:
+                return result(False, "refused", f"{exc}; nothing written", "validate")
+            if not validation.ok:
+                reasons = "; ".join(validation.errors[:5])
+                more = f" (+{len(validation.errors) - 5} more)" if len(validation.errors) > 5 else ""
+                return result(False, "refused", f"{reasons}{more}; nothing written", "validate", validation=validation)
+
+        prev = dest.with_name(dest.name + ".prev") if old is not None else None
+        try:
+            if old is not None and prev is not None:
+                _atomic_write(prev, old, like=dest)
+            _atomic_write(dest, content, like=dest)
+        except OSError as exc:
+            return result(
+                False,
+                "refused",
+                f"{exc.strerror} ({exc.filename}); {dest} is unchanged",
+                "write",
+                validation=validation,
+            )
+        warnings = list(validation.warnings) if validation else []
+        if not reconfigure:
+            return result(
+                True,
+                "installed",
+                f"installed (sha256 {digest[:12]})",
+                validation=validation,
+                previous=prev,
+                warnings=warnings,
+            )
+
+        env = {**os.environ, "SLURM_CONF": str(slurm_conf)} if slurm_conf is not None else None
+        step, reason = _apply(content, scontrol, env, ping_timeout, warnings)
+        if step is None:
+            return result(
+                True,
+                "installed",
+                f"installed and reconfigured (sha256 {digest[:12]})",
+                validation=validation,
+                reconfigured=True,
+                previous=prev,
+                warnings=warnings,
+            )
+        if old is None:
+            return result(
+                False,
+                "failed",
+                f"{reason}; there is no previous file to restore, the new file stays in place",
+                "rollback",
+                validation=validation,
+                warnings=warnings,
+            )
+        try:
+            _atomic_write(dest, old, like=dest)
+        except OSError as exc:
+            return result(
+                False,
+                "failed",
+                f"{reason}; restoring the previous file also failed: {exc.strerror}",
+                "rollback",
+                validation=validation,
+                previous=prev,
+                warnings=warnings,
+            )
+        after = _after_rollback(scontrol, env, ping_timeout)
+        return result(
+            False,
+            "rolled_back",
+            f"{reason}; restored the previous file, {after}",
+            step,
+            validation=validation,
+            previous=prev,
+            warnings=warnings,
+        )
+
+
+def _apply(
+    content: bytes, scontrol: str, env: dict[str, str] | None, ping_timeout: float, warnings: list[str]
+) -> tuple[str | None, str]:
+    """Reconfigure and check the controller took the file: (failed step or None, reason)."""
+    try:
+        ctl.reconfigure(scontrol, env)
+    except TopocastError as exc:
+        return "reconfigure", str(exc)
+    if not _wait_ping(scontrol, env, ping_timeout):
+        return "ping", f"the controller did not answer scontrol ping within {ping_timeout:g} s after reconfigure"
+    topo = parse_topology(content.decode("utf-8", errors="replace"))
+    if topo.kind != "tree":
+        warnings.append(f"not checking scontrol show topology for a topology/{topo.kind} file")
+        return None, ""
+    try:
+        shown = set(ctl.show_topology(scontrol, env))
+    except TopocastError as exc:
+        return "show-topology", str(exc)
+    expected = set(topo.switches)
+    if shown != expected:
+        missing, extra = sorted(expected - shown), sorted(shown - expected)
+        return "show-topology", (
+            f"scontrol show topology does not match the new file (missing: {', '.join(missing) or '-'}; "
+            f"unexpected: {', '.join(extra) or '-'})"
+        )
+    return None, ""
+
+
+def _after_rollback(scontrol: str, env: dict[str, str] | None, ping_timeout: float) -> str:
+    try:
+        ctl.reconfigure(scontrol, env)
+    except TopocastError as exc:
+        return f"but reconfiguring again failed ({exc}); check slurmctld"
+    if not _wait_ping(scontrol, env, ping_timeout):
+        return "but the controller is DOWN: restart slurmctld"
+    return "reconfigured again, controller is UP"
+
+
+def _wait_ping(scontrol: str, env: dict[str, str] | None, timeout: float) -> bool:
+    deadline = time.monotonic() + timeout
+    while True:
+        if ctl.ping(scontrol, env, timeout=max(1.0, timeout)):
+            return True
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.05)
+
+
+@contextlib.contextmanager
+def _dir_lock(directory: Path) -> Iterator[None]:
+    """Exclusive flock on the directory itself: no lock file left in /etc/slurm."""
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # closing drops the lock
+
+
+def _atomic_write(path: Path, data: bytes, like: Path) -> None:
+    """Write ``data`` to ``path`` via a fsynced temp file + rename; mode/owner copied from ``like``."""
+    try:
+        st = like.stat()
+        mode, owner = st.st_mode & 0o7777, (st.st_uid, st.st_gid)
+    except FileNotFoundError:
+        mode, owner = 0o644, None  # slurmctld runs as SlurmUser: it must be able to read the file
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fchmod(f.fileno(), mode)
+            if owner is not None and os.geteuid() == 0:
+                os.fchown(f.fileno(), *owner)
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+    dir_fd = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(dir_fd)  # make the rename itself durable
+    finally:
+        os.close(dir_fd)

@@ -1,0 +1,178 @@
+"""Blast-radius guard: the pure check, holds/reconcile/override, the publish stage, S3 persistence."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+import pytest
+from pipeline_helpers import client, graph, make_bucket
+
+from topocast.aws.publish_state import S3PublishState, read_override
+from topocast.graph import TopologyGraph
+from topocast.pipeline.artifacts import MemoryArtifactStore
+from topocast.pipeline.guard import (
+    OVERRIDE_ENV,
+    HoldRecord,
+    check,
+    confirm,
+    hold_covers,
+    override_allows,
+    reconcile_confirms,
+)
+from topocast.pipeline.publish_stage import (
+    MemoryPublishState,
+    PublishedRecord,
+    confirm_on_reconcile,
+    publish_manifest,
+)
+from topocast.pipeline.render_stage import render_generation
+from topocast.pipeline.store import MemoryGraphStore
+from topocast.publish.base import PublishResult
+
+NODES = {f"n{i:03d}" for i in range(100)}
+
+pytest_plugins = ["pipeline_helpers"]  # the moto_server fixture
+
+
+def minus(k: int) -> set[str]:
+    return set(sorted(NODES)[k:])
+
+
+@pytest.mark.parametrize(
+    ("previous", "new", "kwargs", "allow"),
+    [
+        (None, NODES, {}, True),  # first publish
+        (NODES, NODES | {"n999"}, {}, True),  # growth
+        (NODES, minus(10), {}, True),  # exactly 10%: not *more* than the limit
+        (NODES, minus(11), {}, False),
+        (NODES, minus(11), {"max_loss_fraction": 0.2}, True),
+        (NODES, minus(60), {"override": True}, True),
+        (NODES, minus(60), {"confirmed_by_reconcile": True}, True),
+        (NODES, set(), {}, False),
+        (NODES, set(), {"override": True, "confirmed_by_reconcile": True}, False),  # empty: never
+        (None, set(), {"override": True}, False),
+    ],
+)
+def test_check(previous, new, kwargs, allow) -> None:
+    decision = check(previous, new, **kwargs)
+    assert decision.allow is allow
+    assert decision.lost == sorted((previous or set()) - new)
+
+
+def test_held_reason_names_the_loss() -> None:
+    decision = check(NODES, minus(30))
+    assert "30 of 100" in decision.reason and "n000" in decision.reason and "held" in decision.reason
+    assert "empty topology is never published" in check(NODES, set(), override=True).reason
+    with pytest.raises(ValueError, match="max_loss_fraction"):
+        check(NODES, NODES, max_loss_fraction=1.5)
+
+
+def test_override_and_reconcile_helpers() -> None:
+    assert override_allows("42", 42) and override_allows(" 42\n", 42)
+    assert not override_allows("41", 42) and not override_allows("yes", 42) and not override_allows(None, 42)
+    hold = HoldRecord(7, ["n001", "n002"], 6, "held")
+    assert reconcile_confirms(hold, {"n003"})
+    assert not reconcile_confirms(hold, {"n002", "n003"})  # one of them came back: it was a blip
+    assert not reconcile_confirms(hold, set())
+    assert not hold_covers(hold, ["n001"])  # not confirmed yet
+    assert hold_covers(confirm(hold), ["n001"]) and not hold_covers(confirm(hold), ["n001", "n009"])
+    assert HoldRecord.from_json(confirm(hold).to_json()).confirmed
+
+
+# ----- the publish stage ------------------------------------------------------------------------------
+
+
+@dataclass
+class RecordingPublisher:
+    name: str = "rec"
+    ok: bool = True
+    calls: list[int] = field(default_factory=list)
+
+    def publish(self, manifest, artifacts: Mapping[str, bytes]) -> PublishResult:
+        self.calls.append(manifest.generation)
+        return PublishResult(self.ok, "recorded")
+
+
+def _pipeline():
+    return MemoryGraphStore(), MemoryArtifactStore(), MemoryPublishState(), RecordingPublisher()
+
+
+def _step(graphs, artifacts, state, pub, g: TopologyGraph, override: str | None = None):
+    latest = graphs.latest()
+    graphs.write_if_changed(g, expected_generation=latest.generation if latest else None)
+    rendered = render_generation(graphs, artifacts, None, ["graph"])
+    return publish_manifest(rendered.manifest, rendered.files, [pub], graphs=graphs, state=state, override=override)
+
+
+def test_big_loss_is_held_until_a_reconcile_confirms_it() -> None:
+    graphs, artifacts, state, pub = _pipeline()
+    assert _step(graphs, artifacts, state, pub, graph("c1", 40)).published
+    assert state.published.generation == 1 and len(state.published.nodes) == 40
+    held = _step(graphs, artifacts, state, pub, graph("c1", 20))  # half the cluster "vanished"
+    assert held.held and not held.published and pub.calls == [1]
+    assert state.hold.generation == 2 and len(state.hold.lost) == 20 and state.published.generation == 1
+    # a reconcile that sees some of them back does not confirm
+    assert confirm_on_reconcile(state, graph("c1", 30)) is None
+    # one that sees the same loss does; the next publish goes through and clears the hold
+    assert confirm_on_reconcile(state, graph("c1", 20)).confirmed
+    latest = artifacts.latest_manifest()
+    outcome = publish_manifest(latest, {"graph.json": b"x"}, [pub], graphs=graphs, state=state)
+    assert outcome.published and pub.calls == [1, 2]
+    assert state.hold is None and state.published.generation == 2
+
+
+def test_operator_override_names_one_generation() -> None:
+    graphs, artifacts, state, pub = _pipeline()
+    _step(graphs, artifacts, state, pub, graph("c1", 40))
+    assert _step(graphs, artifacts, state, pub, graph("c1", 10), override="7").held  # wrong generation
+    assert _step(graphs, artifacts, state, pub, graph("c1", 11), override="3").published
+    assert state.published.generation == 3 and pub.calls == [1, 3]
+
+
+def test_small_changes_flow_and_failed_publish_is_not_recorded() -> None:
+    graphs, artifacts, state, pub = _pipeline()
+    _step(graphs, artifacts, state, pub, graph("c1", 40))
+    assert _step(graphs, artifacts, state, pub, graph("c1", 37)).published  # 7.5% loss
+    pub.ok = False
+    outcome = _step(graphs, artifacts, state, pub, graph("c1", 39))
+    assert not outcome.published and not outcome.held and state.published.generation == 2
+
+
+def test_empty_graph_is_never_published() -> None:
+    graphs, artifacts, state, pub = _pipeline()
+    _step(graphs, artifacts, state, pub, graph("c1", 40))
+    empty = TopologyGraph.model_validate({"cluster": "c1", "provider": "test", "nodes": []})
+    outcome = _step(graphs, artifacts, state, pub, empty, override="2")
+    assert outcome.held and pub.calls == [1]
+
+
+# ----- S3 persistence -----------------------------------------------------------------------------------
+
+
+def test_s3_publish_state_round_trip(moto_server) -> None:
+    s3 = client(moto_server, "s3")
+    bucket = make_bucket(moto_server)
+    st = S3PublishState(bucket, "tc", "c1", s3)
+    assert st.load_published() is None and st.load_hold() is None
+    st.save_published(PublishedRecord(3, "a" * 64, ["n1", "n2"], publishers=["ssm"]))
+    st.save_hold(HoldRecord(4, ["n2"], 3, "held: ..."))
+    again = S3PublishState(bucket, "tc", "c1", s3)
+    assert again.load_published().nodes == ["n1", "n2"] and again.load_hold().lost == ["n2"]
+    keys = {o["Key"] for o in s3.list_objects_v2(Bucket=bucket)["Contents"]}
+    assert keys == {"tc/c1/state/published.json", "tc/c1/state/guard-hold.json"}
+    again.clear_hold()
+    assert st.load_hold() is None
+    s3.put_object(Bucket=bucket, Key="tc/c1/state/published.json", Body=b'{"generation": 1}')
+    with pytest.raises(Exception, match=r"published\.json: malformed published record"):
+        st.load_published()
+
+
+def test_read_override(moto_server, monkeypatch: pytest.MonkeyPatch) -> None:
+    ssm = client(moto_server, "ssm")
+    monkeypatch.delenv(OVERRIDE_ENV, raising=False)
+    assert read_override("ovr", ssm) is None
+    ssm.put_parameter(Name="/topocast/ovr/guard/allow-generation", Value="12", Type="String")
+    assert read_override("ovr", ssm) == "12"
+    monkeypatch.setenv(OVERRIDE_ENV, "13")
+    assert read_override("ovr", ssm) == "13"
