@@ -47,13 +47,15 @@ What it implements
 
 What it does not implement
 --------------------------
-watch, authorization (RBAC is checked by the tests from the request log instead),
-admission webhooks and CRD schema validation, OpenAPI, protobuf/CBOR, aggregated
-discovery, subresources (``/status``, ``/scale``), strategic-merge list semantics
-(``patchMergeKey``, ``$patch`` directives: lists are replaced), field selectors on
-other fields, dryRun, generateName, finalizers and graceful deletion,
-deletecollection, client certificates, and the ``managedFields`` details of list items (lists are
-owned atomically, ``f:`` sets are approximated).
+watch; authorization (RBAC is checked by the tests from the request log instead);
+admission webhooks and CRD schema validation (inject a 422 to simulate a rejection);
+OpenAPI, protobuf/CBOR and aggregated discovery; subresources (``/status``,
+``/scale``); strategic-merge list semantics (``patchMergeKey``, ``$patch``
+directives: lists are replaced); field selectors on other fields; dryRun,
+generateName, finalizers, graceful deletion and deletecollection; client
+certificates; list snapshots (a ``continue`` token is a position, not a
+resourceVersion: no 410 Gone). Field ownership is approximated: lists are owned
+atomically and ``managedFields`` entries carry no timestamps.
 """
 
 from __future__ import annotations
@@ -194,6 +196,7 @@ class _Stored:
     obj: JSON
     #: (manager, operation) -> owned leaf paths
     managers: dict[tuple[str, str], set[Path]] = field(default_factory=dict)
+    managed_fields: list[JSON] | None = None  # rendered form, built on first read
 
 
 # ----- label selectors and validation -----------------------------------------------------------------
@@ -467,6 +470,7 @@ class FakeKubeApiServer:
     def put(self, rtype: ResourceType, obj: JSON, manager: str = "test-setup") -> JSON:
         """Create or replace an object directly (no request logged), as ``manager`` would with an update."""
         with self._lock:
+            obj = copy.deepcopy(obj)
             meta = obj.setdefault("metadata", {})
             key = self._key(rtype, meta.get("namespace"), meta["name"])
             old = self._objects.get(key)
@@ -489,12 +493,12 @@ class FakeKubeApiServer:
         """The object as a GET would return it (with managedFields), or None."""
         with self._lock:
             stored = self._objects.get(self._key(rtype, namespace, name))
-            return self._render(stored) if stored else None
+            return self._render(stored, deep=True) if stored else None
 
     def list(self, rtype: ResourceType) -> list[JSON]:
         with self._lock:
             keys = sorted(k for k in self._objects if k[:2] == (rtype.group, rtype.plural))
-            return [self._render(self._objects[k]) for k in keys]
+            return [self._render(self._objects[k], deep=True) for k in keys]
 
     def delete(self, rtype: ResourceType, name: str, namespace: str | None = None) -> None:
         with self._lock:
@@ -607,19 +611,23 @@ class FakeKubeApiServer:
         return self._render(stored)
 
     @staticmethod
-    def _render(stored: _Stored) -> JSON:
-        out = copy.deepcopy(stored.obj)
-        out["metadata"]["managedFields"] = [
-            {
-                "manager": mgr,
-                "operation": op,
-                "apiVersion": out["apiVersion"],
-                "fieldsType": "FieldsV1",
-                "fieldsV1": fields_v1(paths),
-            }
-            for (mgr, op), paths in sorted(stored.managers.items())
-        ]
-        return out
+    def _render(stored: _Stored, deep: bool = False) -> JSON:
+        """The object as the API returns it. Shallow by default: the wire path serialises it at once,
+        and stored objects are never mutated in place (every write builds a new dict)."""
+        if stored.managed_fields is None:
+            stored.managed_fields = [
+                {
+                    "manager": mgr,
+                    "operation": op,
+                    "apiVersion": stored.obj["apiVersion"],
+                    "fieldsType": "FieldsV1",
+                    "fieldsV1": fields_v1(paths),
+                }
+                for (mgr, op), paths in sorted(stored.managers.items())
+            ]
+        out = dict(stored.obj)
+        out["metadata"] = {**stored.obj["metadata"], "managedFields": stored.managed_fields}
+        return copy.deepcopy(out) if deep else out
 
     def handle(self, req: LoggedRequest, raw_body: bytes) -> tuple[int, JSON, dict[str, str]]:
         """Route one request; returns (status, JSON body, extra headers)."""

@@ -1,43 +1,17 @@
-"""Helpers shared by the pipeline tests: small graphs, a moto server, boto3 clients against it.
+"""Helpers shared by the pipeline tests: small graphs and boto3 clients against a moto server.
 
-The ``moto_server`` fixture comes from ``tests/aws_fixtures.py`` when present;
-otherwise a local ThreadedMotoServer on 127.0.0.1 with a free port is started.
-Tests give every bucket/table/queue a unique name, so they never see each other.
+The server is the ``moto_server`` fixture from aws_fixtures.py (loaded by conftest). Tests
+give every bucket/table/queue a unique name, so they never see each other.
 """
 
 from __future__ import annotations
 
-import socket
 import uuid
-from collections.abc import Iterator
 from typing import Any
-
-import pytest
 
 from topocast.graph import TopologyGraph
 
 REGION = "us-east-1"
-
-try:  # the project-wide fixture (written alongside the AWS provider)
-    from aws_fixtures import moto_server  # type: ignore[import-not-found]
-except ImportError:  # pragma: no cover - depends on which files exist
-
-    @pytest.fixture(scope="session")
-    def moto_server() -> Iterator[str]:
-        import logging
-
-        from moto.server import ThreadedMotoServer
-
-        logging.getLogger("werkzeug").setLevel(logging.WARNING)  # one INFO line per request otherwise
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
-        server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
-        server.start()
-        try:
-            yield f"http://127.0.0.1:{port}"
-        finally:
-            server.stop()
 
 
 def endpoint_of(server: Any) -> str:

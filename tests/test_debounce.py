@@ -18,8 +18,6 @@ Q, MAX = 15.0, 120.0
 
 # ----- the decision table ---------------------------------------------------------------------
 
-pytest_plugins = ["pipeline_helpers"]  # the moto_server fixture
-
 
 @pytest.mark.parametrize(
     ("first", "last", "now", "action", "wait"),
@@ -204,7 +202,7 @@ def test_burst_of_1000_changes_is_one_timer_and_one_render(aws) -> None:
     _poll(aws, deb, 3.5, on_render)
     assert len(renders) == 1
     at, decision = renders[0]
-    assert decision.generation == 1000
+    assert decision.generation == 1000 and decision.cluster == "c1"
     assert at - last_change[0] >= 1.0  # only after the quiet window
     # the expired timer was re-armed at most once, and only one message was ever in flight
     assert len(aws["sent"]) <= 2

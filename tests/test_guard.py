@@ -32,8 +32,6 @@ from topocast.publish.base import PublishResult
 
 NODES = {f"n{i:03d}" for i in range(100)}
 
-pytest_plugins = ["pipeline_helpers"]  # the moto_server fixture
-
 
 def minus(k: int) -> set[str]:
     return set(sorted(NODES)[k:])

@@ -72,6 +72,7 @@ def make_publisher(
     sleeps: list[float] | None = None,
     real_sleep: bool = True,
     client: dict[str, Any] | None = None,
+    graph_source: Callable[[int], TopologyGraph] | None = None,
     **config: Any,
 ) -> KubernetesPublisher:
     settings = ClientSettings(**{"qps": 0, "backoff_initial": 0.01, "backoff_max": 0.05, **(client or {})})
@@ -85,7 +86,9 @@ def make_publisher(
         if real_sleep:
             time.sleep(seconds)
 
-    return KubernetesPublisher(cfg, client_factory=lambda: build_client(cfg.connection, cfg.client, sleep=sleep))
+    return KubernetesPublisher(
+        cfg, client_factory=lambda: build_client(cfg.connection, cfg.client, sleep=sleep), graph_source=graph_source
+    )
 
 
 def labels_of(fake: FakeKubeApiServer, name: str) -> dict[str, str]:
@@ -428,6 +431,25 @@ def test_conflict_on_apply_is_retried_after_a_fresh_read(fake: FakeKubeApiServer
     assert "fake/touched" in cm["metadata"]["annotations"]  # the other writer's field survives the apply
 
 
+def test_endless_conflicts_end_in_a_clear_error(fake: FakeKubeApiServer) -> None:
+    fake.inject(409, None, match=lambda r: r.method == "PATCH" and r.resource == "configmaps")
+
+    result = make_publisher(fake, max_conflict_retries=2).publish(
+        {"generation": 1}, artifacts(make_graph(4), ("slinky",))
+    )
+
+    assert not result.published
+    assert "v1 ConfigMap slurm/slurm-config-extra: still conflicting after 2 fresh reads" in result.report.errors
+    assert [r.method for r in fake.requests if r.resource == "configmaps"] == [
+        "GET",
+        "PATCH",
+        "GET",
+        "PATCH",
+        "GET",
+        "PATCH",
+    ]
+
+
 # ----- scheduler objects ------------------------------------------------------------------------------------
 
 
@@ -552,6 +574,69 @@ def test_missing_configmap_namespace_is_an_error_naming_it(fake: FakeKubeApiServ
     fake.reset_log()  # a namespace the shipped Role does not cover, on purpose: keep it out of the RBAC check
 
 
+# ----- the pipeline's publish protocol: manifest + file bytes ---------------------------------------------------
+
+
+def render_and_store(graph: TopologyGraph) -> tuple[Any, Any]:
+    from topocast.pipeline.artifacts import MemoryArtifactStore
+    from topocast.pipeline.render_stage import render_generation
+    from topocast.pipeline.store import MemoryGraphStore
+
+    graphs = MemoryGraphStore()
+    graphs.write_if_changed(graph, expected_generation=None)
+    return graphs, render_generation(graphs, MemoryArtifactStore(), None, ALL)
+
+
+def test_publish_stage_files_with_graph_source_match_by_instance_id(fake: FakeKubeApiServer) -> None:
+    from topocast.pipeline.publish_stage import MemoryPublishState, publish_manifest
+
+    graph = make_graph(12)
+    for i, node in enumerate(graph.nodes):  # Kubernetes names differ from the graph's: only the ID links them
+        fake.add_node(f"ip-10-1-0-{i}", {HOST: f"ip-10-1-0-{i}"}, f"aws:///us-east-1a/{node.id}")
+    graphs, rendered = render_and_store(graph)
+    publisher = make_publisher(fake, graph_source=lambda generation: graphs.get(generation).graph)
+
+    outcome = publish_manifest(
+        rendered.manifest, rendered.files, [publisher], graphs=graphs, state=MemoryPublishState()
+    )
+
+    assert outcome.published, outcome.detail
+    result = outcome.results["kubernetes"]
+    assert labels_of(fake, "ip-10-1-0-11")[f"{TIER}0"] == "leaf-0"
+    assert "node/ip-10-1-0-11" in result.written
+    assert "kueue.x-k8s.io/v1beta2 Topology topocast" in result.written
+    again = publisher.publish(rendered.manifest, rendered.files)
+    assert again.published and not again.written
+    assert "12 node(s): labels already current" in again.skipped
+
+
+def test_publish_stage_files_without_graph_match_by_name_and_say_so(fake: FakeKubeApiServer) -> None:
+    graph = make_graph(6)
+    add_cluster_nodes(fake, graph)
+    _, rendered = render_and_store(graph)
+
+    result = make_publisher(fake).publish(rendered.manifest, rendered.files)
+
+    assert result.published, result.detail
+    assert result.report.matched_by == {"name": 6}
+    assert any("carries no instance IDs" in w for w in result.report.warnings)
+    assert labels_of(fake, "gpu-0005")[DOMAIN] == "nvl-0"
+
+
+def test_corrupt_or_missing_files_are_refused_before_any_request(fake: FakeKubeApiServer) -> None:
+    _, rendered = render_and_store(make_graph(4))
+    corrupt = {**rendered.files, "labels.json": rendered.files["labels.json"].replace(b"leaf-0", b"leaf-9")}
+    missing = {k: v for k, v in rendered.files.items() if k != "kueue-topology.yaml"}
+    publisher = make_publisher(fake)
+
+    bad = publisher.publish(rendered.manifest, corrupt)
+    gone = publisher.publish(rendered.manifest, missing)
+
+    assert not bad.published and "labels.json (k8s-labels): sha256 does not match the manifest" in bad.detail
+    assert not gone.published and "kueue-topology.yaml (kueue): listed in the manifest but not given" in gone.detail
+    assert fake.requests == []
+
+
 # ----- RBAC (keep last: it checks the requests every test above made) ---------------------------------------
 
 
@@ -577,11 +662,25 @@ def _grants(namespace: str | None, rule: dict[str, Any], verb: str, req: LoggedR
 
 
 def test_rbac_grants_exactly_what_the_publisher_used(fake: FakeKubeApiServer) -> None:
-    # One more full run here, so this test means something when run alone.
+    # One more run through every code path that talks to the API, so this test also stands alone:
+    # creates, a shrink (deletes HyperNodes), a 409 re-read, and immutable levels (delete + create).
     graph = make_graph(32)
     add_cluster_nodes(fake, graph)
     publisher = make_publisher(fake)
     assert publisher.run(artifacts(graph)).ok
+    fake.inject(
+        None,
+        1,
+        match=lambda r: r.method == "PATCH" and r.name == "spine-0",
+        action=lambda s: s.touch(VOLCANO_HYPERNODE, "spine-0"),
+    )
+    for group in ("kueue.x-k8s.io", "kai.scheduler"):
+        fake.inject(
+            422,
+            1,
+            match=lambda r, g=group: r.method == "PATCH" and r.group == g,
+            message="spec.levels: field is immutable",
+        )
     assert publisher.run(artifacts(make_graph(16, tiers=2))).ok
     requests = [*SEEN, *fake.requests]
 

@@ -193,24 +193,6 @@ def test_pending_domain_is_kept_not_removed() -> None:
     assert any("new" in w for w in art.warnings)
 
 
-def test_labels_for_100k_nodes_take_well_under_a_second() -> None:
-    nodes = [
-        Node(
-            name=f"gpu-{i:06d}",
-            id=f"i-{i:08x}",
-            fabric=[f"leaf-{i // 32}", f"spine-{i // 2048}", "core"],
-            accelerator=f"nvl-{i // 72}",
-        )
-        for i in range(100_000)
-    ]
-    g = graph(*nodes)
-    start = time.process_time()
-    art = render(g, "k8s-labels")
-    elapsed = time.process_time() - start
-    assert len(art.objects) == 100_000
-    assert elapsed < 1.0, f"{elapsed:.2f} s of CPU"
-
-
 # ----- CRD rules (restated from the CRD YAML and Volcano's webhook) ------------------------
 
 QUALIFIED = re.compile(

@@ -15,11 +15,9 @@ from topocast.graph import TopologyGraph
 from topocast.pipeline.artifacts import Manifest, MemoryArtifactStore
 from topocast.pipeline.render_stage import render_generation
 from topocast.pipeline.store import MemoryGraphStore
-from topocast.renderers import render
+from topocast.renderers import RENDERERS, render, slurm_tree
 
 FORMATS = ["slurm-tree", "graph"]
-
-pytest_plugins = ["pipeline_helpers"]  # the moto_server fixture
 
 
 def _with_zone(g: TopologyGraph, zone: str) -> TopologyGraph:
@@ -35,7 +33,7 @@ def test_render_writes_files_and_manifest_and_detects_no_change() -> None:
     store.write_if_changed(g1, expected_generation=None)
     first = render_generation(store, artifacts, None, FORMATS)
     assert first.changed and first.generation == 1
-    conf = artifacts.get_artifact(1, "topology.conf")
+    conf = artifacts.get_artifact(1, slurm_tree.FILENAME)
     assert conf.decode() == render(g1, "slurm-tree").content
     entries = {e.format: e for e in first.manifest.artifacts}
     assert set(entries) == set(FORMATS)
@@ -59,15 +57,16 @@ def test_render_writes_files_and_manifest_and_detects_no_change() -> None:
     assert render_generation(store, artifacts, 2, FORMATS).changed
 
 
-def test_render_errors_are_clear() -> None:
+def test_render_errors_are_clear(monkeypatch: pytest.MonkeyPatch) -> None:
     store, artifacts = MemoryGraphStore(), MemoryArtifactStore()
     with pytest.raises(RenderError, match="graph store is empty"):
         render_generation(store, artifacts, None, FORMATS)
     store.write_if_changed(graph("c1", 4), expected_generation=None)
     with pytest.raises(RenderError, match="unknown format 'nope'"):
         render_generation(store, artifacts, None, ["graph", "nope"])
-    with pytest.raises(RenderError, match=r"'slurm-tree' and 'slurm-block' both write 'topology\.conf'"):
-        render_generation(store, artifacts, None, ["slurm-tree", "slurm-block"])
+    monkeypatch.setitem(RENDERERS, "graph-again", RENDERERS["graph"])
+    with pytest.raises(RenderError, match=r"'graph' and 'graph-again' both write 'graph\.json'"):
+        render_generation(store, artifacts, None, ["graph", "graph-again"])
     assert artifacts.files == {} and artifacts.latest_manifest() is None
 
 
@@ -96,14 +95,14 @@ def test_s3_layout_and_manifest(moto_server) -> None:
     assert result.changed
     keys = {o["Key"] for o in s3.list_objects_v2(Bucket=bucket, Prefix="tc/c1/rendered/")["Contents"]}
     assert keys == {
-        "tc/c1/rendered/000000000001/topology.conf",
+        f"tc/c1/rendered/000000000001/{slurm_tree.FILENAME}",
         "tc/c1/rendered/000000000001/graph.json",
         "tc/c1/rendered/000000000001/manifest.json",
         "tc/c1/rendered/latest.json",
     }
     raw = json.loads(s3.get_object(Bucket=bucket, Key="tc/c1/rendered/latest.json")["Body"].read())
-    assert raw["generation"] == 1 and {a["file"] for a in raw["artifacts"]} == {"topology.conf", "graph.json"}
-    conf = s3.get_object(Bucket=bucket, Key="tc/c1/rendered/000000000001/topology.conf")["Body"].read()
+    assert raw["generation"] == 1 and {a["file"] for a in raw["artifacts"]} == {slurm_tree.FILENAME, "graph.json"}
+    conf = s3.get_object(Bucket=bucket, Key=f"tc/c1/rendered/000000000001/{slurm_tree.FILENAME}")["Body"].read()
     assert hashlib.sha256(conf).hexdigest() == Manifest.from_json(raw).entry("slurm-tree").sha256
     assert not render_generation(store, artifacts, None, FORMATS).changed
 
@@ -136,3 +135,13 @@ def test_renderer_failure_writes_nothing(moto_server) -> None:
         render_generation(store, artifacts, None, ["graph", "slurm-tree"])
     assert artifacts.latest_manifest() == good
     assert s3.list_objects_v2(Bucket=bucket, Prefix="tc/c1/rendered/000000000002/").get("KeyCount", 0) == 0
+
+
+def test_s3_latest_manifest_never_goes_back(moto_server) -> None:
+    _, _, store, artifacts = _s3(moto_server)
+    store.write_if_changed(graph("c1", 4), expected_generation=None)
+    store.write_if_changed(graph("c1", 8), expected_generation=1)
+    assert render_generation(store, artifacts, 2, FORMATS).changed
+    late = render_generation(store, artifacts, 1, FORMATS)  # a slow render of the older generation
+    assert not late.changed and artifacts.latest_manifest().generation == 2
+    assert artifacts.get_manifest(1).generation == 1  # its own manifest is still kept

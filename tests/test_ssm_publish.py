@@ -16,8 +16,7 @@ from topocast.pipeline.artifacts import Manifest, ManifestEntry
 from topocast.publish import PUBLISHERS, publisher_class
 from topocast.publish.envelope import ADVANCED_LIMIT, STANDARD_LIMIT, Envelope, plan_value
 from topocast.pull import PullError, fetch, pull
-
-pytest_plugins = ["pipeline_helpers"]  # the moto_server fixture
+from topocast.renderers import slurm_tree
 
 
 def tree_conf(size: int) -> bytes:
@@ -47,7 +46,7 @@ def noisy_conf(size: int) -> bytes:
     return "".join(lines).encode()
 
 
-def manifest_for(generation: int, content: bytes, file: str = "topology.conf") -> Manifest:
+def manifest_for(generation: int, content: bytes, file: str = slurm_tree.FILENAME) -> Manifest:
     entry = ManifestEntry("slurm-tree", file, hashlib.sha256(content).hexdigest(), 4, "text/plain", len(content))
     other = ManifestEntry("graph", "graph.json", hashlib.sha256(b"{}").hexdigest(), 4, "application/json", 2)
     return Manifest(generation, "g" * 64, (entry, other))
@@ -58,12 +57,12 @@ def env(moto_server):
     ssm, s3 = client(moto_server, "ssm"), client(moto_server, "s3")
     bucket = make_bucket(moto_server)
     prefix = f"/topocast/{bucket}/slurm"
-    return {"ssm": ssm, "s3": s3, "bucket": bucket, "prefix": prefix, "name": f"{prefix}/topology.conf"}
+    return {"ssm": ssm, "s3": s3, "bucket": bucket, "prefix": prefix, "name": f"{prefix}/{slurm_tree.FILENAME}"}
 
 
 def _publish(env, generation: int, content: bytes, **kw) -> object:
     pub = SsmPublisher(env["prefix"], env["ssm"], env["s3"], env["bucket"], **kw)
-    return pub.publish(manifest_for(generation, content), {"topology.conf": content, "graph.json": b"{}"})
+    return pub.publish(manifest_for(generation, content), {slurm_tree.FILENAME: content, "graph.json": b"{}"})
 
 
 def _stored(env) -> tuple[dict, str, int]:
@@ -116,7 +115,7 @@ def test_never_regress_and_idempotent(env) -> None:
 def test_publisher_checks_the_bytes_against_the_manifest(env) -> None:
     pub = SsmPublisher(env["prefix"], env["ssm"], env["s3"], env["bucket"])
     with pytest.raises(Exception, match="does not match the manifest"):
-        pub.publish(manifest_for(1, b"real"), {"topology.conf": b"other", "graph.json": b"{}"})
+        pub.publish(manifest_for(1, b"real"), {slurm_tree.FILENAME: b"other", "graph.json": b"{}"})
 
 
 def test_tampered_values_are_rejected_by_fetch(env) -> None:
@@ -214,3 +213,18 @@ def test_publisher_registry() -> None:
     assert "kubernetes" in PUBLISHERS
     with pytest.raises(Exception, match="unknown publisher 'nope'"):
         publisher_class("nope")
+
+
+def test_parameters_are_named_after_each_artifact_so_tree_and_block_both_publish(env) -> None:
+    conf, block, yaml = b"SwitchName=a Nodes=n1\n", b"BlockName=b1 Nodes=n1\n", b"- topology: default\n"
+    entries = (
+        ManifestEntry("slurm-tree", "topology-tree.conf", hashlib.sha256(conf).hexdigest(), 1),
+        ManifestEntry("slurm-block", "topology-block.conf", hashlib.sha256(block).hexdigest(), 1),
+        ManifestEntry("slurm-yaml", "topology.yaml", hashlib.sha256(yaml).hexdigest(), 1),
+    )
+    pub = SsmPublisher(env["prefix"], env["ssm"], env["s3"], env["bucket"])
+    files = {"topology-tree.conf": conf, "topology-block.conf": block, "topology.yaml": yaml}
+    result = pub.publish(Manifest(1, "g" * 64, entries), files)
+    assert sorted(result.written) == [f"{env['prefix']}/{f}" for f in sorted(files)]
+    for name, content in files.items():
+        assert fetch(f"ssm://{env['prefix']}/{name}", ssm=env["ssm"]).content == content

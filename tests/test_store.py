@@ -15,8 +15,6 @@ from topocast.pipeline.store import GenerationNotFoundError, MemoryGraphStore, c
 
 # ----- pure decision ---------------------------------------------------------------------
 
-pytest_plugins = ["pipeline_helpers"]  # the moto_server fixture
-
 
 @pytest.mark.parametrize(
     ("latest", "latest_hash", "new", "expected", "action", "generation"),
@@ -220,3 +218,26 @@ def test_failing_puts_are_retried_and_nothing_is_lost(moto_server) -> None:
         store.write_if_changed(graph("c1", 7), expected_generation=2)
     assert calls["n"] == 4  # bounded: the default 4 attempts
     assert store.latest().generation == 2 and len(store.latest().graph.nodes) == 5
+
+
+def test_retry_policy_only_retries_transient_errors() -> None:
+    from botocore.exceptions import ClientError, EndpointConnectionError
+
+    from topocast.aws.retry import with_retries
+
+    def failing(errors: list[Exception]):
+        def call() -> str:
+            if errors:
+                raise errors.pop(0)
+            return "ok"
+
+        return call
+
+    slow = ClientError({"Error": {"Code": "SlowDown"}, "ResponseMetadata": {"HTTPStatusCode": 503}}, "PutObject")
+    lost = ClientError({"Error": {"Code": "PreconditionFailed"}, "ResponseMetadata": {"HTTPStatusCode": 412}}, "Put")
+    naps: list[float] = []
+    assert with_retries(failing([slow, EndpointConnectionError(endpoint_url="x")]), what="t", sleep=naps.append) == "ok"
+    assert len(naps) == 2
+    with pytest.raises(ClientError, match="PreconditionFailed"):
+        with_retries(failing([lost]), what="t", sleep=naps.append)
+    assert len(naps) == 2  # a lost race is an answer, not a failure: no retry

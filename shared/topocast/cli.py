@@ -100,6 +100,72 @@ def schema(
         sys.stdout.write(text)
 
 
+@app.command()
+def discover(
+    provider: Annotated[str, typer.Option(help="Topology source: aws (gcp, ibnetdiscover, netq: see docs).")] = "aws",
+    cluster: Annotated[str, typer.Option(help="Cluster name written into the graph.")] = "default",
+    region: Annotated[str | None, typer.Option(help="AWS region (default: the standard AWS environment).")] = None,
+    filter_: Annotated[
+        list[str] | None,
+        typer.Option("--filter", help="EC2 filter NAME=V1,V2, e.g. tag:topocast:cluster=c1 (repeatable)."),
+    ] = None,
+    name_from: Annotated[
+        str | None, typer.Option(help="Node names from tag:<key>, private-dns, instance-id or template:<fmt>.")
+    ] = None,
+    out: Annotated[Path | None, typer.Option(help="Write the graph here instead of stdout.")] = None,
+) -> None:
+    """One-shot discovery with your own credentials: prints the normalized graph JSON."""
+    from topocast.discover_cli import run_discover
+
+    try:
+        run_discover(provider, cluster, region, filter_ or [], name_from, out)
+    except TopocastError as exc:
+        raise _fail(str(exc)) from None
+
+
+@app.command()
+def pull(
+    source: Annotated[str, typer.Option(help="ssm:///topocast/<cluster>/slurm/topology-tree.conf, s3://..., file://...")],
+    dest: Annotated[Path, typer.Option(help="Where Slurm reads it, e.g. /etc/slurm/topology.conf.")],
+    reconfigure: Annotated[bool, typer.Option(help="Run scontrol reconfigure and verify; roll back on failure.")] = False,
+    validate: Annotated[bool, typer.Option(help="Check with a throwaway slurmctld before installing.")] = True,
+    slurm_conf: Annotated[Path | None, typer.Option(help="slurm.conf (node list for validation, SLURM_CONF).")] = None,
+    state_file: Annotated[Path | None, typer.Option(help="Remember the installed generation here.")] = None,
+) -> None:
+    """Head-node pull agent: fetch, verify sha256, validate, install atomically, reconfigure."""
+    from topocast.pull import pull as run_pull
+
+    try:
+        outcome = run_pull(
+            source, dest, reconfigure=reconfigure, validate=validate, slurm_conf=slurm_conf, state_file=state_file
+        )
+    except TopocastError as exc:
+        raise _fail(str(exc)) from None
+    typer.echo(f"{dest}: {outcome.action} (generation {outcome.generation}): {outcome.detail}")
+    if not outcome.ok:
+        raise typer.Exit(1)
+
+
+@app.command()
+def demo(
+    nodes: Annotated[int, typer.Option(min=1, help="GPU instances in the simulated cluster.")] = 256,
+    events: Annotated[int | None, typer.Option(min=0, help="Launch events in the burst (default: one per node).")] = None,
+    out: Annotated[Path, typer.Option(help="Output directory.")] = Path("out/demo"),
+    report: Annotated[Path | None, typer.Option(help="JSON report path (default: OUT/report.json).")] = None,
+    quiet: Annotated[float, typer.Option(help="Debounce quiet window in seconds.")] = 2.0,
+) -> None:
+    """Run the whole AWS pipeline locally on a simulated account (no credentials needed)."""
+    from topocast.demo import run_demo, summary
+
+    try:
+        result = run_demo(nodes, events, out, report, quiet=quiet)
+    except TopocastError as exc:
+        raise _fail(str(exc)) from None
+    typer.echo(summary(result, out))
+    if not (result["pull"]["ok"] and result["idle"]):
+        raise typer.Exit(1)
+
+
 def main() -> None:  # console-script entry point
     app()
 

@@ -8,6 +8,10 @@ Sources:
   the pull fails naming the parameter, before anything is written.
 * ``s3://bucket/key``: the object itself (verified against its ``sha256``
   metadata when present).
+* ``gcs://bucket/key`` (or ``gs://``): a Cloud Storage object as the GCP
+  publisher writes it (:mod:`topocast.gcp.gcs_publish`), verified against its
+  ``sha256`` metadata; ``generation`` metadata orders it. Credentials:
+  application-default (``STORAGE_EMULATOR_HOST`` points it at an emulator).
 * ``file:///path``: a local file (tests, air-gapped installs).
 
 :func:`pull` adds the install (:func:`topocast.slurm.install.install_topology`:
@@ -79,8 +83,30 @@ def _s3_get(uri: str, s3: Any) -> tuple[bytes, dict[str, str]]:
     return resp["Body"].read(), {k.lower(): v for k, v in resp.get("Metadata", {}).items()}
 
 
-def fetch(source: str, *, ssm: Any = None, s3: Any = None) -> PulledArtifact:
-    """Fetch and verify ``source`` (ssm://, s3:// or file://). Clients default to boto3's."""
+def _gcs_get(uri: str, gcs: Any) -> tuple[bytes, dict[str, str]]:
+    parsed = urlparse(uri)
+    key = unquote(parsed.path.lstrip("/"))
+    if not parsed.netloc or not key:
+        raise PullError(f"{uri}: not a gcs://bucket/key URI")
+    if gcs is None:
+        from topocast.gcp.clients import storage_client
+
+        gcs = storage_client()
+    try:
+        blob = gcs.bucket(parsed.netloc).get_blob(key)
+        if blob is None:
+            raise PullError(f"{uri}: no such object")
+        meta = {k.lower(): v for k, v in (blob.metadata or {}).items()}
+        # the bytes of exactly the generation whose metadata was read
+        return blob.download_as_bytes(if_generation_match=blob.generation), meta
+    except PullError:
+        raise
+    except Exception as exc:
+        raise PullError(f"{uri}: cannot fetch ({exc})") from None
+
+
+def fetch(source: str, *, ssm: Any = None, s3: Any = None, gcs: Any = None) -> PulledArtifact:
+    """Fetch and verify ``source`` (ssm://, s3://, gcs:// or file://). Clients default to the SDKs' own."""
     parsed = urlparse(source)
     if parsed.scheme == "ssm":
         name = unquote(parsed.path)
@@ -100,8 +126,8 @@ def fetch(source: str, *, ssm: Any = None, s3: Any = None) -> PulledArtifact:
         except envelope.EnvelopeError as exc:
             raise PullError(str(exc)) from None
         return PulledArtifact(content, env.sha256, env.generation, source, env.encoding)
-    if parsed.scheme == "s3":
-        content, meta = _s3_get(source, s3)
+    if parsed.scheme in ("s3", "gcs", "gs"):
+        content, meta = _s3_get(source, s3) if parsed.scheme == "s3" else _gcs_get(source, gcs)
         digest = hashlib.sha256(content).hexdigest()
         if meta.get("sha256") and meta["sha256"] != digest:
             raise PullError(f"{source}: content sha256 {digest} does not match its metadata {meta['sha256']}")
@@ -114,7 +140,9 @@ def fetch(source: str, *, ssm: Any = None, s3: Any = None) -> PulledArtifact:
         except OSError as exc:
             raise PullError(f"{source}: cannot read ({exc.strerror})") from None
         return PulledArtifact(content, hashlib.sha256(content).hexdigest(), None, source)
-    raise PullError(f"{source}: unsupported source (use ssm:///name, s3://bucket/key or file:///path)")
+    raise PullError(
+        f"{source}: unsupported source (use ssm:///name, s3://bucket/key, gcs://bucket/key or file:///path)"
+    )
 
 
 def _read_state(state_file: Path | None) -> dict[str, Any]:
@@ -145,13 +173,14 @@ def pull(
     state_file: Path | None = None,
     ssm: Any = None,
     s3: Any = None,
+    gcs: Any = None,
 ) -> PullOutcome:
     """Fetch ``source`` and install it at ``dest`` unless it is older than what is installed."""
     from topocast.slurm.install import install_topology
 
     dest = Path(dest)
     state_file = Path(state_file) if state_file is not None else None
-    pulled = fetch(source, ssm=ssm, s3=s3)
+    pulled = fetch(source, ssm=ssm, s3=s3, gcs=gcs)
     state = _read_state(state_file)
     installed_gen = state.get("generation")
     if (

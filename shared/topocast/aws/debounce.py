@@ -18,6 +18,11 @@ render lease, lost-timer grace) are the pure transitions in
   rollback is lost, the lost-timer grace re-arms on the next change.
 * Timer body: ``{"kind": "topocast.debounce.timer", "cluster", "timer_id", "armed_at", "due_at"}``.
 
+Configuration: render function timeout <= ``lease`` <= the timer queue's
+visibility timeout. Then a render that failed (the message is not deleted) is
+redelivered after its lease and rendered again, while a duplicate delivery
+during a running render is dropped.
+
 Callers: discover calls :meth:`note_change` after writing a generation (it is
 idempotent per generation, so calling it again after a retry is safe); render
 calls :meth:`on_timer` for each queue message and, after a successful render,
@@ -152,20 +157,24 @@ class DynamoSqsDebouncer:
         ).decision
 
     def on_timer(self, message: str | Mapping[str, Any]) -> Decision:
-        """A timer message arrived: re-arm once, drop it, or say "render now" (claiming the render)."""
+        """A timer message arrived: re-arm once, drop it, or say "render now" (claiming the render).
+
+        The decision names the cluster; after a successful render pass it to :meth:`mark_rendered`.
+        """
         try:
             body = parse_timer(message)
         except ValueError as exc:
             # raising would make the queue redeliver garbage forever; a bad message is dropped
             log.warning("dropping queue message: %s", exc)
             return Decision("drop", reason=str(exc))
-        timer_id = body["timer_id"]
-        return self._transition(
-            body["cluster"],
+        timer_id, cluster = body["timer_id"], body["cluster"]
+        step = self._transition(
+            cluster,
             lambda s, now, tid: core.on_timer(
                 s, timer_id, now, new_timer_id=tid, quiet=self.quiet, max_wait=self.max_wait, lease=self.lease
             ),
-        ).decision
+        )
+        return replace(step.decision, cluster=cluster)
 
     def mark_rendered(self, cluster: str, decision: Decision, generation: int) -> Decision:
         """The render that ``decision`` started succeeded with ``generation``."""

@@ -1,6 +1,8 @@
 """Publish Slurm artifacts to SSM Parameter Store for the head node's pull agent.
 
-One parameter per file, ``<prefix>/<file>`` (default prefix ``/topocast/<cluster>/slurm``),
+One parameter per file, ``<prefix>/<artifact file>`` (``topology-tree.conf``,
+``topology-block.conf``, ``topology.yaml``; default prefix ``/topocast/<cluster>/slurm``), so
+the head node picks the plugin it runs by the parameter it pulls; each parameter holds
 holding a :mod:`topocast.publish.envelope`: raw text when it fits 4 KB, else
 gzip+base64 (Standard, or Advanced up to 8 KB when ``allow_advanced``), else a
 pointer to a copy in S3 (``s3://<bucket>/<s3_prefix>/<generation>/<file>``) with
@@ -28,7 +30,6 @@ from topocast.publish import envelope
 from topocast.publish.base import PublishResult
 
 log = logging.getLogger(__name__)
-
 
 class SsmPublisher:
     """:class:`topocast.publish.base.Publisher` for SSM Parameter Store (+ S3 for big files)."""
@@ -59,6 +60,9 @@ class SsmPublisher:
     def wants(self, entry: ManifestEntry) -> bool:
         return entry.format in self.formats if self.formats is not None else entry.format.startswith("slurm")
 
+    def installed_name(self, entry: ManifestEntry) -> str:
+        return entry.file
+
     def parameter_name(self, file: str) -> str:
         return f"{self.prefix}/{file}"
 
@@ -69,20 +73,21 @@ class SsmPublisher:
         entries = [e for e in manifest.artifacts if self.wants(e)]
         if not entries:
             return PublishResult(False, f"generation {manifest.generation}: no artifact for SSM in the manifest")
-        written: list[str] = []
-        skipped: list[str] = []
-        refused: list[str] = []
+        done: dict[str, list[str]] = {"written": [], "current": [], "older": []}
         for entry in entries:
-            outcome = self._publish_one(manifest.generation, entry, artifacts)
-            (written if outcome[0] == "written" else refused if outcome[0] == "older" else skipped).append(outcome[1])
-        published = not refused
-        detail = f"generation {manifest.generation}: {len(written)} written, {len(skipped)} already current"
-        if refused:
-            detail += f", {len(refused)} skipped (a newer generation is published): {'; '.join(refused)}"
-        return PublishResult(published, detail, written, skipped + refused)
+            status, what = self._publish_one(manifest.generation, entry, artifacts)
+            done[status].append(what)
+        detail = (
+            f"generation {manifest.generation}: {len(done['written'])} written, {len(done['current'])} already current"
+        )
+        if done["older"]:
+            detail += f", {len(done['older'])} skipped (a newer generation is published): {'; '.join(done['older'])}"
+        # "older" is not an error (a slow render lost the race) but this manifest is not what is served
+        return PublishResult(not done["older"], detail, done["written"], done["current"] + done["older"])
 
     def _publish_one(self, generation: int, entry: ManifestEntry, artifacts: Mapping[str, bytes]) -> tuple[str, str]:
-        name = self.parameter_name(entry.file)
+        installed = self.installed_name(entry)
+        name = self.parameter_name(installed)
         try:
             content = artifacts[entry.file]
         except KeyError:
@@ -98,14 +103,14 @@ class SsmPublisher:
         env = envelope.plan_value(
             content,
             generation=generation,
-            file=entry.file,
+            file=installed,
             fmt=entry.format,
-            s3_uri=f"s3://{self.bucket}/{self.s3_key(generation, entry.file)}",
+            s3_uri=f"s3://{self.bucket}/{self.s3_key(generation, installed)}",
             allow_advanced=self.allow_advanced,
             min_tier="Advanced" if current is not None and current.tier == "Advanced" else "Standard",
         )
         if env.encoding == "s3":
-            key = self.s3_key(generation, entry.file)
+            key = self.s3_key(generation, installed)
             with_retries(
                 lambda: self.s3.put_object(
                     Bucket=self.bucket,

@@ -127,13 +127,13 @@ class ClientSettings(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    qps: float = Field(20.0, ge=0, description="Sustained requests per second (0 = unlimited).")
-    burst: int = Field(40, ge=1, description="Requests allowed back to back before qps applies.")
+    qps: float = Field(50.0, ge=0, description="Sustained requests per second (0 = unlimited).")
+    burst: int = Field(100, ge=1, description="Requests allowed back to back before qps applies.")
     max_attempts: int = Field(6, ge=1, description="Tries per request, counting the first.")
     backoff_initial: float = Field(0.25, ge=0, description="First 5xx backoff (s); doubles per attempt.")
     backoff_max: float = Field(8.0, ge=0)
     retry_after_max: float = Field(60.0, ge=0, description="Cap on a server's Retry-After (s).")
-    timeout: float = Field(30.0, gt=0, description="Per-request timeout (s).")
+    timeout: float = Field(60.0, gt=0, description="Per-request timeout (s); a 10k-node LIST is large.")
     field_manager: str = "topocast"
 
 

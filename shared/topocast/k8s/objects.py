@@ -279,23 +279,29 @@ class ObjectPublisher:
                 self.report.applied.append(obj.label)
                 return
             except ApiError as exc:
-                if exc.status.code == 409 and attempt < self.max_conflict_retries:
-                    obj.live = self._reread(obj)
-                    continue
-                if exc.status.code == 422 and obj.kind.has_levels and "immutable" in (exc.status.message or ""):
+                if exc.status.code == 409:
+                    if attempt < self.max_conflict_retries:
+                        try:
+                            obj.live = self._reread(obj)
+                        except (ApiError, httpx2.HTTPError) as err:
+                            self.report.errors.append(f"{obj.label}: fresh read after a conflict: {_describe(err)}")
+                            return
+                        continue
+                    self.report.errors.append(
+                        f"{obj.label}: still conflicting after {self.max_conflict_retries} fresh reads"
+                    )
+                elif exc.status.code == 422 and obj.kind.has_levels and "immutable" in (exc.status.message or ""):
                     self._recreate(obj, exc)
-                    return
-                if _missing_type(exc):
+                elif _missing_type(exc):
                     self.report.warnings.append(
                         f"{obj.label}: the {obj.kind.plural} resource is not served (CRD removed?); skipped"
                     )
-                    return
-                self.report.errors.append(f"{obj.label}: {_describe(exc)}")
+                else:
+                    self.report.errors.append(f"{obj.label}: {_describe(exc)}")
                 return
             except httpx2.HTTPError as exc:
                 self.report.errors.append(f"{obj.label}: {_describe(exc)}")
                 return
-        self.report.errors.append(f"{obj.label}: still conflicting after {self.max_conflict_retries} fresh reads")
 
     def _reread(self, obj: PendingObject) -> dict[str, Any] | None:
         return self._get(obj.kind, obj.version, obj.name, obj.namespace)

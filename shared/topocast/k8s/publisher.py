@@ -25,8 +25,10 @@ import httpx2
 from lightkube.core.exceptions import ApiError
 from pydantic import BaseModel, ConfigDict, Field
 
+from topocast.graph import TopologyGraph
 from topocast.hostlist import compact_str
 from topocast.k8s.client import ClientSettings, K8sConnection, KubeClient, build_client
+from topocast.k8s.inputs import PublishInputError, decode_files, labels_from_graph
 from topocast.k8s.labels import (
     DEFAULT_INSTANCE_ANNOTATION,
     DEFAULT_MATCH,
@@ -37,6 +39,7 @@ from topocast.k8s.labels import (
     send_patches,
 )
 from topocast.k8s.objects import KINDS, ObjectPublisher, ObjectReport, PendingObject
+from topocast.publish.base import PublishResult
 from topocast.renderers.base import Artifact, LabelScheme, RenderOptions
 
 OBJECT_FORMATS = ("kueue", "kai", "volcano", "slinky")
@@ -128,12 +131,20 @@ class KubernetesPublishReport:
 
 
 @dataclass(frozen=True)
-class K8sPublishResult:
-    """Fits the shared ``PublishResult(published, detail)`` shape, plus the full report."""
+class K8sPublishResult(PublishResult):
+    """The shared :class:`PublishResult` plus the full report."""
 
-    published: bool
-    detail: str
-    report: KubernetesPublishReport
+    report: KubernetesPublishReport = field(default_factory=KubernetesPublishReport)
+
+    @classmethod
+    def of(cls, report: KubernetesPublishReport) -> K8sPublishResult:
+        written = [f"node/{n}" for n in report.nodes_patched] + report.objects_applied
+        written += [f"deleted {o}" for o in report.objects_deleted]
+        skipped = [f"{o}: already current" for o in report.objects_unchanged]
+        if report.nodes_unchanged:
+            skipped.append(f"{report.nodes_unchanged} node(s): labels already current")
+        skipped += [f"node/{n}: not in the graph" for n in report.nodes_missing_in_graph]
+        return cls(report.ok, report.summary(), written, skipped, report)
 
 
 def _sample(names: list[str], limit: int = 120) -> str:
@@ -159,7 +170,12 @@ def _by_format(artifacts: Mapping[str, Artifact] | Iterable[Artifact]) -> dict[s
 
 
 class KubernetesPublisher:
-    """Publishes ``k8s-labels``, ``kueue``, ``kai``, ``volcano`` and ``slinky`` artifacts to one cluster."""
+    """Publishes ``k8s-labels``, ``kueue``, ``kai``, ``volcano`` and ``slinky`` artifacts to one cluster.
+
+    ``graph_source(generation)`` is optional: with it, node labels carry instance IDs
+    (for provider-ID matching) and the Slinky node annotations can be computed; the
+    pipeline passes ``lambda g: graph_store.get(g).graph``.
+    """
 
     name = "kubernetes"
 
@@ -170,11 +186,15 @@ class KubernetesPublisher:
         client_factory: Callable[[], KubeClient] | None = None,
         owns_key: Callable[[str], bool] | None = None,
         render_options: RenderOptions | None = None,
+        graph_source: Callable[[int], TopologyGraph] | None = None,
     ) -> None:
         self.config = config or KubernetesPublisherConfig()
+        if render_options is not None and render_options.labels != self.config.labels:
+            raise ValueError("render_options.labels and the publisher's labels scheme differ; pass the same scheme")
         self._client_factory = client_factory or (lambda: build_client(self.config.connection, self.config.client))
         self._owns_key = owns_key
-        self._render_options = render_options
+        self._render_options = render_options or RenderOptions(labels=self.config.labels)
+        self._graph_source = graph_source
         self._discovery: dict[str, str | None] = {}
         self._discovered_at = 0.0
 
@@ -182,18 +202,71 @@ class KubernetesPublisher:
     def publish(
         self,
         manifest: Any,
-        artifacts: Mapping[str, Artifact] | Iterable[Artifact],
+        artifacts: Mapping[str, bytes] | Mapping[str, Artifact] | Iterable[Artifact],
         *,
         node_annotations: Mapping[str, Mapping[str, str]] | None = None,
     ) -> K8sPublishResult:
+        """``artifacts`` is ``{file name: bytes}`` as the publish stage passes it (decoded with the
+        manifest), or rendered :class:`Artifact` objects when called in-process."""
         generation = _field(manifest, "generation")
+        report = KubernetesPublishReport()
+        graph_cache: list[TopologyGraph | None] = []
+
+        def graph() -> TopologyGraph | None:  # read at most once, and only when needed
+            if not graph_cache:
+                given = _field(manifest, "graph")
+                if given is None and self._graph_source is not None and generation is not None:
+                    try:
+                        given = self._graph_source(int(generation))
+                    except Exception as exc:  # a storage hiccup degrades matching, it does not stop the publish
+                        report.warnings.append(f"graph of generation {generation} unavailable: {exc}")
+                graph_cache.append(given)
+            return graph_cache[0]
+
+        try:
+            arts = self._artifacts(manifest, artifacts, graph, report)
+        except PublishInputError as exc:
+            report.errors.append(str(exc))
+            return K8sPublishResult.of(report)
+        wants_graph = self.config.slinky_node_annotations and node_annotations is None
         report = self.run(
-            artifacts,
+            arts,
             generation=None if generation is None else str(generation),
             node_annotations=node_annotations,
-            graph=_field(manifest, "graph"),
+            graph=graph() if wants_graph else None,
+            report=report,
         )
-        return K8sPublishResult(report.ok, report.summary(), report)
+        return K8sPublishResult.of(report)
+
+    def _artifacts(
+        self,
+        manifest: Any,
+        artifacts: Mapping[str, bytes] | Mapping[str, Artifact] | Iterable[Artifact],
+        graph: Callable[[], TopologyGraph | None],
+        report: KubernetesPublishReport,
+    ) -> dict[str, Artifact]:
+        if not (isinstance(artifacts, Mapping) and any(isinstance(v, bytes | bytearray) for v in artifacts.values())):
+            return _by_format(artifacts)  # type: ignore[arg-type]
+        arts = decode_files(manifest, artifacts, self.config.formats)  # type: ignore[arg-type]
+        labels = arts.get("k8s-labels")
+        if labels is None:
+            return arts
+        source = graph()
+        if source is not None:
+            rich = labels_from_graph(source, self._render_options, labels)
+            if rich is not None:
+                arts["k8s-labels"] = rich
+                return arts
+            report.warnings.append(
+                f"{labels.filename} differs from a render of the graph with this publisher's options; "
+                "matching without instance IDs"
+            )
+        elif "provider-id" in self.config.match_by:
+            report.warnings.append(
+                f"{labels.filename} carries no instance IDs and no graph_source is set: nodes match by "
+                "annotation/name (and by provider ID only where it ends in the node name, as on GCE)"
+            )
+        return arts
 
     # ----- the detailed API ------------------------------------------------------------------------------
     def run(
@@ -203,10 +276,12 @@ class KubernetesPublisher:
         generation: str | None = None,
         node_annotations: Mapping[str, Mapping[str, str]] | None = None,
         graph: Any = None,
+        report: KubernetesPublishReport | None = None,
     ) -> KubernetesPublishReport:
         cfg = self.config
         arts = {f: a for f, a in _by_format(artifacts).items() if f in cfg.formats}
-        report = KubernetesPublishReport()
+        if report is None:
+            report = KubernetesPublishReport()
         started = time.monotonic()
         kc = self._client_factory()
         try:
@@ -280,7 +355,7 @@ class KubernetesPublisher:
             return {}
         from topocast.renderers.slinky import node_annotations
 
-        return node_annotations(graph, self._render_options or RenderOptions(labels=self.config.labels))
+        return node_annotations(graph, self._render_options)
 
     def _publish_labels(
         self,

@@ -30,7 +30,9 @@ from typing import Literal
 
 DEFAULT_QUIET = 15.0
 DEFAULT_MAX_WAIT = 120.0
-DEFAULT_LEASE = 900.0
+#: how long a claimed render may take before a redelivered timer renders again; keep it at or
+#: below the timer queue's visibility timeout so a render that failed is retried by redelivery
+DEFAULT_LEASE = 180.0
 DEFAULT_LOST_TIMER_GRACE = 300.0
 
 Phase = Literal["idle", "waiting", "rendering"]
@@ -66,6 +68,8 @@ class Decision:
     reason: str = ""
     generation: int | None = None
     timer_id: str | None = None
+    #: filled in by adapters that serve several clusters (the timer message names it)
+    cluster: str | None = None
 
     @property
     def render(self) -> bool:

@@ -17,6 +17,8 @@ PROVIDERS: dict[str, str] = {
     "model": "topocast.providers.model",
     "aws": "topocast.providers.aws",
     "gcp": "topocast.providers.gcp",
+    "ibnetdiscover": "topocast.providers.ibnetdiscover",
+    "netq": "topocast.providers.netq",
 }
 
 

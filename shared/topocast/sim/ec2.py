@@ -11,16 +11,14 @@ always agree.
 What the simulated call implements (as documented in the EC2 API reference):
 
 * ``InstanceIds`` (at most 100, else ``InvalidParameterValue`` "instance-ids
-  cannot contain over 100 values", as AWS answers), ``MaxResults`` (1..100,
-  default 20; together with ``InstanceIds`` -> ``InvalidParameterCombination``),
-  ``NextToken`` (opaque; garbage -> ``InvalidParameterValue``), ``GroupNames``,
-  ``DryRun`` (-> ``DryRunOperation``) and ``Filters`` ``instance-type`` (``*``
-  matches any run, ``?`` zero or one character, as documented),
-  ``availability-zone`` and ``zone-id``; other filter names ->
-  ``InvalidParameterValue``. Values of one filter are OR-ed, filters AND-ed.
+  cannot contain over 100 values", the message AWS users reported),
+  ``MaxResults`` (1..100, default 20), ``NextToken``, ``GroupNames``, ``DryRun``
+  (-> ``DryRunOperation``) and ``Filters`` ``instance-type`` (``*`` matches any
+  run, ``?`` zero or one character, as documented), ``availability-zone`` and
+  ``zone-id``; other filter names -> ``InvalidParameterValue``. Values of one
+  filter are OR-ed, filters AND-ed.
 * Only ``running`` instances of a type in :data:`SUPPORTED_FAMILIES` are
-  returned, sorted by instance ID. Requests with ``InstanceIds`` are answered in
-  one page (all of them), listings page at ``MaxResults``.
+  returned, sorted by instance ID. Listings page at ``MaxResults``.
 * ``NetworkNodes`` come from the instance tag :data:`NETWORK_NODES_TAG`
   (comma-separated, **root first**, as AWS returns them). An instance of a
   supported type without the tag gets a fixed default path (3 or 4 nodes,
@@ -32,12 +30,16 @@ What the simulated call implements (as documented in the EC2 API reference):
 * ``GroupName`` (placement group), ``AvailabilityZone`` and ``ZoneId`` (from
   moto's zone table).
 
-What it does not implement: the behaviour of unknown IDs (the reference does
-not say; we omit them, like a listing would), ``InstanceIds`` that are
-paginated, real per-account hashing of node IDs, instance types added after
-this list was written, and any throttling of its own (use the fault injector).
-Behaviours marked *assumed* above (the error code for MaxResults+InstanceIds,
-the NextToken format) are our best reading of the reference, not observations.
+Assumed where the reference is silent (our best reading, not observations):
+``MaxResults`` together with ``InstanceIds`` -> ``InvalidParameterCombination``
+(the reference only says "you can't"); a request with ``InstanceIds`` is
+answered in one response without ``NextToken`` (clients should follow a token
+anyway, topocast does); unknown or non-running IDs are silently left out; the
+``NextToken`` format (opaque here too; garbage -> ``InvalidParameterValue``).
+
+Not implemented: per-account hashing of node IDs, instance types added after
+:data:`SUPPORTED_FAMILIES` was written, ``DescribeCapacityReservationTopology``,
+and throttling of its own (use the fault injector).
 
 The fault injector (:func:`inject_faults`) makes a fraction of EC2 calls (any
 action, or the ones named) fail before moto handles them, with HTTP 503 and
@@ -48,7 +50,8 @@ server-side check on client-side call counters.
 
 :func:`install` also replaces moto's ``get_tags`` (a scan of every tag of every
 resource, so O(n²) over a describe) with a dictionary lookup returning the same
-list; without that, 10k instances take tens of minutes. For thousands of
+list; without that, 10k instances take tens of minutes. It also caches moto's
+per-request ``inspect.getmembers`` of the response class. For thousands of
 instances also set ``MOTO_EC2_LOAD_DEFAULT_AMIS=false`` *before* the backend is
 created: moto looks up the AMI of every new instance by scanning ~1,300 default
 images.
@@ -137,9 +140,7 @@ def _describe_instance_topology(self: Any) -> Any:
     if len(groups) > 100:
         raise InvalidParameterValue("group-names cannot contain over 100 values")
     if ids and max_results is not None:
-        raise InvalidParameterCombination(
-            "The parameter instancesSet cannot be used with the parameter maxResults"
-        )
+        raise InvalidParameterCombination("The parameter instancesSet cannot be used with the parameter maxResults")
     page_size = 20 if max_results is None else int(max_results)
     if not 1 <= page_size <= 100:
         raise InvalidParameterValue(f"Value ( {page_size} ) for parameter maxResults is invalid. Expecting 1-100.")
@@ -318,12 +319,32 @@ def _fast_get_tags(self: Any) -> list[dict[str, str]]:
 _INSTALL_LOCK = threading.Lock()
 
 
+def _cached_method_names(original: Any) -> Any:
+    """moto runs ``inspect.getmembers`` on the response class for every request (~1.5 ms)."""
+    cache: dict[type, list[str]] = {}
+
+    def method_names_from_class(clazz: Any) -> list[str]:
+        names = cache.get(clazz)
+        if names is None:
+            names = cache[clazz] = original(clazz)
+        return names
+
+    method_names_from_class._topocast_sim = True  # type: ignore[attr-defined]
+    method_names_from_class.cache_clear = cache.clear  # type: ignore[attr-defined]
+    return method_names_from_class
+
+
 def install() -> None:
-    """Patch moto (idempotent): topology action, fault injector, fast tag lookup."""
+    """Patch moto (idempotent): topology action, fault injector, fast tag and method lookups."""
+    import moto.core.responses as moto_responses
     from moto.ec2.models.core import TaggedEC2Resource
     from moto.ec2.responses import EC2Response
 
     with _INSTALL_LOCK:
+        if not getattr(moto_responses.method_names_from_class, "_topocast_sim", False):
+            moto_responses.method_names_from_class = _cached_method_names(moto_responses.method_names_from_class)
+        # the cache must see the action added below
+        moto_responses.method_names_from_class.cache_clear()
         EC2Response.describe_instance_topology = _describe_instance_topology  # type: ignore[attr-defined]
         if not getattr(EC2Response.call_action, "_topocast_sim", False):
             EC2Response.call_action = _wrap_call_action(EC2Response.call_action)  # type: ignore[method-assign]

@@ -1,0 +1,13 @@
+"""Cloud Functions (gen2) entry point of the render function; the logic is in topocast.gcp.handlers."""
+
+import functions_framework
+from cloudevents.http import CloudEvent
+
+from topocast.gcp.handlers import handle, setup_logging
+
+setup_logging()
+
+
+@functions_framework.cloud_event
+def render(cloud_event: CloudEvent) -> None:
+    handle("render", cloud_event)

@@ -1,0 +1,77 @@
+# EventBridge rules on the default bus, all targeting the events queue.
+#
+# EC2 state-change events carry no tags, so the ec2-state rule cannot be narrowed to the cluster: the
+# discover function keeps only instances matching TOPOCAST_FILTERS. Auto Scaling events are filtered to
+# the cluster's groups here. "pending" is left out: topology is only known once an instance runs.
+
+locals {
+  instance_states = ["running", "stopping", "stopped", "shutting-down", "terminated"]
+
+  event_rules = merge(
+    {
+      ec2-state = {
+        description = "EC2 instance state changes (discover keeps the cluster's instances)"
+        pattern = jsonencode({
+          source        = ["aws.ec2"]
+          "detail-type" = ["EC2 Instance State-change Notification"]
+          detail        = { state = local.instance_states }
+        })
+        schedule = null
+        input    = null
+      }
+      reconcile = {
+        description = "Periodic full discovery of cluster ${var.cluster}"
+        pattern     = null
+        schedule    = var.reconcile_schedule
+        # A Reconcile envelope (shared/topocast/aws/events.py) naming the cluster.
+        input = jsonencode({ source = "topocast", "detail-type" = "Reconcile", detail = { cluster = var.cluster } })
+      }
+    },
+    length(var.autoscaling_group_names) == 0 ? {} : {
+      autoscaling = {
+        description = "Auto Scaling launches and terminations of cluster ${var.cluster}"
+        pattern = jsonencode({
+          source        = ["aws.autoscaling"]
+          "detail-type" = ["EC2 Instance Launch Successful", "EC2 Instance Terminate Successful"]
+          detail        = { AutoScalingGroupName = var.autoscaling_group_names }
+        })
+        schedule = null
+        input    = null
+      }
+    },
+    !var.enable_upload_events ? {} : {
+      uploads = {
+        description = "Topology uploads (on-prem collectors) for cluster ${var.cluster}"
+        pattern = jsonencode({
+          source        = ["aws.s3"]
+          "detail-type" = ["Object Created"]
+          detail = {
+            bucket = { name = [aws_s3_bucket.this.id] }
+            object = { key = [{ prefix = local.uploads_key }] }
+          }
+        })
+        schedule = null
+        input    = null
+      }
+    },
+  )
+}
+
+resource "aws_cloudwatch_event_rule" "this" {
+  for_each = local.event_rules
+
+  name                = "${local.name}-${each.key}"
+  description         = each.value.description
+  event_pattern       = each.value.pattern
+  schedule_expression = each.value.schedule
+  tags                = local.common_tags
+}
+
+resource "aws_cloudwatch_event_target" "this" {
+  for_each = local.event_rules
+
+  rule      = aws_cloudwatch_event_rule.this[each.key].name
+  target_id = "discover-queue"
+  arn       = aws_sqs_queue.main["events"].arn
+  input     = each.value.input
+}

@@ -1,0 +1,119 @@
+# The bucket (graphs, rendered files, publish state, S3 copies of large SSM values, uploads) and the
+# DynamoDB table holding one debounce item per cluster.
+
+resource "aws_s3_bucket" "this" {
+  #checkov:skip=CKV_AWS_18:Server access logging needs a log bucket the caller owns; CloudTrail data events cover audit.
+  #checkov:skip=CKV_AWS_144:Cross-region replication is not needed: every object is re-derived from the cloud API on the next reconcile.
+  #checkov:skip=CKV_AWS_145:SSE-KMS with a customer key is optional (kms_key_arn); the default is SSE-S3.
+  bucket        = var.bucket_name
+  bucket_prefix = var.bucket_name == null ? substr("${local.name}-", 0, 37) : null
+  force_destroy = var.bucket_force_destroy
+  tags          = local.common_tags
+}
+
+resource "aws_s3_bucket_ownership_controls" "this" {
+  bucket = aws_s3_bucket.this.id
+  rule {
+    object_ownership = "BucketOwnerEnforced"
+  }
+}
+
+resource "aws_s3_bucket_public_access_block" "this" {
+  bucket                  = aws_s3_bucket.this.id
+  block_public_acls       = true
+  block_public_policy     = true
+  ignore_public_acls      = true
+  restrict_public_buckets = true
+}
+
+resource "aws_s3_bucket_versioning" "this" {
+  bucket = aws_s3_bucket.this.id
+  versioning_configuration {
+    status = "Enabled"
+  }
+}
+
+resource "aws_s3_bucket_server_side_encryption_configuration" "this" {
+  bucket = aws_s3_bucket.this.id
+  rule {
+    apply_server_side_encryption_by_default {
+      sse_algorithm     = var.kms_key_arn == null ? "AES256" : "aws:kms"
+      kms_master_key_id = var.kms_key_arn
+    }
+    bucket_key_enabled = var.kms_key_arn != null
+  }
+}
+
+resource "aws_s3_bucket_lifecycle_configuration" "this" {
+  bucket = aws_s3_bucket.this.id
+
+  rule {
+    id     = "expire-noncurrent-versions"
+    status = "Enabled"
+    filter {}
+    noncurrent_version_expiration {
+      noncurrent_days = var.noncurrent_version_days
+    }
+    abort_incomplete_multipart_upload {
+      days_after_initiation = 1
+    }
+  }
+
+  depends_on = [aws_s3_bucket_versioning.this]
+}
+
+data "aws_iam_policy_document" "bucket" {
+  statement {
+    sid       = "DenyInsecureTransport"
+    effect    = "Deny"
+    actions   = ["s3:*"]
+    resources = [aws_s3_bucket.this.arn, "${aws_s3_bucket.this.arn}/*"]
+    principals {
+      type        = "*"
+      identifiers = ["*"]
+    }
+    condition {
+      test     = "Bool"
+      variable = "aws:SecureTransport"
+      values   = ["false"]
+    }
+  }
+}
+
+resource "aws_s3_bucket_policy" "this" {
+  bucket = aws_s3_bucket.this.id
+  policy = data.aws_iam_policy_document.bucket.json
+
+  depends_on = [aws_s3_bucket_public_access_block.this]
+}
+
+# Uploads reach discover through EventBridge (rule "uploads" in events.tf), so every message on the
+# events queue is an EventBridge envelope and S3 never sends its s3:TestEvent there.
+resource "aws_s3_bucket_notification" "this" {
+  count       = var.enable_upload_events ? 1 : 0
+  bucket      = aws_s3_bucket.this.id
+  eventbridge = true
+}
+
+resource "aws_dynamodb_table" "debounce" {
+  name                        = "${local.name}-debounce"
+  billing_mode                = "PAY_PER_REQUEST"
+  hash_key                    = "cluster"
+  deletion_protection_enabled = var.state_table_deletion_protection
+
+  attribute {
+    name = "cluster"
+    type = "S"
+  }
+
+  point_in_time_recovery {
+    enabled = true
+  }
+
+  server_side_encryption {
+    enabled     = true
+    kms_key_arn = var.kms_key_arn
+  }
+
+  tags = local.common_tags
+}

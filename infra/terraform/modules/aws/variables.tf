@@ -1,0 +1,436 @@
+# Inputs of the topocast AWS module. Every setting the functions read is a variable here and reaches
+# them as the TOPOCAST_* environment variable named in its description (see shared/topocast/config.py).
+# Defaults equal the code's defaults; tests/test_infra_wiring.py checks that they stay equal.
+
+# ----- identity ---------------------------------------------------------------------------------------
+variable "cluster" {
+  description = "Cluster name: names resources, keys in the bucket, the SSM path and the graph (TOPOCAST_CLUSTER)."
+  type        = string
+
+  validation {
+    condition     = can(regex("^[a-z0-9]([a-z0-9-]{0,30}[a-z0-9])?$", var.cluster))
+    error_message = "cluster must be 1-32 characters of a-z, 0-9 and '-', starting and ending with a letter or digit."
+  }
+}
+
+variable "name_prefix" {
+  description = "Prefix of every resource name; resources are called <name_prefix>-<cluster>-<role>."
+  type        = string
+  default     = "topocast"
+
+  validation {
+    condition     = can(regex("^[a-z][a-z0-9-]{0,15}$", var.name_prefix))
+    error_message = "name_prefix must be 1-16 characters of a-z, 0-9 and '-', starting with a letter."
+  }
+}
+
+variable "tags" {
+  description = "Tags added to every resource that takes tags."
+  type        = map(string)
+  default     = {}
+}
+
+# ----- function packages (topocast package / make package) --------------------------------------------
+variable "function_packages" {
+  description = "Paths of the Lambda zips built by `make package` (dist/aws/<function>.zip). A function is redeployed when its zip's hash changes."
+  type = object({
+    discover = string
+    render   = string
+    publish  = string
+  })
+
+  validation {
+    condition     = alltrue([for p in values(var.function_packages) : endswith(p, ".zip") && fileexists(p)])
+    error_message = "function_packages must name existing .zip files; build them with `make package` (dist/aws/*.zip)."
+  }
+}
+
+variable "lambda_runtime" {
+  description = "Lambda runtime; must match the --python-version the packages were built for (3.12 by default)."
+  type        = string
+  default     = "python3.12"
+
+  validation {
+    condition     = contains(["python3.11", "python3.12", "python3.13"], var.lambda_runtime)
+    error_message = "lambda_runtime must be python3.11, python3.12 or python3.13."
+  }
+}
+
+variable "lambda_architecture" {
+  description = "Lambda CPU architecture; must match the --platform the packages were built for."
+  type        = string
+  default     = "x86_64"
+
+  validation {
+    condition     = contains(["x86_64", "arm64"], var.lambda_architecture)
+    error_message = "lambda_architecture must be x86_64 or arm64."
+  }
+}
+
+variable "lambda_memory_mb" {
+  description = "Memory per function in MB (CPU scales with it)."
+  type = object({
+    discover = optional(number, 512)
+    render   = optional(number, 1024)
+    publish  = optional(number, 512)
+  })
+  default = {}
+
+  validation {
+    condition     = alltrue([for m in values(var.lambda_memory_mb) : m >= 128 && m <= 10240])
+    error_message = "lambda_memory_mb values must be between 128 and 10240."
+  }
+}
+
+variable "lambda_timeout_seconds" {
+  description = "Timeout per function in seconds. Each queue's visibility timeout is set to 6x its consumer's timeout, as AWS recommends."
+  type = object({
+    discover = optional(number, 300)
+    render   = optional(number, 120)
+    publish  = optional(number, 300)
+  })
+  default = {}
+
+  validation {
+    condition     = alltrue([for t in values(var.lambda_timeout_seconds) : t >= 10 && t <= 900])
+    error_message = "lambda_timeout_seconds values must be between 10 and 900."
+  }
+}
+
+variable "log_level" {
+  description = "LOG_LEVEL of the functions (Powertools logger)."
+  type        = string
+  default     = "INFO"
+
+  validation {
+    condition     = contains(["DEBUG", "INFO", "WARNING", "ERROR"], var.log_level)
+    error_message = "log_level must be DEBUG, INFO, WARNING or ERROR."
+  }
+}
+
+variable "log_retention_days" {
+  description = "Retention of the functions' CloudWatch log groups."
+  type        = number
+  default     = 30
+
+  validation {
+    condition     = contains([1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 731, 1096, 1827, 2192, 2557, 2922, 3288, 3653], var.log_retention_days)
+    error_message = "log_retention_days must be a value CloudWatch Logs accepts (1, 3, 5, 7, 14, 30, 60, 90, ... 3653)."
+  }
+}
+
+variable "vpc_subnet_ids" {
+  description = "Run the functions in these subnets (e.g. to reach a private EKS endpoint). They need a route to the AWS APIs (NAT or VPC endpoints). Empty: no VPC."
+  type        = list(string)
+  default     = []
+}
+
+variable "vpc_security_group_ids" {
+  description = "Security groups of the functions when vpc_subnet_ids is set."
+  type        = list(string)
+  default     = []
+
+  validation {
+    condition     = length(var.vpc_subnet_ids) == 0 || length(var.vpc_security_group_ids) > 0
+    error_message = "vpc_security_group_ids must not be empty when vpc_subnet_ids is set."
+  }
+}
+
+variable "code_signing_config_arn" {
+  description = "Optional Lambda code signing configuration for the three functions."
+  type        = string
+  default     = null
+}
+
+# ----- storage ---------------------------------------------------------------------------------------
+variable "bucket_name" {
+  description = "Name of the bucket for graphs and rendered files (TOPOCAST_BUCKET). Null: AWS picks a unique name starting with <name_prefix>-<cluster>-."
+  type        = string
+  default     = null
+}
+
+variable "bucket_force_destroy" {
+  description = "Let `terraform destroy` delete the bucket with its objects (test accounts only)."
+  type        = bool
+  default     = false
+}
+
+variable "prefix" {
+  description = "Key prefix inside the bucket (TOPOCAST_PREFIX); objects live under <prefix>/<cluster>/{graphs,rendered,state,uploads}/."
+  type        = string
+  default     = "topocast"
+
+  validation {
+    condition     = can(regex("^[A-Za-z0-9._-]+(/[A-Za-z0-9._-]+)*$", var.prefix))
+    error_message = "prefix must be path segments of letters, digits, '.', '_' and '-' separated by '/', with no leading or trailing '/'."
+  }
+}
+
+variable "noncurrent_version_days" {
+  description = "Days an overwritten or deleted object version is kept (the bucket is versioned)."
+  type        = number
+  default     = 30
+
+  validation {
+    condition     = var.noncurrent_version_days >= 1
+    error_message = "noncurrent_version_days must be at least 1."
+  }
+}
+
+variable "kms_key_arn" {
+  description = "Customer managed KMS key for the bucket, queues, table, logs and function environments. Null: AWS managed encryption. The key policy must allow events.amazonaws.com (SQS targets) and logs.<region>.amazonaws.com."
+  type        = string
+  default     = null
+
+  validation {
+    condition     = var.kms_key_arn == null || can(regex("^arn:aws[a-z-]*:kms:", var.kms_key_arn))
+    error_message = "kms_key_arn must be a KMS key ARN (arn:aws:kms:...)."
+  }
+}
+
+variable "state_table_deletion_protection" {
+  description = "Deletion protection of the DynamoDB debounce table (it holds only timers; losing it costs one extra render)."
+  type        = bool
+  default     = false
+}
+
+# ----- discovery -------------------------------------------------------------------------------------
+variable "ec2_filters" {
+  description = "Cluster membership as EC2 DescribeInstances filters NAME=V1,V2 (TOPOCAST_FILTERS). Null: tag:topocast:cluster=<cluster>. EventBridge cannot filter EC2 state changes by tag, so the discover function applies these."
+  type        = list(string)
+  default     = null
+
+  validation {
+    condition     = var.ec2_filters == null || alltrue([for f in coalesce(var.ec2_filters, []) : can(regex("^[^=;]+=[^;]+$", f))])
+    error_message = "ec2_filters entries must look like NAME=VALUE[,VALUE...] (e.g. tag:topocast:cluster=c1) and contain no ';'."
+  }
+}
+
+variable "name_from" {
+  description = "Node name source (TOPOCAST_NAME_FROM): private-dns, private-dns-fqdn, instance-id, tag:<key> or template:<text>."
+  type        = string
+  default     = "private-dns"
+
+  validation {
+    condition     = can(regex("^(private-dns|private-dns-fqdn|instance-id|tag:.+|template:.+)$", var.name_from))
+    error_message = "name_from must be private-dns, private-dns-fqdn, instance-id, tag:<key> or template:<text>."
+  }
+}
+
+variable "instance_types" {
+  description = "Optional instance-type allow list (TOPOCAST_INSTANCE_TYPES); empty: all."
+  type        = list(string)
+  default     = []
+}
+
+variable "zones" {
+  description = "Optional availability-zone allow list (TOPOCAST_ZONES); empty: all."
+  type        = list(string)
+  default     = []
+}
+
+variable "full_scan_threshold" {
+  description = "Instance events in one batch above which discover rescans the cluster instead of updating (TOPOCAST_FULL_SCAN_THRESHOLD)."
+  type        = number
+  default     = 100
+
+  validation {
+    condition     = var.full_scan_threshold >= 1
+    error_message = "full_scan_threshold must be at least 1."
+  }
+}
+
+variable "autoscaling_group_names" {
+  description = "Auto Scaling groups of the cluster: their launch/terminate events go to discover. Empty: no Auto Scaling rule."
+  type        = list(string)
+  default     = []
+}
+
+variable "reconcile_schedule" {
+  description = "EventBridge schedule of the full reconcile (rate(...) or cron(...))."
+  type        = string
+  default     = "rate(15 minutes)"
+
+  validation {
+    condition     = can(regex("^(rate|cron)\\(.+\\)$", var.reconcile_schedule))
+    error_message = "reconcile_schedule must be rate(...) or cron(...)."
+  }
+}
+
+variable "enable_upload_events" {
+  description = "Send S3 'Object Created' events for <prefix>/<cluster>/uploads/ (on-prem collector uploads) to discover."
+  type        = bool
+  default     = false
+}
+
+variable "events_batch_size" {
+  description = "Most events discover receives per invocation."
+  type        = number
+  default     = 1000
+
+  validation {
+    condition     = var.events_batch_size >= 1 && var.events_batch_size <= 10000
+    error_message = "events_batch_size must be between 1 and 10000."
+  }
+}
+
+variable "events_batching_window_seconds" {
+  description = "How long Lambda gathers events before invoking discover (the first debounce)."
+  type        = number
+  default     = 10
+
+  validation {
+    condition     = var.events_batching_window_seconds >= 0 && var.events_batching_window_seconds <= 300
+    error_message = "events_batching_window_seconds must be between 0 and 300."
+  }
+  validation {
+    condition     = var.events_batch_size <= 10 || var.events_batching_window_seconds >= 1
+    error_message = "Lambda requires events_batching_window_seconds >= 1 when events_batch_size is above 10."
+  }
+}
+
+variable "max_receive_count" {
+  description = "Receives before a message moves to its queue's dead-letter queue."
+  type        = number
+  default     = 5
+
+  validation {
+    condition     = var.max_receive_count >= 1 && var.max_receive_count <= 1000
+    error_message = "max_receive_count must be between 1 and 1000."
+  }
+}
+
+# ----- debounce ----------------------------------------------------------------------------------------
+variable "debounce_quiet_seconds" {
+  description = "Quiet window after the last change before a render (TOPOCAST_DEBOUNCE_QUIET_SECONDS); at most 900, the longest SQS delay."
+  type        = number
+  default     = 15
+
+  validation {
+    condition     = var.debounce_quiet_seconds > 0 && var.debounce_quiet_seconds <= 900
+    error_message = "debounce_quiet_seconds must be greater than 0 and at most 900."
+  }
+}
+
+variable "debounce_max_wait_seconds" {
+  description = "Longest a change waits for a render while changes keep coming (TOPOCAST_DEBOUNCE_MAX_WAIT_SECONDS)."
+  type        = number
+  default     = 120
+
+  validation {
+    condition     = var.debounce_max_wait_seconds >= var.debounce_quiet_seconds
+    error_message = "debounce_max_wait_seconds must be at least debounce_quiet_seconds."
+  }
+}
+
+# ----- render --------------------------------------------------------------------------------------------
+variable "formats" {
+  description = "Formats the render function writes (TOPOCAST_FORMATS)."
+  type        = list(string)
+  default     = ["slurm-tree", "slurm-block", "slurm-yaml", "k8s-labels", "graph", "html"]
+
+  validation {
+    condition     = length(var.formats) > 0 && alltrue([for f in var.formats : contains(["slurm-tree", "slurm-block", "slurm-yaml", "k8s-labels", "kueue", "kai", "volcano", "slinky", "graph", "html"], f)])
+    error_message = "formats must be a non-empty list of: slurm-tree, slurm-block, slurm-yaml, k8s-labels, kueue, kai, volcano, slinky, graph, html."
+  }
+}
+
+variable "render_options" {
+  description = "RenderOptions (shared/topocast/renderers/base.py) as an object, passed as JSON in TOPOCAST_RENDER_OPTIONS. Empty: the code's defaults."
+  type        = any
+  default     = {}
+}
+
+# ----- publish --------------------------------------------------------------------------------------------
+variable "publishers" {
+  description = "Publish targets (TOPOCAST_PUBLISHERS): ssm (Parameter Store for the Slurm pull agent) and/or kubernetes."
+  type        = list(string)
+  default     = ["ssm"]
+
+  validation {
+    condition     = alltrue([for p in var.publishers : contains(["ssm", "kubernetes"], p)])
+    error_message = "publishers may contain only ssm and kubernetes."
+  }
+}
+
+variable "ssm_prefix" {
+  description = "SSM path of the Slurm files (TOPOCAST_SSM_PREFIX). Null: /topocast/<cluster>/slurm."
+  type        = string
+  default     = null
+
+  validation {
+    condition     = var.ssm_prefix == null || can(regex("^(/[A-Za-z0-9_.-]+)+$", coalesce(var.ssm_prefix, "/x")))
+    error_message = "ssm_prefix must be an SSM path like /topocast/c1/slurm (leading '/', no trailing '/')."
+  }
+}
+
+variable "ssm_advanced_tier" {
+  description = "Allow Advanced-tier (8 KB, billed) parameters before falling back to an S3 pointer (TOPOCAST_SSM_ADVANCED_TIER)."
+  type        = bool
+  default     = false
+}
+
+variable "guard_max_loss" {
+  description = "Fraction of the published nodes one publish may drop before it is held for confirmation (TOPOCAST_GUARD_MAX_LOSS)."
+  type        = number
+  default     = 0.1
+
+  validation {
+    condition     = var.guard_max_loss >= 0 && var.guard_max_loss <= 1
+    error_message = "guard_max_loss must be between 0 and 1."
+  }
+}
+
+variable "guard_override_parameter" {
+  description = "SSM parameter an operator sets to a generation number to let a held publish through (TOPOCAST_GUARD_OVERRIDE_PARAMETER). Null: /topocast/<cluster>/guard/allow-generation."
+  type        = string
+  default     = null
+
+  validation {
+    condition     = var.guard_override_parameter == null || can(regex("^(/[A-Za-z0-9_.-]+)+$", coalesce(var.guard_override_parameter, "/x")))
+    error_message = "guard_override_parameter must be an SSM parameter path starting with '/'."
+  }
+}
+
+variable "k8s_options" {
+  description = "Kubernetes publisher options (KubernetesPublisherConfig in shared/topocast/k8s/publisher.py) as an object, passed as JSON in TOPOCAST_K8S_OPTIONS. With eks_cluster_name set, connection.eks_cluster and connection.region are filled in."
+  type        = any
+  default     = {}
+}
+
+variable "eks_cluster_name" {
+  description = "EKS cluster the kubernetes publisher writes to: creates an access entry for the publish role and grants eks:DescribeCluster on it. Null: none."
+  type        = string
+  default     = null
+}
+
+variable "eks_kubernetes_groups" {
+  description = "Kubernetes groups of the publish role's access entry; infra/k8s/rbac.yaml binds topocast:publishers to exactly what the publisher needs."
+  type        = list(string)
+  default     = ["topocast:publishers"]
+}
+
+variable "eks_access_policy_arn" {
+  description = "Optional EKS access policy to associate as well (cluster scope), e.g. arn:aws:eks::aws:cluster-access-policy/AmazonEKSClusterAdminPolicy. Null: rely on eks_kubernetes_groups and RBAC (least privilege)."
+  type        = string
+  default     = null
+}
+
+variable "create_pull_agent_policy" {
+  description = "Create an IAM policy for the Slurm head node's pull agent (read the SSM path and S3 pointer copies)."
+  type        = bool
+  default     = false
+}
+
+# ----- alarms ------------------------------------------------------------------------------------------------
+variable "create_alarms" {
+  description = "Create CloudWatch alarms on dead-letter queues, function errors and held publishes."
+  type        = bool
+  default     = true
+}
+
+variable "alarm_topic_arn" {
+  description = "SNS topic notified when an alarm fires and clears. Null: alarms without actions."
+  type        = string
+  default     = null
+}

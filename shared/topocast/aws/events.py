@@ -1,0 +1,178 @@
+"""EventBridge events that drive AWS discovery, parsed into two small commands.
+
+An EventBridge rule delivers the *full envelope* (``version, id, detail-type,
+source, account, time, region, resources, detail``) to its target; with an SQS
+target that JSON is the message body. :func:`parse_event` takes the envelope
+(as a dict or the raw body) and returns:
+
+* :class:`InstanceChange` for ``aws.ec2`` "EC2 Instance State-change
+  Notification" (``detail.instance-id``, ``detail.state``: pending/running ->
+  upsert; stopping/stopped/shutting-down/terminated -> remove) and for
+  ``aws.autoscaling`` "EC2 Instance Launch Successful" (upsert) /
+  "EC2 Instance Terminate Successful" (remove), ``detail.EC2InstanceId``;
+* :class:`Reconcile` for ``aws.events`` "Scheduled Event" (a schedule rule)
+  and for the custom ``{"source": "topocast", "detail-type": "Reconcile"}``
+  (optional ``detail.cluster`` and ``detail.reason``).
+
+Anything else raises :class:`MalformedEvent` naming the field path that is
+wrong (``detail.state: ...``); well-formed events of a kind topocast does not
+handle raise its subclass :class:`UnsupportedEvent`, so a caller can drop those
+without alarm. Only pydantic is imported; no AWS SDK.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from topocast.errors import TopocastError
+
+STATE_CHANGE = "EC2 Instance State-change Notification"
+ASG_LAUNCH = "EC2 Instance Launch Successful"
+ASG_TERMINATE = "EC2 Instance Terminate Successful"
+SCHEDULED = "Scheduled Event"
+RECONCILE = "Reconcile"
+
+#: EC2 instance state -> what discovery does with the node.
+STATE_ACTIONS: dict[str, Literal["upsert", "remove"]] = {
+    "pending": "upsert",
+    "running": "upsert",
+    "stopping": "remove",
+    "stopped": "remove",
+    "shutting-down": "remove",
+    "terminated": "remove",
+}
+_INSTANCE_ID = r"^i-[0-9a-f]{8,17}$"
+
+
+class MalformedEvent(TopocastError):
+    """An event body is not a valid EventBridge envelope of a kind topocast handles."""
+
+
+class UnsupportedEvent(MalformedEvent):
+    """A well-formed event of a source/detail-type topocast does not act on."""
+
+
+@dataclass(frozen=True)
+class InstanceChange:
+    """One instance to re-discover (``upsert``) or drop from the graph (``remove``)."""
+
+    instance_id: str
+    action: Literal["upsert", "remove"]
+    source: str  # event source + detail-type, e.g. "aws.ec2/EC2 Instance State-change Notification"
+    time: datetime | None = None
+    state: str | None = None  # the EC2 state named by a state-change event
+    region: str | None = None
+    event_id: str | None = None
+
+
+@dataclass(frozen=True)
+class Reconcile:
+    """Rediscover the whole cluster (schedule or operator request)."""
+
+    source: str
+    time: datetime | None = None
+    cluster: str | None = None
+    reason: str | None = None
+    rule: str | None = None  # the schedule rule ARN for "Scheduled Event"
+    event_id: str | None = None
+
+
+# ----- pydantic models (aliases are the wire names, so error paths read like the JSON) -----------
+class _Model(BaseModel):
+    # defer_build: a cold start only pays for the models of the event it actually parses
+    model_config = ConfigDict(populate_by_name=True, extra="ignore", frozen=True, defer_build=True)
+
+
+class Envelope(_Model):
+    version: str | None = None
+    id: str | None = None
+    detail_type: str = Field(alias="detail-type", min_length=1)
+    source: str = Field(min_length=1)
+    account: str | None = None
+    time: datetime | None = None
+    region: str | None = None
+    resources: list[str] = Field(default_factory=list)
+    detail: dict[str, Any] = Field(default_factory=dict)
+
+
+class StateChangeDetail(_Model):
+    instance_id: str = Field(alias="instance-id", pattern=_INSTANCE_ID)
+    state: Literal["pending", "running", "stopping", "stopped", "shutting-down", "terminated"]
+
+
+class AutoScalingDetail(_Model):
+    ec2_instance_id: str = Field(alias="EC2InstanceId", pattern=_INSTANCE_ID)
+    auto_scaling_group_name: str | None = Field(None, alias="AutoScalingGroupName")
+
+
+class ReconcileDetail(_Model):
+    cluster: str | None = None
+    reason: str | None = None
+
+
+def _problem(exc: ValidationError, prefix: str) -> str:
+    parts = []
+    for err in exc.errors()[:3]:
+        loc = ".".join(str(p) for p in (prefix, *err.get("loc", ())) if p != "")
+        msg = err.get("msg", "invalid")
+        if err.get("type") == "missing":
+            msg = "is required"
+        elif "input" in err and err.get("type") != "missing":
+            msg = f"{msg} (got {json.dumps(err['input'], default=str)[:80]})"
+        parts.append(f"{loc}: {msg}" if loc else msg)
+    more = len(exc.errors()) - 3
+    return "; ".join(parts) + (f" (and {more} more)" if more > 0 else "")
+
+
+def _validate(model: type[_Model], data: Any, prefix: str, kind: str) -> Any:
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        raise MalformedEvent(f"{kind} event: {_problem(exc, prefix)}") from None
+
+
+def _load(body: dict[str, Any] | str | bytes) -> dict[str, Any]:
+    if isinstance(body, bytes | bytearray):
+        try:
+            body = body.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise MalformedEvent(f"event body is not UTF-8 (byte {exc.start})") from None
+    if isinstance(body, str):
+        try:
+            body = json.loads(body)
+        except json.JSONDecodeError as exc:
+            raise MalformedEvent(f"event body is not JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from None
+    if not isinstance(body, dict):
+        raise MalformedEvent(f"event body must be a JSON object, got {type(body).__name__}")
+    if "detail-type" not in body and "body" in body and ("messageId" in body or "receiptHandle" in body):
+        raise MalformedEvent("this is an SQS record, not an EventBridge envelope: pass record['body']")
+    return body
+
+
+def parse_event(body: dict[str, Any] | str | bytes) -> InstanceChange | Reconcile:
+    """Parse one EventBridge envelope (dict or JSON text, e.g. an SQS message body)."""
+    env = _validate(Envelope, _load(body), "", "EventBridge")
+    kind = f"{env.source}/{env.detail_type}"
+    if env.source == "aws.ec2" and env.detail_type == STATE_CHANGE:
+        d = _validate(StateChangeDetail, env.detail, "detail", kind)
+        return InstanceChange(d.instance_id, STATE_ACTIONS[d.state], kind, env.time, d.state, env.region, env.id)
+    if env.source == "aws.autoscaling" and env.detail_type in (ASG_LAUNCH, ASG_TERMINATE):
+        a = _validate(AutoScalingDetail, env.detail, "detail", kind)
+        action: Literal["upsert", "remove"] = "upsert" if env.detail_type == ASG_LAUNCH else "remove"
+        return InstanceChange(a.ec2_instance_id, action, kind, env.time, None, env.region, env.id)
+    if env.source == "aws.events" and env.detail_type == SCHEDULED:
+        rule = env.resources[0] if env.resources else None
+        return Reconcile(kind, env.time, None, "schedule", rule, env.id)
+    if env.source == "topocast" and env.detail_type == RECONCILE:
+        r = _validate(ReconcileDetail, env.detail, "detail", kind)
+        return Reconcile(kind, env.time, r.cluster, r.reason or "requested", None, env.id)
+    raise UnsupportedEvent(
+        f"unsupported event source={env.source!r} detail-type={env.detail_type!r}; topocast handles "
+        f"aws.ec2/{STATE_CHANGE}, aws.autoscaling/{ASG_LAUNCH}, aws.autoscaling/{ASG_TERMINATE}, "
+        f"aws.events/{SCHEDULED} and topocast/{RECONCILE}"
+    )

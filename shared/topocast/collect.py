@@ -1,0 +1,242 @@
+"""Collection agent for on-prem fabrics: run ``ibnetdiscover`` on a fabric-attached host, upload the output.
+
+::
+
+    topocast collect ibnetdiscover --upload s3://bucket/prefix     # or gs://bucket/prefix, or --input FILE
+
+The output lands at ``<prefix>/<host>/ibnetdiscover.out`` with object metadata
+``sha256`` (the *fabric* digest, see below), ``content-sha256`` (the bytes),
+``host`` and ``collected-at``. The bucket's object-created event triggers
+discover, so the serverless pipeline stays as it is.
+
+A no-change run uploads nothing: ``sha256`` is computed over the parsed fabric
+(node IDs, kinds, descriptions and who is cabled to whom), not over the bytes,
+because ``ibnetdiscover`` stamps the time into a comment and LIDs move after a
+subnet-manager restart; neither changes the topology. When the stored object
+already carries the same ``sha256`` the upload is skipped, no event fires and
+no generation is made. The output is parsed before upload, so a truncated or
+garbage run fails here, on the host, instead of reaching the pipeline.
+
+boto3 / google-cloud-storage are imported only when used.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import shlex
+import socket
+import subprocess
+import urllib.parse
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from topocast import __version__
+from topocast.errors import ProviderError, TopocastError
+from topocast.names import check_node_name
+from topocast.providers.ibnetdiscover import Fabric, parse
+
+UPLOAD_NAME = "ibnetdiscover.out"
+#: metadata key holding the fabric digest that decides "changed or not"
+SHA_KEY = "sha256"
+
+
+class CollectError(TopocastError):
+    """The collector could not run ibnetdiscover or upload its output."""
+
+
+@dataclass(frozen=True)
+class CollectResult:
+    """What a collection did: where the output is, its digest, and whether it was uploaded."""
+
+    uri: str
+    sha256: str
+    content_sha256: str
+    size: int
+    #: False when the stored object already had this fabric digest (nothing written, no event)
+    uploaded: bool
+    host: str
+
+
+def split_uri(uri: str) -> tuple[str, str, str]:
+    """``s3://bucket/a/b/`` -> ``("s3", "bucket", "a/b")``."""
+    scheme, sep, rest = uri.partition("://")
+    bucket, _, prefix = rest.partition("/")
+    if not sep or scheme not in ("s3", "gs") or not bucket:
+        raise CollectError(f"upload location {uri!r} must be s3://BUCKET[/PREFIX] or gs://BUCKET[/PREFIX]")
+    return scheme, bucket, prefix.strip("/")
+
+
+def object_key(prefix: str, host: str) -> str:
+    return f"{prefix}/{host}/{UPLOAD_NAME}" if prefix else f"{host}/{UPLOAD_NAME}"
+
+
+def upload_prefix(event_key: str) -> str | None:
+    """The upload prefix of an object-created event's key, or None if the key is not an upload.
+
+    Keys in S3 event notifications are URL-encoded (``fabric%2Fufm-01%2Fibnetdiscover.out``).
+    """
+    key = urllib.parse.unquote_plus(event_key)
+    parts = key.split("/")
+    if len(parts) < 2 or parts[-1] != UPLOAD_NAME or not parts[-2]:
+        return None
+    return "/".join(parts[:-2])
+
+
+def fabric_digest(fabric: Fabric) -> str:
+    """sha256 of what the topology depends on: nodes (kind, description) and cables, order-free."""
+    canon = {
+        node.id: [node.kind, node.desc, sorted(p.remote for p in node.ports.values())]
+        for node in sorted(fabric.nodes.values(), key=lambda n: n.id)
+    }
+    return hashlib.sha256(json.dumps(canon, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+
+
+def run_command(command: str | Sequence[str], timeout: float) -> bytes:
+    argv = shlex.split(command) if isinstance(command, str) else list(command)
+    try:
+        proc = subprocess.run(argv, capture_output=True, timeout=timeout, check=False)
+    except FileNotFoundError:
+        raise CollectError(f"{argv[0]}: not found (install infiniband-diags, or pass --input FILE)") from None
+    except subprocess.TimeoutExpired:
+        raise CollectError(f"{shlex.join(argv)} did not finish within {timeout:g} s") from None
+    if proc.returncode != 0:
+        tail = proc.stderr.decode("utf-8", "replace").strip().splitlines()[-3:]
+        raise CollectError(f"{shlex.join(argv)} exited with status {proc.returncode}: {' / '.join(tail) or 'no output'}")
+    return proc.stdout
+
+
+def short_hostname() -> str:
+    return socket.gethostname().split(".", 1)[0]
+
+
+def collect_ibnetdiscover(
+    input_file: str | Path | None,
+    upload_uri: str,
+    *,
+    command: str | Sequence[str] = "ibnetdiscover",
+    host: str | None = None,
+    timeout: float = 300.0,
+    s3_client: Any = None,
+    gcs_client: Any = None,
+) -> CollectResult:
+    """Run ``command`` (or read ``input_file``), check the output parses, upload it unless unchanged."""
+    scheme, bucket, prefix = split_uri(upload_uri)
+    host = check_node_name(host or short_hostname(), "the collecting host")
+    if input_file is not None:
+        try:
+            data = Path(input_file).read_bytes()
+        except OSError as exc:
+            raise CollectError(f"{input_file}: cannot read ({exc.strerror})") from None
+        source = str(input_file)
+    else:
+        data = run_command(command, timeout)
+        source = command if isinstance(command, str) else shlex.join(command)
+    try:
+        digest = fabric_digest(parse(data, source))
+    except ProviderError as exc:
+        raise CollectError(f"not uploading: {exc}") from None
+    key = object_key(prefix, host)
+    metadata = {
+        SHA_KEY: digest,
+        "content-sha256": hashlib.sha256(data).hexdigest(),
+        "host": host,
+        "collected-at": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "topocast-version": __version__,
+    }
+    store = _S3(s3_client) if scheme == "s3" else _Gcs(gcs_client)
+    uploaded = store.stored_digest(bucket, key) != digest
+    if uploaded:
+        store.put(bucket, key, data, metadata)
+    return CollectResult(f"{scheme}://{bucket}/{key}", digest, metadata["content-sha256"], len(data), uploaded, host)
+
+
+def read_uploads(prefix_uri: str, *, s3_client: Any = None, gcs_client: Any = None) -> dict[str, bytes]:
+    """Every ``<prefix>/<host>/ibnetdiscover.out`` under ``prefix_uri``, newest first: ``{uri: content}``.
+
+    Feed it to ``ibnetdiscover.discover(texts=...)``, which merges them (first wins on conflicts).
+    """
+    scheme, bucket, prefix = split_uri(prefix_uri)
+    store = _S3(s3_client) if scheme == "s3" else _Gcs(gcs_client)
+    found = [
+        (when, key)
+        for key, when in store.list(bucket, f"{prefix}/" if prefix else "")
+        if key.endswith(f"/{UPLOAD_NAME}") and key.count("/") == (prefix.count("/") + 2 if prefix else 1)
+    ]
+    found.sort(key=lambda item: (-item[0].timestamp(), item[1]))
+    return {f"{scheme}://{bucket}/{key}": store.get(bucket, key) for _, key in found}
+
+
+class _S3:
+    def __init__(self, client: Any) -> None:
+        if client is None:
+            from topocast.aws.clients import s3_client
+
+            client = s3_client()
+        self.c = client
+
+    def stored_digest(self, bucket: str, key: str) -> str | None:
+        from botocore.exceptions import ClientError
+
+        try:
+            head = self.c.head_object(Bucket=bucket, Key=key)
+        except ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") in ("404", "NoSuchKey", "NotFound"):
+                return None
+            raise CollectError(f"s3://{bucket}/{key}: cannot read ({exc})") from None
+        return head.get("Metadata", {}).get(SHA_KEY)
+
+    def put(self, bucket: str, key: str, data: bytes, metadata: dict[str, str]) -> None:
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        try:
+            self.c.put_object(
+                Bucket=bucket,
+                Key=key,
+                Body=data,
+                ContentType="text/plain; charset=utf-8",
+                Metadata=metadata,
+                ChecksumSHA256=base64.b64encode(hashlib.sha256(data).digest()).decode(),
+            )
+        except (BotoCoreError, ClientError) as exc:
+            raise CollectError(f"s3://{bucket}/{key}: upload failed ({exc})") from None
+
+    def list(self, bucket: str, prefix: str) -> list[tuple[str, datetime]]:
+        out = []
+        for page in self.c.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):
+            out += [(o["Key"], o["LastModified"]) for o in page.get("Contents", [])]
+        return out
+
+    def get(self, bucket: str, key: str) -> bytes:
+        return bytes(self.c.get_object(Bucket=bucket, Key=key)["Body"].read())
+
+
+class _Gcs:
+    def __init__(self, client: Any) -> None:
+        if client is None:
+            from google.cloud import storage
+
+            client = storage.Client()
+        self.c = client
+
+    def stored_digest(self, bucket: str, key: str) -> str | None:
+        blob = self.c.bucket(bucket).get_blob(key)
+        return None if blob is None else (blob.metadata or {}).get(SHA_KEY)
+
+    def put(self, bucket: str, key: str, data: bytes, metadata: dict[str, str]) -> None:
+        blob = self.c.bucket(bucket).blob(key)
+        blob.metadata = metadata
+        try:
+            blob.upload_from_string(data, content_type="text/plain; charset=utf-8")
+        except Exception as exc:  # google.api_core exceptions; the message names the cause
+            raise CollectError(f"gs://{bucket}/{key}: upload failed ({exc})") from None
+
+    def list(self, bucket: str, prefix: str) -> list[tuple[str, datetime]]:
+        return [(b.name, b.updated) for b in self.c.list_blobs(bucket, prefix=prefix)]
+
+    def get(self, bucket: str, key: str) -> bytes:
+        return bytes(self.c.bucket(bucket).blob(key).download_as_bytes())

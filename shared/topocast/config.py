@@ -1,0 +1,154 @@
+"""Function configuration, read once from environment variables (``TOPOCAST_*``).
+
+Terraform sets these on every function (see ``infra/terraform/modules/*``); the
+one-shot CLI builds the same model from flags. Every variable is listed in
+:data:`ENV_VARS` with its meaning, so the wiring test can check that what
+Terraform passes is exactly what the code reads.
+
+Lists are separated by ``;`` (EC2 filter values may contain commas), JSON
+values start with ``{``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from topocast.errors import TopocastError
+from topocast.renderers.base import RenderOptions
+
+DEFAULT_FORMATS = ["slurm-tree", "slurm-block", "slurm-yaml", "k8s-labels", "graph", "html"]
+
+#: env var -> (Settings field, description). The single source of truth for the wiring test and docs.
+ENV_VARS: dict[str, tuple[str, str]] = {
+    "TOPOCAST_CLUSTER": ("cluster", "cluster name (graph, keys, parameter paths)"),
+    "TOPOCAST_PROVIDER": ("provider", "topology source: aws, gcp, ibnetdiscover, netq"),
+    "TOPOCAST_BUCKET": ("bucket", "S3/GCS bucket for graphs and rendered artifacts"),
+    "TOPOCAST_PREFIX": ("prefix", "key prefix inside the bucket"),
+    "TOPOCAST_FILTERS": ("filters", "cluster membership, EC2 filter syntax NAME=V1,V2 separated by ';'"),
+    "TOPOCAST_NAME_FROM": ("name_from", "node name source: tag:<key>, private-dns, instance-id, template:<fmt>"),
+    "TOPOCAST_INSTANCE_TYPES": ("instance_types", "optional instance-type allow list (';')"),
+    "TOPOCAST_ZONES": ("zones", "optional zone allow list (';')"),
+    "TOPOCAST_FULL_SCAN_THRESHOLD": ("full_scan_threshold", "instance events in one batch above which discover scans"),
+    "TOPOCAST_FORMATS": ("formats", "formats render writes (';' or ',')"),
+    "TOPOCAST_RENDER_OPTIONS": ("render_options", "RenderOptions as JSON"),
+    "TOPOCAST_DEBOUNCE_QUIET_SECONDS": ("debounce_quiet", "quiet window before a render"),
+    "TOPOCAST_DEBOUNCE_MAX_WAIT_SECONDS": ("debounce_max_wait", "longest a change waits for a render"),
+    "TOPOCAST_STATE_TABLE": ("state_table", "DynamoDB table holding debounce state"),
+    "TOPOCAST_TIMER_QUEUE_URL": ("timer_queue_url", "SQS queue of debounce timers (render's trigger)"),
+    "TOPOCAST_PUBLISH_QUEUE_URL": ("publish_queue_url", "SQS queue of rendered manifests (publish's trigger)"),
+    "TOPOCAST_DLQ_URL": ("dlq_url", "where discover sends malformed events, with the reason"),
+    "TOPOCAST_PUBLISHERS": ("publishers", "publish targets: ssm, kubernetes (';')"),
+    "TOPOCAST_SSM_PREFIX": ("ssm_prefix", "SSM path for Slurm artifacts (default /topocast/<cluster>/slurm)"),
+    "TOPOCAST_SSM_ADVANCED_TIER": ("ssm_advanced_tier", "allow Advanced-tier (8 KB) parameters"),
+    "TOPOCAST_GUARD_MAX_LOSS": ("guard_max_loss", "fraction of published nodes a publish may lose"),
+    "TOPOCAST_GUARD_OVERRIDE_PARAMETER": ("guard_override_parameter", "SSM parameter an operator sets to a generation"),
+    "TOPOCAST_K8S_OPTIONS": ("k8s_options", "Kubernetes publisher options as JSON"),
+    # ----- GCP (topocast.gcp; see docs/gcp.md) -----
+    "TOPOCAST_GCP_PROJECT": ("gcp_project", "GCP project ID that owns the cluster's VMs"),
+    "TOPOCAST_GCP_ZONES": ("gcp_zones", "zones to list (';'); empty: aggregatedList over all zones"),
+    "TOPOCAST_GCP_LABEL": ("gcp_labels", "cluster membership, GCE labels KEY=VALUE (';', all must match)"),
+    "TOPOCAST_GCP_DOMAIN_TIER": ("gcp_domain_tier", "NVLink domain from physicalHostTopology: subblock, block, none"),
+    "TOPOCAST_COMPUTE_ENDPOINT": ("compute_endpoint", "Compute Engine API endpoint override (tests, private endpoint)"),
+    "TOPOCAST_CLOUDTASKS_ENDPOINT": ("cloudtasks_endpoint", "Cloud Tasks API endpoint override"),
+    "TOPOCAST_TASK_QUEUE": ("task_queue", "Cloud Tasks queue projects/P/locations/L/queues/Q (timers, hand-offs)"),
+    "TOPOCAST_DISCOVER_URL": ("discover_url", "discover function URL (discover-window tasks)"),
+    "TOPOCAST_RENDER_URL": ("render_url", "render function URL (debounce timer tasks)"),
+    "TOPOCAST_PUBLISH_URL": ("publish_url", "publish function URL (publish tasks)"),
+    "TOPOCAST_TASKS_SERVICE_ACCOUNT": ("tasks_service_account", "service account Cloud Tasks signs OIDC tokens as"),
+    "TOPOCAST_DISCOVER_WINDOW_SECONDS": ("discover_window", "GCP: batch instance events this long (0: one by one)"),
+}
+
+
+class Settings(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    cluster: str
+    provider: str = "aws"
+    bucket: str | None = None
+    prefix: str = "topocast"
+    filters: list[str] = Field(default_factory=list)
+    name_from: str | None = None
+    instance_types: list[str] = Field(default_factory=list)
+    zones: list[str] = Field(default_factory=list)
+    full_scan_threshold: int = Field(100, ge=1)
+    formats: list[str] = Field(default_factory=lambda: list(DEFAULT_FORMATS))
+    render_options: RenderOptions = Field(default_factory=RenderOptions)
+    debounce_quiet: float = Field(15.0, gt=0)
+    debounce_max_wait: float = Field(120.0, gt=0)
+    state_table: str | None = None
+    timer_queue_url: str | None = None
+    publish_queue_url: str | None = None
+    dlq_url: str | None = None
+    publishers: list[str] = Field(default_factory=lambda: ["ssm"])
+    ssm_prefix: str | None = None
+    ssm_advanced_tier: bool = False
+    guard_max_loss: float = Field(0.10, ge=0, le=1)
+    guard_override_parameter: str | None = None
+    k8s_options: dict[str, Any] = Field(default_factory=dict)
+    gcp_project: str | None = None
+    gcp_zones: list[str] = Field(default_factory=list)
+    gcp_labels: list[str] = Field(default_factory=list)
+    gcp_domain_tier: str = "subblock"
+    compute_endpoint: str | None = None
+    cloudtasks_endpoint: str | None = None
+    task_queue: str | None = None
+    discover_url: str | None = None
+    render_url: str | None = None
+    publish_url: str | None = None
+    tasks_service_account: str | None = None
+    discover_window: float = Field(5.0, ge=0)
+
+    @property
+    def ssm_path(self) -> str:
+        return self.ssm_prefix or f"/topocast/{self.cluster}/slurm"
+
+    def require(self, *names: str) -> None:
+        missing = [n for n in names if not getattr(self, n)]
+        if missing:
+            env = {field: var for var, (field, _) in ENV_VARS.items()}
+            raise TopocastError("missing configuration: " + ", ".join(env.get(n, n) for n in missing))
+
+
+_LISTS = {"filters", "instance_types", "zones", "formats", "publishers", "gcp_zones", "gcp_labels"}
+_JSON = {"render_options", "k8s_options"}
+
+
+def _split(value: str, field: str) -> list[str]:
+    seps = ";" if field in ("filters", "gcp_labels") else ";,"
+    parts = [value]
+    for sep in seps:
+        parts = [p for chunk in parts for p in chunk.split(sep)]
+    return [p.strip() for p in parts if p.strip()]
+
+
+def settings_from_env(env: Mapping[str, str] | None = None) -> Settings:
+    """Build :class:`Settings` from ``TOPOCAST_*`` variables; errors name the variable."""
+    env = os.environ if env is None else env
+    data: dict[str, Any] = {}
+    for var, (field, _) in ENV_VARS.items():
+        raw = env.get(var)
+        if raw is None or raw == "":
+            continue
+        if field in _LISTS:
+            data[field] = _split(raw, field)
+        elif field in _JSON:
+            try:
+                data[field] = json.loads(raw)
+            except json.JSONDecodeError as exc:
+                raise TopocastError(f"{var} is not valid JSON: {exc}") from None
+        elif field == "ssm_advanced_tier":
+            data[field] = raw.strip().lower() in {"1", "true", "yes", "on"}
+        else:
+            data[field] = raw
+    try:
+        return Settings.model_validate(data)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        field = str(first["loc"][0]) if first["loc"] else ""
+        var = next((v for v, (f, _) in ENV_VARS.items() if f == field), field)
+        raise TopocastError(f"bad configuration {var}: {first['msg']}") from None

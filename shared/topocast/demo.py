@@ -1,0 +1,206 @@
+"""``topocast demo``: the whole AWS pipeline on an embedded, simulated account.
+
+No credentials and no network: a moto server in this process (S3, SQS, SSM,
+EventBridge, DynamoDB, EC2) with topocast's wire-compatible
+``DescribeInstanceTopology`` (:mod:`topocast.sim.ec2`), a generated GPU cluster,
+a launch burst of EventBridge events, the real Lambda handlers invoked the way
+Lambda invokes them (:mod:`topocast.sim.aws_pipeline`), and the head-node pull
+agent installing ``topology.conf`` (validated by a throwaway slurmctld when one
+is installed).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+import sys
+import time
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+CLUSTER = "demo"
+
+
+@contextmanager
+def _quiet_logs() -> Any:
+    """The handlers log JSON lines for CloudWatch; the demo shows a summary instead."""
+    saved = {name: logging.getLogger(name).level for name in ("topocast", "werkzeug", "botocore")}
+    for name in saved:
+        logging.getLogger(name).setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        for name, level in saved.items():
+            logging.getLogger(name).setLevel(level)
+
+
+def _local_aws_env(endpoint: str) -> dict[str, str | None]:
+    env = {
+        "AWS_ENDPOINT_URL": endpoint,
+        "AWS_ACCESS_KEY_ID": "demo",
+        "AWS_SECRET_ACCESS_KEY": "demo",
+        "AWS_DEFAULT_REGION": "us-east-1",
+        "AWS_REGION": "us-east-1",
+        "AWS_SESSION_TOKEN": None,
+        "AWS_PROFILE": None,
+        "AWS_SHARED_CREDENTIALS_FILE": "/nonexistent/topocast-demo",
+        "AWS_CONFIG_FILE": "/nonexistent/topocast-demo",
+        "AWS_EC2_METADATA_DISABLED": "true",
+        "POWERTOOLS_METRICS_DISABLED": "true",
+        "POWERTOOLS_LOG_LEVEL": "ERROR",
+        "MOTO_EC2_LOAD_DEFAULT_AMIS": "false",
+    }
+    saved = {k: os.environ.get(k) for k in env}
+    for k, v in env.items():
+        if v is None:
+            os.environ.pop(k, None)
+        else:
+            os.environ[k] = v
+    return saved
+
+
+def _restore_env(saved: dict[str, str | None]) -> None:
+    for k, v in saved.items():
+        if v is None:
+            os.environ.pop(k, None)
+        else:
+            os.environ[k] = v
+
+
+class _Progress:
+    """A rich progress display on a terminal, plain lines otherwise."""
+
+    def __init__(self, enabled: bool) -> None:
+        self.enabled = enabled
+        self._progress: Any = None
+        self._task: Any = None
+
+    def __enter__(self) -> _Progress:
+        if self.enabled:
+            from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+            self._progress = Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn())
+            self._progress.__enter__()
+            self._task = self._progress.add_task("starting", total=None)
+        return self
+
+    def step(self, text: str) -> None:
+        if self._progress is not None:
+            self._progress.update(self._task, description=text)
+        else:
+            print(f"  {text}", file=sys.stderr)
+
+    def __exit__(self, *exc: Any) -> None:
+        if self._progress is not None:
+            self._progress.__exit__(*exc)
+
+
+def run_demo(
+    nodes: int = 256,
+    events: int | None = None,
+    out: Path = Path("out/demo"),
+    report: Path | None = None,
+    *,
+    cpu_nodes: int = 2,
+    quiet: float = 2.0,
+    max_wait: float = 20.0,
+    progress: bool | None = None,
+) -> dict[str, Any]:
+    """Run the pipeline and write ``out``; returns the report (also written to ``report``)."""
+    from moto.server import ThreadedMotoServer
+
+    from topocast.pull import pull
+    from topocast.sim import ec2 as ec2_sim
+    from topocast.sim.aws_pipeline import LocalAwsPipeline
+
+    started = time.monotonic()
+    events = nodes if events is None else events
+    out.mkdir(parents=True, exist_ok=True)
+    show = sys.stderr.isatty() if progress is None else progress
+    ec2_sim.install()
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    saved: dict[str, str | None] = {}
+    with _quiet_logs(), _Progress(show) as prog:
+        server.start()
+        try:
+            host, port = server.get_host_and_port()
+            saved = _local_aws_env(f"http://{host}:{port}")
+            prog.step(f"simulated AWS account on http://{host}:{port}")
+            pipeline = LocalAwsPipeline(CLUSTER, quiet=quiet, max_wait=max_wait)
+            prog.step(f"launching {nodes} p5.48xlarge instances (3-level fabric, capacity blocks of 18)")
+            ids = ec2_sim.generate_cluster(pipeline.ec2, nodes, cluster_tag=("topocast:cluster", CLUSTER))
+            if cpu_nodes:  # login/CPU nodes: members of the cluster, but EC2 has no topology for them
+                ids += ec2_sim.generate_cluster(
+                    pipeline.ec2,
+                    cpu_nodes,
+                    instance_type="m5.xlarge",
+                    block_size=None,
+                    cluster_tag=("topocast:cluster", CLUSTER),
+                    name_prefix="login-",
+                )
+            burst = (ids * (events // max(len(ids), 1) + 1))[:events]
+            prog.step(f"launch burst: {len(burst)} EC2 state-change events through EventBridge")
+            pipeline.emit_state_changes(burst)
+            prog.step(f"discover -> render (quiet window {quiet:g} s) -> publish")
+            idle = pipeline.run_until_idle(timeout=max(60.0, 4 * max_wait))
+            prog.step("pull agent: SSM -> verify -> validate -> install")
+            slurmctld = shutil.which("slurmctld") is not None
+            pulled = pull(
+                f"ssm:///topocast/{CLUSTER}/slurm/topology-tree.conf",
+                out / "topology.conf",
+                reconfigure=False,
+                validate=slurmctld,
+                slurm_conf=None,
+            )
+            stored = pipeline.runtime.graphs.latest()
+            manifest = pipeline.runtime.artifacts.latest_manifest()
+            for fmt, name in (("k8s-labels", "labels.json"), ("html", "topology.html"), ("slurm-block", None)):
+                entry = manifest.entry(fmt) if manifest else None
+                if entry is not None:
+                    content = pipeline.runtime.artifacts.get_artifact(manifest.generation, entry.file)
+                    (out / (name or entry.file)).write_bytes(content)
+            counters = pipeline.runtime.counters
+            graph = stored.graph if stored else None
+            result: dict[str, Any] = {
+                "cloud": "aws",
+                "events": len(burst),
+                "discover_runs": counters.discover_runs,
+                "ec2_api_calls": counters.ec2_api_calls,
+                "renders": counters.renders,
+                "publishes": counters.publishes,
+                "held_publishes": counters.held,
+                "nodes": len(graph.nodes) if graph else 0,
+                "nodes_without_topology": len(graph.nodes_without_topology()) if graph else 0,
+                "generation": stored.generation if stored else None,
+                "malformed_events": counters.malformed,
+                "pull": {
+                    "action": pulled.action,
+                    "ok": pulled.ok,
+                    "validated_by_slurmctld": slurmctld,
+                    "sha256": pulled.sha256,
+                },
+                "idle": idle,
+                "seconds": round(time.monotonic() - started, 2),
+                "outputs": sorted(p.name for p in out.iterdir()),
+            }
+        finally:
+            server.stop()
+            _restore_env(saved)
+    report_path = report or out / "report.json"
+    report_path.write_text(json.dumps(result, indent=2) + "\n")
+    return result
+
+
+def summary(result: dict[str, Any], out: Path) -> str:
+    return (
+        f"{result['events']} events -> {result['discover_runs']} discover run(s), "
+        f"{result['ec2_api_calls']} EC2 calls -> {result['renders']} render(s) -> {result['publishes']} publish(es)\n"
+        f"{result['nodes']} nodes ({result['nodes_without_topology']} without topology), "
+        f"generation {result['generation']}, pull: {result['pull']['action']}"
+        f"{' (validated by slurmctld)' if result['pull']['validated_by_slurmctld'] else ''}, "
+        f"{result['seconds']} s\n"
+        f"wrote {out}/topology.conf, labels.json, topology.html, report.json"
+    )

@@ -1,0 +1,102 @@
+"""Publish Slurm files as Cloud Storage objects for the head node's pull agent (``topocast pull --source gcs://...``).
+
+One object per file Slurm reads, ``gs://<bucket>/<prefix>/<cluster>/slurm/topology.conf``
+(slurm-tree or slurm-block) and ``.../topology.yaml`` (slurm-yaml), with custom
+metadata ``generation``, ``sha256`` and ``format``. Why an object and not
+Parameter Manager: the file already lives in the bucket, objects have no size
+limit that a large cluster's topology.conf could hit, a reader gets bytes and
+metadata of one generation atomically, and writes take **generation
+preconditions**, which Parameter Manager versions do not offer. The pull agent
+needs only ``storage.objects.get`` on one object.
+
+Never regress: the current object's metadata is read first; if it already
+holds a newer topocast generation the file is skipped (a slow, older publish
+lost the race). The write itself is conditioned on the object generation just
+read (``ifGenerationMatch``), so two publishers racing cannot interleave: the
+loser re-reads and decides again. The same generation with the same sha256 is
+a no-op.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from collections.abc import Collection, Mapping
+
+from topocast.errors import TopocastError
+from topocast.gcp.gcs import GcsObjects
+from topocast.pipeline.artifacts import Manifest, ManifestEntry
+from topocast.publish.base import PublishResult
+
+log = logging.getLogger(__name__)
+
+#: the file name Slurm reads for each format; tree and block are both topology.conf, so publish one of them
+INSTALLED_NAME = {"slurm-tree": "topology.conf", "slurm-block": "topology.conf", "slurm-yaml": "topology.yaml"}
+DEFAULT_FORMATS = ("slurm-tree", "slurm-yaml")
+
+
+class GcsSlurmPublisher:
+    """:class:`topocast.publish.base.Publisher` writing Slurm files to Cloud Storage objects."""
+
+    name = "gcs"
+
+    def __init__(self, objects: GcsObjects, prefix: str, *, formats: Collection[str] = DEFAULT_FORMATS) -> None:
+        self.objects = objects
+        self.prefix = prefix.strip("/")
+        self.formats = set(formats)
+        unknown = self.formats - set(INSTALLED_NAME)
+        if unknown:
+            raise ValueError(f"GCS Slurm publisher: formats {sorted(unknown)} are not Slurm formats")
+        if {"slurm-tree", "slurm-block"} <= self.formats:
+            raise ValueError("GCS Slurm publisher: slurm-tree and slurm-block both publish topology.conf; pick one")
+
+    def key(self, installed: str) -> str:
+        return f"{self.prefix}/{installed}" if self.prefix else installed
+
+    def uri(self, installed: str) -> str:
+        return self.objects.uri(self.key(installed))
+
+    def publish(self, manifest: Manifest, artifacts: Mapping[str, bytes]) -> PublishResult:
+        entries = [e for e in manifest.artifacts if e.format in self.formats]
+        if not entries:
+            return PublishResult(False, f"generation {manifest.generation}: no Slurm artifact in the manifest")
+        written: list[str] = []
+        skipped: list[str] = []
+        refused: list[str] = []
+        for entry in entries:
+            outcome, what = self._publish_one(manifest.generation, entry, artifacts)
+            (written if outcome == "written" else refused if outcome == "older" else skipped).append(what)
+        detail = f"generation {manifest.generation}: {len(written)} written, {len(skipped)} already current"
+        if refused:
+            detail += f", {len(refused)} skipped (a newer generation is published): {'; '.join(refused)}"
+        return PublishResult(not refused, detail, written, skipped + refused)
+
+    def _publish_one(self, generation: int, entry: ManifestEntry, artifacts: Mapping[str, bytes]) -> tuple[str, str]:
+        installed = INSTALLED_NAME[entry.format]
+        uri = self.uri(installed)
+        try:
+            content = artifacts[entry.file]
+        except KeyError:
+            raise TopocastError(f"{uri}: the manifest lists {entry.file!r} but its bytes were not passed") from None
+        if hashlib.sha256(content).hexdigest() != entry.sha256:
+            raise TopocastError(f"{uri}: {entry.file} does not match the manifest's sha256; refusing to publish")
+        for _ in range(5):
+            current = self.objects.head(self.key(installed))
+            meta = current.metadata if current else {}
+            theirs = int(meta["generation"]) if meta.get("generation", "").isdigit() else None
+            if theirs is not None and theirs > generation:
+                log.warning("%s holds generation %d, not publishing older %d", uri, theirs, generation)
+                return "older", f"{uri} holds generation {theirs}"
+            if theirs == generation and meta.get("sha256") == entry.sha256:
+                return "current", f"{uri} already holds generation {generation}"
+            done = self.objects.put(
+                self.key(installed),
+                content,
+                content_type=entry.media_type,
+                metadata={"generation": str(generation), "sha256": entry.sha256, "format": entry.format},
+                if_generation_match=current.generation if current else 0,
+            )
+            if done is not None:
+                log.info("%s <- generation %d", uri, generation)
+                return "written", uri
+        raise TopocastError(f"{uri}: the object kept changing while publishing generation {generation}; retry")

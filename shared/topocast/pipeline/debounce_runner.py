@@ -1,0 +1,164 @@
+"""The debounce state machine wired to *some* state store and *some* timer service.
+
+:mod:`topocast.pipeline.debounce` decides; this module runs a decision the same
+way on every cloud: read the state and its version token, apply one pure
+transition, write it back **only if nobody else wrote in between**, and only
+then send the timer the transition asked for. A cloud adapter supplies two
+small pieces:
+
+* a :class:`StateBackend` - ``load(cluster) -> (state, token)`` and a
+  conditional ``save(cluster, state, token) -> new token | None`` (None: lost
+  the race; the runner re-reads and decides again);
+* a :class:`TimerSender` - ``send(cluster, timer_id, delay, body)``, a one-shot
+  delivery of ``body`` to the render function after ``delay`` seconds. The
+  timer ID is unique per arm, so a sender may use it to deduplicate retries.
+
+If the send fails, the state is rolled back (conditionally) and the error
+propagates, so the caller's input is retried; if even the rollback is lost,
+the lost-timer grace re-arms on the next change. The timer body is the same on
+every cloud: ``{"kind": "topocast.debounce.timer", "cluster", "timer_id",
+"armed_at", "due_at"}``.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import time
+import uuid
+from collections.abc import Callable, Mapping
+from dataclasses import replace
+from typing import Any, Protocol
+
+from topocast.errors import TopocastError
+from topocast.pipeline import debounce as core
+from topocast.pipeline.debounce import DebounceState, Decision, Step
+
+log = logging.getLogger(__name__)
+
+TIMER_KIND = "topocast.debounce.timer"
+
+
+class StateBackend(Protocol):
+    def load(self, cluster: str) -> tuple[DebounceState, Any]:
+        """The stored state (``DebounceState()`` when none) and an opaque version token (None: absent)."""
+        ...
+
+    def save(self, cluster: str, state: DebounceState, token: Any) -> Any | None:
+        """Write ``state`` if the stored version is still ``token``; the new token, or None if it moved."""
+        ...
+
+
+class TimerSender(Protocol):
+    def send(self, cluster: str, timer_id: str, delay: float, body: dict[str, Any]) -> None: ...
+
+
+def timer_body(cluster: str, timer_id: str, now: float, delay: float) -> dict[str, Any]:
+    return {"kind": TIMER_KIND, "cluster": cluster, "timer_id": timer_id, "armed_at": now, "due_at": now + delay}
+
+
+def parse_timer(body: Any) -> dict[str, Any]:
+    """The timer body as a dict; ValueError naming what is wrong when it is not one."""
+    if not isinstance(body, Mapping) or body.get("kind") != TIMER_KIND:
+        raise ValueError(f"not a {TIMER_KIND} message: {str(body)[:200]}")
+    if not isinstance(body.get("cluster"), str) or not isinstance(body.get("timer_id"), str):
+        raise ValueError(f"timer message lacks cluster/timer_id: {str(body)[:200]}")
+    return dict(body)
+
+
+class DebounceRunner:
+    """``note_change`` (discover), ``on_timer`` and ``mark_rendered`` (render) over the two backends."""
+
+    def __init__(
+        self,
+        states: StateBackend,
+        timers: TimerSender,
+        *,
+        quiet: float = core.DEFAULT_QUIET,
+        max_wait: float = core.DEFAULT_MAX_WAIT,
+        lease: float = core.DEFAULT_LEASE,
+        lost_timer_grace: float = core.DEFAULT_LOST_TIMER_GRACE,
+        clock: Callable[[], float] = time.time,
+        max_attempts: int = 50,
+    ) -> None:
+        if quiet <= 0 or max_wait < quiet:
+            raise ValueError(f"debounce needs 0 < quiet <= max_wait, got quiet={quiet} max_wait={max_wait}")
+        self.states = states
+        self.timers = timers
+        self.quiet = quiet
+        self.max_wait = max_wait
+        self.lease = lease
+        self.lost_timer_grace = lost_timer_grace
+        self.clock = clock
+        self.max_attempts = max_attempts
+
+    def state(self, cluster: str) -> DebounceState:
+        return self.states.load(cluster)[0]
+
+    def note_change(self, cluster: str, generation: int) -> Decision:
+        """A generation was written: record it; arm a timer if none is alive (idempotent per generation)."""
+        step = self._transition(
+            cluster,
+            lambda s, now, tid: core.on_change(
+                s,
+                generation,
+                now,
+                new_timer_id=tid,
+                quiet=self.quiet,
+                max_wait=self.max_wait,
+                lost_timer_grace=self.lost_timer_grace,
+            ),
+        )
+        return replace(step.decision, cluster=cluster)
+
+    def on_timer(self, body: Any) -> Decision:
+        """A timer fired: re-arm once, drop it, or "render now" (claiming the render); bad bodies are dropped."""
+        try:
+            timer = parse_timer(body)
+        except ValueError as exc:
+            log.warning("dropping timer: %s", exc)  # raising would make the service redeliver garbage forever
+            return Decision("drop", reason=str(exc))
+        timer_id, cluster = timer["timer_id"], timer["cluster"]
+        step = self._transition(
+            cluster,
+            lambda s, now, tid: core.on_timer(
+                s, timer_id, now, new_timer_id=tid, quiet=self.quiet, max_wait=self.max_wait, lease=self.lease
+            ),
+        )
+        return replace(step.decision, cluster=cluster)
+
+    def mark_rendered(self, cluster: str, decision: Decision, generation: int) -> Decision:
+        """The render that ``decision`` started finished with ``generation``."""
+        step = self._transition(
+            cluster,
+            lambda s, now, tid: core.on_rendered(
+                s, decision.timer_id, generation, now, new_timer_id=tid, quiet=self.quiet, max_wait=self.max_wait
+            ),
+        )
+        return replace(step.decision, cluster=cluster)
+
+    def _transition(self, cluster: str, fn: Callable[[DebounceState, float, str], Step]) -> Step:
+        new_timer_id = uuid.uuid4().hex
+        for _ in range(self.max_attempts):
+            before, token = self.states.load(cluster)
+            now = self.clock()
+            step = fn(before, now, new_timer_id)
+            if step.state == before:
+                return step
+            after = replace(step.state, version=before.version + 1)
+            new_token = self.states.save(cluster, after, token)
+            if new_token is None:
+                time.sleep(random.uniform(0, 0.02))  # lost a race: re-read and re-decide
+                continue
+            if step.arm is not None and after.timer_id is not None:
+                try:
+                    self.timers.send(
+                        cluster, after.timer_id, step.arm, timer_body(cluster, after.timer_id, now, step.arm)
+                    )
+                except Exception:
+                    rolled_back = replace(before, version=after.version + 1)
+                    if self.states.save(cluster, rolled_back, new_token) is None:
+                        log.warning("debounce: could not roll back the state of %s after a failed timer send", cluster)
+                    raise
+            return replace(step, state=after)
+        raise TopocastError(f"debounce state of cluster {cluster!r} kept changing ({self.max_attempts} attempts)")

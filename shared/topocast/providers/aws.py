@@ -1,0 +1,452 @@
+"""AWS discovery: EC2 ``DescribeInstances`` + ``DescribeInstanceTopology`` -> :class:`TopologyGraph`.
+
+Full discovery (:func:`discover_full`) makes ``ceil(N/1000)`` DescribeInstances
+pages (cluster filters + state pending/running, ``MaxResults=1000``) and
+``ceil(R/100)`` DescribeInstanceTopology calls with explicit ``InstanceIds``
+(R = running instances; never with ``MaxResults``). That is the minimum: a
+paged listing (``MaxResults=100``, Topograph's choice above 100 instances) also
+returns at most 100 instances per call but includes every other running
+instance of a supported type in the region, so it never needs fewer calls; it
+is available as ``topology_strategy="listing"`` for accounts where the listing
+*is* the cluster. Incremental updates (:func:`discover_instances`) cost one
+DescribeInstances and one DescribeInstanceTopology call per 100 changed
+instances; removals cost nothing.
+
+Mapping (AWS -> graph): ``NetworkNodes`` arrive root-first and are stored
+closest-first (3 or 4 levels); ``CapacityBlockId`` is the accelerator domain.
+A null ``CapacityBlockId`` for an UltraServer-class instance
+(:data:`DEFAULT_ULTRASERVER_FAMILIES`) or for an instance that had a domain in
+``previous`` means "not reported yet" (AWS is eventually consistent right after
+launch): the node keeps its previous domain and gets ``accelerator_pending``.
+Instances without topology (type not supported, still pending) stay in the
+graph with an empty fabric and are reported in ``warnings``.
+
+Node names (``name_from``), default ``private-dns``:
+
+* ``private-dns`` - short host name of ``PrivateDnsName`` (``ip-10-0-1-17``),
+  what ``hostname -s`` prints on stock AMIs and so what Slurm uses;
+* ``private-dns-fqdn`` - the full ``PrivateDnsName``, the EKS node name;
+* ``instance-id``;
+* ``tag:<key>`` - a tag value, e.g. ``tag:Name``;
+* ``template:<text>`` - text with ``{placeholder}`` fields: ``{instance_id}``,
+  ``{instance_type}``, ``{zone}``, ``{private_dns}``, ``{private_dns_fqdn}``,
+  ``{private_ip}``, ``{tag[Key]}``. No format specs, attribute access or
+  expressions: it is not ``str.format``.
+
+The default is ``private-dns`` because it exists for every VPC instance and is
+unique by construction, while ``Name`` tags are often shared (ParallelCluster
+tags every compute node ``Compute``). A node whose name source is missing,
+unsafe or shared with another instance falls back to its instance ID and is
+reported in ``warnings``, never dropped.
+
+Errors: every failed call (after botocore's adaptive retries) raises
+:class:`~topocast.errors.ProviderError` naming the operation, the region and
+what to do; a discovery never returns a partial graph.
+``InvalidInstanceID.NotFound`` means the instance is gone: it is removed.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from topocast.aws.ec2_calls import Ec2Calls
+from topocast.aws.events import InstanceChange
+from topocast.errors import ProviderError, TopocastError
+from topocast.graph import Node, TopologyGraph
+from topocast.names import check_node_name
+from topocast.providers import base
+
+__all__ = [
+    "AwsDiscoveryConfig",
+    "DiscoveryResult",
+    "Ec2Filter",
+    "InstanceChange",
+    "discover_full",
+    "discover_instances",
+    "parse_filter",
+]
+
+DEFAULT_ULTRASERVER_FAMILIES = ("p6e-gb200", "p6e-gb300", "trn2u")
+GONE_STATES = frozenset({"shutting-down", "terminated", "stopping", "stopped"})
+_PLACEHOLDER = re.compile(r"\{([a-z_]+)(?:\[([^\]{}]+)\])?\}")
+_TEMPLATE_VARS = frozenset(
+    {"instance_id", "instance_type", "zone", "private_dns", "private_dns_fqdn", "private_ip", "tag"}
+)
+
+
+# ----- configuration ---------------------------------------------------------------------------
+class Ec2Filter(BaseModel):
+    """One EC2 filter, in the API's own shape."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    Name: str = Field(min_length=1)
+    Values: list[str] = Field(min_length=1)
+
+
+def parse_filter(text: str) -> dict[str, Any]:
+    """``"tag:topocast:cluster=c1,c2"`` -> ``{"Name": "tag:topocast:cluster", "Values": ["c1", "c2"]}``.
+
+    The name ends at the first ``=``; values are split at commas (write ``\\,``
+    for a literal comma). Raises ``ValueError`` saying what is wrong.
+    """
+    name, sep, rest = text.partition("=")
+    name = name.strip()
+    if not sep or not name:
+        raise ValueError(f"filter {text!r} must look like NAME=VALUE[,VALUE...] (e.g. tag:topocast:cluster=c1)")
+    values = [v.replace("\\,", ",").strip() for v in re.split(r"(?<!\\),", rest)]
+    if any(not v for v in values):
+        raise ValueError(f"filter {text!r} has an empty value")
+    return {"Name": name, "Values": values}
+
+
+def _check_template(template: str) -> None:
+    pos = 0
+    for m in _PLACEHOLDER.finditer(template):
+        literal = template[pos : m.start()]
+        if "{" in literal or "}" in literal:
+            raise ValueError(f"name template {template!r}: unbalanced or malformed brace in {literal!r}")
+        var, key = m.group(1), m.group(2)
+        if var not in _TEMPLATE_VARS:
+            raise ValueError(
+                f"name template {template!r}: unknown placeholder {{{var}}}; known: "
+                + ", ".join(sorted(_TEMPLATE_VARS - {"tag"}))
+                + ", tag[Key]"
+            )
+        if (var == "tag") != (key is not None):
+            raise ValueError(f"name template {template!r}: write tags as {{tag[Key]}}, other fields without [...]")
+        pos = m.end()
+    if "{" in template[pos:] or "}" in template[pos:]:
+        raise ValueError(f"name template {template!r}: unbalanced or malformed brace in {template[pos:]!r}")
+    if not _PLACEHOLDER.search(template):
+        raise ValueError(f"name template {template!r} has no placeholder: every node would get the same name")
+
+
+class AwsDiscoveryConfig(BaseModel):
+    """What makes up the cluster in EC2 and how its nodes are named."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    cluster: str = Field(description="Cluster name written into the graph.")
+    region: str | None = Field(None, description="EC2 region; None = the client's region.")
+    filters: list[Ec2Filter] = Field(
+        default_factory=list,
+        description="DescribeInstances filters selecting the cluster (strings like 'tag:k=v' are parsed).",
+    )
+    instance_types: list[str] = Field(default_factory=list, description="Only these instance types (empty: all).")
+    zones: list[str] = Field(default_factory=list, description="Only these availability zones (empty: all).")
+    name_from: str = Field("private-dns", description="Node name source, see the module docstring.")
+    ultraserver_families: list[str] = Field(
+        default_factory=lambda: list(DEFAULT_ULTRASERVER_FAMILIES),
+        description="Families whose null CapacityBlockId means 'not reported yet'.",
+    )
+    topology_strategy: Literal["ids", "listing"] = Field(
+        "ids", description="'ids': explicit InstanceIds batches; 'listing': paged listing filtered client-side."
+    )
+
+    @field_validator("cluster")
+    @classmethod
+    def _cluster(cls, v: str) -> str:
+        return check_node_name(v, "the cluster name")
+
+    @field_validator("filters", mode="before")
+    @classmethod
+    def _filters(cls, v: Any) -> Any:
+        if isinstance(v, list):
+            return [parse_filter(f) if isinstance(f, str) else f for f in v]
+        return v
+
+    @field_validator("name_from", mode="before")
+    @classmethod
+    def _name_from_default(cls, v: Any) -> Any:
+        return "private-dns" if v is None or v == "" else v
+
+    @field_validator("name_from")
+    @classmethod
+    def _name_from(cls, v: str) -> str:
+        if v in ("private-dns", "private-dns-fqdn", "instance-id"):
+            return v
+        if v.startswith("tag:") and len(v) > 4:
+            return v
+        if v.startswith("template:"):
+            _check_template(v.removeprefix("template:"))
+            return v
+        raise ValueError(
+            f"name_from {v!r} is not one of private-dns, private-dns-fqdn, instance-id, tag:<key>, template:<text>"
+        )
+
+    @model_validator(mode="after")
+    def _no_state_filter(self) -> AwsDiscoveryConfig:
+        for f in self.filters:
+            if f.Name == "instance-state-name":
+                raise ValueError("filters: instance-state-name is set by topocast (pending, running); remove it")
+        return self
+
+    @classmethod
+    def from_data(cls, data: Any, source: str = "AWS discovery config") -> AwsDiscoveryConfig:
+        """Validate a dict; errors become :class:`ProviderError` naming the field."""
+        try:
+            return cls.model_validate(data)
+        except ValidationError as exc:
+            err = exc.errors()[0]
+            loc = ".".join(str(p) for p in err.get("loc", ()))
+            msg = err.get("msg", "invalid").removeprefix("Value error, ")
+            raise ProviderError(f"{source}: {loc + ': ' if loc else ''}{msg}") from None
+        except TopocastError as exc:
+            raise ProviderError(f"{source}: {exc}") from None
+
+    def describe_filters(self) -> list[dict[str, Any]]:
+        """The cluster selection as DescribeInstances filters (without the state filter)."""
+        out = [f.model_dump() for f in self.filters]
+        if self.instance_types:
+            out.append({"Name": "instance-type", "Values": list(self.instance_types)})
+        if self.zones:
+            out.append({"Name": "availability-zone", "Values": list(self.zones)})
+        return out
+
+
+@dataclass
+class DiscoveryResult(base.DiscoveryResult):
+    """``api_calls`` counts requests made (each page counts, botocore's retries do not)."""
+
+    retries: int = 0  # botocore retry attempts summed over all calls
+    strategy: str = "ids"  # how DescribeInstanceTopology was asked: "ids" or "listing"
+
+
+# ----- calling EC2 -----------------------------------------------------------------------------
+def _summary(what: str, ids: Sequence[str], limit: int = 10) -> str:
+    shown = ", ".join(sorted(ids)[:limit])
+    more = f" (+{len(ids) - limit} more)" if len(ids) > limit else ""
+    return f"{len(ids)} {what}: {shown}{more}"
+
+
+# ----- building nodes --------------------------------------------------------------------------
+def _tags(inst: dict[str, Any]) -> dict[str, str]:
+    return {t["Key"]: t.get("Value", "") for t in inst.get("Tags") or []}
+
+
+def _template_vars(inst: dict[str, Any]) -> dict[str, str | None]:
+    fqdn = inst.get("PrivateDnsName") or None
+    return {
+        "instance_id": inst["InstanceId"],
+        "instance_type": inst.get("InstanceType"),
+        "zone": (inst.get("Placement") or {}).get("AvailabilityZone"),
+        "private_dns": fqdn.split(".", 1)[0] if fqdn else None,
+        "private_dns_fqdn": fqdn,
+        "private_ip": inst.get("PrivateIpAddress"),
+    }
+
+
+def _raw_name(inst: dict[str, Any], name_from: str) -> tuple[str | None, str]:
+    """(name or None, what the source was) for one DescribeInstances entry."""
+    values = _template_vars(inst)
+    if name_from == "instance-id":
+        return inst["InstanceId"], "instance ID"
+    if name_from == "private-dns":
+        return values["private_dns"], "PrivateDnsName"
+    if name_from == "private-dns-fqdn":
+        return values["private_dns_fqdn"], "PrivateDnsName"
+    tags = _tags(inst)
+    if name_from.startswith("tag:"):
+        key = name_from.removeprefix("tag:")
+        return tags.get(key) or None, f"tag {key!r}"
+    template = name_from.removeprefix("template:")
+    parts: list[str] = []
+    pos = 0
+    for m in _PLACEHOLDER.finditer(template):
+        value = tags.get(m.group(2)) if m.group(1) == "tag" else values.get(m.group(1))
+        if not value:
+            return None, f"template field {m.group(0)}"
+        parts += [template[pos : m.start()], value]
+        pos = m.end()
+    parts.append(template[pos:])
+    return "".join(parts), "template"
+
+
+def _names(instances: dict[str, dict], name_from: str, taken: dict[str, str]) -> tuple[dict[str, str], list[str]]:
+    """Node name per instance ID; falls back to the instance ID (with a warning) when unusable.
+
+    ``taken`` maps names already used by other nodes (incremental updates) to their instance IDs.
+    """
+    names: dict[str, str] = {}
+    problems: dict[str, list[str]] = {}
+    for iid, inst in instances.items():
+        name, what = _raw_name(inst, name_from)
+        if name is None:
+            problems.setdefault(f"have no {what}", []).append(iid)
+            names[iid] = iid
+            continue
+        try:
+            names[iid] = check_node_name(name, f"instance {iid}")
+        except TopocastError:
+            problems.setdefault(f"have an unsafe name from {what}", []).append(iid)
+            names[iid] = iid
+    owners: dict[str, list[str]] = {}
+    for iid, name in names.items():
+        owners.setdefault(name, []).append(iid)
+    for name, iids in owners.items():
+        other = taken.get(name)
+        if len(iids) > 1 or (other is not None and other not in iids):
+            for iid in iids:
+                if names[iid] != iid:
+                    problems.setdefault("share their name with another instance", []).append(iid)
+                    names[iid] = iid
+    warnings = [
+        _summary(f"instance(s) {why} (name_from={name_from}); named by instance ID", iids)
+        for why, iids in problems.items()
+    ]
+    return names, warnings
+
+
+def _build_nodes(
+    instances: dict[str, dict],
+    topo: dict[str, dict],
+    names: dict[str, str],
+    config: AwsDiscoveryConfig,
+    previous: TopologyGraph | None,
+) -> tuple[list[Node], list[str]]:
+    prev_by_id = {n.id: n for n in previous.nodes if n.id} if previous else {}
+    no_topology: list[str] = []
+    pending_domain: list[str] = []
+    nodes = []
+    for iid, inst in instances.items():
+        entry = topo.get(iid)
+        fabric = list(reversed(entry.get("NetworkNodes") or [])) if entry else []
+        if not fabric:
+            no_topology.append(iid)
+        itype = inst.get("InstanceType") or (entry or {}).get("InstanceType")
+        block = (entry or {}).get("CapacityBlockId") or None
+        prev = prev_by_id.get(iid)
+        accelerator, pending = block, False
+        if block is None:
+            ultra = bool(itype) and itype.split(".", 1)[0] in config.ultraserver_families
+            if ultra or (prev is not None and prev.accelerator):
+                accelerator, pending = (prev.accelerator if prev else None), True
+                pending_domain.append(iid)
+        labels = {}
+        if entry and entry.get("ZoneId"):
+            labels["zone-id"] = entry["ZoneId"]
+        group = (entry or {}).get("GroupName") or (inst.get("Placement") or {}).get("GroupName")
+        if group:
+            labels["placement-group"] = group
+        try:
+            nodes.append(
+                Node(
+                    name=names[iid],
+                    id=iid,
+                    fabric=fabric,
+                    accelerator=accelerator,
+                    accelerator_pending=pending,
+                    zone=(inst.get("Placement") or {}).get("AvailabilityZone"),
+                    instance_type=itype,
+                    labels=labels,
+                )
+            )
+        except (ValidationError, TopocastError) as exc:
+            raise ProviderError(f"EC2 returned unusable topology for instance {iid}: {exc}") from None
+    warnings = []
+    if no_topology:
+        warnings.append(
+            _summary("instance(s) without topology (type not supported or not running yet); kept", no_topology)
+        )
+    if pending_domain:
+        warnings.append(
+            _summary("instance(s) whose CapacityBlockId is not reported yet; previous domain kept", pending_domain)
+        )
+    return nodes, warnings
+
+
+def _graph(config: AwsDiscoveryConfig, nodes: list[Node], previous: TopologyGraph | None) -> TopologyGraph:
+    try:
+        return TopologyGraph(
+            cluster=config.cluster,
+            provider="aws",
+            nodes=sorted(nodes, key=lambda n: n.id or n.name),
+            switch_names=dict(previous.switch_names) if previous else {},
+        )
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        msg = err.get("msg", "invalid").removeprefix("Value error, ")
+        raise ProviderError(f"AWS topology of cluster {config.cluster!r} is not a valid graph: {msg}") from None
+
+
+# ----- public entry points ---------------------------------------------------------------------
+def discover_full(ec2: Any, config: AwsDiscoveryConfig, previous: TopologyGraph | None = None) -> DiscoveryResult:
+    """Discover the whole cluster; ``previous`` only supplies domains not reported yet."""
+    api = Ec2Calls(ec2, config.cluster, config.region)
+    warnings: list[str] = []
+    if not config.filters:
+        warnings.append(
+            f"no filters: every pending/running instance in {api.region} is treated as part of cluster "
+            f"{config.cluster!r}"
+        )
+    instances, _ = api.describe(config.describe_filters())
+    running = sorted(i for i, inst in instances.items() if inst.get("State", {}).get("Name") == "running")
+    listing_filters = [f for f in config.describe_filters() if f["Name"] in ("instance-type", "availability-zone")]
+    topo, gone = api.topology(running, config.topology_strategy, listing_filters)
+    if gone:  # terminated between the two calls
+        warnings.append(_summary("instance(s) disappeared during discovery; removed", sorted(gone)))
+        instances = {k: v for k, v in instances.items() if k not in gone}
+    names, name_warnings = _names(dict(sorted(instances.items())), config.name_from, {})
+    nodes, node_warnings = _build_nodes(instances, topo, names, config, previous)
+    return DiscoveryResult(
+        _graph(config, nodes, previous),
+        api.calls,
+        warnings + name_warnings + node_warnings,
+        api.retries,
+        config.topology_strategy,
+    )
+
+
+def discover_instances(
+    ec2: Any, config: AwsDiscoveryConfig, previous: TopologyGraph, changes: Sequence[InstanceChange]
+) -> DiscoveryResult:
+    """Apply a few instance events to ``previous`` (one DescribeInstances + one topology call per 100)."""
+    api = Ec2Calls(ec2, config.cluster, config.region)
+    latest: dict[str, InstanceChange] = {}
+    for ch in changes:  # last event per instance wins; event time decides when both have one
+        cur = latest.get(ch.instance_id)
+        if cur is None or cur.time is None or ch.time is None or ch.time >= cur.time:
+            latest[ch.instance_id] = ch
+    by_id = {n.id: n for n in previous.nodes if n.id}
+    keep = [n for n in previous.nodes if not n.id]  # nodes from elsewhere (no instance ID) stay as they are
+    warnings: list[str] = []
+    for iid, ch in latest.items():
+        if ch.action == "remove":
+            by_id.pop(iid, None)  # removals need no API call; unknown IDs (other clusters) are no-ops
+    upserts = sorted(i for i, ch in latest.items() if ch.action == "upsert")
+
+    described, missing = api.describe(config.describe_filters(), upserts) if upserts else ({}, set())
+    live: dict[str, dict[str, Any]] = {}
+    outside: list[str] = []
+    for iid in upserts:
+        inst = described.get(iid)
+        state = (inst or {}).get("State", {}).get("Name")
+        if inst is None or state in GONE_STATES:
+            known = by_id.pop(iid, None) is not None
+            if inst is None and iid not in missing:  # exists, but the cluster filters exclude it
+                if known:
+                    warnings.append(f"instance {iid} no longer matches the cluster filters; removed")
+                else:
+                    outside.append(iid)
+        else:
+            live[iid] = inst
+    if outside:
+        warnings.append(_summary("instance event(s) ignored: not matching the cluster filters", outside))
+    running = sorted(i for i, inst in live.items() if inst.get("State", {}).get("Name") == "running")
+    topo, gone = api.topology(running)
+    for iid in gone:  # terminated between the two calls
+        live.pop(iid, None)
+        by_id.pop(iid, None)
+    taken = {n.name: n.id for i, n in by_id.items() if i not in live}
+    names, name_warnings = _names(live, config.name_from, taken)
+    nodes, node_warnings = _build_nodes(live, topo, names, config, previous)
+    for node in nodes:
+        by_id[node.id] = node  # type: ignore[index]
+    graph = _graph(config, keep + list(by_id.values()), previous)
+    return DiscoveryResult(graph, api.calls, warnings + name_warnings + node_warnings, api.retries, "ids")

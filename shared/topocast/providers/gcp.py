@@ -1,0 +1,553 @@
+"""GCP discovery: Compute Engine ``instances`` + ``resourceStatus.physicalHostTopology`` -> graph.
+
+Full discovery (:func:`discover_full`) lists the cluster's VMs with
+``instances.aggregatedList`` (or ``instances.list`` per zone when ``zones`` is
+set), filtered server-side by the cluster label(s) and status
+(``(labels.KEY = "VALUE") AND (status = "RUNNING")``), ``maxResults`` up to 500
+per page, following ``nextPageToken``. ``ceil(N/500)`` calls for N VMs (per
+zone when zones are listed). The same filter is applied again client-side, so
+an endpoint that ignores it cannot pull foreign VMs into the graph.
+Incremental updates (:func:`discover_instances`) cost one ``instances.get``
+per changed VM; a VM that is gone (404), stopped or relabelled is removed.
+
+Mapping (GCE -> graph), Topograph-compatible by default:
+
+* fabric, closest first: ``[subblock, block, cluster]`` (``fabric_levels``
+  picks a subset, e.g. ``["block", "cluster"]``);
+* accelerator (NVLink) domain: the sub-block (``domain_tier``: ``subblock``,
+  ``block`` or ``none``);
+* VMs without ``physicalHostTopology`` fall back to ``resourceStatus.physicalHost``
+  (``[/]block/subBlock/host`` as the API reference documents it, or
+  ``/cluster/block/subBlock/host``), taking the cluster from another VM of the
+  same block when one reports it; a VM with neither, or with a partial topology,
+  is kept with an empty fabric (``no-topology``) and reported in ``warnings``.
+* Topology IDs are used as switch names as they come. Should the same sub-block
+  ID appear under two blocks (or a block under two clusters), the later one is
+  qualified with a short digest of its parent so the paths still form a tree,
+  and a warning says so.
+
+Node names (``name_from``): ``name`` (the VM name, default), ``hostname`` (the
+first label of a custom ``hostname``), ``instance-id`` or ``label:<key>``. A VM
+whose name source is missing, unsafe or shared falls back to its VM name, then
+to its numeric ID, with a warning; it is never dropped.
+
+Errors: a failed call (after retries of 429/5xx) raises
+:class:`~topocast.errors.ProviderError` naming the operation, project and zone
+and what to do (403: which role to grant); a discovery never returns a partial
+graph. google-cloud-compute is imported lazily (see :mod:`topocast.gcp.clients`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from topocast.errors import InvalidGraphError, ProviderError, TopocastError
+from topocast.graph import Node, TopologyGraph
+from topocast.names import check_domain_name, check_node_name, check_switch_name
+from topocast.providers import base
+
+__all__ = [
+    "DiscoveryResult",
+    "GcpDiscoveryConfig",
+    "InstanceRef",
+    "NeedsFullScan",
+    "discover_full",
+    "discover_instances",
+    "parse_label",
+]
+
+MAX_PAGE = 500
+LEVELS = ("subblock", "block", "cluster")
+IAM_PERMISSIONS = {"list": "compute.instances.list", "get": "compute.instances.get"}
+_LABEL_KEY = re.compile(r"^[a-z][a-z0-9_-]{0,62}$")
+_LABEL_VALUE = re.compile(r"^[a-z0-9_-]{0,63}$")
+
+
+class NeedsFullScan(ProviderError):
+    """An incremental update cannot be applied safely (e.g. its paths clash with the graph): scan instead."""
+
+
+def parse_label(text: str) -> tuple[str, str]:
+    """``"topocast-cluster=c1"`` -> ``("topocast-cluster", "c1")``; GCE label syntax is enforced."""
+    key, sep, value = text.partition("=")
+    key, value = key.strip(), value.strip()
+    if not sep or not key:
+        raise ValueError(f"label {text!r} must look like KEY=VALUE (e.g. topocast-cluster=c1)")
+    if not _LABEL_KEY.match(key):
+        raise ValueError(f"label key {key!r} is not a GCE label key (lowercase letters, digits, _ and -)")
+    if not _LABEL_VALUE.match(value):
+        raise ValueError(f"label value {value!r} of {key!r} is not a GCE label value (lowercase, digits, _ and -)")
+    return key, value
+
+
+class GcpDiscoveryConfig(BaseModel):
+    """What makes up the cluster in a GCP project and how its nodes are named."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    cluster: str = Field(description="Cluster name written into the graph.")
+    project: str = Field(min_length=1, description="Project ID (or number) that owns the VMs.")
+    zones: list[str] = Field(default_factory=list, description="List only these zones (empty: aggregatedList).")
+    labels: dict[str, str] = Field(default_factory=dict, description="Cluster membership: every label must match.")
+    statuses: list[str] = Field(default_factory=lambda: ["RUNNING"], min_length=1)
+    name_from: str = Field("name", description="name | hostname | instance-id | label:<key>")
+    domain_tier: Literal["subblock", "block", "none"] = "subblock"
+    fabric_levels: list[Literal["subblock", "block", "cluster"]] = Field(default_factory=lambda: list(LEVELS))
+    page_size: int = Field(MAX_PAGE, ge=1, le=MAX_PAGE)
+
+    @field_validator("cluster")
+    @classmethod
+    def _cluster(cls, v: str) -> str:
+        return check_node_name(v, "the cluster name")
+
+    @field_validator("labels", mode="before")
+    @classmethod
+    def _labels(cls, v: Any) -> Any:
+        if isinstance(v, list | tuple):
+            return dict(parse_label(str(item)) for item in v)
+        if isinstance(v, dict):
+            return dict(parse_label(f"{k}={val}") for k, val in v.items())
+        return v
+
+    @field_validator("statuses")
+    @classmethod
+    def _statuses(cls, v: list[str]) -> list[str]:
+        return [s.strip().upper() for s in v]
+
+    @field_validator("name_from", mode="before")
+    @classmethod
+    def _name_from(cls, v: Any) -> Any:
+        v = "name" if v in (None, "") else v
+        if v in ("name", "hostname", "instance-id") or (isinstance(v, str) and v.startswith("label:") and len(v) > 6):
+            return v
+        raise ValueError(f"name_from {v!r} is not one of name, hostname, instance-id, label:<key>")
+
+    @model_validator(mode="after")
+    def _levels(self) -> GcpDiscoveryConfig:
+        order = [lvl for lvl in LEVELS if lvl in self.fabric_levels]
+        if not self.fabric_levels or order != list(self.fabric_levels):
+            raise ValueError(f"fabric_levels must be a non-empty closest-first subset of {list(LEVELS)}")
+        return self
+
+    @classmethod
+    def from_data(cls, data: Any, source: str = "GCP discovery config") -> GcpDiscoveryConfig:
+        """Validate a dict; errors become :class:`ProviderError` naming the field."""
+        try:
+            return cls.model_validate(data)
+        except ValidationError as exc:
+            err = exc.errors()[0]
+            loc = ".".join(str(p) for p in err.get("loc", ()))
+            msg = err.get("msg", "invalid").removeprefix("Value error, ")
+            raise ProviderError(f"{source}: {loc + ': ' if loc else ''}{msg}") from None
+        except TopocastError as exc:
+            raise ProviderError(f"{source}: {exc}") from None
+
+    def list_filter(self) -> str:
+        """The server-side filter: every label, plus the status when there is exactly one."""
+        terms = [f'(labels.{k} = "{v}")' for k, v in sorted(self.labels.items())]
+        if len(self.statuses) == 1:
+            terms.append(f'(status = "{self.statuses[0]}")')
+        return " AND ".join(terms)
+
+
+@dataclass
+class DiscoveryResult(base.DiscoveryResult):
+    """``api_calls`` counts requests made (each page counts); ``retries`` the retried attempts."""
+
+    retries: int = 0
+    upserted: list[str] = field(default_factory=list)
+    removed: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class InstanceRef:
+    """A VM named by an event: zone + name, and its numeric ID when the event carried it."""
+
+    zone: str
+    name: str
+    instance_id: str | None = None
+
+
+@dataclass(frozen=True)
+class _Vm:
+    """The fields topocast reads from a Compute ``Instance``."""
+
+    id: str
+    name: str
+    zone: str
+    machine_type: str
+    status: str
+    labels: dict[str, str]
+    hostname: str
+    topology: dict[str, str] | None  # physicalHostTopology (non-empty fields only)
+    physical_host: str
+
+
+def _last(url: str) -> str:
+    return url.rsplit("/", 1)[-1]
+
+
+def _vm(inst: Any) -> _Vm:
+    topo: dict[str, str] | None = None
+    physical_host = ""
+    if "resource_status" in inst:
+        rs = inst.resource_status
+        physical_host = rs.physical_host or ""
+        if "physical_host_topology" in rs:
+            pht = rs.physical_host_topology
+            topo = {k: v for k in ("cluster", "block", "subblock", "host") if (v := getattr(pht, k, "") or "")}
+    return _Vm(
+        id=str(inst.id),
+        name=inst.name,
+        zone=_last(inst.zone),
+        machine_type=_last(inst.machine_type),
+        status=inst.status,
+        labels=dict(inst.labels),
+        hostname=inst.hostname or "",
+        topology=topo,
+        physical_host=physical_host,
+    )
+
+
+# ----- calling Compute -------------------------------------------------------------------------
+class _Compute:
+    def __init__(self, client: Any, config: GcpDiscoveryConfig, retry: Any = None) -> None:
+        from topocast.gcp.clients import transient_retry
+
+        self.client = client
+        self.config = config
+        self.calls: dict[str, int] = {}
+        self.retries = 0
+        self.retry = retry if retry is not None else transient_retry(on_error=self._on_error)
+
+    def _on_error(self, exc: Exception) -> None:
+        self.retries += 1
+
+    def _count(self, op: str) -> None:
+        self.calls[op] = self.calls.get(op, 0) + 1
+
+    def error(self, op: str, where: str, exc: Exception) -> ProviderError:
+        from google.api_core import exceptions as gexc
+
+        perm = IAM_PERMISSIONS["get" if op.endswith(".get") else "list"]
+        if isinstance(exc, gexc.Forbidden | gexc.Unauthorized):
+            return ProviderError(
+                f"{op} on {where} was denied ({exc.message if hasattr(exc, 'message') else exc}); the caller needs "
+                f"{perm} (e.g. roles/compute.viewer on project {self.config.project})"
+            )
+        if isinstance(exc, gexc.RetryError):
+            cause = exc.cause if exc.cause is not None else exc
+            return ProviderError(f"{op} on {where} kept failing after retries: {cause}; try again later")
+        if isinstance(exc, gexc.NotFound):
+            return ProviderError(f"{op} on {where}: not found ({exc}); check the project ID and zones")
+        return ProviderError(f"{op} on {where} failed: {exc}")
+
+    def _pages(self, op: str, where: str, start: Callable[[], Any]) -> Iterator[Any]:
+        from google.api_core import exceptions as gexc
+
+        try:
+            self._count(op)
+            pager = start()
+            first = True
+            for page in pager.pages:
+                if not first:
+                    self._count(op)
+                first = False
+                yield page
+        except (gexc.GoogleAPICallError, gexc.RetryError) as exc:
+            raise self.error(op, where, exc) from None
+
+    def list_all(self) -> list[_Vm]:
+        from google.cloud import compute_v1
+
+        cfg = self.config
+        flt = cfg.list_filter()
+        vms: list[_Vm] = []
+        if cfg.zones:
+            for zone in cfg.zones:
+                req = compute_v1.ListInstancesRequest(
+                    project=cfg.project, zone=zone, max_results=cfg.page_size, filter=flt
+                )
+                for page in self._pages(
+                    "compute.instances.list",
+                    f"project {cfg.project} zone {zone}",
+                    lambda req=req: self.client.list(request=req, retry=self.retry),
+                ):
+                    vms.extend(_vm(i) for i in page.items)
+            return vms
+        req = compute_v1.AggregatedListInstancesRequest(project=cfg.project, max_results=cfg.page_size, filter=flt)
+        for page in self._pages(
+            "compute.instances.aggregatedList",
+            f"project {cfg.project}",
+            lambda: self.client.aggregated_list(request=req, retry=self.retry),
+        ):
+            for scope, scoped in page.items.items():
+                if "warning" in scoped and scoped.warning.code not in ("NO_RESULTS_ON_PAGE", ""):
+                    raise ProviderError(
+                        f"compute.instances.aggregatedList on project {cfg.project}: {scope} answered "
+                        f"{scoped.warning.code} ({scoped.warning.message}); refusing a partial listing"
+                    )
+                vms.extend(_vm(i) for i in scoped.instances)
+        return vms
+
+    def get(self, ref: InstanceRef) -> _Vm | None:
+        from google.api_core import exceptions as gexc
+
+        cfg = self.config
+        self._count("compute.instances.get")
+        try:
+            inst = self.client.get(project=cfg.project, zone=ref.zone, instance=ref.name, retry=self.retry)
+        except gexc.NotFound:
+            return None
+        except (gexc.GoogleAPICallError, gexc.RetryError) as exc:
+            raise self.error("compute.instances.get", f"{cfg.project}/{ref.zone}/{ref.name}", exc) from None
+        return _vm(inst)
+
+
+# ----- building nodes --------------------------------------------------------------------------
+def _summary(what: str, items: Sequence[str], limit: int = 10) -> str:
+    shown = ", ".join(sorted(items)[:limit])
+    more = f" (+{len(items) - limit} more)" if len(items) > limit else ""
+    return f"{len(items)} {what}: {shown}{more}"
+
+
+def _member(vm: _Vm, config: GcpDiscoveryConfig) -> bool:
+    return (
+        vm.status in config.statuses
+        and all(vm.labels.get(k) == v for k, v in config.labels.items())
+        and (not config.zones or vm.zone in config.zones)
+    )
+
+
+def _raw_name(vm: _Vm, name_from: str) -> tuple[str | None, str]:
+    if name_from == "name":
+        return vm.name, "VM name"
+    if name_from == "hostname":
+        return (vm.hostname.split(".", 1)[0] or None), "hostname"
+    if name_from == "instance-id":
+        return vm.id, "instance ID"
+    key = name_from.removeprefix("label:")
+    return vm.labels.get(key) or None, f"label {key}"
+
+
+def _names(vms: Sequence[_Vm], name_from: str, taken: dict[str, str]) -> tuple[dict[str, str], list[str]]:
+    """Node name per VM ID; falls back to the VM name, then the numeric ID. ``taken``: name -> ID in use."""
+    names: dict[str, str] = {}
+    problems: dict[str, list[str]] = {}
+    for vm in vms:
+        raw, what = _raw_name(vm, name_from)
+        try:
+            if raw is None:
+                raise TopocastError(f"no {what}")
+            names[vm.id] = check_node_name(raw, f"VM {vm.zone}/{vm.name}")
+        except TopocastError:
+            problems.setdefault(f"have no usable {what}", []).append(vm.name)
+            names[vm.id] = vm.name
+    owners: dict[str, list[str]] = {}
+    for vid, name in names.items():
+        owners.setdefault(name, []).append(vid)
+    by_id = {vm.id: vm for vm in vms}
+    for name, ids in owners.items():
+        other = taken.get(name)
+        if len(ids) > 1 or (other is not None and other not in ids):
+            for vid in ids:
+                problems.setdefault("share their node name with another VM", []).append(by_id[vid].name)
+                names[vid] = vid  # numeric IDs are unique
+    warnings = [
+        _summary(f"VM(s) {why} (name_from={name_from}); named by VM name or ID instead", items)
+        for why, items in problems.items()
+    ]
+    return names, warnings
+
+
+def _parse_physical_host(text: str) -> dict[str, str] | None:
+    """``[/]block/subblock/host`` or ``/cluster/block/subblock/host``; None if neither."""
+    parts = [p for p in text.strip().strip("/").split("/")]
+    if any(not p for p in parts):
+        return None
+    if len(parts) == 3:
+        return dict(zip(("block", "subblock", "host"), parts, strict=True))
+    if len(parts) == 4:
+        return dict(zip(("cluster", "block", "subblock", "host"), parts, strict=True))
+    return None
+
+
+def _digest(*parts: str) -> str:
+    return hashlib.sha256("/".join(parts).encode()).hexdigest()[:8]
+
+
+class _Paths:
+    """Turns per-VM topology into switch paths that form a tree (see the module doc)."""
+
+    def __init__(self, config: GcpDiscoveryConfig, previous: TopologyGraph | None) -> None:
+        self.levels = list(config.fabric_levels)
+        self.block_cluster: dict[str, str] = {}
+        #: switch ID -> (height below the root of its path, parent ID)
+        self.owner: dict[str, tuple[int, str | None]] = {}
+        self.qualified: list[str] = []
+        if previous is not None:
+            for node in previous.nodes:
+                self._remember(node.fabric)
+                if self.levels[-2:] == ["block", "cluster"] and len(node.fabric) == len(self.levels):
+                    self.block_cluster.setdefault(node.fabric[-2], node.fabric[-1])
+
+    def _remember(self, path: Sequence[str]) -> None:
+        depth = len(path)
+        for i, sw in enumerate(path):
+            self.owner.setdefault(sw, (depth - 1 - i, path[i + 1] if i + 1 < depth else None))
+
+    def learn(self, topo: dict[str, str]) -> None:
+        if topo.get("block") and topo.get("cluster"):
+            self.block_cluster.setdefault(topo["block"], topo["cluster"])
+
+    def path(self, vm: _Vm) -> tuple[list[str], str | None, str | None]:
+        """(fabric closest-first, sub-block, block) or ([], None, None) with the reason in the 2nd slot."""
+        topo = vm.topology
+        if not topo or not all(topo.get(k) for k in ("cluster", "block", "subblock")):
+            parsed = _parse_physical_host(vm.physical_host) if vm.physical_host else None
+            if parsed is None:
+                why = "partial physicalHostTopology" if topo else "no physicalHostTopology"
+                return [], why, None
+            parsed.setdefault("cluster", self.block_cluster.get(parsed["block"], ""))
+            topo = parsed
+        raw = [topo[level] for level in self.levels if topo.get(level)]
+        if len(raw) != len(self.levels):
+            return [], "no cluster for its block (physicalHost only)", None
+        try:
+            for sw in raw:
+                check_switch_name(sw, vm.name)
+        except TopocastError as exc:
+            return [], f"unusable topology ID ({exc})", None
+        # qualify from the root down, so a parent's final ID is known before its children
+        final: list[str] = []
+        parent: str | None = None
+        for height, sw in enumerate(reversed(raw)):  # height: distance from the root, as in graph.py
+            want = (height, parent)
+            current = sw
+            seen = self.owner.get(sw)
+            if seen is not None and seen != want:
+                current = f"{sw}-{_digest(str(height), parent or '')}"
+                self.qualified.append(sw)
+            self.owner.setdefault(current, want)
+            final.append(current)
+            parent = current
+        return list(reversed(final)), topo.get("subblock"), topo.get("block")
+
+
+def _nodes(
+    vms: Sequence[_Vm], names: dict[str, str], config: GcpDiscoveryConfig, paths: _Paths
+) -> tuple[list[Node], list[str]]:
+    without: dict[str, list[str]] = {}
+    nodes: list[Node] = []
+    for vm in vms:
+        fabric, sub, block = paths.path(vm)
+        domain: str | None = None
+        if fabric:
+            domain = sub if config.domain_tier == "subblock" else block if config.domain_tier == "block" else None
+            if domain is not None:
+                try:
+                    check_domain_name(domain, names[vm.id])
+                except TopocastError:
+                    domain = None
+        else:
+            without.setdefault(sub or "no topology", []).append(names[vm.id])
+        nodes.append(
+            Node(
+                name=names[vm.id],
+                id=vm.id,
+                fabric=fabric,
+                accelerator=domain,
+                zone=vm.zone,
+                instance_type=vm.machine_type,
+            )
+        )
+    warnings = [_summary(f"VM(s) without topology ({why}), kept as no-topology", n) for why, n in without.items()]
+    if paths.qualified:
+        warnings.append(
+            _summary("topology ID(s) seen under two parents, qualified with a digest of the parent", paths.qualified)
+        )
+    return nodes, warnings
+
+
+def _graph(config: GcpDiscoveryConfig, nodes: Iterable[Node]) -> TopologyGraph:
+    try:
+        return TopologyGraph(cluster=config.cluster, provider="gcp", nodes=sorted(nodes, key=lambda n: n.name))
+    except ValidationError as exc:
+        msg = exc.errors()[0].get("msg", "invalid").removeprefix("Value error, ")
+        raise InvalidGraphError(f"GCP discovery of {config.cluster}: {msg}") from None
+
+
+def discover_full(
+    client: Any, config: GcpDiscoveryConfig, previous: TopologyGraph | None = None, *, retry: Any = None
+) -> DiscoveryResult:
+    """Discover the whole cluster. ``previous`` only keeps qualified switch IDs stable."""
+    api = _Compute(client, config, retry)
+    warnings: list[str] = []
+    if not config.labels:
+        where = ", ".join(config.zones) if config.zones else "every zone"
+        warnings.append(
+            f"no labels: every {'/'.join(config.statuses)} VM of project {config.project} in {where} is "
+            f"treated as part of cluster {config.cluster!r}"
+        )
+    vms = sorted((vm for vm in api.list_all() if _member(vm, config)), key=lambda v: (v.zone, v.name))
+    paths = _Paths(config, previous)
+    for vm in vms:
+        if vm.topology:
+            paths.learn(vm.topology)
+    names, name_warnings = _names(vms, config.name_from, {})
+    nodes, node_warnings = _nodes(vms, names, config, paths)
+    graph = _graph(config, nodes)
+    return DiscoveryResult(
+        graph, api.calls, warnings + name_warnings + node_warnings, api.retries, upserted=graph.node_names()
+    )
+
+
+def discover_instances(
+    client: Any,
+    config: GcpDiscoveryConfig,
+    previous: TopologyGraph | None,
+    refs: Sequence[InstanceRef],
+    *,
+    retry: Any = None,
+) -> DiscoveryResult:
+    """Re-check the VMs named by events (one ``instances.get`` each) and apply them to ``previous``.
+
+    A VM that is found, running and labelled as a member is (re)inserted; one
+    that is gone, stopped or no longer a member is removed. Raises
+    :class:`NeedsFullScan` when the result would not be a valid graph.
+    """
+    api = _Compute(client, config, retry)
+    base_nodes = list(previous.nodes) if previous is not None else []
+    unique: dict[tuple[str, str], InstanceRef] = {}
+    for ref in refs:
+        unique[(ref.zone, ref.name)] = ref
+    fetched = {key: api.get(ref) for key, ref in sorted(unique.items())}
+    live = [vm for vm in fetched.values() if vm is not None and _member(vm, config)]
+    drop_ids = {r.instance_id for r in unique.values() if r.instance_id}
+    drop_ids |= {vm.id for vm in fetched.values() if vm is not None}
+    by_name = config.name_from == "name"
+    drop_names = {(z, n) for (z, n) in unique} if by_name else set()
+    kept = [n for n in base_nodes if n.id not in drop_ids and (n.zone, n.name) not in drop_names]
+    removed = sorted({n.name for n in base_nodes} - {n.name for n in kept})
+    paths = _Paths(config, previous)
+    for vm in live:
+        if vm.topology:
+            paths.learn(vm.topology)
+    names, warnings = _names(live, config.name_from, {n.name: n.id or "" for n in kept})
+    nodes, node_warnings = _nodes(live, names, config, paths)
+    try:
+        graph = _graph(config, [*kept, *nodes])
+    except InvalidGraphError as exc:
+        raise NeedsFullScan(
+            f"incremental update does not fit the stored graph ({exc}); a full scan is needed"
+        ) from None
+    upserted = sorted(n.name for n in nodes)
+    return DiscoveryResult(
+        graph, api.calls, warnings + node_warnings, api.retries, upserted, sorted(set(removed) - set(upserted))
+    )

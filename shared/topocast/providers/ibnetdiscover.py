@@ -1,0 +1,413 @@
+"""InfiniBand fabrics from ``ibnetdiscover`` output -> :class:`TopologyGraph` (provider ``ibnetdiscover``).
+
+Reads the default ``ibnetdiscover`` topology format: one record per node
+(``Switch``/``Ca``/``Rt`` line after ``vendid=``-style header lines), one line
+per connected port, a blank line between records::
+
+    Switch  65 "S-2c5eab0300b87a80"   # "MF0;A09-P1-IBLEAF-01-02:MQM9701/U1" enhanced port 0 lid 120 lmc 0
+    [1]     "H-e09d7303008594bc"[1](e09d7303008594bc)   # "a06-p1-dgx-02-c01 HCA-1" lid 525 4xNDR
+    [35]    "S-2c5eab0300c26280"[9]   # "MF0;A10-P1-IBSPINE-02:MQM9701/U1" lid 236 4xNDR
+
+    Ca      1 "H-e09d7303008594bc"    # "a06-p1-dgx-02-c01 HCA-1"
+    [1](e09d7303008594bc)   "S-2c5eab0300b87a80"[1]   # lid 525 lmc 0 "MF0;A09-..." lid 120 4xNDR
+
+Mapping to the graph:
+
+* **Hosts** come from ``Ca`` node descriptions: ``host_regex`` (default
+  ``(?P<host>\\S+)\\s+\\S+``, i.e. rdma-ndd's ``"%h %d"``: ``"dgx-01 mlx5_0"`` ->
+  ``dgx-01``) must match the whole description; group ``host`` (or group 1)
+  is the node name. Other HCAs (unnamed ``"MT4129 ConnectX7 ..."``, SHARP
+  aggregation nodes) are not hosts. ``nodes`` restricts the graph to those hosts;
+  a requested host missing from the fabric is kept without fabric and reported.
+* **Leaves** are the switches cabled to a host HCA; **upper tiers** follow from
+  switch-to-switch links by distance from the leaves (links inside a tier are ignored).
+* **CLOS collapse and multi-rail**: :func:`topocast.providers.clos.collapse`
+  (identical-children merge, then "most cables" choice). Switch IDs are the raw
+  ``S-<guid>``; ``switch_names=True`` adds the descriptions' names
+  (``MF0;NAME:MODEL`` -> ``NAME``) as display names.
+* **Accelerator domains** are not in the IB fabric: pass ``domains`` (see
+  :mod:`topocast.providers.domains`). They only annotate hosts the fabric (or
+  ``nodes``) names; entries for other hosts are reported and ignored.
+
+Deliberate divergence from Topograph (``pkg/ib``): Topograph treats only switches
+with *requested* hosts as leaves, so a leaf whose hosts were not requested
+becomes a bogus tier above the spines (in its own test data the root is the
+leaf ``A09-P1-IBLEAF-04-04``). We make every host-carrying switch a leaf;
+``topograph_compat=True`` restores Topograph's rule for byte-for-byte comparisons.
+
+Bad input fails with :class:`ProviderError` ``<file>:<line>: what``: unknown lines,
+port lines outside a record, links to nodes the output never describes, links
+only one end reports (a cut-off file), duplicate records. Pure: no I/O except
+reading the files :func:`discover` is given.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict, deque
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from topocast.errors import ProviderError, UnsafeNameError
+from topocast.graph import Node, TopologyGraph
+from topocast.hostlist import compact_str
+from topocast.names import check_node_name, check_switch_name
+from topocast.providers.base import DiscoveryResult
+from topocast.providers.clos import Collapse, collapse, summarize_choices
+from topocast.providers.domains import HostDomain, load_domains, parse_domains
+
+__all__ = [
+    "DEFAULT_HOST_REGEX",
+    "Fabric",
+    "HostDomain",
+    "IbNode",
+    "build_graph",
+    "discover",
+    "load_domains",
+    "parse",
+    "parse_domains",
+]
+
+PROVIDER = "ibnetdiscover"
+DEFAULT_HOST_REGEX = r"(?P<host>\S+)\s+\S+"
+
+_RECORD = re.compile(r'^(Switch|Ca|Rt)\s+(\d+)\s+"([^"]+)"\s*#\s*"([^"]*)"(.*)$')
+# [port][ext]  "remote"[rport][ext](guid)   # comment    (Ca lines carry (portguid) after [port])
+_PORT = re.compile(
+    r'^\[(\d+)\](?:\[[^\]]*\])?(?:\([0-9A-Fa-f]+\))?\s+"([^"]+)"\[(\d+)\](?:\[[^\]]*\])?(?:\([0-9A-Fa-f]+\))?\s*#(.*)$'
+)
+_META = re.compile(r"^[A-Za-z_]\w*=\S+$")
+_SWITCH_NAME = re.compile(r"^[^;:]+;([^;:]+):[^;:]+$")
+
+
+@dataclass(frozen=True)
+class Port:
+    port: int
+    remote: str
+    remote_port: int
+    line: int
+
+
+@dataclass
+class IbNode:
+    """One ``Switch``/``Ca``/``Rt`` record."""
+
+    kind: str
+    id: str
+    desc: str
+    source: str
+    line: int
+    ports: dict[int, Port] = field(default_factory=dict)
+
+
+@dataclass
+class Fabric:
+    """Every node record of one or more ibnetdiscover outputs, links checked from both ends."""
+
+    nodes: dict[str, IbNode] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+
+
+# ----- parsing --------------------------------------------------------------------------
+def parse(text: str | bytes, source: str = "ibnetdiscover") -> Fabric:
+    """Parse one ibnetdiscover output; raises :class:`ProviderError` ``source:line: what``."""
+    if isinstance(text, bytes):
+        try:
+            text = text.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            line = text.count(b"\n", 0, exc.start) + 1
+            raise ProviderError(f"{source}:{line}: not UTF-8 text (is this ibnetdiscover output?)") from None
+    fabric = Fabric()
+    lines = text.split("\n")
+    complete = text.endswith("\n")
+    if complete:
+        lines.pop()
+    current: IbNode | None = None
+    meta_line = 0  # a header line (vendid=...) waiting for its record line
+    for number, raw in enumerate(lines, 1):
+        line = raw.rstrip("\r")
+        stripped = line.strip()
+        last_partial = number == len(lines) and not complete
+        if not stripped:
+            if meta_line:
+                raise ProviderError(f"{source}:{meta_line}: node header without a Switch/Ca/Rt line")
+            current = None
+            continue
+        if stripped.startswith("#"):
+            continue
+        if _META.match(stripped):
+            if current is not None:
+                raise ProviderError(f"{source}:{number}: header line {stripped!r} inside a node record")
+            meta_line = meta_line or number
+            continue
+        record = _RECORD.match(line)
+        if record and record.group(5).count('"') % 2 == 0:
+            kind, _, node_id, desc, _ = record.groups()
+            if node_id in fabric.nodes:
+                first = fabric.nodes[node_id]
+                raise ProviderError(f"{source}:{number}: {node_id} is described twice (first at line {first.line})")
+            current = IbNode(kind, node_id, desc, source, number)
+            fabric.nodes[node_id] = current
+            meta_line = 0
+            continue
+        port = _PORT.match(line)
+        if port and port.group(4).count('"') % 2 == 0:
+            if current is None:
+                raise ProviderError(f"{source}:{number}: port line outside a Switch/Ca record")
+            num = int(port.group(1))
+            if num in current.ports:
+                raise ProviderError(
+                    f"{source}:{number}: port {num} of {current.id} is listed twice "
+                    f"(first at line {current.ports[num].line})"
+                )
+            current.ports[num] = Port(num, port.group(2), int(port.group(3)), number)
+            continue
+        raise ProviderError(f"{source}:{number}: {_unknown(stripped, last_partial)}")
+    if meta_line:
+        raise ProviderError(f"{source}:{meta_line}: node header without a Switch/Ca/Rt line (output cut off?)")
+    if not fabric.nodes:
+        raise ProviderError(f"{source}:1: no Switch or Ca records (empty file, or not ibnetdiscover output)")
+    _check_links(fabric)
+    return fabric
+
+
+def _unknown(line: str, last_partial: bool) -> str:
+    shown = line if len(line) <= 80 else line[:77] + "..."
+    if last_partial:
+        return f"incomplete last line {shown!r} (the output was cut off)"
+    if re.match(r"^(SW|CA|RT)\s", line):
+        return f"{shown!r} looks like 'ibnetdiscover -p/-l' output; run ibnetdiscover without options"
+    return f"unrecognized line {shown!r} (not ibnetdiscover output, or a damaged copy)"
+
+
+def _check_links(fabric: Fabric) -> None:
+    """Every link must be reported by both ends: a missing end means a truncated or edited file."""
+    nodes = fabric.nodes
+    for node in nodes.values():
+        for p in node.ports.values():
+            where = f"{node.source}:{p.line}"
+            other = nodes.get(p.remote)
+            if other is None:
+                raise ProviderError(
+                    f"{where}: {node.id} port {p.port} links to {p.remote}, which the output never describes "
+                    "(output cut off?)"
+                )
+            back = other.ports.get(p.remote_port)
+            if back is None:
+                raise ProviderError(
+                    f"{where}: {node.id} port {p.port} links to {p.remote} port {p.remote_port}, but that port "
+                    f"is missing from {p.remote}'s record ({other.source}:{other.line}); output cut off?"
+                )
+            if (back.remote, back.remote_port) != (node.id, p.port):
+                raise ProviderError(
+                    f"{where}: {node.id} port {p.port} links to {p.remote} port {p.remote_port}, but "
+                    f"{other.source}:{back.line} says that port links to {back.remote} port {back.remote_port}"
+                )
+
+
+def merge_fabrics(fabrics: Sequence[Fabric]) -> Fabric:
+    """Union of several outputs (fabric segments, several collectors); the first one wins on conflicts."""
+    if len(fabrics) == 1:
+        return fabrics[0]
+    out = Fabric()
+    for fab in fabrics:
+        for node_id, node in fab.nodes.items():
+            known = out.nodes.get(node_id)
+            if known is None:
+                out.nodes[node_id] = IbNode(node.kind, node.id, node.desc, node.source, node.line, dict(node.ports))
+                continue
+            for num, p in node.ports.items():
+                had = known.ports.setdefault(num, p)
+                if (had.remote, had.remote_port) != (p.remote, p.remote_port):
+                    out.warnings.append(
+                        f"{node.source}:{p.line}: {node_id} port {num} links to {p.remote}[{p.remote_port}] but "
+                        f"{had.remote}[{had.remote_port}] in {known.source}; keeping the latter"
+                    )
+    return out
+
+
+# ----- graph ----------------------------------------------------------------------------
+def _host_pattern(host_regex: str | re.Pattern[str]) -> re.Pattern[str]:
+    try:
+        rx = re.compile(host_regex) if isinstance(host_regex, str) else host_regex
+    except re.error as exc:
+        raise ProviderError(f"host regex {host_regex!r} is invalid: {exc}") from None
+    if rx.groups == 0:
+        raise ProviderError(f"host regex {rx.pattern!r} needs a group for the host name, e.g. (?P<host>...)")
+    return rx
+
+
+def _hosts(fabric: Fabric, rx: re.Pattern[str], warnings: list[str]) -> dict[str, list[IbNode]]:
+    """host name -> its HCAs (``Ca`` records whose description names it)."""
+    group = "host" if "host" in rx.groupindex else 1
+    hosts: dict[str, list[IbNode]] = defaultdict(list)
+    unnamed: list[str] = []
+    for node in fabric.nodes.values():
+        if node.kind != "Ca":
+            continue
+        m = rx.fullmatch(node.desc)
+        name = m.group(group) if m else None
+        if not name or name == "localhost":
+            if not node.desc.endswith("Aggregation Node"):  # SHARP aggregation nodes are expected
+                unnamed.append(node.desc)
+            continue
+        try:
+            check_node_name(name, f"HCA {node.id}")
+        except UnsafeNameError as exc:
+            raise ProviderError(f"{node.source}:{node.line}: {exc}") from None
+        hosts[name].append(node)
+    if unnamed:
+        examples = ", ".join(repr(d) for d in sorted(set(unnamed))[:3])
+        warnings.append(
+            f"{len(unnamed)} HCA(s) have a node description that names no host ({examples}) and were left out; "
+            "if they are compute nodes, set their description (rdma-ndd) or adjust the host regex"
+        )
+    return hosts
+
+
+def _tiers(fabric: Fabric, leaves: set[str]) -> dict[str, int]:
+    """Switch -> hops from the nearest leaf (BFS over switch-to-switch links)."""
+    tier = dict.fromkeys(leaves, 0)
+    queue = deque(sorted(leaves))
+    while queue:
+        sw = queue.popleft()
+        for p in fabric.nodes[sw].ports.values():
+            other = fabric.nodes[p.remote]
+            if other.kind == "Switch" and other.id not in tier:
+                tier[other.id] = tier[sw] + 1
+                queue.append(other.id)
+    return tier
+
+
+def _display_names(fabric: Fabric, switches: set[str], warnings: list[str]) -> dict[str, str]:
+    names: dict[str, str] = {}
+    for sw in sorted(switches):
+        desc = fabric.nodes[sw].desc
+        m = _SWITCH_NAME.match(desc)
+        name = m.group(1) if m else (desc if not re.search(r"[\s;:]", desc) else "")
+        try:
+            names[sw] = check_switch_name(name, f"switch {sw}") if name else sw
+        except UnsafeNameError:
+            names[sw] = sw
+    counts: dict[str, int] = defaultdict(int)
+    for name in names.values():
+        counts[name] += 1
+    shared = sorted({n for n, c in counts.items() if c > 1})
+    if shared:
+        warnings.append(f"switch names used by several switches are replaced by their IDs: {', '.join(shared)}")
+    return {sw: n for sw, n in names.items() if n != sw and counts[n] == 1}
+
+
+def build_graph(
+    fabric: Fabric,
+    *,
+    cluster: str = "onprem",
+    nodes: Iterable[str] | None = None,
+    host_regex: str | re.Pattern[str] = DEFAULT_HOST_REGEX,
+    domains: Mapping[str, HostDomain] | None = None,
+    switch_names: bool = False,
+    topograph_compat: bool = False,
+) -> tuple[DiscoveryResult, Collapse]:
+    """The graph of a parsed fabric, and the collapse report (merges, multi-rail choices)."""
+    warnings = list(fabric.warnings)
+    hosts = _hosts(fabric, _host_pattern(host_regex), warnings)
+    requested = None if nodes is None else set(nodes)
+    wanted = sorted(hosts if requested is None else requested & hosts.keys())
+
+    def cables(host: str) -> list[str]:
+        return [p.remote for hca in hosts[host] for p in hca.ports.values() if fabric.nodes[p.remote].kind == "Switch"]
+
+    carriers = wanted if topograph_compat else sorted(hosts)
+    leaves = {sw for h in carriers for sw in cables(h)}
+    tier = _tiers(fabric, leaves)
+    uplinks: dict[str, list[str]] = {}
+    for sw, t in tier.items():
+        uplinks[sw] = [p.remote for p in fabric.nodes[sw].ports.values() if tier.get(p.remote) == t + 1]
+    tree = collapse({h: cables(h) for h in wanted}, uplinks)
+
+    domains = domains or {}
+    names = sorted(set(wanted) | (requested or set()))
+    graph_nodes = []
+    for name in names:
+        dom = domains.get(name)
+        graph_nodes.append(
+            Node(
+                name=name,
+                fabric=list(tree.paths.get(name, ())),
+                accelerator=dom.domain if dom else None,
+                subdomain=dom.subdomain if dom else None,
+            )
+        )
+    _report(warnings, names, hosts, tree, domains)
+    used = {sw for path in tree.paths.values() for sw in path}
+    display = _display_names(fabric, used, warnings) if switch_names else {}
+    graph = TopologyGraph(cluster=cluster, provider=PROVIDER, nodes=graph_nodes, switch_names=display)
+    return DiscoveryResult(graph=graph, warnings=warnings), tree
+
+
+def _report(
+    warnings: list[str],
+    names: list[str],
+    hosts: Mapping[str, list[IbNode]],
+    tree: Collapse,
+    domains: Mapping[str, HostDomain],
+) -> None:
+    absent = [n for n in names if n not in hosts]
+    if absent:
+        warnings.append(f"{len(absent)} host(s) are not on the fabric and have no topology: {compact_str(absent)}")
+    if tree.unplaced:
+        warnings.append(
+            f"{len(tree.unplaced)} host(s) have HCAs cabled to no switch and have no topology: "
+            f"{compact_str(tree.unplaced)}"
+        )
+    warnings.extend(summarize_choices(tree.choices))
+    if domains:
+        missing = [n for n in names if n not in domains]
+        if missing:
+            warnings.append(f"{len(missing)} host(s) have no accelerator domain: {compact_str(missing)}")
+        extra = sorted(set(domains) - set(names))
+        if extra:
+            warnings.append(f"{len(extra)} host(s) with a domain are not in the graph, ignored: {compact_str(extra)}")
+
+
+def discover(
+    paths: str | Path | Sequence[str | Path] = (),
+    *,
+    texts: Mapping[str, str | bytes] | None = None,
+    cluster: str = "onprem",
+    nodes: Iterable[str] | None = None,
+    host_regex: str | re.Pattern[str] = DEFAULT_HOST_REGEX,
+    domains: Mapping[str, HostDomain] | str | Path | None = None,
+    switch_names: bool = False,
+    topograph_compat: bool = False,
+) -> DiscoveryResult:
+    """Graph from ibnetdiscover output files (``paths``) and/or in-memory ``texts`` (source name -> content).
+
+    Several outputs are merged (fabric segments, several collectors); on a port
+    they disagree about, the first one given wins, so pass the newest first.
+    ``domains`` is a mapping from :func:`load_domains` or a path to such a file.
+    """
+    sources: list[tuple[str, str | bytes]] = []
+    for p in [paths] if isinstance(paths, str | Path) else list(paths):
+        try:
+            sources.append((str(p), Path(p).read_bytes()))
+        except OSError as exc:
+            raise ProviderError(f"{p}: cannot read ibnetdiscover output ({exc.strerror})") from None
+    sources.extend((texts or {}).items())
+    if not sources:
+        raise ProviderError("no ibnetdiscover output given")
+    fabric = merge_fabrics([parse(content, source) for source, content in sources])
+    if isinstance(domains, str | Path):
+        domains = load_domains(domains)
+    result, _ = build_graph(
+        fabric,
+        cluster=cluster,
+        nodes=nodes,
+        host_regex=host_regex,
+        domains=domains,
+        switch_names=switch_names,
+        topograph_compat=topograph_compat,
+    )
+    result.api_calls = {"ibnetdiscover.outputs": len(sources)}
+    return result

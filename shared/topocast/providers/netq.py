@@ -1,0 +1,366 @@
+"""NVIDIA NetQ (Spectrum-X Ethernet and InfiniBand) + NMX-M (NVLink) -> :class:`TopologyGraph` (provider ``netq``).
+
+NetQ's topology graph lists devices with a ``tier`` (``-1`` = host, 1 = leaf,
+2 = spine, ...) and links between them (``"a-*-b"`` IDs, or ``src``/``target``,
+with one ``compounded_links`` entry per cable). Each link is oriented from the
+lower tier to the higher one; links inside a tier are ignored (reported). The
+resulting DAG is collapsed into a tree by :func:`topocast.providers.clos.collapse`
+(the same rules as InfiniBand: merge switches with identical children, then
+each host/switch keeps the group it has most cables to). Switch IDs are NetQ's
+node IDs with NetQ's names as display names (``# net-unit-s1=node3`` in
+topology.conf, like Topograph). Hosts keep NetQ's node ID as ``id``.
+
+NVLink domains come from NMX-M ``/nmx/v1/compute-nodes`` (``Name`` ->
+``DomainUUID``), or from a side input (:func:`topocast.providers.domains.load_domains`)
+which then replaces NMX-M. With ``nvlink=None`` an NMX-M failure is a warning (as
+in Topograph); ``nvlink=True`` makes it an error, ``False`` skips NMX-M.
+
+With several premises, switch and host IDs get a ``p<opid>.`` prefix (NetQ numbers
+nodes per premise). Premises default to those the login marks ``config_key_viewed``.
+
+Credentials (:func:`load_credentials`) come from a JSON file
+``{"username", "password"[, "nmx_username", "nmx_password"]}`` or from an AWS
+Secrets Manager secret / SSM SecureString parameter ARN holding the same JSON,
+never from environment variables. See docs/onprem.md.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from topocast.errors import ProviderError, UnsafeNameError
+from topocast.graph import Node, TopologyGraph
+from topocast.hostlist import compact_str
+from topocast.names import check_domain_name, check_node_name, check_switch_name
+from topocast.providers.base import DiscoveryResult
+from topocast.providers.clos import collapse, summarize_choices
+from topocast.providers.domains import HostDomain, load_domains
+from topocast.providers.netq_http import NetqClient, NetqCredentials, Premise
+
+__all__ = [
+    "NetqClient",
+    "NetqCredentials",
+    "NetqFabric",
+    "build_graph",
+    "discover",
+    "load_credentials",
+    "parse_compute_nodes",
+    "parse_topology",
+]
+
+PROVIDER = "netq"
+HOST_TIER = -1
+
+
+# ----- credentials ----------------------------------------------------------------------
+def _creds_from_json(text: str, source: str, notes: tuple[str, ...] = ()) -> NetqCredentials:
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ProviderError(f"{source}: credentials are not JSON ({exc.msg} at line {exc.lineno})") from None
+    if not isinstance(data, dict):
+        raise ProviderError(f"{source}: credentials must be a JSON object")
+    for key in ("username", "password"):
+        if not isinstance(data.get(key), str) or not data[key]:
+            raise ProviderError(f"{source}: credentials need a non-empty string {key!r}")
+    nmx_user, nmx_pass = data.get("nmx_username"), data.get("nmx_password")
+    if (nmx_user is None) != (nmx_pass is None):
+        raise ProviderError(f"{source}: give both nmx_username and nmx_password, or neither")
+    return NetqCredentials(data["username"], data["password"], nmx_user, nmx_pass, notes)
+
+
+def load_credentials(ref: str, *, session: Any = None) -> NetqCredentials:
+    """Credentials from a file path, ``arn:aws:secretsmanager:...`` or ``arn:aws:ssm:...:parameter/...``.
+
+    ``session`` is an optional ``boto3.Session`` for the ARN forms (boto3 is imported only then).
+    """
+    if ref.startswith("arn:"):
+        parts = ref.split(":", 5)
+        if len(parts) < 6 or parts[2] not in ("secretsmanager", "ssm"):
+            raise ProviderError(f"{ref}: not a Secrets Manager secret or SSM parameter ARN")
+        region = parts[3] or None
+        if session is None:
+            import boto3
+
+            session = boto3
+        from topocast.aws.clients import client_config
+
+        if parts[2] == "secretsmanager":
+            sm = session.client("secretsmanager", region_name=region, config=client_config())
+            try:
+                secret = sm.get_secret_value(SecretId=ref)
+            except Exception as exc:  # botocore ClientError and friends; the message names the cause
+                raise ProviderError(f"{ref}: cannot read secret ({exc})") from None
+            return _creds_from_json(secret.get("SecretString") or "", ref)
+        resource = parts[5]
+        if not resource.startswith("parameter/"):
+            raise ProviderError(f"{ref}: SSM ARN must name a parameter (…:parameter/NAME)")
+        name = resource.removeprefix("parameter")
+        name = name if name.count("/") > 1 else name.lstrip("/")  # "/a/b" keeps its slash, "a" has none
+        ssm = session.client("ssm", region_name=region, config=client_config())
+        try:
+            param = ssm.get_parameter(Name=name, WithDecryption=True)["Parameter"]
+        except Exception as exc:
+            raise ProviderError(f"{ref}: cannot read parameter ({exc})") from None
+        notes = () if param.get("Type") == "SecureString" else (f"{ref} is not a SecureString parameter",)
+        return _creds_from_json(param.get("Value", ""), ref, notes)
+    path = Path(ref)
+    try:
+        text = path.read_text()
+        mode = path.stat().st_mode
+    except OSError as exc:
+        raise ProviderError(f"{path}: cannot read credentials ({exc.strerror})") from None
+    notes: tuple[str, ...] = ()
+    if mode & (stat.S_IRWXG | stat.S_IRWXO) and os.name == "posix":
+        notes = (f"credentials file {path} is readable by other users (mode {stat.S_IMODE(mode):04o}); chmod 600 it",)
+    return _creds_from_json(text, str(path), notes)
+
+
+# ----- parsing (pure) -------------------------------------------------------------------
+@dataclass
+class NetqFabric:
+    """One premise's topology: hosts and switches by NetQ node ID, and cables between them."""
+
+    hosts: dict[str, str] = field(default_factory=dict)  # id -> host name
+    switches: dict[str, str] = field(default_factory=dict)  # id -> switch name
+    tier: dict[str, int] = field(default_factory=dict)
+    #: lower-tier id -> upper-tier ids, one entry per cable
+    up: dict[str, list[str]] = field(default_factory=lambda: defaultdict(list))
+    warnings: list[str] = field(default_factory=list)
+
+
+def _expect(cond: bool, source: str, where: str, what: str) -> None:
+    if not cond:
+        raise ProviderError(f"{source}: {where}: {what}")
+
+
+def parse_topology(data: Any, source: str = "NetQ topology") -> NetqFabric:
+    """The ``fetch-topology`` answer (a list with one ``{nodes, links}`` object) -> :class:`NetqFabric`."""
+    _expect(isinstance(data, list) and len(data) == 1, source, "top level", "expected a JSON list with one object")
+    body = data[0]
+    _expect(isinstance(body, dict), source, "[0]", "expected an object with 'nodes' and 'links'")
+    fab = NetqFabric()
+    for i, group in enumerate(body.get("nodes") or []):
+        members = group.get("compounded_nodes") if isinstance(group, dict) else None
+        _expect(isinstance(members, list), source, f"[0].nodes[{i}]", "has no compounded_nodes list")
+        for j, n in enumerate(members):
+            where = f"[0].nodes[{i}].compounded_nodes[{j}]"
+            ok = isinstance(n, dict) and isinstance(n.get("id"), str) and isinstance(n.get("name"), str)
+            _expect(ok and isinstance(n.get("tier"), int), source, where, "needs string id, name and integer tier")
+            node_id, name, tier = n["id"], n["name"], n["tier"]
+            _expect(node_id not in fab.tier, source, where, f"node id {node_id!r} appears twice")
+            fab.tier[node_id] = tier
+            if tier == HOST_TIER:
+                try:
+                    fab.hosts[node_id] = check_node_name(name, f"NetQ node {node_id}")
+                except UnsafeNameError as exc:
+                    raise ProviderError(f"{source}: {where}: {exc}") from None
+            else:
+                fab.switches[node_id] = name
+    unknown: set[str] = set()
+    flat: list[str] = []
+    for i, link in enumerate(body.get("links") or []):
+        _expect(isinstance(link, dict), source, f"[0].links[{i}]", "expected an object")
+        a, b = link.get("src"), link.get("target")
+        if not (isinstance(a, str) and isinstance(b, str)):
+            ends = str(link.get("id", "")).split("-*-")
+            _expect(len(ends) == 2, source, f"[0].links[{i}]", "needs src/target or an id 'a-*-b'")
+            a, b = (e.split(":", 1)[0] for e in ends)
+        cables = len(link.get("compounded_links") or []) or 1
+        if a not in fab.tier or b not in fab.tier:
+            unknown.update(x for x in (a, b) if x not in fab.tier)
+            continue
+        if fab.tier[a] == fab.tier[b]:
+            flat.append(f"{a}-{b}")
+            continue
+        low, high = (a, b) if fab.tier[a] < fab.tier[b] else (b, a)
+        fab.up[low].extend([high] * cables)
+    if unknown:
+        fab.warnings.append(f"{source}: links name unknown node IDs, ignored: {', '.join(sorted(unknown)[:10])}")
+    if flat:
+        fab.warnings.append(f"{source}: {len(flat)} link(s) join devices of the same tier, ignored: {flat[0]}...")
+    return fab
+
+
+def parse_compute_nodes(data: Any, source: str = "NMX-M compute-nodes") -> dict[str, HostDomain]:
+    """NMX-M compute nodes -> host name -> NVLink domain (``DomainUUID``); nodes without one are skipped."""
+    _expect(isinstance(data, list), source, "top level", "expected a JSON list")
+    out: dict[str, HostDomain] = {}
+    for i, n in enumerate(data):
+        _expect(isinstance(n, dict) and isinstance(n.get("Name"), str), source, f"[{i}]", "needs a string Name")
+        domain = n.get("DomainUUID")
+        if not isinstance(domain, str) or not domain:
+            continue
+        try:
+            check_node_name(n["Name"], f"NMX-M compute node [{i}]")
+            check_domain_name(domain, n["Name"])
+        except UnsafeNameError as exc:
+            raise ProviderError(f"{source}: [{i}]: {exc}") from None
+        old = out.setdefault(n["Name"], HostDomain(domain, None, i))
+        _expect(
+            old.domain == domain,
+            source,
+            f"[{i}]",
+            f"compute node {n['Name']!r} is in domain {domain!r} here but {old.domain!r} at [{old.line}]",
+        )
+    return out
+
+
+# ----- graph ----------------------------------------------------------------------------
+def build_graph(
+    fabrics: Sequence[NetqFabric],
+    *,
+    cluster: str = "onprem",
+    nodes: Iterable[str] | None = None,
+    domains: Mapping[str, HostDomain] | None = None,
+    prefixes: Sequence[str] | None = None,
+) -> DiscoveryResult:
+    """Graph from one parsed fabric per premise (``prefixes[i]`` is put before fabric i's IDs)."""
+    requested = None if nodes is None else set(nodes)
+    warnings: list[str] = []
+    graph_nodes: dict[str, Node] = {}
+    display: dict[str, str] = {}
+    for k, fab in enumerate(fabrics):
+        pre = prefixes[k] if prefixes else ""
+        warnings.extend(fab.warnings)
+        by_name: dict[str, list[str]] = defaultdict(list)
+        for host_id, name in fab.hosts.items():
+            if requested is None or name in requested:
+                by_name[name].append(host_id)
+        attach = {name: [pre + sw for hid in ids for sw in fab.up.get(hid, ())] for name, ids in by_name.items()}
+        uplinks = {pre + sw: [pre + x for x in fab.up.get(sw, ())] for sw in fab.switches}
+        tree = collapse(attach, uplinks)
+        warnings.extend(summarize_choices(tree.choices))
+        for name, ids in sorted(by_name.items()):
+            if name in graph_nodes:
+                warnings.append(f"host {name!r} is in several premises; keeping the first")
+                continue
+            if len(ids) > 1:
+                warnings.append(f"host {name!r} has several NetQ node IDs ({', '.join(sorted(ids))}); merged")
+            dom = (domains or {}).get(name)
+            graph_nodes[name] = _node(
+                name=name,
+                id=pre + min(ids),
+                fabric=list(tree.paths.get(name, ())),
+                accelerator=dom.domain if dom else None,
+                subdomain=dom.subdomain if dom else None,
+            )
+        for path in tree.paths.values():
+            for sw in path:
+                display[sw] = fab.switches[sw.removeprefix(pre)]
+    for name in sorted((requested or set()) - graph_nodes.keys()):
+        dom = (domains or {}).get(name)
+        graph_nodes[name] = _node(name=name, accelerator=dom.domain if dom else None)
+    absent = sorted(n.name for n in graph_nodes.values() if not n.fabric)
+    if absent:
+        warnings.append(f"{len(absent)} host(s) have no fabric in NetQ: {compact_str(absent)}")
+    if domains:
+        extra = sorted(set(domains) - graph_nodes.keys())
+        if extra:
+            warnings.append(f"{len(extra)} host(s) with an NVLink domain are not in the graph: {compact_str(extra)}")
+    try:
+        graph = TopologyGraph(
+            cluster=cluster,
+            provider=PROVIDER,
+            nodes=sorted(graph_nodes.values(), key=lambda n: n.name),
+            switch_names=_safe_names(display, warnings),
+        )
+    except (ValidationError, UnsafeNameError) as exc:
+        raise ProviderError(f"NetQ topology does not make a valid graph: {exc}") from None
+    return DiscoveryResult(graph=graph, warnings=warnings)
+
+
+def _node(**fields: Any) -> Node:
+    try:
+        return Node(**fields)
+    except (ValidationError, UnsafeNameError) as exc:
+        raise ProviderError(f"NetQ host {fields['name']!r}: {exc}") from None
+
+
+def _safe_names(display: dict[str, str], warnings: list[str]) -> dict[str, str]:
+    """Keep display names that are safe and used by one switch only (else Slurm sees duplicates)."""
+    count: dict[str, int] = defaultdict(int)
+    for name in display.values():
+        count[name] += 1
+    out: dict[str, str] = {}
+    dropped: list[str] = []
+    for sw, name in sorted(display.items()):
+        try:
+            check_switch_name(name, f"switch {sw}")
+        except UnsafeNameError:
+            dropped.append(name)
+            continue
+        if count[name] > 1:
+            dropped.append(name)
+        elif name != sw:
+            out[sw] = name
+    if dropped:
+        warnings.append(f"switch names not used (unsafe or shared), IDs printed instead: {sorted(set(dropped))}")
+    return out
+
+
+def _pick_premises(all_premises: list[Premise], wanted: Iterable[str | int] | None) -> list[Premise]:
+    if wanted is None:
+        chosen = [p for p in all_premises if p.config_key_viewed]
+        if not chosen:
+            raise ProviderError("NetQ login lists no premise with config_key_viewed; name one with --premise")
+        return chosen
+    keys = [str(w) for w in wanted]
+    chosen = [p for p in all_premises if str(p.opid) in keys or p.name in keys]
+    missing = [k for k in keys if not any(k in (str(p.opid), p.name) for p in chosen)]
+    if missing:
+        known = ", ".join(f"{p.name} ({p.opid})" for p in all_premises) or "none"
+        raise ProviderError(f"NetQ premise(s) {missing} not found; the account sees: {known}")
+    return chosen
+
+
+def discover(
+    url: str,
+    *,
+    credentials: NetqCredentials | str,
+    cluster: str = "onprem",
+    nodes: Iterable[str] | None = None,
+    premises: Iterable[str | int] | None = None,
+    nvlink: bool | None = None,
+    domains: Mapping[str, HostDomain] | str | Path | None = None,
+    insecure: bool = False,
+    ca_file: str | None = None,
+    client: NetqClient | None = None,
+    **client_options: Any,
+) -> DiscoveryResult:
+    """Log in, fetch each premise's topology and NMX-M compute nodes, and build the graph.
+
+    ``credentials`` is a :class:`NetqCredentials` or a reference for :func:`load_credentials`.
+    ``client_options`` go to :class:`NetqClient` (timeout, max_attempts, page_size...).
+    """
+    creds = credentials if isinstance(credentials, NetqCredentials) else load_credentials(credentials)
+    if client is None:
+        client = NetqClient(url, creds, verify_tls=not insecure, ca_file=ca_file, **client_options)
+    warnings = list(creds.notes)
+    if insecure:
+        warnings.append(f"TLS certificate verification is off for {url} (--insecure)")
+    chosen = _pick_premises(client.login(), premises)
+    fabrics = [parse_topology(client.topology(p.opid), f"NetQ topology of premise {p.opid}") for p in chosen]
+    prefixes = [f"p{p.opid}." for p in chosen] if len(chosen) > 1 else None
+    if isinstance(domains, str | Path):
+        domains = load_domains(domains)
+    if domains is None and nvlink is not False:
+        try:
+            domains = parse_compute_nodes(client.compute_nodes())
+        except ProviderError as exc:
+            if nvlink:
+                raise
+            warnings.append(f"no NVLink domains: {exc}")
+    result = build_graph(fabrics, cluster=cluster, nodes=nodes, domains=domains, prefixes=prefixes)
+    result.warnings[:0] = warnings
+    result.api_calls = dict(client.calls)
+    return result

@@ -1,0 +1,251 @@
+"""NetQ / NMX-M REST client (stdlib ``urllib``): sessions, premises, retries, paging, TLS.
+
+Requests (paths relative to the NetQ URL, e.g. ``https://netq.example.com``):
+
+* ``POST /api/netq/auth/v1/login`` ``{"username", "password"}`` ->
+  ``{"access_token", "premises": [{"opid", "name", "namespace", "config_key_viewed"}]}``;
+* ``GET /api/netq/auth/v1/select/opid/<opid>`` (Bearer login token) -> ``{"access_token"}``
+  for that premise;
+* ``POST /api/netq/telemetry/v1/object/topologygraph/fetch-topology?timestamp=0``
+  (Bearer premise token) body ``{"filters": [], "subgroupNestingDepth": 2}`` ->
+  ``[{"nodes": [...], "links": [...]}]`` (one response, not paged);
+* ``GET /nmx/v1/compute-nodes?offset=<n>&limit=<page>`` (HTTP Basic) -> a JSON
+  list; we page until an empty page, and stop early if a server that ignores
+  ``offset`` sends the same nodes again.
+
+Failures: 408/429/500/502/503/504 and connection errors are retried up to
+``max_attempts`` times with exponential back-off (0.5 s, 1 s, 2 s...), or after
+``Retry-After`` when the server sends it (capped at ``max_retry_after``). A 401 on
+a Bearer call means the session expired: we log in again (and re-select the
+premise) **once** and repeat the call. TLS certificates are verified unless
+``verify_tls=False`` (Topograph never verifies; we make that an explicit choice).
+Errors are :class:`ProviderError` naming the operation and HTTP status, never a
+credential.
+"""
+
+from __future__ import annotations
+
+import base64
+import email.utils
+import json
+import ssl
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from topocast.errors import ProviderError
+
+LOGIN = "/api/netq/auth/v1/login"
+SELECT = "/api/netq/auth/v1/select/opid/"
+TOPOLOGY = "/api/netq/telemetry/v1/object/topologygraph/fetch-topology"
+COMPUTE_NODES = "/nmx/v1/compute-nodes"
+RETRY_STATUS = frozenset({408, 429, 500, 502, 503, 504})
+
+
+@dataclass(frozen=True)
+class NetqCredentials:
+    """NetQ account (and optional separate NMX-M account); the secrets never appear in repr()."""
+
+    username: str
+    password: str = field(repr=False)
+    nmx_username: str | None = None
+    nmx_password: str | None = field(default=None, repr=False)
+    #: where they came from and anything worth a warning (e.g. a group-readable file)
+    notes: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Premise:
+    opid: int
+    name: str
+    namespace: str = ""
+    config_key_viewed: bool = False
+
+
+class _Unauthorized(Exception):
+    pass
+
+
+class NetqClient:
+    """One NetQ server. Not thread-safe; create one per discovery."""
+
+    def __init__(
+        self,
+        url: str,
+        credentials: NetqCredentials,
+        *,
+        verify_tls: bool = True,
+        ca_file: str | None = None,
+        timeout: float = 30.0,
+        max_attempts: int = 5,
+        backoff: float = 0.5,
+        max_retry_after: float = 60.0,
+        page_size: int = 500,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        parsed = urllib.parse.urlsplit(url)
+        if parsed.scheme not in ("http", "https") or not parsed.netloc:
+            raise ProviderError(f"NetQ URL {url!r} must look like https://host[:port]")
+        self.url = url.rstrip("/")
+        self.creds = credentials
+        self.timeout = timeout
+        self.max_attempts = max(1, max_attempts)
+        self.backoff = backoff
+        self.max_retry_after = max_retry_after
+        self.page_size = max(1, page_size)
+        self.sleep = sleep
+        self.calls: Counter[str] = Counter()
+        self.ssl_context = ssl.create_default_context(cafile=ca_file)
+        if not verify_tls:
+            self.ssl_context.check_hostname = False
+            self.ssl_context.verify_mode = ssl.CERT_NONE
+        self._login_token: str | None = None
+        self._premises: list[Premise] = []
+        self._premise_tokens: dict[int, str] = {}
+
+    # ----- transport --------------------------------------------------------------------
+    def _retry_delay(self, attempt: int, retry_after: str | None) -> float:
+        if retry_after:
+            try:
+                delay = float(retry_after)
+            except ValueError:
+                try:
+                    when = email.utils.parsedate_to_datetime(retry_after)
+                    delay = (when - datetime.now(UTC)).total_seconds()
+                except (TypeError, ValueError):
+                    delay = self.backoff * 2**attempt
+            return min(max(delay, 0.0), self.max_retry_after)
+        return self.backoff * 2**attempt
+
+    def _send(self, op: str, method: str, path: str, headers: dict[str, str], body: bytes | None) -> Any:
+        """One call with retries; returns parsed JSON. Raises _Unauthorized on 401."""
+        url = self.url + path
+        data = b""
+        for attempt in range(self.max_attempts):
+            self.calls[op] += 1
+            req = urllib.request.Request(url, data=body, headers=headers, method=method)
+            try:
+                with urllib.request.urlopen(req, timeout=self.timeout, context=self.ssl_context) as resp:
+                    data = resp.read()
+                break
+            except urllib.error.HTTPError as exc:
+                detail = exc.read()[:200].decode("utf-8", "replace").strip()
+                if exc.code == 401:
+                    raise _Unauthorized(detail) from None
+                if exc.code in RETRY_STATUS and attempt + 1 < self.max_attempts:
+                    self.sleep(self._retry_delay(attempt, exc.headers.get("Retry-After")))
+                    continue
+                tries = f" after {attempt + 1} attempts" if attempt else ""
+                raise ProviderError(
+                    f"NetQ {op}: {method} {path} answered HTTP {exc.code}{tries}" + (f": {detail}" if detail else "")
+                ) from None
+            except (urllib.error.URLError, TimeoutError, ConnectionError) as exc:
+                reason = getattr(exc, "reason", exc)
+                if isinstance(reason, ssl.SSLCertVerificationError):
+                    raise ProviderError(
+                        f"NetQ {op}: TLS certificate of {self.url} not trusted ({reason.verify_message}); "
+                        "pass the CA with --ca-file, or --insecure to skip verification"
+                    ) from None
+                if attempt + 1 < self.max_attempts:
+                    self.sleep(self._retry_delay(attempt, None))
+                    continue
+                raise ProviderError(
+                    f"NetQ {op}: cannot reach {self.url} after {attempt + 1} attempts ({reason})"
+                ) from None
+        try:
+            return json.loads(data) if data.strip() else None
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            raise ProviderError(f"NetQ {op}: {path} did not answer JSON ({exc})") from None
+
+    # ----- NetQ session -----------------------------------------------------------------
+    def login(self) -> list[Premise]:
+        body = json.dumps({"username": self.creds.username, "password": self.creds.password}).encode()
+        headers = {"Content-Type": "application/json", "Accept": "application/json"}
+        try:
+            data = self._send("login", "POST", LOGIN, headers, body)
+        except _Unauthorized:
+            raise ProviderError(
+                f"NetQ login as {self.creds.username!r} refused (HTTP 401): check the credentials"
+            ) from None
+        token = data.get("access_token") if isinstance(data, dict) else None
+        if not isinstance(token, str) or not token:
+            raise ProviderError("NetQ login: the answer has no access_token")
+        self._login_token = token
+        self._premise_tokens.clear()
+        self._premises = []
+        for i, p in enumerate(data.get("premises") or []):
+            if not isinstance(p, dict) or not isinstance(p.get("opid"), int):
+                raise ProviderError(f"NetQ login: premises[{i}] has no integer opid")
+            name, namespace = str(p.get("name", "")), str(p.get("namespace", ""))
+            self._premises.append(Premise(p["opid"], name, namespace, bool(p.get("config_key_viewed"))))
+        return list(self._premises)
+
+    def _bearer(self, token: str, json_body: bool = False) -> dict[str, str]:
+        headers = {"Authorization": f"Bearer {token}", "Accept": "application/json"}
+        if json_body:
+            headers["Content-Type"] = "application/json"
+        return headers
+
+    def _select(self, opid: int) -> str:
+        if opid not in self._premise_tokens:
+            if self._login_token is None:
+                self.login()
+            assert self._login_token is not None
+            data = self._send("select-premise", "GET", f"{SELECT}{opid}", self._bearer(self._login_token), None)
+            token = data.get("access_token") if isinstance(data, dict) else None
+            if not isinstance(token, str) or not token:
+                raise ProviderError(f"NetQ select premise {opid}: the answer has no access_token")
+            self._premise_tokens[opid] = token
+        return self._premise_tokens[opid]
+
+    def topology(self, opid: int) -> Any:
+        """The topology graph of one premise (re-login once if the session expired)."""
+        body = json.dumps({"filters": [], "subgroupNestingDepth": 2}).encode()
+        path = f"{TOPOLOGY}?timestamp=0"
+        for fresh in (False, True):
+            try:
+                token = self._select(opid)
+                return self._send("topology", "POST", path, self._bearer(token, json_body=True), body)
+            except _Unauthorized:
+                if fresh:
+                    raise ProviderError(
+                        f"NetQ topology of premise {opid}: HTTP 401 even after a fresh login; "
+                        "check the account's access to this premise"
+                    ) from None
+                self.login()
+        raise AssertionError("unreachable")
+
+    # ----- NMX-M ------------------------------------------------------------------------
+    def compute_nodes(self) -> list[dict[str, Any]]:
+        """All NMX-M compute nodes, paged with offset/limit."""
+        user = self.creds.nmx_username or self.creds.username
+        password = self.creds.nmx_password if self.creds.nmx_username else self.creds.password
+        basic = base64.b64encode(f"{user}:{password}".encode()).decode()
+        headers = {"Authorization": f"Basic {basic}", "Accept": "application/json"}
+        nodes: list[dict[str, Any]] = []
+        seen: set[str] = set()
+        offset = 0
+        while True:
+            query = urllib.parse.urlencode({"offset": offset, "limit": self.page_size})
+            try:
+                page = self._send("nmx-compute-nodes", "GET", f"{COMPUTE_NODES}?{query}", headers, None)
+            except _Unauthorized:
+                raise ProviderError(f"NMX-M compute-nodes: user {user!r} refused (HTTP 401)") from None
+            if not isinstance(page, list):
+                raise ProviderError(f"NMX-M compute-nodes: expected a JSON list, got {type(page).__name__}")
+            fresh = [n for n in page if not (isinstance(n, dict) and str(n.get("ID")) in seen)]
+            for n in fresh:
+                if isinstance(n, dict):
+                    seen.add(str(n.get("ID")))
+            nodes.extend(fresh)
+            # Stop on an empty page, not a short one: a server-side maximum below our
+            # page size makes every page short. No new node = a server ignoring offset.
+            if not page or not fresh:
+                return nodes
+            offset += len(page)

@@ -1,0 +1,274 @@
+"""The whole AWS pipeline on a local moto server, driven the way Lambda drives it.
+
+Provisions what Terraform would (bucket, DynamoDB debounce table, the events /
+timer / publish queues with a DLQ, EventBridge rules from the EC2 and Auto
+Scaling events to the events queue) and then plays the part of the Lambda
+event source mappings: it receives SQS batches and invokes the real handlers
+(:mod:`topocast.aws.handlers`) with the event shape Lambda uses, deleting the
+records the handler did not report as failures. Used by ``topocast demo`` and
+by the end-to-end tests; it only needs ``AWS_ENDPOINT_URL`` pointing at moto.
+
+What it does not simulate: Lambda concurrency (handlers run one at a time, as
+the reserved concurrency of 1 in Terraform makes them), IAM, and the exact
+timing of an event source mapping's batching window (a pump takes everything
+visible at the moment it runs, which is what a window that covers a burst does).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from topocast.aws.handlers import AwsRuntime, discover_batch, publish_record, render_record
+from topocast.config import Settings
+
+EC2_PATTERN = {
+    "source": ["aws.ec2"],
+    "detail-type": ["EC2 Instance State-change Notification"],
+    "detail": {"state": ["running", "stopping", "stopped", "shutting-down", "terminated"]},
+}
+ASG_PATTERN = {
+    "source": ["aws.autoscaling"],
+    "detail-type": ["EC2 Instance Launch Successful", "EC2 Instance Terminate Successful"],
+}
+
+
+@dataclass
+class Queues:
+    events: str
+    dlq: str
+    timer: str
+    publish: str
+
+
+@dataclass
+class PumpStats:
+    discover_invocations: int = 0
+    render_invocations: int = 0
+    publish_invocations: int = 0
+    failed_records: int = 0
+    log: list[str] = field(default_factory=list)
+
+
+class LocalAwsPipeline:
+    """One cluster's pipeline on moto. ``clients`` come from boto3's default chain (AWS_ENDPOINT_URL)."""
+
+    def __init__(
+        self,
+        cluster: str = "demo",
+        *,
+        quiet: float = 2.0,
+        max_wait: float = 20.0,
+        formats: Iterable[str] | None = None,
+        publishers: Iterable[str] = ("ssm",),
+        filters: Iterable[str] | None = None,
+        name_from: str = "tag:Name",
+        guard_max_loss: float = 0.10,
+        region: str = "us-east-1",
+    ) -> None:
+        from topocast.aws.clients import client
+
+        self.cluster = cluster
+        self.region = region
+        self._client = lambda svc: client(svc, region)
+        self.s3, self.sqs, self.events = self._client("s3"), self._client("sqs"), self._client("events")
+        self.dynamodb, self.ec2, self.ssm = self._client("dynamodb"), self._client("ec2"), self._client("ssm")
+        suffix = uuid.uuid4().hex[:8]
+        self.bucket = f"topocast-{cluster}-{suffix}"
+        self.table = f"topocast-{cluster}-{suffix}"
+        self.queues = self._provision(suffix)
+        settings: dict[str, Any] = {
+            "cluster": cluster,
+            "bucket": self.bucket,
+            "filters": list(filters) if filters is not None else [f"tag:topocast:cluster={cluster}"],
+            "name_from": name_from,
+            "debounce_quiet": quiet,
+            "debounce_max_wait": max_wait,
+            "state_table": self.table,
+            "timer_queue_url": self.queues.timer,
+            "publish_queue_url": self.queues.publish,
+            "dlq_url": self.queues.dlq,
+            "publishers": list(publishers),
+            "guard_max_loss": guard_max_loss,
+        }
+        if formats is not None:
+            settings["formats"] = list(formats)
+        self.runtime = AwsRuntime(Settings.model_validate(settings), region=region)
+        self.stats = PumpStats()
+
+    # ----- provisioning (what infra/terraform/modules/aws creates) ----------------------------
+    def _provision(self, suffix: str) -> Queues:
+        self.s3.create_bucket(Bucket=self.bucket)
+        self.s3.put_bucket_versioning(Bucket=self.bucket, VersioningConfiguration={"Status": "Enabled"})
+        self.dynamodb.create_table(
+            TableName=self.table,
+            KeySchema=[{"AttributeName": "cluster", "KeyType": "HASH"}],
+            AttributeDefinitions=[{"AttributeName": "cluster", "AttributeType": "S"}],
+            BillingMode="PAY_PER_REQUEST",
+        )
+
+        def queue(name: str, **attrs: str) -> str:
+            return self.sqs.create_queue(QueueName=f"topocast-{self.cluster}-{name}-{suffix}", Attributes=attrs)[
+                "QueueUrl"
+            ]
+
+        dlq = queue("dlq")
+        dlq_arn = self.sqs.get_queue_attributes(QueueUrl=dlq, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+        redrive = json.dumps({"deadLetterTargetArn": dlq_arn, "maxReceiveCount": "5"})
+        events = queue("events", VisibilityTimeout="60", RedrivePolicy=redrive)
+        timer = queue("timer", VisibilityTimeout="180", RedrivePolicy=redrive)
+        publish = queue("publish", VisibilityTimeout="120", RedrivePolicy=redrive)
+        events_arn = self.sqs.get_queue_attributes(QueueUrl=events, AttributeNames=["QueueArn"])["Attributes"][
+            "QueueArn"
+        ]
+        for name, pattern in (("ec2", EC2_PATTERN), ("asg", ASG_PATTERN)):
+            rule = f"topocast-{self.cluster}-{name}-{suffix}"
+            self.events.put_rule(Name=rule, EventPattern=json.dumps(pattern), State="ENABLED")
+            self.events.put_targets(Rule=rule, Targets=[{"Id": "events-queue", "Arn": events_arn}])
+        return Queues(events=events, dlq=dlq, timer=timer, publish=publish)
+
+    # ----- events -----------------------------------------------------------------------------
+    def emit_state_changes(self, instance_ids: Iterable[str], state: str = "running") -> int:
+        """Put EC2 state-change events on the default bus (10 per PutEvents call, as AWS allows)."""
+        entries = [
+            {
+                "Source": "aws.ec2",
+                "DetailType": "EC2 Instance State-change Notification",
+                "Detail": json.dumps({"instance-id": iid, "state": state}),
+                "Resources": [f"arn:aws:ec2:{self.region}:123456789012:instance/{iid}"],
+            }
+            for iid in instance_ids
+        ]
+        for start in range(0, len(entries), 10):
+            resp = self.events.put_events(Entries=entries[start : start + 10])
+            if resp.get("FailedEntryCount"):
+                raise RuntimeError(f"PutEvents rejected {resp['FailedEntryCount']} event(s)")
+        return len(entries)
+
+    def request_reconcile(self) -> None:
+        """What the schedule rule sends: a Reconcile event straight onto the events queue."""
+        body = {
+            "version": "0",
+            "id": str(uuid.uuid4()),
+            "source": "topocast",
+            "detail-type": "Reconcile",
+            "account": "123456789012",
+            "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "region": self.region,
+            "resources": [],
+            "detail": {"cluster": self.cluster, "reason": "schedule"},
+        }
+        self.sqs.send_message(QueueUrl=self.queues.events, MessageBody=json.dumps(body))
+
+    # ----- event source mappings ---------------------------------------------------------------
+    def _receive_all(self, url: str, limit: int) -> list[dict[str, Any]]:
+        out: list[dict[str, Any]] = []
+        while len(out) < limit:
+            resp = self.sqs.receive_message(
+                QueueUrl=url, MaxNumberOfMessages=min(10, limit - len(out)), WaitTimeSeconds=0
+            )
+            msgs = resp.get("Messages", [])
+            if not msgs:
+                break
+            out.extend(msgs)
+        return out
+
+    def _invoke(self, url: str, messages: list[dict[str, Any]], fn: Callable[[dict[str, Any]], dict]) -> None:
+        event = {
+            "Records": [
+                {
+                    "messageId": m["MessageId"],
+                    "receiptHandle": m["ReceiptHandle"],
+                    "body": m["Body"],
+                    "attributes": {},
+                    "messageAttributes": {},
+                    "eventSource": "aws:sqs",
+                    "awsRegion": self.region,
+                }
+                for m in messages
+            ]
+        }
+        response = fn(event)
+        failed = {f["itemIdentifier"] for f in response.get("batchItemFailures", [])}
+        self.stats.failed_records += len(failed)
+        done = [m for m in messages if m["MessageId"] not in failed]
+        back = [m for m in messages if m["MessageId"] in failed]
+        for start in range(0, len(done), 10):
+            entries = [{"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(done[start : start + 10])]
+            self.sqs.delete_message_batch(QueueUrl=url, Entries=entries)
+        for start in range(0, len(back), 10):  # back to the queue at once (Lambda waits the visibility timeout)
+            entries = [
+                {"Id": str(i), "ReceiptHandle": m["ReceiptHandle"], "VisibilityTimeout": 0}
+                for i, m in enumerate(back[start : start + 10])
+            ]
+            self.sqs.change_message_visibility_batch(QueueUrl=url, Entries=entries)
+
+    def _per_record(self, fn: Callable[[str, AwsRuntime], Any]) -> Callable[[dict[str, Any]], dict]:
+        def handler(event: dict[str, Any]) -> dict:
+            failures = []
+            for rec in event["Records"]:
+                try:
+                    fn(rec["body"], self.runtime)
+                except Exception as exc:
+                    self.stats.log.append(f"{fn.__name__} failed: {exc}")
+                    failures.append({"itemIdentifier": rec["messageId"]})
+            return {"batchItemFailures": failures}
+
+        return handler
+
+    def pump_discover(self, batch_size: int = 10_000) -> int:
+        msgs = self._receive_all(self.queues.events, batch_size)
+        if msgs:
+            self.stats.discover_invocations += 1
+            self._invoke(self.queues.events, msgs, lambda ev: discover_batch(ev, self.runtime))
+        return len(msgs)
+
+    def pump_render(self) -> int:
+        msgs = self._receive_all(self.queues.timer, 10)
+        if msgs:
+            self.stats.render_invocations += 1
+            self._invoke(self.queues.timer, msgs, self._per_record(render_record))
+        return len(msgs)
+
+    def pump_publish(self) -> int:
+        msgs = self._receive_all(self.queues.publish, 10)
+        if msgs:
+            self.stats.publish_invocations += 1
+            self._invoke(self.queues.publish, msgs, self._per_record(publish_record))
+        return len(msgs)
+
+    def pending(self) -> int:
+        """Messages visible, delayed or in flight on the pipeline's queues (not the DLQ)."""
+        total = 0
+        names = [
+            "ApproximateNumberOfMessages",
+            "ApproximateNumberOfMessagesNotVisible",
+            "ApproximateNumberOfMessagesDelayed",
+        ]
+        for url in (self.queues.events, self.queues.timer, self.queues.publish):
+            attrs = self.sqs.get_queue_attributes(QueueUrl=url, AttributeNames=names)["Attributes"]
+            total += sum(int(attrs.get(n, 0)) for n in names)
+        return total
+
+    def run_until_idle(self, timeout: float = 120.0, poll: float = 0.2, on_tick: Callable[[], None] | None = None) -> bool:
+        """Pump every queue until nothing is left anywhere (True) or ``timeout`` passes (False)."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            moved = self.pump_discover() + self.pump_render() + self.pump_publish()
+            if on_tick:
+                on_tick()
+            if not moved and self.pending() == 0:
+                return True
+            if not moved:
+                time.sleep(poll)
+        return False
+
+    def dlq_messages(self) -> list[dict[str, Any]]:
+        resp = self.sqs.receive_message(
+            QueueUrl=self.queues.dlq, MaxNumberOfMessages=10, MessageAttributeNames=["All"], WaitTimeSeconds=0
+        )
+        return resp.get("Messages", [])

@@ -1,0 +1,253 @@
+"""Local Cloud Storage: gcp-storage-emulator plus a proxy that enforces generation preconditions.
+
+gcp-storage-emulator speaks the JSON API well enough for google-cloud-storage,
+but accepts every ``ifGenerationMatch`` / ``ifGenerationNotMatch`` /
+``ifMetagenerationMatch`` / ``ifMetagenerationNotMatch`` without checking it
+(offline-tooling.md §3). topocast's correctness rests on those checks (graph
+pointer, manifests, debounce state, published Slurm files), so
+:class:`PreconditionProxy` sits in front of the emulator and enforces them the
+way Cloud Storage documents: it reads the object's current generation and
+metageneration from the emulator and answers **412 conditionNotMet** (JSON
+error body, which google-cloud-storage raises as ``PreconditionFailed``) when a
+condition does not hold, or **304** for a read whose ``...NotMatch`` does not
+hold. Conditional and mutating requests are serialised through one lock, so the
+check and the write are atomic, as they are per object in GCS.
+
+Covered: object metadata GET/PATCH/DELETE (``/storage/v1/b/B/o/NAME``),
+downloads (``/download/storage/v1/b/B/o/NAME``), simple, multipart and
+resumable-session uploads (``/upload/storage/v1/b/B/o``; the object name is
+taken from the ``name`` parameter or the JSON metadata part). Not covered:
+batch requests and the chunks of a resumable upload (checked once, when the
+session starts), and object versioning (the emulator keeps one version).
+Everything else passes through unchanged.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from http.client import HTTPConnection
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+from urllib.parse import parse_qs, quote, unquote, urlparse
+
+_CONDITIONS = ("ifGenerationMatch", "ifGenerationNotMatch", "ifMetagenerationMatch", "ifMetagenerationNotMatch")
+_HOP = {"connection", "keep-alive", "transfer-encoding", "proxy-connection", "te", "upgrade", "trailer"}
+
+
+def _target(method: str, path: str, query: dict[str, str], body: bytes, content_type: str) -> tuple[str, str] | None:
+    """(bucket, object name) a request addresses, or None when it is not an object request."""
+    parts = path.split("/")
+    # /storage/v1/b/B/o/NAME and /download/storage/v1/b/B/o/NAME
+    for base in (["", "storage", "v1", "b"], ["", "download", "storage", "v1", "b"]):
+        n = len(base)
+        if parts[:n] == base and len(parts) > n + 2 and parts[n + 1] == "o":
+            return unquote(parts[n]), unquote("/".join(parts[n + 2 :]))
+    base = ["", "upload", "storage", "v1", "b"]
+    if method == "POST" and parts[: len(base)] == base and len(parts) == len(base) + 2 and parts[-1] == "o":
+        bucket = unquote(parts[len(base)])
+        if query.get("name"):
+            return bucket, query["name"]
+        meta = _upload_metadata(body, content_type, query.get("uploadType", ""))
+        if isinstance(meta, dict) and isinstance(meta.get("name"), str):
+            return bucket, meta["name"]
+    return None
+
+
+def _upload_metadata(body: bytes, content_type: str, upload_type: str) -> Any:
+    try:
+        if upload_type == "resumable":
+            return json.loads(body or b"{}")
+        if upload_type == "multipart" and "boundary=" in content_type:
+            boundary = content_type.split("boundary=", 1)[1].split(";")[0].strip().strip('"').encode()
+            first = body.split(b"--" + boundary)[1]
+            return json.loads(first.split(b"\r\n\r\n", 1)[1].rstrip(b"\r\n"))
+    except (ValueError, IndexError):
+        return None
+    return None
+
+
+def _error(code: int, reason: str, message: str) -> bytes:
+    return json.dumps(
+        {
+            "error": {
+                "code": code,
+                "message": message,
+                "errors": [{"message": message, "domain": "global", "reason": reason}],
+            }
+        }
+    ).encode()
+
+
+class PreconditionProxy:
+    """HTTP proxy in front of a gcp-storage-emulator URL (see the module docstring)."""
+
+    def __init__(self, upstream: str) -> None:
+        parsed = urlparse(upstream)
+        self.upstream_host = parsed.hostname or "127.0.0.1"
+        self.upstream_port = parsed.port or 80
+        self.lock = threading.Lock()
+        self.checked = 0
+        self.refused = 0
+        self._httpd: ThreadingHTTPServer | None = None
+
+    def _upstream(
+        self, method: str, path: str, body: bytes | None, headers: dict[str, str]
+    ) -> tuple[int, list[tuple[str, str]], bytes]:
+        conn = HTTPConnection(self.upstream_host, self.upstream_port, timeout=60)
+        try:
+            conn.request(method, path, body=body, headers=headers)
+            resp = conn.getresponse()
+            return resp.status, resp.getheaders(), resp.read()
+        finally:
+            conn.close()
+
+    def _current(self, bucket: str, name: str) -> tuple[int, int] | None:
+        status, _, body = self._upstream(
+            "GET", f"/storage/v1/b/{quote(bucket, safe='')}/o/{quote(name, safe='')}", None, {}
+        )
+        if status != 200:
+            return None
+        meta = json.loads(body)
+        return int(meta.get("generation", 0)), int(meta.get("metageneration", 0))
+
+    def check(self, method: str, query: dict[str, str], current: tuple[int, int] | None) -> int | None:
+        """The status to answer instead of forwarding (412/304), or None when every condition holds."""
+        read = method in ("GET", "HEAD")
+        if current is None and read:
+            return None  # a read of a missing object: the emulator answers 404
+        generation, metageneration = current if current else (0, 0)
+        for cond in _CONDITIONS:
+            if cond not in query:
+                continue
+            try:
+                wanted = int(query[cond])
+            except ValueError:
+                return 400
+            actual = generation if cond in ("ifGenerationMatch", "ifGenerationNotMatch") else metageneration
+            holds = actual != wanted if cond.endswith("NotMatch") else actual == wanted
+            if not holds:
+                return 304 if read and cond.endswith("NotMatch") else 412
+        return None
+
+    def start(self, host: str = "127.0.0.1", port: int = 0) -> PreconditionProxy:
+        proxy = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def _handle(self) -> None:
+                url = urlparse(self.path)
+                query = {k: v[-1] for k, v in parse_qs(url.query, keep_blank_values=True).items()}
+                length = int(self.headers.get("Content-Length") or 0)
+                body = self.rfile.read(length) if length else b""
+                headers = {k: v for k, v in self.headers.items() if k.lower() not in _HOP and k.lower() != "host"}
+                target = _target(self.command, url.path, query, body, self.headers.get("Content-Type", ""))
+                guarded = target is not None and (self.command != "GET" or any(c in query for c in _CONDITIONS))
+                if guarded:
+                    with proxy.lock:
+                        answer = None
+                        if any(c in query for c in _CONDITIONS):
+                            proxy.checked += 1
+                            answer = proxy.check(self.command, query, proxy._current(*target))  # type: ignore[misc]
+                        if answer is not None:
+                            proxy.refused += 1
+                            self._reply(
+                                answer,
+                                [("Content-Type", "application/json")],
+                                b""
+                                if answer == 304
+                                else _error(
+                                    answer,
+                                    "conditionNotMet",
+                                    "At least one of the pre-conditions you specified did not hold.",
+                                ),
+                            )
+                            return
+                        status, out_headers, data = proxy._upstream(self.command, self.path, body or None, headers)
+                else:
+                    status, out_headers, data = proxy._upstream(self.command, self.path, body or None, headers)
+                self._reply(status, out_headers, data)
+
+            def _reply(self, status: int, headers: list[tuple[str, str]], data: bytes) -> None:
+                self.send_response(status)
+                for k, v in headers:
+                    if k.lower() not in _HOP and k.lower() != "content-length":
+                        self.send_header(k, v)
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                if self.command != "HEAD":
+                    self.wfile.write(data)
+
+            do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = _handle
+
+            def log_message(self, format: str, *args: Any) -> None:
+                return
+
+        self._httpd = ThreadingHTTPServer((host, port), Handler)
+        self._httpd.daemon_threads = True
+        threading.Thread(target=self._httpd.serve_forever, name="gcs-precondition-proxy", daemon=True).start()
+        return self
+
+    @property
+    def url(self) -> str:
+        assert self._httpd is not None, "proxy not started"
+        host, port = self._httpd.server_address[:2]
+        return f"http://{host}:{port}"
+
+    def stop(self) -> None:
+        if self._httpd is not None:
+            self._httpd.shutdown()
+            self._httpd.server_close()
+            self._httpd = None
+
+
+class LocalGcs:
+    """An in-memory gcp-storage-emulator on a free port with a :class:`PreconditionProxy` in front.
+
+    ``url`` is the proxy (what clients use); ``emulator_url`` bypasses the checks.
+    """
+
+    def __init__(self, buckets: tuple[str, ...] = ()) -> None:
+        self.buckets = buckets
+        self._server: Any = None
+        self.proxy: PreconditionProxy | None = None
+
+    def start(self) -> LocalGcs:
+        import logging
+
+        from gcp_storage_emulator.server import create_server
+
+        logging.getLogger("gcp_storage_emulator").setLevel(logging.WARNING)
+        self._server = create_server("127.0.0.1", 0, in_memory=True)
+        self._server.start()
+        self.proxy = PreconditionProxy(self.emulator_url).start()
+        if self.buckets:
+            from topocast.gcp.clients import storage_client
+
+            client = storage_client("local", self.url)
+            for name in self.buckets:
+                client.create_bucket(name)
+        return self
+
+    @property
+    def emulator_url(self) -> str:
+        host, port = self._server._api._httpd.server_address[:2]
+        return f"http://{host}:{port}"
+
+    @property
+    def url(self) -> str:
+        assert self.proxy is not None, "LocalGcs not started"
+        return self.proxy.url
+
+    def stop(self) -> None:
+        if self.proxy is not None:
+            self.proxy.stop()
+        if self._server is not None:
+            self._server.stop()
+
+    def __enter__(self) -> LocalGcs:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()

@@ -1,0 +1,228 @@
+"""The AWS pipeline end to end on a moto server: EventBridge -> SQS -> discover -> S3 -> render -> SSM.
+
+The real Lambda handlers run, invoked the way Lambda's SQS event source mapping
+invokes them (:class:`topocast.sim.aws_pipeline.LocalAwsPipeline`); EC2's topology
+call is topocast's wire-compatible simulator inside moto. Debounce windows are
+short and the sleeps real.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pytest
+
+from topocast.pull import fetch, pull
+from topocast.sim import ec2 as ec2_sim
+from topocast.sim.aws_pipeline import LocalAwsPipeline
+
+CLUSTER = "c1"
+TAG = ("topocast:cluster", CLUSTER)
+
+
+@pytest.fixture
+def pipeline(aws_env: str, monkeypatch: pytest.MonkeyPatch) -> LocalAwsPipeline:
+    monkeypatch.setenv("POWERTOOLS_METRICS_DISABLED", "true")
+    return LocalAwsPipeline(CLUSTER, quiet=1.0, max_wait=4.0)
+
+
+def launch(pl: LocalAwsPipeline, n: int, **kw) -> list[str]:
+    return ec2_sim.generate_cluster(pl.ec2, n, cluster_tag=TAG, **kw)
+
+
+def published_tree(pl: LocalAwsPipeline):
+    return fetch(f"ssm:///topocast/{CLUSTER}/slurm/topology-tree.conf", ssm=pl.ssm, s3=pl.s3)
+
+
+def graph_names(pl: LocalAwsPipeline) -> list[str]:
+    stored = pl.runtime.graphs.latest()
+    return stored.graph.node_names() if stored else []
+
+
+def test_launch_burst_becomes_one_render_and_one_publish(aws_env: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """1,000 launch events arriving in waves, discover running in between: one render, one publish."""
+    monkeypatch.setenv("POWERTOOLS_METRICS_DISABLED", "true")
+    pl = LocalAwsPipeline(CLUSTER, quiet=4.0, max_wait=60.0)
+    emitted = 0
+    for wave in range(10):  # instances keep launching: discover runs see new nodes and write generations
+        ids = launch(pl, 20, name_prefix=f"w{wave}-gpu-")
+        emitted += pl.emit_state_changes(ids * 5)  # EventBridge is at-least-once: duplicates too
+        pl.pump_discover()
+        pl.pump_render()  # the single timer is not due while the burst goes on
+        assert pl.runtime.counters.renders == 0
+    assert emitted == 1000
+    assert pl.run_until_idle(timeout=60)
+    c = pl.runtime.counters
+    assert c.events == 1000
+    assert c.discover_runs >= 5 and c.generations >= 5  # several generations were written...
+    assert (c.renders, c.publishes) == (1, 1)  # ...and rendered and published once, after the quiet window
+    assert len(graph_names(pl)) == 200
+    assert published_tree(pl).generation == pl.runtime.graphs.latest().generation
+
+
+def test_churn_still_publishes_at_least_every_max_wait(pipeline: LocalAwsPipeline) -> None:
+    pl = pipeline  # quiet 1 s, max wait 4 s: a change every 0.5 s never goes quiet
+    render_times: list[float] = []
+    start = time.monotonic()
+    wave = 0
+    while time.monotonic() - start < 15:
+        pl.emit_state_changes(launch(pl, 2, name_prefix=f"c{wave}-"))
+        wave += 1
+        pl.pump_discover()
+        before = pl.runtime.counters.renders
+        pl.pump_render()
+        pl.pump_publish()
+        if pl.runtime.counters.renders > before:
+            render_times.append(time.monotonic() - start)
+        time.sleep(0.5)
+    assert len(render_times) >= 2, render_times
+    gaps = [b - a for a, b in zip([0.0, *render_times], render_times, strict=False)]
+    assert max(gaps) <= 4.0 + 2.5, gaps  # max wait plus a pump/poll interval and first-change delay
+
+
+def test_throttled_ec2_still_yields_the_right_graph(pipeline: LocalAwsPipeline) -> None:
+    pl = pipeline
+    ids = launch(pl, 250)
+    ec2_sim.inject_faults(1 / 3, code="RequestLimitExceeded")
+    pl.emit_state_changes(ids)
+    assert pl.run_until_idle(timeout=60)
+    ec2_sim.clear_faults()
+    assert sum(ec2_sim.injected_counts().values()) > 0  # faults really happened
+    assert len(graph_names(pl)) == 250
+    assert "Nodes=gpu-[000-015]" in published_tree(pl).content.decode()
+
+
+def test_failing_s3_writes_are_retried_and_no_event_is_lost(pipeline: LocalAwsPipeline) -> None:
+    pl = pipeline
+    ids = launch(pl, 30)
+    from botocore.exceptions import EndpointConnectionError
+
+    fails = {"left": 6}  # the store tries 4 times: one discover run fails, its retry succeeds
+
+    def flaky_put(params, **kwargs):
+        if fails["left"] > 0:
+            fails["left"] -= 1
+            raise EndpointConnectionError(endpoint_url="http://s3.injected")
+
+    pl.runtime.s3.meta.events.register("before-call.s3.PutObject", flaky_put)
+    pl.emit_state_changes(ids)
+    assert pl.run_until_idle(timeout=60)
+    assert fails["left"] == 0
+    assert pl.stats.failed_records == 30  # the store gave up once: the whole batch came back and was retried
+    assert len(graph_names(pl)) == 30
+    assert published_tree(pl).generation >= 1
+    assert pl.dlq_messages() == []
+
+
+def test_null_capacity_block_keeps_the_node_and_marks_it_pending(pipeline: LocalAwsPipeline) -> None:
+    pl = pipeline
+    ids = launch(pl, 18, block_size=18, capacity_block_lag=1, instance_type="p6e-gb200.36xlarge")
+    pl.emit_state_changes(ids)
+    assert pl.run_until_idle(timeout=30)
+    nodes = pl.runtime.graphs.latest().graph.nodes
+    assert len(nodes) == 18
+    assert all(n.accelerator_pending and n.fabric for n in nodes)  # kept, with its fabric, domain pending
+    pl.request_reconcile()  # the next call reports the capacity block
+    assert pl.run_until_idle(timeout=30)
+    nodes = pl.runtime.graphs.latest().graph.nodes
+    assert {n.accelerator for n in nodes} != {None} and not any(n.accelerator_pending for n in nodes)
+
+
+def test_losing_half_the_nodes_is_held_until_a_reconcile_confirms(pipeline: LocalAwsPipeline) -> None:
+    pl = pipeline
+    ids = launch(pl, 40)
+    pl.emit_state_changes(ids)
+    assert pl.run_until_idle(timeout=30)
+    first = published_tree(pl)
+    assert "gpu-[032-039]" in first.content.decode()
+
+    gone = ids[20:]
+    pl.ec2.terminate_instances(InstanceIds=gone)
+    pl.emit_state_changes(gone, state="terminated")
+    assert pl.run_until_idle(timeout=30)
+    assert pl.runtime.counters.held == 1
+    assert published_tree(pl).content == first.content  # the last good config stays
+    assert len(graph_names(pl)) == 20  # the graph itself is current; only the publish is held
+
+    pl.request_reconcile()  # a full scan sees the same loss: confirmed, published
+    assert pl.run_until_idle(timeout=30)
+    now = published_tree(pl)
+    assert now.generation > first.generation
+    assert "gpu-[032-039]" not in now.content.decode()
+
+
+def test_corrupt_graph_stops_render_and_the_last_publish_stays(pipeline: LocalAwsPipeline) -> None:
+    pl = pipeline
+    ids = launch(pl, 20)
+    pl.emit_state_changes(ids)
+    assert pl.run_until_idle(timeout=30)
+    good = published_tree(pl)
+    stored = pl.runtime.graphs.latest()
+    key = pl.runtime.graphs.generation_key(stored.generation)
+    pl.s3.put_object(Bucket=pl.bucket, Key=key, Body=b'{"schema_version": 1, "cluster": "c1", "nodes": [{"na')
+    pl.runtime.debouncer.note_change(CLUSTER, stored.generation + 1)  # as if discover wrote again
+    pl.run_until_idle(timeout=8)
+    assert pl.runtime.counters.renders == 1  # the second render failed
+    assert any("not valid JSON" in line or "sha256" in line for line in pl.stats.log), pl.stats.log
+    assert published_tree(pl).content == good.content
+
+
+def test_malformed_events_go_to_the_dlq_with_the_reason(pipeline: LocalAwsPipeline) -> None:
+    pl = pipeline
+    ids = launch(pl, 4)
+    pl.sqs.send_message(QueueUrl=pl.queues.events, MessageBody="{not json")
+    pl.sqs.send_message(
+        QueueUrl=pl.queues.events,
+        MessageBody=json.dumps(
+            {"source": "aws.ec2", "detail-type": "EC2 Instance State-change Notification", "detail": {"state": "x"}}
+        ),
+    )
+    pl.emit_state_changes(ids)
+    assert pl.run_until_idle(timeout=30)
+    assert len(graph_names(pl)) == 4  # the valid events in the same batch were processed
+    dead = pl.dlq_messages()
+    reasons = sorted(m["MessageAttributes"]["topocast-reject-reason"]["StringValue"] for m in dead)
+    assert len(dead) == 2
+    assert any("not JSON" in r for r in reasons)
+    assert any("detail.instance-id" in r or "detail.state" in r for r in reasons)
+    assert pl.runtime.counters.malformed == 2
+
+
+def test_pull_agent_installs_into_a_real_controller(pipeline: LocalAwsPipeline, slurm_controller_factory) -> None:
+    pl = pipeline
+    ids = launch(pl, 32, nodes_per_leaf=8)
+    pl.emit_state_changes(ids)
+    assert pl.run_until_idle(timeout=30)
+    names = graph_names(pl)
+    ctl = slurm_controller_factory(names, "SwitchName=old Nodes=" + ",".join(names) + "\n")
+    source = f"ssm:///topocast/{CLUSTER}/slurm/topology-tree.conf"
+    outcome = pull(source, ctl.topology_path, reconfigure=True, validate=True, slurm_conf=ctl.conf_path)
+    assert outcome.ok and outcome.action == "installed", outcome.detail
+    shown = ctl.show_topology()
+    leaves = [sw for sw, info in shown.items() if info.level == 0]
+    assert len(leaves) == 4 and "old" not in shown
+    assert all(len(shown[leaf].nodes) == 8 for leaf in leaves)
+    again = pull(source, ctl.topology_path, reconfigure=True, validate=True, slurm_conf=ctl.conf_path)
+    assert again.action == "unchanged"
+
+
+def test_demo_command_writes_its_outputs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from typer.testing import CliRunner
+
+    from topocast.cli import app
+
+    out = tmp_path / "demo"
+    result = CliRunner().invoke(app, ["demo", "--nodes", "64", "--events", "200", "--out", str(out), "--quiet", "1"])
+    assert result.exit_code == 0, result.output
+    report = json.loads((out / "report.json").read_text())
+    assert report["events"] == 200
+    assert (report["renders"], report["publishes"]) == (1, 1)
+    assert report["nodes"] == 66 and report["nodes_without_topology"] == 2
+    assert report["ec2_api_calls"] >= 2
+    conf = (out / "topology.conf").read_text()
+    assert "SwitchName=no-topology Nodes=login-[000-001]" in conf
+    labels = json.loads((out / "labels.json").read_text())
+    assert len(labels) == 66
+    assert "<svg" in (out / "topology.html").read_text()

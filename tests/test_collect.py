@@ -1,0 +1,202 @@
+"""Collection agent: upload to S3 (moto server) and GCS (emulator), skip unchanged fabrics, S3 event -> discover."""
+
+from __future__ import annotations
+
+import json
+import re
+import socket
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from topocast import collect
+from topocast.collect import CollectError, collect_ibnetdiscover, read_uploads
+from topocast.pipeline.store import MemoryGraphStore
+from topocast.providers import ibnetdiscover
+from topocast.renderers import render
+
+BUCKET = "fabric-uploads"
+
+
+@pytest.fixture
+def example(conformance_dir: Path) -> Path:
+    return conformance_dir / "inputs" / "ibnetdiscover" / "example.out"
+
+
+@pytest.fixture
+def s3(aws_env: str) -> Any:
+    import boto3
+
+    client = boto3.client("s3")
+    client.create_bucket(Bucket=BUCKET)
+    client.put_bucket_versioning(Bucket=BUCKET, VersioningConfiguration={"Status": "Enabled"})
+    return client
+
+
+def versions(s3: Any, key: str) -> int:
+    return len(s3.list_object_versions(Bucket=BUCKET, Prefix=key).get("Versions", []))
+
+
+def restamped(text: str) -> str:
+    """The same fabric seen by a later run: a new date comment and renumbered LIDs."""
+    text = re.sub(r"generated on .*", "generated on Sat Sep 13 01:02:03 2025", text)
+    return re.sub(r"\blid (\d+)", lambda m: f"lid {int(m.group(1)) + 1000}", text)
+
+
+def test_upload_then_skip_when_the_fabric_is_unchanged(s3: Any, example: Path, tmp_path: Path) -> None:
+    first = collect_ibnetdiscover(example, f"s3://{BUCKET}/onprem/fabric", host="ufm-01")
+    key = "onprem/fabric/ufm-01/ibnetdiscover.out"
+    assert (first.uri, first.uploaded) == (f"s3://{BUCKET}/{key}", True)
+    obj = s3.get_object(Bucket=BUCKET, Key=key)
+    assert obj["Body"].read() == example.read_bytes()
+    assert obj["Metadata"]["sha256"] == first.sha256 and obj["Metadata"]["host"] == "ufm-01"
+
+    again = collect_ibnetdiscover(example, f"s3://{BUCKET}/onprem/fabric", host="ufm-01")
+    later = tmp_path / "later.out"
+    later.write_text(restamped(example.read_text()))
+    restamp = collect_ibnetdiscover(later, f"s3://{BUCKET}/onprem/fabric", host="ufm-01")
+    assert not again.uploaded and not restamp.uploaded and restamp.sha256 == first.sha256
+    assert restamp.content_sha256 != first.content_sha256
+    assert versions(s3, key) == 1
+
+    changed = tmp_path / "changed.out"
+    changed.write_text(example.read_text().replace('"a05-p1-dgx-01-c03 ', '"a05-p1-dgx-01-c99 '))
+    assert collect_ibnetdiscover(changed, f"s3://{BUCKET}/onprem/fabric", host="ufm-01").uploaded
+    assert versions(s3, key) == 2
+
+
+def test_runs_the_command_and_refuses_to_upload_bad_output(s3: Any, example: Path, tmp_path: Path) -> None:
+    fake = [sys.executable, "-c", f"import sys; sys.stdout.write(open({str(example)!r}).read())"]
+    result = collect_ibnetdiscover(None, f"s3://{BUCKET}", command=fake, host="gpu-001")
+    assert result.uploaded and result.uri == f"s3://{BUCKET}/gpu-001/ibnetdiscover.out"
+    assert result.size == example.stat().st_size
+
+    cut = [sys.executable, "-c", f"import sys; sys.stdout.write(open({str(example)!r}).read()[:5000])"]
+    with pytest.raises(CollectError, match=r"not uploading: .*:\d+: "):
+        collect_ibnetdiscover(None, f"s3://{BUCKET}", command=cut, host="gpu-002")
+    failing = [sys.executable, "-c", "import sys; sys.stderr.write('ibwarn: umad open failed\\n'); sys.exit(3)"]
+    with pytest.raises(CollectError, match="exited with status 3: ibwarn: umad open failed"):
+        collect_ibnetdiscover(None, f"s3://{BUCKET}", command=failing, host="gpu-002")
+    with pytest.raises(CollectError, match="not found"):
+        collect_ibnetdiscover(None, f"s3://{BUCKET}", command="/nonexistent/ibnetdiscover", host="gpu-002")
+    assert "gpu-002" not in json.dumps(s3.list_objects_v2(Bucket=BUCKET).get("Contents", []), default=str)
+
+
+def test_bad_upload_location() -> None:
+    with pytest.raises(CollectError, match="must be s3://BUCKET"):
+        collect.split_uri("/tmp/somewhere")
+
+
+def test_s3_event_to_discover_to_render_and_no_new_generation(s3: Any, example: Path, tmp_path: Path) -> None:
+    """Upload -> S3 ObjectCreated on SQS -> read the uploads -> discover -> render -> store; then a no-change run."""
+    import boto3
+
+    sqs = boto3.client("sqs")
+    queue = sqs.create_queue(QueueName="discover")["QueueUrl"]
+    arn = sqs.get_queue_attributes(QueueUrl=queue, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+    s3.put_bucket_notification_configuration(
+        Bucket=BUCKET,
+        NotificationConfiguration={
+            "QueueConfigurations": [
+                {
+                    "QueueArn": arn,
+                    "Events": ["s3:ObjectCreated:*"],
+                    "Filter": {"Key": {"FilterRules": [{"Name": "suffix", "Value": "/ibnetdiscover.out"}]}},
+                }
+            ]
+        },
+    )
+
+    def events() -> list[dict[str, Any]]:
+        msgs = sqs.receive_message(QueueUrl=queue, MaxNumberOfMessages=10, WaitTimeSeconds=0).get("Messages", [])
+        for m in msgs:
+            sqs.delete_message(QueueUrl=queue, ReceiptHandle=m["ReceiptHandle"])
+        bodies = [json.loads(m["Body"]) for m in msgs]
+        return [r for b in bodies for r in b.get("Records", [])]
+
+    events()  # moto announces the notification configuration with a test event
+    store = MemoryGraphStore()
+    collect_ibnetdiscover(example, f"s3://{BUCKET}/fabric", host="ufm-01")
+    (record,) = events()
+    prefix = collect.upload_prefix(record["s3"]["object"]["key"])  # event keys are URL-encoded
+    assert record["eventName"].startswith("ObjectCreated") and prefix == "fabric"
+    assert collect.upload_prefix("fabric/graph.json") is None
+
+    uploads = read_uploads(f"s3://{record['s3']['bucket']['name']}/{prefix}")
+    result = ibnetdiscover.discover(texts=uploads, cluster="dgx")
+    first = store.write_if_changed(result.graph, expected_generation=None)
+    conf = render(result.graph, "slurm-tree").content
+    assert first.changed and first.generation == 1
+    for node in result.graph.nodes:  # every host is in the leaf line of its own switch
+        assert re.search(rf"^SwitchName={node.fabric[0]} Nodes=", conf, re.M)
+
+    later = tmp_path / "later.out"
+    later.write_text(restamped(example.read_text()))
+    assert not collect_ibnetdiscover(later, f"s3://{BUCKET}/fabric", host="ufm-01").uploaded
+    assert events() == []  # nothing uploaded, nothing triggered
+    # a second collector on the same fabric uploads (new object) but discover yields the same graph
+    assert collect_ibnetdiscover(later, f"s3://{BUCKET}/fabric", host="ufm-02").uploaded
+    assert len(events()) == 1
+    again = ibnetdiscover.discover(texts=read_uploads(f"s3://{BUCKET}/fabric"), cluster="dgx")
+    second = store.write_if_changed(again.graph, expected_generation=1)
+    assert not second.changed and second.generation == 1
+
+
+# ----- GCS ----------------------------------------------------------------------------------
+@pytest.fixture
+def gcs(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
+    emulator = pytest.importorskip("gcp_storage_emulator.server")
+    storage = pytest.importorskip("google.cloud.storage")
+    from google.auth.credentials import AnonymousCredentials
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    server = emulator.create_server("127.0.0.1", port, in_memory=True)
+    server.start()
+    monkeypatch.setenv("STORAGE_EMULATOR_HOST", f"http://127.0.0.1:{port}")
+    try:
+        client = storage.Client(project="test", credentials=AnonymousCredentials())
+        client.create_bucket(BUCKET)
+        yield client
+    finally:
+        server.stop()
+
+
+def test_gcs_upload_and_skip(gcs: Any, example: Path, tmp_path: Path) -> None:
+    first = collect_ibnetdiscover(example, f"gs://{BUCKET}/fabric", host="ufm-01", gcs_client=gcs)
+    assert first.uploaded and first.uri == f"gs://{BUCKET}/fabric/ufm-01/ibnetdiscover.out"
+    blob = gcs.bucket(BUCKET).get_blob("fabric/ufm-01/ibnetdiscover.out")
+    assert blob.metadata["sha256"] == first.sha256
+    later = tmp_path / "later.out"
+    later.write_text(restamped(example.read_text()))
+    assert not collect_ibnetdiscover(later, f"gs://{BUCKET}/fabric", host="ufm-01", gcs_client=gcs).uploaded
+    uploads = read_uploads(f"gs://{BUCKET}/fabric", gcs_client=gcs)
+    assert list(uploads) == [first.uri] and uploads[first.uri] == example.read_bytes()
+
+
+# ----- systemd units ----------------------------------------------------------------------------
+def test_systemd_units_verify(tmp_path: Path) -> None:
+    import shutil
+    import subprocess
+
+    if shutil.which("systemd-analyze") is None:
+        pytest.skip("systemd-analyze not installed")
+    units = Path(__file__).resolve().parent.parent / "infra" / "onprem"
+    service = (units / "topocast-collect.service").read_text()
+    assert "topocast collect ibnetdiscover --upload ${TOPOCAST_COLLECT_UPLOAD}" in service
+    # verify the unit as written, with the one thing a test machine lacks (the installed binary) stubbed
+    (tmp_path / "topocast-collect.service").write_text(service.replace("/opt/topocast/bin/topocast", "/bin/true"))
+    (tmp_path / "topocast-collect.timer").write_text((units / "topocast-collect.timer").read_text())
+    proc = subprocess.run(
+        ["systemd-analyze", "verify", "topocast-collect.service", "topocast-collect.timer"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
