@@ -62,8 +62,8 @@ def main() -> None:
         print(f"{n:>7} {'load+validate':<12} {t_load:>9.3f} {t_load / t_json:>11.2f}")
         goal = 0.0
         for fmt in formats:
-            t = best_of(lambda f=fmt: render(graph, f, opts))
-            mem = 0.0 if args.no_memory else peak_mib(lambda f=fmt: render(graph, f, opts))
+            t = best_of(lambda f=fmt, g=graph: render(g, f, opts))
+            mem = 0.0 if args.no_memory else peak_mib(lambda f=fmt, g=graph: render(g, f, opts))
             if fmt in GOAL_FORMATS:
                 goal += t
             print(f"{n:>7} {fmt:<12} {t:>9.3f} {t / t_json:>11.2f} {mem:>9.1f}")

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from topocast.hostlist import expand
 from topocast.pull import fetch, pull
 from topocast.sim import ec2 as ec2_sim
 from topocast.sim.aws_pipeline import LocalAwsPipeline
@@ -142,7 +143,8 @@ def test_losing_half_the_nodes_is_held_until_a_reconcile_confirms(pipeline: Loca
     pl.ec2.terminate_instances(InstanceIds=gone)
     pl.emit_state_changes(gone, state="terminated")
     assert pl.run_until_idle(timeout=30)
-    assert pl.runtime.counters.held == 1
+    diag = (pl.runtime.counters, pl.stats, pl.runtime.debouncer.state(CLUSTER))
+    assert pl.runtime.counters.held == 1, diag
     assert published_tree(pl).content == first.content  # the last good config stays
     assert len(graph_names(pl)) == 20  # the graph itself is current; only the publish is held
 
@@ -226,3 +228,55 @@ def test_demo_command_writes_its_outputs(tmp_path: Path, monkeypatch: pytest.Mon
     labels = json.loads((out / "labels.json").read_text())
     assert len(labels) == 66
     assert "<svg" in (out / "topology.html").read_text()
+
+
+def test_kubernetes_publisher_is_wired_through_the_runtime(aws_env: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """publishers=ssm,kubernetes: the same generation reaches SSM and node labels (matched by providerID)."""
+    from k8s_fake_apiserver import NODES, FakeKubeApiServer
+
+    monkeypatch.setenv("POWERTOOLS_METRICS_DISABLED", "true")
+    fake = FakeKubeApiServer(token="t0k").start()
+    try:
+        monkeypatch.setenv("TOPOCAST_K8S_ENDPOINT", fake.url)
+        monkeypatch.setenv("TOPOCAST_K8S_TOKEN", "t0k")
+        pl = LocalAwsPipeline(CLUSTER, quiet=1.0, max_wait=4.0, publishers=("ssm", "kubernetes"))
+        ids = launch(pl, 12, nodes_per_leaf=4)
+        for i, iid in enumerate(ids):  # Kubernetes names differ from the Slurm names; providerID links them
+            fake.add_node(f"ip-10-0-0-{i}", {"team": "ml"}, provider_id=f"aws:///us-east-1a/{iid}")
+        pl.emit_state_changes(ids)
+        assert pl.run_until_idle(timeout=30)
+        assert pl.runtime.counters.publishes == 1
+        graph = pl.runtime.graphs.latest().graph
+        by_id = {n.id: n for n in graph.nodes}
+        for i, iid in enumerate(ids):
+            labels = fake.get(NODES, f"ip-10-0-0-{i}")["metadata"]["labels"]
+            assert labels["team"] == "ml"  # foreign label untouched
+            assert labels["fabric.topograph.run/tier-0"] == by_id[iid].fabric[0]
+    finally:
+        fake.stop()
+
+
+def test_onprem_upload_triggers_discover_render_publish(
+    aws_env: str, monkeypatch: pytest.MonkeyPatch, conformance_dir: Path
+) -> None:
+    """topocast collect -> S3 ObjectCreated -> events queue -> discover (ibnetdiscover) -> render -> SSM."""
+    from topocast.collect import collect_ibnetdiscover
+
+    monkeypatch.setenv("POWERTOOLS_METRICS_DISABLED", "true")
+    pl = LocalAwsPipeline("dgx", quiet=1.0, max_wait=4.0, provider="ibnetdiscover")
+    example = conformance_dir / "inputs" / "ibnetdiscover" / "example.out"
+    uploads = pl.runtime.settings.uploads_uri
+    assert collect_ibnetdiscover(example, uploads, host="ufm-01", s3_client=pl.s3).uploaded
+    assert pl.run_until_idle(timeout=30)
+    c = pl.runtime.counters
+    assert (c.discover_runs, c.generations, c.renders, c.publishes) == (1, 1, 1, 1)
+    conf = fetch("ssm:///topocast/dgx/slurm/topology-tree.conf", ssm=pl.ssm, s3=pl.s3).content.decode()
+    graph = pl.runtime.graphs.latest().graph
+    for node in graph.nodes:
+        if node.fabric:  # every host is listed on its own leaf's line
+            line = next(ln for ln in conf.splitlines() if ln.startswith(f"SwitchName={node.fabric[0]} Nodes="))
+            assert node.name in expand(line.split("Nodes=")[1])
+    # the same fabric collected again uploads nothing: no event, no new generation
+    assert not collect_ibnetdiscover(example, uploads, host="ufm-01", s3_client=pl.s3).uploaded
+    assert pl.run_until_idle(timeout=10)
+    assert pl.runtime.counters.discover_runs == 1

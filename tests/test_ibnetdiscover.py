@@ -150,6 +150,21 @@ def test_a_missing_rail_cable_does_not_split_the_tree() -> None:
     assert any("7 host(s) are cabled to several leaf switch groups" in w for w in result.warnings)
 
 
+def test_a_management_host_on_a_spine(ib_dir: Path) -> None:
+    fab = fat_tree(units=4, hosts_per_unit=8, rails=2, spines_per_rail=2)
+    spine = sorted(fab.spines)[0]
+    fab.hca("ufm-01", "mlx5_0", spine)
+    gpus = [h for h in fab.hosts if h.startswith("gpu")]
+    for kwargs in ({"nodes": gpus}, {"host_regex": r"(?P<host>gpu\d+)\s+\S+"}):
+        result = ib.discover(texts={"x": fab.text()}, **kwargs)  # type: ignore[arg-type]
+        assert result.graph.node_names() == gpus
+        assert_one_tree(result.graph)
+        assert all(n.fabric[0] in fab.cabled[n.name] and n.fabric[1] in fab.spines for n in result.graph.nodes)
+    # taken as a host, it makes its spine look like a leaf: said in a warning
+    result = ib.discover(texts={"x": fab.text()})
+    assert any(f"{spine} carry hosts but are cabled mostly to other leaf switches" in w for w in result.warnings)
+
+
 def multi_homed(rails_on_a: int, rails_on_b: int) -> tuple[IbFabric, str, str]:
     """Two leaves under one spine; 'odd' has ``rails_on_a`` HCAs on leaf A and ``rails_on_b`` on leaf B."""
     fab = IbFabric()
@@ -269,7 +284,7 @@ def test_structural_errors(small: str) -> None:
     assert error_of(small + "vendid=0x2c9\ndevid=0x1\n").startswith(f"f.out:{len(lines) + 1}: node header without")
 
 
-def test_unsafe_host_name_is_an_error_with_its_line() -> None:
+def test_unsafe_names_are_errors_with_their_line() -> None:
     fab = IbFabric()
     leaf = fab.switch("LEAF")
     fab.hca("gpu1", "mlx5_0", leaf)
@@ -277,6 +292,8 @@ def test_unsafe_host_name_is_an_error_with_its_line() -> None:
     line = next(i for i, ln in enumerate(text.splitlines(), 1) if ln.startswith("Ca"))
     with pytest.raises(ProviderError, match=rf"^x:{line}: node name 'gpu1,evil'"):
         ib.discover(texts={"x": text})
+    with pytest.raises(ProviderError, match=r"^x:1: switch ID 'S-a b' of this record contains whitespace"):
+        ib.discover(texts={"x": 'Switch\t2 "S-a b"\t\t# "MF0;LEAF:MQM9790/U1"\n'})
 
 
 def test_several_outputs_are_merged(small: str) -> None:
@@ -390,8 +407,8 @@ def test_slurmctld_loads_the_example_fabric(ib_dir: Path, slurm_controller_facto
 
 
 @pytest.mark.slurm
-def test_slurmctld_loads_a_generated_three_tier_fabric(slurm_controller_factory: ControllerFactory) -> None:
-    fab = fat_tree(pods=2, units=4, hosts_per_unit=16, rails=4, spines_per_rail=2, cores_per_rail=2)
+def test_slurmctld_loads_a_three_tier_fabric_of_1024_hosts(slurm_controller_factory: ControllerFactory) -> None:
+    fab = fat_tree(pods=4, units=8, hosts_per_unit=32, rails=4, spines_per_rail=2, cores_per_rail=2)
     graph = ib.discover(texts={"gen.out": fab.text()}).graph
     ctl = slurm_controller_factory(graph.node_names(), render(graph, "slurm-tree").content)
     shown = ctl.show_topology()

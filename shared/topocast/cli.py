@@ -102,32 +102,101 @@ def schema(
 
 @app.command()
 def discover(
-    provider: Annotated[str, typer.Option(help="Topology source: aws (gcp, ibnetdiscover, netq: see docs).")] = "aws",
+    provider: Annotated[str, typer.Option(help="Topology source: aws, gcp, ibnetdiscover or netq.")] = "aws",
     cluster: Annotated[str, typer.Option(help="Cluster name written into the graph.")] = "default",
-    region: Annotated[str | None, typer.Option(help="AWS region (default: the standard AWS environment).")] = None,
+    region: Annotated[str | None, typer.Option(help="aws: region (default: the standard AWS environment).")] = None,
     filter_: Annotated[
         list[str] | None,
-        typer.Option("--filter", help="EC2 filter NAME=V1,V2, e.g. tag:topocast:cluster=c1 (repeatable)."),
+        typer.Option("--filter", help="aws: EC2 filter NAME=V1,V2, e.g. tag:topocast:cluster=c1 (repeatable)."),
     ] = None,
     name_from: Annotated[
-        str | None, typer.Option(help="Node names from tag:<key>, private-dns, instance-id or template:<fmt>.")
+        str | None,
+        typer.Option(help="aws: tag:<key>, private-dns, instance-id, template:<fmt>; gcp: name, hostname, label:<k>."),
     ] = None,
+    project: Annotated[str | None, typer.Option(help="gcp: project ID.")] = None,
+    zone: Annotated[list[str] | None, typer.Option(help="gcp: zone (repeatable; default: all zones).")] = None,
+    label: Annotated[list[str] | None, typer.Option(help="gcp: cluster label KEY=VALUE (repeatable).")] = None,
+    compute_endpoint: Annotated[
+        str | None, typer.Option(help="gcp: Compute API endpoint override (tests, private endpoints).")
+    ] = None,
+    input_: Annotated[
+        list[Path] | None, typer.Option("--input", help="ibnetdiscover: output file (repeatable).")
+    ] = None,
+    nodes: Annotated[str | None, typer.Option(help="ibnetdiscover/netq: only these hosts (hostlist).")] = None,
+    host_regex: Annotated[str | None, typer.Option(help="ibnetdiscover: regex with group 'host'.")] = None,
+    domains: Annotated[
+        Path | None, typer.Option(help="ibnetdiscover/netq: NVLink domains (CSV host,domain or nvidia-smi -q).")
+    ] = None,
+    topograph_compat: Annotated[bool, typer.Option(help="ibnetdiscover: Topograph's leaf rule.")] = False,
+    url: Annotated[str | None, typer.Option(help="netq: API base URL.")] = None,
+    credentials: Annotated[str | None, typer.Option(help="netq: credentials file or secret ARN.")] = None,
+    premise: Annotated[list[str] | None, typer.Option(help="netq: premise (repeatable).")] = None,
+    insecure: Annotated[bool, typer.Option(help="netq: skip TLS verification (not recommended).")] = False,
+    ca_file: Annotated[str | None, typer.Option(help="netq: CA bundle.")] = None,
     out: Annotated[Path | None, typer.Option(help="Write the graph here instead of stdout.")] = None,
 ) -> None:
     """One-shot discovery with your own credentials: prints the normalized graph JSON."""
-    from topocast.discover_cli import run_discover
+    from topocast.discover_cli import DiscoverArgs, run_discover
 
+    args = DiscoverArgs(
+        provider=provider,
+        cluster=cluster,
+        region=region,
+        filters=filter_ or [],
+        name_from=name_from,
+        project=project,
+        zones=zone or [],
+        labels=label or [],
+        compute_endpoint=compute_endpoint,
+        inputs=input_ or [],
+        nodes=nodes,
+        host_regex=host_regex,
+        domains=domains,
+        topograph_compat=topograph_compat,
+        url=url,
+        credentials=credentials,
+        premises=premise or [],
+        insecure=insecure,
+        ca_file=ca_file,
+    )
     try:
-        run_discover(provider, cluster, region, filter_ or [], name_from, out)
+        run_discover(args, out)
     except TopocastError as exc:
         raise _fail(str(exc)) from None
 
 
+collect_app = typer.Typer(help="Collect raw fabric data on a fabric-attached host and upload it.", no_args_is_help=True)
+app.add_typer(collect_app, name="collect")
+
+
+@collect_app.command("ibnetdiscover")
+def collect_ibnetdiscover(
+    upload: Annotated[str, typer.Option(help="s3://bucket/<prefix>/<cluster>/uploads or gs://...")],
+    input_: Annotated[Path | None, typer.Option("--input", help="Read this file instead of running the tool.")] = None,
+    command: Annotated[str, typer.Option(help="The command to run.")] = "ibnetdiscover",
+    host: Annotated[str | None, typer.Option(help="Name of this collector (default: hostname).")] = None,
+    timeout: Annotated[float, typer.Option(help="Seconds the command may take.")] = 300.0,
+) -> None:
+    """Run ibnetdiscover (or read --input), upload it with its fabric checksum; unchanged fabrics upload nothing."""
+    from topocast.collect import collect_ibnetdiscover as collect
+
+    try:
+        result = collect(input_, upload, command=command, host=host, timeout=timeout)
+    except TopocastError as exc:
+        raise _fail(str(exc), 1) from None
+    state = "uploaded" if result.uploaded else "unchanged, not uploaded"
+    typer.echo(f"{result.uri}: {state} (fabric sha256 {result.sha256[:16]}, {result.size} bytes)")
+
+
 @app.command()
 def pull(
-    source: Annotated[str, typer.Option(help="ssm:///topocast/<cluster>/slurm/topology-tree.conf, s3://..., file://...")],
+    source: Annotated[
+        str, typer.Option(help="ssm:///topocast/<cluster>/slurm/topology-tree.conf, s3://..., file://...")
+    ],
     dest: Annotated[Path, typer.Option(help="Where Slurm reads it, e.g. /etc/slurm/topology.conf.")],
-    reconfigure: Annotated[bool, typer.Option(help="Run scontrol reconfigure and verify; roll back on failure.")] = False,
+    reconfigure: Annotated[
+        bool, typer.Option(help="Run scontrol reconfigure and verify; roll back on failure.")
+    ] = False,
     validate: Annotated[bool, typer.Option(help="Check with a throwaway slurmctld before installing.")] = True,
     slurm_conf: Annotated[Path | None, typer.Option(help="slurm.conf (node list for validation, SLURM_CONF).")] = None,
     state_file: Annotated[Path | None, typer.Option(help="Remember the installed generation here.")] = None,
@@ -149,7 +218,9 @@ def pull(
 @app.command()
 def demo(
     nodes: Annotated[int, typer.Option(min=1, help="GPU instances in the simulated cluster.")] = 256,
-    events: Annotated[int | None, typer.Option(min=0, help="Launch events in the burst (default: one per node).")] = None,
+    events: Annotated[
+        int | None, typer.Option(min=0, help="Launch events in the burst (default: one per node).")
+    ] = None,
     out: Annotated[Path, typer.Option(help="Output directory.")] = Path("out/demo"),
     report: Annotated[Path | None, typer.Option(help="JSON report path (default: OUT/report.json).")] = None,
     quiet: Annotated[float, typer.Option(help="Debounce quiet window in seconds.")] = 2.0,

@@ -106,7 +106,8 @@ def run_command(command: str | Sequence[str], timeout: float) -> bytes:
         raise CollectError(f"{shlex.join(argv)} did not finish within {timeout:g} s") from None
     if proc.returncode != 0:
         tail = proc.stderr.decode("utf-8", "replace").strip().splitlines()[-3:]
-        raise CollectError(f"{shlex.join(argv)} exited with status {proc.returncode}: {' / '.join(tail) or 'no output'}")
+        why = " / ".join(tail) or "no output"
+        raise CollectError(f"{shlex.join(argv)} exited with status {proc.returncode}: {why}")
     return proc.stdout
 
 

@@ -90,6 +90,11 @@ class Settings(BaseModel):
     guard_max_loss: float = Field(0.10, ge=0, le=1)
     guard_override_parameter: str | None = None
     k8s_options: dict[str, Any] = Field(default_factory=dict)
+    ib_host_regex: str | None = None
+    domains_uri: str | None = None
+    netq_url: str | None = None
+    netq_credentials: str | None = None
+    netq_premises: list[str] = Field(default_factory=list)
     gcp_project: str | None = None
     gcp_zones: list[str] = Field(default_factory=list)
     gcp_labels: list[str] = Field(default_factory=list)
@@ -102,6 +107,11 @@ class Settings(BaseModel):
     publish_url: str | None = None
     tasks_service_account: str | None = None
     discover_window: float = Field(5.0, ge=0)
+
+    @property
+    def uploads_uri(self) -> str:
+        """Where on-prem collectors upload raw fabric dumps (their S3 events trigger discover)."""
+        return f"s3://{self.bucket}/{self.prefix}/{self.cluster}/uploads"
 
     @property
     def ssm_path(self) -> str:

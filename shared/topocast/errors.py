@@ -21,6 +21,12 @@ class RenderError(TopocastError):
     """A renderer cannot produce a valid artifact for this graph and options."""
 
 
+class NotApplicableError(RenderError):
+    """The graph lacks what a format needs (e.g. no NVLink domains for topology/block).
+
+    The pipeline skips such a format with a warning instead of failing the whole render."""
+
+
 class HostlistError(TopocastError):
     """A Slurm hostlist expression is malformed or expands past the limit."""
 

@@ -30,7 +30,7 @@ from functools import cached_property
 from typing import Any
 
 from topocast.config import Settings, settings_from_env
-from topocast.errors import StaleGenerationError, TopocastError
+from topocast.errors import ProviderError, StaleGenerationError, TopocastError
 
 log = logging.getLogger("topocast")
 
@@ -110,7 +110,12 @@ class AwsRuntime:
         s = self.settings
         s.require("state_table", "timer_queue_url")
         return DynamoSqsDebouncer(
-            s.state_table, s.timer_queue_url, self.dynamodb, self.sqs, quiet=s.debounce_quiet, max_wait=s.debounce_max_wait
+            s.state_table,
+            s.timer_queue_url,
+            self.dynamodb,
+            self.sqs,
+            quiet=s.debounce_quiet,
+            max_wait=s.debounce_max_wait,
         )
 
     @cached_property
@@ -136,12 +141,27 @@ class AwsRuntime:
                     )
                 )
             elif name in ("kubernetes", "k8s"):
-                from topocast.k8s.publisher import KubernetesPublisher
-
-                out.append(KubernetesPublisher.from_options(self.settings.k8s_options, session=self.session))
+                out.append(self.kubernetes_publisher())
             else:
                 raise TopocastError(f"TOPOCAST_PUBLISHERS: unknown publisher {name!r} (known: ssm, kubernetes)")
         return out
+
+    def kubernetes_publisher(self) -> Any:
+        """TOPOCAST_K8S_OPTIONS (KubernetesPublisherConfig as JSON); the connection may instead come from
+        TOPOCAST_K8S_<FIELD> variables. The label scheme is the render stage's, so ownership agrees."""
+        from topocast.k8s.client import K8sConnection
+        from topocast.k8s.publisher import KubernetesPublisher, KubernetesPublisherConfig
+
+        options = dict(self.settings.k8s_options)
+        options.setdefault("labels", self.settings.render_options.labels.model_dump())
+        if "connection" not in options:
+            options["connection"] = K8sConnection.from_env().model_dump()
+        config = KubernetesPublisherConfig.model_validate(options)
+        return KubernetesPublisher(
+            config,
+            render_options=self.settings.render_options,
+            graph_source=lambda generation: self.graphs.get(generation).graph,
+        )
 
     def discovery_config(self) -> Any:
         from topocast.providers.aws import AwsDiscoveryConfig
@@ -294,20 +314,53 @@ def discover_batch(event: dict[str, Any], rt: AwsRuntime | None = None) -> dict[
     return {"batchItemFailures": [{"itemIdentifier": m} for m in failures]}
 
 
+def discover_graph(rt: AwsRuntime, changes: list[Any], reconcile: bool, previous: Any) -> tuple[Any, bool]:
+    """Run the configured provider: (DiscoveryResult, whether it was a full scan)."""
+    s = rt.settings
+    if s.provider == "aws":
+        from topocast.providers.aws import discover_full, discover_instances
+
+        config = rt.discovery_config()
+        full = reconcile or previous is None or len(changes) > s.full_scan_threshold
+        if full:
+            return discover_full(rt.ec2, config, previous), True
+        return discover_instances(rt.ec2, config, previous, changes), False
+    domains = None
+    if s.domains_uri:
+        from topocast.providers.domains import parse_domains
+        from topocast.pull import fetch
+
+        domains = parse_domains(fetch(s.domains_uri, s3=rt.s3).content.decode(), s.domains_uri)
+    if s.provider == "ibnetdiscover":
+        from topocast.collect import read_uploads
+        from topocast.providers import ibnetdiscover
+
+        texts = read_uploads(s.uploads_uri, s3_client=rt.s3)
+        if not texts:
+            raise ProviderError(f"no ibnetdiscover uploads under {s.uploads_uri}: run `topocast collect` first")
+        kwargs: dict[str, Any] = {"host_regex": s.ib_host_regex} if s.ib_host_regex else {}
+        return ibnetdiscover.discover(texts=texts, cluster=s.cluster, domains=domains, **kwargs), True
+    if s.provider == "netq":
+        from topocast.providers import netq
+
+        s.require("netq_url", "netq_credentials")
+        result = netq.discover(
+            s.netq_url, credentials=s.netq_credentials, cluster=s.cluster, premises=s.netq_premises or None,
+            domains=domains,
+        )  # fmt: skip
+        return result, True
+    raise ProviderError(f"TOPOCAST_PROVIDER={s.provider!r}: the AWS functions run aws, ibnetdiscover or netq")
+
+
 def run_discover(rt: AwsRuntime, changes: list[Any], reconcile: bool) -> Any:
     """Discover, write a new generation if the content changed, arm the debounce timer."""
-    from topocast.providers.aws import discover_full, discover_instances
-
-    config = rt.discovery_config()
     result = None
     write = None
+    full = False
     for _attempt in range(5):
         latest = rt.graphs.latest()
         previous = latest.graph if latest else None
-        full = reconcile or previous is None or len(changes) > rt.settings.full_scan_threshold
-        result = (
-            discover_full(rt.ec2, config, previous) if full else discover_instances(rt.ec2, config, previous, changes)
-        )
+        result, full = discover_graph(rt, changes, reconcile, previous)
         rt.counters.discover_runs += 1
         calls = sum(result.api_calls.values())
         rt.counters.ec2_api_calls += calls

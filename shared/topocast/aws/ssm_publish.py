@@ -31,6 +31,7 @@ from topocast.publish.base import PublishResult
 
 log = logging.getLogger(__name__)
 
+
 class SsmPublisher:
     """:class:`topocast.publish.base.Publisher` for SSM Parameter Store (+ S3 for big files)."""
 

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from topocast import __version__
@@ -59,17 +60,21 @@ def _client_kwargs(endpoint: str | None) -> dict[str, Any]:
     return kwargs
 
 
-def transient_retry(
-    *,
-    initial: float = 0.2,
-    maximum: float = 10.0,
-    timeout: float = 120.0,
-    on_error: Callable[[Exception], None] | None = None,
-) -> Any:
+@dataclass(frozen=True)
+class RetryPolicy:
+    """Backoff for "try again later" answers: first delay, longest delay, total time before giving up."""
+
+    initial: float = 0.2
+    maximum: float = 10.0
+    timeout: float = 120.0
+
+
+def transient_retry(policy: RetryPolicy | None = None, *, on_error: Callable[[Exception], None] | None = None) -> Any:
     """google-api-core ``Retry`` for "try again later" answers (429, 5xx, deadline)."""
     from google.api_core import exceptions as gexc
     from google.api_core import retry as gretry
 
+    p = policy or RetryPolicy()
     predicate = gretry.if_exception_type(
         gexc.TooManyRequests,
         gexc.InternalServerError,
@@ -79,7 +84,7 @@ def transient_retry(
         gexc.DeadlineExceeded,
     )
     return gretry.Retry(
-        predicate=predicate, initial=initial, maximum=maximum, multiplier=2.0, timeout=timeout, on_error=on_error
+        predicate=predicate, initial=p.initial, maximum=p.maximum, multiplier=2.0, timeout=p.timeout, on_error=on_error
     )
 
 

@@ -56,6 +56,9 @@ ACCEPTS: dict[str, tuple[type, ...]] = {
     "publish": (ev.PublishRequest,),
 }
 
+#: longest a discover batch may hold the lease (a crashed batch frees it after this); keep >= the function timeout
+DISCOVER_LEASE_SECONDS = 540.0
+
 #: what the functions did in this process (the demo and tests read it; also logged per event)
 STATS: Counter[str] = Counter()
 _STATS_LOCK = threading.Lock()
@@ -88,7 +91,7 @@ def setup_logging() -> None:
         handler.setFormatter(_JsonFormatter())
         handler._topocast_json = True  # type: ignore[attr-defined]
         root.addHandler(handler)
-    if root.level == logging.NOTSET or root.level > logging.INFO:
+    if root.level == logging.NOTSET:  # an explicit level (a test, the demo) wins
         root.setLevel(logging.INFO)
 
 
@@ -295,6 +298,29 @@ def _instance_change(rt: GcpRuntime, cmd: ev.InstanceChange) -> dict[str, Any]:
     return {"action": "queued", "vm": f"{cmd.zone}/{cmd.instance}", "window_task": window}
 
 
+def _take_lease(rt: GcpRuntime, seconds: float) -> int | None:
+    """Claim the discover lease (one batch at a time per cluster); its object generation, or None if held."""
+    key = cluster_base(rt.settings.prefix, rt.settings.cluster, "state") + "/discover-lease.json"
+    now = time.time()
+    current = rt.objects.get(key)
+    if current is not None:
+        try:
+            until = float(json.loads(current.data).get("until", 0))
+        except (ValueError, AttributeError):
+            until = 0.0  # unreadable: treat as expired
+        if until > now:
+            return None
+    body = json.dumps({"until": now + seconds}).encode()
+    return rt.objects.put(
+        key, body, content_type="application/json", if_generation_match=current.generation if current else 0
+    )
+
+
+def _release_lease(rt: GcpRuntime, generation: int) -> None:
+    key = cluster_base(rt.settings.prefix, rt.settings.cluster, "state") + "/discover-lease.json"
+    rt.objects.delete(key, if_generation_match=generation)
+
+
 def _discover_window(rt: GcpRuntime, cmd: ev.DiscoverWindow) -> dict[str, Any]:
     from topocast.providers.gcp import InstanceRef
 
@@ -302,17 +328,28 @@ def _discover_window(rt: GcpRuntime, cmd: ev.DiscoverWindow) -> dict[str, Any]:
     markers = rt.objects.list(prefix)
     if not markers:
         return {"action": "nothing pending", "window": cmd.window}
-    refs = []
-    for m in markers:
-        zone, _, instance = m.key.removeprefix(prefix).partition("/")
-        refs.append(InstanceRef(zone, instance, m.metadata.get("instance_id") or None))
-    if len(refs) > rt.settings.full_scan_threshold:
-        out = _full_scan(rt, f"{len(refs)} VMs changed (over TOPOCAST_FULL_SCAN_THRESHOLD)")
-    else:
-        out = _incremental(rt, refs)
-    # a marker rewritten meanwhile has a new generation and survives for the next window
-    with ThreadPoolExecutor(max_workers=8) as pool:
-        list(pool.map(lambda m: rt.objects.delete(m.key, if_generation_match=m.generation), markers))
+    lease = _take_lease(rt, DISCOVER_LEASE_SECONDS)
+    if lease is None:
+        # an earlier window is still working on these markers: look again one window later
+        return {
+            "action": "busy, re-armed",
+            "window": cmd.window,
+            "next_window": _arm_window(rt, time.time(), after=cmd.window),
+        }
+    try:
+        refs = []
+        for m in markers:
+            zone, _, instance = m.key.removeprefix(prefix).partition("/")
+            refs.append(InstanceRef(zone, instance, m.metadata.get("instance_id") or None))
+        if len(refs) > rt.settings.full_scan_threshold:
+            out = _full_scan(rt, f"{len(refs)} VMs changed (over TOPOCAST_FULL_SCAN_THRESHOLD)")
+        else:
+            out = _incremental(rt, refs)
+        # a marker rewritten meanwhile has a new generation and survives for the next window
+        with ThreadPoolExecutor(max_workers=8) as pool:
+            list(pool.map(lambda m: rt.objects.delete(m.key, if_generation_match=m.generation), markers))
+    finally:
+        _release_lease(rt, lease)
     if rt.objects.list(prefix):
         out["next_window"] = _arm_window(rt, time.time(), after=cmd.window)
     out["window"] = cmd.window

@@ -25,6 +25,8 @@ import uuid
 from datetime import UTC, datetime
 from typing import Any, Literal
 
+from topocast.gcp.clients import RetryPolicy, transient_retry
+
 SOURCE = "//topocast.dev/tasks"
 _TASK_ID = re.compile(r"[^A-Za-z0-9_-]")
 _QUEUE = re.compile(r"^projects/[^/]+/locations/[^/]+/queues/[A-Za-z0-9-]+$")
@@ -42,7 +44,9 @@ def task_id(*parts: object) -> str:
 class TaskQueue:
     """One Cloud Tasks queue (``projects/P/locations/L/queues/Q``) through ``tasks_v2.CloudTasksClient``."""
 
-    def __init__(self, queue: str, client: Any, *, service_account: str | None = None, retry: Any = None) -> None:
+    def __init__(
+        self, queue: str, client: Any, *, service_account: str | None = None, retry: RetryPolicy | None = None
+    ) -> None:
         if not _QUEUE.match(queue):
             raise ValueError(f"task queue {queue!r} must look like projects/<p>/locations/<l>/queues/<name>")
         self.queue = queue
@@ -66,8 +70,6 @@ class TaskQueue:
         from google.api_core import exceptions as gexc
         from google.cloud import tasks_v2
         from google.protobuf import timestamp_pb2
-
-        from topocast.gcp.clients import transient_retry
 
         event_id = name or uuid.uuid4().hex
         headers = {
@@ -98,7 +100,7 @@ class TaskQueue:
         try:
             self.client.create_task(
                 request=tasks_v2.CreateTaskRequest(parent=self.queue, task=task),
-                retry=self._retry if self._retry is not None else transient_retry(),
+                retry=transient_retry(self._retry),
             )
         except gexc.Conflict:  # HTTP 409 ALREADY_EXISTS (REST maps it to Conflict, gRPC to AlreadyExists)
             self.deduplicated += 1

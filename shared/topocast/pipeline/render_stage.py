@@ -5,6 +5,9 @@ files, then the generation's manifest, then move "latest". A failure (corrupt
 graph, renderer error, storage error) therefore leaves the previous latest
 manifest untouched and nothing half-written visible to publishers.
 
+A format the graph cannot express (:class:`NotApplicableError`, e.g. topology/block
+without NVLink domains) is skipped with a warning; every other failure is fatal.
+
 ``changed`` is False when the files are byte-identical to the latest manifest's
 (a graph change that does not affect any configured format); callers skip
 publishing then. Publishers are idempotent anyway, so publishing an unchanged
@@ -17,7 +20,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from topocast.errors import RenderError
+from topocast.errors import NotApplicableError, RenderError
 from topocast.pipeline.artifacts import ArtifactStore, Manifest, ManifestEntry
 from topocast.pipeline.store import GraphStore, StoredGraph
 from topocast.renderers import Artifact, RenderOptions, render
@@ -37,12 +40,17 @@ class RenderResult:
     detail: str = ""
 
 
-def _render_all(stored: StoredGraph, formats: Sequence[str], options: RenderOptions) -> list[Artifact]:
+def _render_all(
+    stored: StoredGraph, formats: Sequence[str], options: RenderOptions, skipped: list[str]
+) -> list[Artifact]:
     artifacts: list[Artifact] = []
     seen: dict[str, str] = {}
     for fmt in formats:
         try:
             artifact = render(stored.graph, fmt, options)
+        except NotApplicableError as exc:  # e.g. block topology of a cluster without NVLink domains
+            skipped.append(f"{fmt}: skipped: {exc}")
+            continue
         except Exception as exc:
             raise RenderError(f"generation {stored.generation}: format {fmt!r} failed: {exc}") from exc
         if artifact.filename in seen:
@@ -68,8 +76,11 @@ def render_generation(
     stored = store.latest() if generation is None else store.get(generation)
     if stored is None:
         raise RenderError("nothing to render: the graph store is empty")
-    artifacts = _render_all(stored, formats, options or RenderOptions())
-    warnings = [f"{a.format}: {w}" for a in artifacts for w in a.warnings]
+    skipped: list[str] = []
+    artifacts = _render_all(stored, formats, options or RenderOptions(), skipped)
+    if not artifacts:
+        raise RenderError(f"generation {stored.generation}: no configured format applies: {'; '.join(skipped)}")
+    warnings = skipped + [f"{a.format}: {w}" for a in artifacts for w in a.warnings]
     files = {a.filename: a.content.encode() for a in artifacts}
     manifest = Manifest(
         generation=stored.generation,

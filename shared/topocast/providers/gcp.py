@@ -8,7 +8,7 @@ per page, following ``nextPageToken``. ``ceil(N/500)`` calls for N VMs (per
 zone when zones are listed). The same filter is applied again client-side, so
 an endpoint that ignores it cannot pull foreign VMs into the graph.
 Incremental updates (:func:`discover_instances`) cost one ``instances.get``
-per changed VM; a VM that is gone (404), stopped or relabelled is removed.
+per changed VM (8 in flight); a VM that is gone (404), stopped or relabelled is removed.
 
 Mapping (GCE -> graph), Topograph-compatible by default:
 
@@ -41,13 +41,16 @@ from __future__ import annotations
 
 import hashlib
 import re
+import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from topocast.errors import InvalidGraphError, ProviderError, TopocastError
+from topocast.gcp.clients import RetryPolicy, transient_retry
 from topocast.graph import Node, TopologyGraph
 from topocast.names import check_domain_name, check_node_name, check_switch_name
 from topocast.providers import base
@@ -63,6 +66,8 @@ __all__ = [
 ]
 
 MAX_PAGE = 500
+#: instances.get calls in flight during an incremental update
+GET_CONCURRENCY = 8
 LEVELS = ("subblock", "block", "cluster")
 IAM_PERMISSIONS = {"list": "compute.instances.list", "get": "compute.instances.get"}
 _LABEL_KEY = re.compile(r"^[a-z][a-z0-9_-]{0,62}$")
@@ -217,20 +222,22 @@ def _vm(inst: Any) -> _Vm:
 
 # ----- calling Compute -------------------------------------------------------------------------
 class _Compute:
-    def __init__(self, client: Any, config: GcpDiscoveryConfig, retry: Any = None) -> None:
-        from topocast.gcp.clients import transient_retry
+    def __init__(self, client: Any, config: GcpDiscoveryConfig, retry: RetryPolicy | None = None) -> None:
 
         self.client = client
         self.config = config
         self.calls: dict[str, int] = {}
         self.retries = 0
-        self.retry = retry if retry is not None else transient_retry(on_error=self._on_error)
+        self._lock = threading.Lock()
+        self.retry = transient_retry(retry, on_error=self._on_error)
 
     def _on_error(self, exc: Exception) -> None:
-        self.retries += 1
+        with self._lock:
+            self.retries += 1
 
     def _count(self, op: str) -> None:
-        self.calls[op] = self.calls.get(op, 0) + 1
+        with self._lock:
+            self.calls[op] = self.calls.get(op, 0) + 1
 
     def error(self, op: str, where: str, exc: Exception) -> ProviderError:
         from google.api_core import exceptions as gexc
@@ -484,7 +491,7 @@ def _graph(config: GcpDiscoveryConfig, nodes: Iterable[Node]) -> TopologyGraph:
 
 
 def discover_full(
-    client: Any, config: GcpDiscoveryConfig, previous: TopologyGraph | None = None, *, retry: Any = None
+    client: Any, config: GcpDiscoveryConfig, previous: TopologyGraph | None = None, *, retry: RetryPolicy | None = None
 ) -> DiscoveryResult:
     """Discover the whole cluster. ``previous`` only keeps qualified switch IDs stable."""
     api = _Compute(client, config, retry)
@@ -514,7 +521,7 @@ def discover_instances(
     previous: TopologyGraph | None,
     refs: Sequence[InstanceRef],
     *,
-    retry: Any = None,
+    retry: RetryPolicy | None = None,
 ) -> DiscoveryResult:
     """Re-check the VMs named by events (one ``instances.get`` each) and apply them to ``previous``.
 
@@ -527,7 +534,9 @@ def discover_instances(
     unique: dict[tuple[str, str], InstanceRef] = {}
     for ref in refs:
         unique[(ref.zone, ref.name)] = ref
-    fetched = {key: api.get(ref) for key, ref in sorted(unique.items())}
+    keys = sorted(unique)
+    with ThreadPoolExecutor(max_workers=max(1, min(GET_CONCURRENCY, len(keys)))) as pool:
+        fetched = dict(zip(keys, pool.map(lambda k: api.get(unique[k]), keys), strict=True))
     live = [vm for vm in fetched.values() if vm is not None and _member(vm, config)]
     drop_ids = {r.instance_id for r in unique.values() if r.instance_id}
     drop_ids |= {vm.id for vm in fetched.values() if vm is not None}

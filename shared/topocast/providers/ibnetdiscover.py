@@ -19,8 +19,10 @@ Mapping to the graph:
   is the node name. Other HCAs (unnamed ``"MT4129 ConnectX7 ..."``, SHARP
   aggregation nodes) are not hosts. ``nodes`` restricts the graph to those hosts;
   a requested host missing from the fabric is kept without fabric and reported.
-* **Leaves** are the switches cabled to a host HCA; **upper tiers** follow from
-  switch-to-switch links by distance from the leaves (links inside a tier are ignored).
+* **Leaves** are the switches cabled to a wanted host's HCA, and those cabled to
+  other hosts unless they are cabled to such a leaf (see :func:`_leaves`); **upper
+  tiers** follow from switch-to-switch links by distance from the leaves (links
+  inside a tier are ignored).
 * **CLOS collapse and multi-rail**: :func:`topocast.providers.clos.collapse`
   (identical-children merge, then "most cables" choice). Switch IDs are the raw
   ``S-<guid>``; ``switch_names=True`` adds the descriptions' names
@@ -32,7 +34,7 @@ Mapping to the graph:
 Deliberate divergence from Topograph (``pkg/ib``): Topograph treats only switches
 with *requested* hosts as leaves, so a leaf whose hosts were not requested
 becomes a bogus tier above the spines (in its own test data the root is the
-leaf ``A09-P1-IBLEAF-04-04``). We make every host-carrying switch a leaf;
+leaf ``A09-P1-IBLEAF-04-04``). We keep such leaves at tier 0;
 ``topograph_compat=True`` restores Topograph's rule for byte-for-byte comparisons.
 
 Bad input fails with :class:`ProviderError` ``<file>:<line>: what``: unknown lines,
@@ -52,7 +54,7 @@ from pathlib import Path
 from topocast.errors import ProviderError, UnsafeNameError
 from topocast.graph import Node, TopologyGraph
 from topocast.hostlist import compact_str
-from topocast.names import check_node_name, check_switch_name
+from topocast.names import MAX_SWITCH_NAME, check_name, check_node_name, check_switch_name
 from topocast.providers.base import DiscoveryResult
 from topocast.providers.clos import Collapse, collapse, summarize_choices
 from topocast.providers.domains import HostDomain, load_domains, parse_domains
@@ -147,6 +149,11 @@ def parse(text: str | bytes, source: str = "ibnetdiscover") -> Fabric:
             if node_id in fabric.nodes:
                 first = fabric.nodes[node_id]
                 raise ProviderError(f"{source}:{number}: {node_id} is described twice (first at line {first.line})")
+            if kind == "Switch":
+                try:
+                    check_name(node_id, "switch ID", "this record", MAX_SWITCH_NAME)
+                except UnsafeNameError as exc:
+                    raise ProviderError(f"{source}:{number}: {exc}") from None
             current = IbNode(kind, node_id, desc, source, number)
             fabric.nodes[node_id] = current
             meta_line = 0
@@ -266,6 +273,37 @@ def _hosts(fabric: Fabric, rx: re.Pattern[str], warnings: list[str]) -> dict[str
     return hosts
 
 
+def _leaves(
+    fabric: Fabric, cabled: Mapping[str, list[str]], wanted: set[str], compat: bool, warnings: list[str]
+) -> set[str]:
+    """Leaf switches: those of the wanted hosts, plus those of other hosts that are not cabled to one.
+
+    The second set keeps a leaf whose hosts were filtered out at tier 0 (Topograph makes it a
+    tier above the spines); a switch cabled to a wanted leaf stays out of it, so a management
+    host plugged into a spine does not turn that spine into a leaf when it is filtered out.
+    """
+    own = {sw for h in wanted for sw in cabled[h]}
+    if compat:
+        return own
+    others = {sw for h, sws in cabled.items() if h not in wanted for sw in sws} - own
+    leaves = own | {sw for sw in others if not any(p.remote in own for p in fabric.nodes[sw].ports.values())}
+    host_cables: dict[str, int] = defaultdict(int)
+    for sws in cabled.values():
+        for sw in sws:
+            host_cables[sw] += 1
+    odd = []
+    for sw in sorted(leaves):
+        leaf_links = sum(1 for p in fabric.nodes[sw].ports.values() if p.remote in leaves)
+        if leaf_links > host_cables[sw]:
+            odd.append(sw)
+    if odd:
+        warnings.append(
+            f"switch(es) {', '.join(odd)} carry hosts but are cabled mostly to other leaf switches, so they are "
+            "probably spines with a management host attached; exclude those hosts (host regex or node list)"
+        )
+    return leaves
+
+
 def _tiers(fabric: Fabric, leaves: set[str]) -> dict[str, int]:
     """Switch -> hops from the nearest leaf (BFS over switch-to-switch links)."""
     tier = dict.fromkeys(leaves, 0)
@@ -318,8 +356,7 @@ def build_graph(
     def cables(host: str) -> list[str]:
         return [p.remote for hca in hosts[host] for p in hca.ports.values() if fabric.nodes[p.remote].kind == "Switch"]
 
-    carriers = wanted if topograph_compat else sorted(hosts)
-    leaves = {sw for h in carriers for sw in cables(h)}
+    leaves = _leaves(fabric, {h: cables(h) for h in hosts}, set(wanted), topograph_compat, warnings)
     tier = _tiers(fabric, leaves)
     uplinks: dict[str, list[str]] = {}
     for sw, t in tier.items():

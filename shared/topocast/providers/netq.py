@@ -111,8 +111,8 @@ def load_credentials(ref: str, *, session: Any = None) -> NetqCredentials:
             param = ssm.get_parameter(Name=name, WithDecryption=True)["Parameter"]
         except Exception as exc:
             raise ProviderError(f"{ref}: cannot read parameter ({exc})") from None
-        notes = () if param.get("Type") == "SecureString" else (f"{ref} is not a SecureString parameter",)
-        return _creds_from_json(param.get("Value", ""), ref, notes)
+        warn = () if param.get("Type") == "SecureString" else (f"{ref} is not a SecureString parameter",)
+        return _creds_from_json(param.get("Value", ""), ref, warn)
     path = Path(ref)
     try:
         text = path.read_text()

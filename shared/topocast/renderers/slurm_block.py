@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from topocast.errors import RenderError
+from topocast.errors import NotApplicableError, RenderError
 from topocast.fabric import NO_TOPOLOGY, FabricTree, build_domains
 from topocast.graph import TopologyGraph
 from topocast.hostlist import compact_str
@@ -113,7 +113,7 @@ def layout(
 def no_domains_error(graph: TopologyGraph) -> RenderError:
     pending = sum(1 for n in graph.nodes if n.accelerator_pending)
     hint = f" ({pending} node(s) still wait for the provider to report one)" if pending else ""
-    return RenderError(
+    return NotApplicableError(
         f"cannot render topology/block for cluster {graph.cluster!r}: none of its {len(graph.nodes)} node(s) "
         f"has an accelerator (NVLink/UltraServer) domain{hint}; use the slurm-tree format instead"
     )

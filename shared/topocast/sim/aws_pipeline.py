@@ -69,6 +69,8 @@ class LocalAwsPipeline:
         name_from: str = "tag:Name",
         guard_max_loss: float = 0.10,
         region: str = "us-east-1",
+        provider: str = "aws",
+        extra_settings: dict[str, Any] | None = None,
     ) -> None:
         from topocast.aws.clients import client
 
@@ -94,6 +96,8 @@ class LocalAwsPipeline:
             "dlq_url": self.queues.dlq,
             "publishers": list(publishers),
             "guard_max_loss": guard_max_loss,
+            "provider": provider,
+            **(extra_settings or {}),
         }
         if formats is not None:
             settings["formats"] = list(formats)
@@ -125,6 +129,26 @@ class LocalAwsPipeline:
         events_arn = self.sqs.get_queue_attributes(QueueUrl=events, AttributeNames=["QueueArn"])["Attributes"][
             "QueueArn"
         ]
+        # on-prem collectors upload under <prefix>/<cluster>/uploads/<host>/ibnetdiscover.out
+        self.s3.put_bucket_notification_configuration(
+            Bucket=self.bucket,
+            NotificationConfiguration={
+                "QueueConfigurations": [
+                    {
+                        "QueueArn": events_arn,
+                        "Events": ["s3:ObjectCreated:*"],
+                        "Filter": {
+                            "Key": {
+                                "FilterRules": [
+                                    {"Name": "prefix", "Value": f"topocast/{self.cluster}/uploads/"},
+                                    {"Name": "suffix", "Value": "/ibnetdiscover.out"},
+                                ]
+                            }
+                        },
+                    }
+                ]
+            },
+        )
         for name, pattern in (("ec2", EC2_PATTERN), ("asg", ASG_PATTERN)):
             rule = f"topocast-{self.cluster}-{name}-{suffix}"
             self.events.put_rule(Name=rule, EventPattern=json.dumps(pattern), State="ENABLED")
@@ -198,7 +222,9 @@ class LocalAwsPipeline:
         done = [m for m in messages if m["MessageId"] not in failed]
         back = [m for m in messages if m["MessageId"] in failed]
         for start in range(0, len(done), 10):
-            entries = [{"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(done[start : start + 10])]
+            entries = [
+                {"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(done[start : start + 10])
+            ]
             self.sqs.delete_message_batch(QueueUrl=url, Entries=entries)
         for start in range(0, len(back), 10):  # back to the queue at once (Lambda waits the visibility timeout)
             entries = [
@@ -254,7 +280,9 @@ class LocalAwsPipeline:
             total += sum(int(attrs.get(n, 0)) for n in names)
         return total
 
-    def run_until_idle(self, timeout: float = 120.0, poll: float = 0.2, on_tick: Callable[[], None] | None = None) -> bool:
+    def run_until_idle(
+        self, timeout: float = 120.0, poll: float = 0.2, on_tick: Callable[[], None] | None = None
+    ) -> bool:
         """Pump every queue until nothing is left anywhere (True) or ``timeout`` passes (False)."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:

@@ -28,7 +28,9 @@ from typing import Any, Literal
 
 from topocast.gcp.events import AUDIT_LOG, PUBSUB
 
-AUDIT_SCHEMA = "https://googleapis.github.io/google-cloudevents/jsonschema/google/events/cloud/audit/v1/LogEntryData.json"
+AUDIT_SCHEMA = (
+    "https://googleapis.github.io/google-cloudevents/jsonschema/google/events/cloud/audit/v1/LogEntryData.json"
+)
 
 
 def _now() -> str:
@@ -105,7 +107,10 @@ def audit_log_event(
 def insert_pair(**kwargs: Any) -> list[tuple[dict[str, Any], dict[str, Any]]]:
     """The two entries (first, last) of one long-running operation, sharing an operation ID."""
     op = kwargs.pop("operation_id", None) or f"operation-{uuid.uuid4().hex[:16]}"
-    return [audit_log_event(phase="first", operation_id=op, **kwargs), audit_log_event(phase="last", operation_id=op, **kwargs)]
+    return [
+        audit_log_event(phase="first", operation_id=op, **kwargs),
+        audit_log_event(phase="last", operation_id=op, **kwargs),
+    ]
 
 
 def pubsub_event(project: str, topic: str, body: dict[str, Any] | None = None) -> tuple[dict[str, Any], dict[str, Any]]:

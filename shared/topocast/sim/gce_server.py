@@ -25,8 +25,8 @@ What it implements, as the Compute API reference documents it:
   Instances are ordered by zone, then name.
 * Errors in Google's JSON shape (``{"error": {"code", "message", "errors":
   [{"reason"}], "status"}}``): 404 ``notFound``, 400 ``invalid``, and injected
-  429 ``rateLimitExceeded`` / 5xx (:meth:`FakeCompute.inject_faults`, spread
-  evenly over the calls so retries always recover).
+  429 ``rateLimitExceeded`` / 5xx / 403 (:meth:`FakeCompute.inject_faults`,
+  spread evenly over the calls so retries always recover).
 
 Not implemented: ``orderBy``, ``fields``, ``returnPartialSuccess`` (accepted,
 ignored), writes (tests change :attr:`FakeCompute.instances` directly through
@@ -57,12 +57,14 @@ _EXPR = re.compile(
 )
 _STATUS_TEXT = {
     400: "INVALID_ARGUMENT",
+    403: "PERMISSION_DENIED",
     404: "NOT_FOUND",
     429: "RESOURCE_EXHAUSTED",
     500: "INTERNAL",
+    502: "UNAVAILABLE",
     503: "UNAVAILABLE",
 }
-_REASON = {400: "invalid", 404: "notFound", 429: "rateLimitExceeded", 500: "backendError", 503: "backendError"}
+_REASON = {400: "invalid", 403: "forbidden", 404: "notFound", 429: "rateLimitExceeded"}
 
 
 class ApiError(Exception):
@@ -205,6 +207,8 @@ class FakeCompute:
             status = self._fault(op)
         if status == 429:
             raise ApiError(429, "Quota exceeded for quota metric 'Read requests' and limit 'Read requests per minute'")
+        if status == 403:
+            raise ApiError(403, "Required 'compute.instances.list' permission for 'projects/" + self.project + "'")
         if status is not None:
             raise ApiError(status, "Internal error. Please try again or contact Google Support.")
         project = unquote(m.group("project"))
@@ -289,7 +293,13 @@ class FakeCompute:
                         "error": {
                             "code": exc.code,
                             "message": exc.message,
-                            "errors": [{"message": exc.message, "domain": "global", "reason": _REASON[exc.code]}],
+                            "errors": [
+                                {
+                                    "message": exc.message,
+                                    "domain": "global",
+                                    "reason": _REASON.get(exc.code, "backendError"),
+                                }
+                            ],
                             "status": _STATUS_TEXT[exc.code],
                         }
                     }

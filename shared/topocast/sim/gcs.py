@@ -89,6 +89,10 @@ class PreconditionProxy:
         self.lock = threading.Lock()
         self.checked = 0
         self.refused = 0
+        #: fault injection: answer the next N uploads (POST /upload/...) with HTTP ``fail_status``
+        self.fail_uploads = 0
+        self.fail_status = 503
+        self.injected = 0
         self._httpd: ThreadingHTTPServer | None = None
 
     def _upstream(
@@ -142,6 +146,20 @@ class PreconditionProxy:
                 length = int(self.headers.get("Content-Length") or 0)
                 body = self.rfile.read(length) if length else b""
                 headers = {k: v for k, v in self.headers.items() if k.lower() not in _HOP and k.lower() != "host"}
+                if self.command == "POST" and url.path.startswith("/upload/"):
+                    with proxy.lock:
+                        fail = proxy.fail_uploads > 0
+                        if fail:
+                            proxy.fail_uploads -= 1
+                            proxy.injected += 1
+                    if fail:
+                        msg = "Injected backend error"
+                        self._reply(
+                            proxy.fail_status,
+                            [("Content-Type", "application/json")],
+                            _error(proxy.fail_status, "backendError", msg),
+                        )
+                        return
                 target = _target(self.command, url.path, query, body, self.headers.get("Content-Type", ""))
                 guarded = target is not None and (self.command != "GET" or any(c in query for c in _CONDITIONS))
                 if guarded:

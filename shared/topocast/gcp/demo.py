@@ -1,0 +1,142 @@
+"""``topocast demo --cloud gcp``: the whole GCP pipeline on an embedded, simulated project.
+
+No credentials and no network: a local Compute Engine REST endpoint serving a
+generated cluster with blocks and sub-blocks (:mod:`topocast.sim.gce_server`),
+gcp-storage-emulator behind a generation-precondition proxy
+(:mod:`topocast.sim.gcs`), a local Cloud Tasks (:mod:`topocast.sim.cloudtasks`),
+and the three functions served by functions-framework from
+``functions/*/main.py`` (:mod:`topocast.sim.gcp_pipeline`). The run:
+
+1. a Cloud Scheduler reconcile (Pub/Sub CloudEvent) discovers the first VMs;
+2. a managed instance group adds the rest: for each VM the first and the last
+   audit-log entry of its ``instances.insert`` (project number in
+   ``resourceName``), POSTed concurrently like Eventarc does;
+3. discover batches them per window, render waits for the quiet window,
+   publish writes ``topology.conf`` / ``topology.yaml`` objects;
+4. the head-node pull agent installs ``gcs://.../topology.conf`` (validated by
+   a throwaway slurmctld when one is installed).
+
+Outputs in ``out``: ``topology.conf``, ``labels.json``, ``topology.html``,
+``topology-block.conf`` and ``report.json`` (the same files as the AWS demo).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import shutil
+import time
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+CLUSTER = "demo"
+
+
+@contextmanager
+def _quiet_logs() -> Any:
+    """The functions log JSON lines for Cloud Logging; the demo reports a summary instead."""
+    names = ("topocast", "werkzeug", "gcp_storage_emulator", "google")
+    saved = {name: logging.getLogger(name).level for name in names}
+    for name in names:
+        logging.getLogger(name).setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        for name, level in saved.items():
+            logging.getLogger(name).setLevel(level)
+
+
+def run_gcp_demo(
+    nodes: int = 256,
+    events: int | None = None,
+    out: Path = Path("out/demo-gcp"),
+    report: Path | None = None,
+    quiet: float = 2.0,
+    *,
+    without_topology: int = 2,
+    max_wait: float = 20.0,
+    window: float = 1.0,
+) -> dict[str, Any]:
+    """Run the GCP pipeline and write ``out``; returns the report (also written to ``report``).
+
+    ``events``: VMs added by the managed instance group after the first
+    reconcile (default: half of ``nodes``); each one is two audit-log events.
+    """
+    from topocast.gcp import handlers
+    from topocast.pull import pull
+    from topocast.sim.gce import generate_cluster
+    from topocast.sim.gcp_pipeline import LocalGcpPipeline
+
+    started = time.monotonic()
+    burst_size = nodes // 2 if events is None else min(events, nodes)
+    out.mkdir(parents=True, exist_ok=True)
+    generated = generate_cluster(
+        nodes, label=("topocast-cluster", CLUSTER), without_topology=min(without_topology, nodes), seed=CLUSTER
+    )
+    everything = list(generated.instances)
+    first, burst = everything[: nodes - burst_size], everything[nodes - burst_size :]
+    generated.instances = first
+    handlers.STATS.clear()
+    with _quiet_logs(), LocalGcpPipeline(generated, name=CLUSTER, quiet=quiet, max_wait=max_wait, window=window) as p:
+        idle = True
+        if first:
+            p.reconcile()
+            idle = p.run_until_idle(timeout=max(60.0, 4 * max_wait))
+        p.compute.add(burst)
+        audit = p.insert_events(burst, origin="mig")
+        p.emit(audit)
+        idle = p.run_until_idle(timeout=max(60.0, 4 * max_wait)) and idle
+        rt = p.runtime()
+        slurmctld = shutil.which("slurmctld") is not None
+        from topocast.gcp.clients import storage_client
+
+        pulled = pull(
+            f"gcs://{p.bucket}/topocast/{CLUSTER}/slurm/topology.conf",
+            out / "topology.conf",
+            reconfigure=False,
+            validate=slurmctld,
+            slurm_conf=None,
+            gcs=storage_client("local", p.gcs.url),
+        )
+        stored = rt.graphs.latest()
+        manifest = rt.artifacts.latest_manifest()
+        for fmt, name in (("k8s-labels", "labels.json"), ("html", "topology.html"), ("slurm-block", None)):
+            entry = manifest.entry(fmt) if manifest else None
+            if entry is not None:
+                (out / (name or entry.file)).write_bytes(rt.artifacts.get_artifact(manifest.generation, entry.file))
+        stats = dict(handlers.STATS)
+        graph = stored.graph if stored else None
+        result: dict[str, Any] = {
+            "cloud": "gcp",
+            "events": p.sent,
+            "discover_runs": stats.get("discover_runs", 0),
+            "compute_api_calls": p.compute.total_calls(),
+            "api_calls": p.compute.total_calls(),
+            "renders": stats.get("renders", 0),
+            "publishes": stats.get("publishes", 0),
+            "held_publishes": stats.get("held", 0),
+            "nodes": len(graph.nodes) if graph else 0,
+            "nodes_without_topology": len(graph.nodes_without_topology()) if graph else 0,
+            "generation": stored.generation if stored else None,
+            "ignored_events": stats.get("ignored", 0),
+            "malformed_events": stats.get("rejected", 0),
+            "tasks": dict(p.tasks.counts),
+            "gcs_preconditions": {"checked": p.gcs.proxy.checked, "refused": p.gcs.proxy.refused}
+            if p.gcs.proxy
+            else {},
+            "pull": {
+                "action": pulled.action,
+                "ok": pulled.ok,
+                "validated_by_slurmctld": slurmctld,
+                "sha256": pulled.sha256,
+            },
+            "idle": idle,
+        }
+    result["seconds"] = round(time.monotonic() - started, 2)
+    result["outputs"] = sorted(q.name for q in out.iterdir())
+    report_path = report or out / "report.json"
+    report_path.write_text(json.dumps(result, indent=2) + "\n")
+    if report_path.parent == out and report_path.name not in result["outputs"]:
+        result["outputs"] = sorted([*result["outputs"], report_path.name])
+    return result
