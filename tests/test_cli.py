@@ -132,7 +132,8 @@ def test_model_not_in_the_repo_renders_and_loads_into_slurmctld(tmp_path: Path, 
     """A hidden-case stand-in: a model written here, rendered by the CLI, loaded by the real controller."""
     model = tmp_path / "hidden.yaml"
     model.write_text(
-        "switches:\n  top: {switches: [agg-a, agg-b]}\n  agg-a: {switches: [tor-1, tor-2]}\n  agg-b: {switches: [tor-3]}\n"
+        "switches:\n  top: {switches: [agg-a, agg-b]}\n"
+        "  agg-a: {switches: [tor-1, tor-2]}\n  agg-b: {switches: [tor-3]}\n"
         "blocks:\n"
         "- {switch: tor-1, nodes: ['h[001-004]'], annotations: {accelerator.topology.test/domain: nvl-a}}\n"
         "- {switch: tor-2, nodes: ['h[005-006]'], annotations: {accelerator.topology.test/domain: nvl-a}}\n"

@@ -245,19 +245,19 @@ def lambda_entry(fn: Any) -> Any:
 
 # ----- discover -----------------------------------------------------------------------------
 def _parse_record(body: str) -> Any:
-    """An SQS body: an EventBridge envelope, or an S3 event notification (on-prem uploads)."""
-    from topocast.aws.events import parse_event
+    """An SQS body: an EventBridge envelope, an S3 event notification (on-prem uploads), or None for
+    S3's ``s3:TestEvent`` (sent once when the bucket notification is configured)."""
+    from topocast.aws.events import Reconcile, parse_event
 
     try:
         data = json.loads(body)
     except (json.JSONDecodeError, TypeError):
         data = body  # parse_event explains what is wrong
-    if isinstance(data, dict) and "Records" in data and "detail-type" not in data:
-        from topocast.aws.events import Reconcile
-
+    if isinstance(data, dict) and "detail-type" not in data:
         if data.get("Event") == "s3:TestEvent":
             return None
-        return Reconcile("aws.s3/ObjectCreated", None, None, "upload", None, None)
+        if "Records" in data:
+            return Reconcile("aws.s3/ObjectCreated", None, None, "upload", None, None)
     return parse_event(data)
 
 
@@ -282,13 +282,15 @@ def discover_batch(event: dict[str, Any], rt: AwsRuntime | None = None) -> dict[
     valid: list[str] = []
     changes: list[InstanceChange] = []
     reconcile = False
+    rejected = 0
     for rec in records:
         mid = rec.get("messageId", "?")
-        rt.counters.events += 1
         try:
             parsed = _parse_record(rec.get("body", ""))
         except MalformedEvent as exc:
+            rt.counters.events += 1
             rt.counters.malformed += 1
+            rejected += 1
             unsupported = isinstance(exc, UnsupportedEvent)
             log.warning("rejected event %s: %s", mid, exc, extra={"message_id": mid, "unsupported": unsupported})
             try:
@@ -300,11 +302,15 @@ def discover_batch(event: dict[str, Any], rt: AwsRuntime | None = None) -> dict[
             continue
         if parsed is None:
             continue
+        rt.counters.events += 1
         valid.append(mid)
         if isinstance(parsed, Reconcile):
             reconcile = True
         else:
             changes.append(parsed)
+    _metric(M_EVENTS, len(valid) + rejected)
+    if rejected:
+        _metric(M_MALFORMED, rejected)
     if valid:
         try:
             run_discover(rt, changes, reconcile)

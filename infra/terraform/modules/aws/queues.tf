@@ -39,7 +39,7 @@ resource "aws_sqs_queue" "main" {
 
 # Only its own source queue may use a dead-letter queue.
 resource "aws_sqs_queue_redrive_allow_policy" "dlq" {
-  for_each  = local.queue_consumer
+  for_each  = var.restrict_dlq_sources ? local.queue_consumer : {}
   queue_url = aws_sqs_queue.dlq[each.key].id
 
   redrive_allow_policy = jsonencode({

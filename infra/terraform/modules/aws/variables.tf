@@ -300,6 +300,12 @@ variable "max_receive_count" {
   }
 }
 
+variable "restrict_dlq_sources" {
+  description = "Set a redrive allow policy on each dead-letter queue so only its own source queue may use it. (moto ignores this attribute, so the moto test turns it off.)"
+  type        = bool
+  default     = true
+}
+
 # ----- debounce ----------------------------------------------------------------------------------------
 variable "debounce_quiet_seconds" {
   description = "Quiet window after the last change before a render (TOPOCAST_DEBOUNCE_QUIET_SECONDS); at most 900, the longest SQS delay."
