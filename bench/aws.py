@@ -33,11 +33,13 @@ import subprocess
 import sys
 import time
 import urllib.request
+from pathlib import Path
 
 os.environ.setdefault("MOTO_EC2_LOAD_DEFAULT_AMIS", "false")  # before moto builds a backend: see sim.ec2
 os.environ.update(AWS_ACCESS_KEY_ID="bench", AWS_SECRET_ACCESS_KEY="bench", AWS_EC2_METADATA_DISABLED="true")
 
 REGION = "us-east-1"
+REPO = Path(__file__).resolve().parent.parent
 
 
 def import_seconds(code: str, repeat: int = 5) -> float:
@@ -55,6 +57,13 @@ IMPORTS = {
     "topocast.graph": "import topocast.graph",
     "topocast.aws.events": "import topocast.aws.events",
     "topocast.providers.aws": "import topocast.providers.aws",
+    # the Lambda entry points exactly as the runtime loads them (handler.py at the zip root)
+    **{
+        f"functions/{stage}/handler.py": (
+            f"import sys; sys.path.insert(0, {str(REPO / 'functions' / stage)!r}); import handler"
+        )
+        for stage in ("discover", "render", "publish")
+    },
 }
 
 

@@ -145,3 +145,18 @@ def test_s3_latest_manifest_never_goes_back(moto_server) -> None:
     late = render_generation(store, artifacts, 1, FORMATS)  # a slow render of the older generation
     assert not late.changed and artifacts.latest_manifest().generation == 2
     assert artifacts.get_manifest(1).generation == 1  # its own manifest is still kept
+
+
+def test_a_format_the_graph_cannot_express_is_skipped_with_a_warning() -> None:
+    """A p5 cluster without capacity blocks has no NVLink domains: block topology is skipped, tree ships."""
+    store, artifacts = MemoryGraphStore(), MemoryArtifactStore()
+    data = graph("c1", 8).model_dump()
+    for node in data["nodes"]:
+        node["accelerator"] = None
+    g = TopologyGraph.model_validate(data)
+    store.write_if_changed(g, expected_generation=None)
+    result = render_generation(store, artifacts, None, ["slurm-tree", "slurm-block"])
+    assert [e.format for e in result.manifest.artifacts] == ["slurm-tree"]
+    assert any(w.startswith("slurm-block: skipped") and "accelerator" in w for w in result.warnings)
+    with pytest.raises(RenderError, match="no configured format applies"):
+        render_generation(store, MemoryArtifactStore(), None, ["slurm-block"])
