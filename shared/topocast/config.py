@@ -20,6 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from topocast.errors import TopocastError
 from topocast.renderers.base import RenderOptions
+from topocast.validation import describe
 
 DEFAULT_FORMATS = ["slurm-tree", "slurm-block", "slurm-yaml", "k8s-labels", "graph", "html"]
 
@@ -160,5 +161,5 @@ def settings_from_env(env: Mapping[str, str] | None = None) -> Settings:
     except ValidationError as exc:
         first = exc.errors()[0]
         field = str(first["loc"][0]) if first["loc"] else ""
-        var = next((v for v, (f, _) in ENV_VARS.items() if f == field), field)
-        raise TopocastError(f"bad configuration {var}: {first['msg']}") from None
+        var = next((v for v, (f, _) in ENV_VARS.items() if f == field), field)  # name the env var, not the field
+        raise TopocastError(f"bad configuration {var}: {describe(exc)}") from None

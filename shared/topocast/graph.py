@@ -23,10 +23,11 @@ import json
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from topocast.errors import InvalidGraphError, UnsafeNameError
+from topocast.errors import InvalidGraphError
 from topocast.names import check_domain_name, check_node_name, check_switch_name
+from topocast.validation import validate
 
 SCHEMA_VERSION = 1
 
@@ -163,15 +164,6 @@ def dump_graph(graph: TopologyGraph, indent: int | None = 2) -> str:
     return json.dumps(data, indent=indent, sort_keys=False) + "\n"
 
 
-def _first_error(exc: ValidationError) -> str:
-    errs = exc.errors()
-    first = errs[0]
-    loc = ".".join(str(p) for p in first.get("loc", ()))
-    msg = first.get("msg", "invalid").removeprefix("Value error, ")
-    more = f" (and {len(errs) - 1} more)" if len(errs) > 1 else ""
-    return f"{loc}: {msg}{more}" if loc else f"{msg}{more}"
-
-
 def graph_from_data(data: Any, source: str = "graph") -> TopologyGraph:
     """Validate parsed JSON into a graph; errors name the source and the field."""
     if not isinstance(data, dict):
@@ -181,12 +173,7 @@ def graph_from_data(data: Any, source: str = "graph") -> TopologyGraph:
         raise InvalidGraphError(
             f"{source}: schema_version {version!r} is not supported (this topocast reads {SCHEMA_VERSION})"
         )
-    try:
-        return TopologyGraph.model_validate(data)
-    except ValidationError as exc:
-        raise InvalidGraphError(f"{source}: {_first_error(exc)}") from None
-    except UnsafeNameError as exc:
-        raise UnsafeNameError(f"{source}: {exc}") from None
+    return validate(TopologyGraph, data, source, InvalidGraphError)
 
 
 def graph_from_json(text: str | bytes, source: str = "graph") -> TopologyGraph:

@@ -7,11 +7,11 @@ import sys
 from pathlib import Path
 
 import yaml
-from pydantic import ValidationError
 
 from topocast.errors import InvalidGraphError, RenderError
 from topocast.graph import TopologyGraph, graph_from_json, load_graph
 from topocast.renderers import RENDERERS, RenderOptions, render
+from topocast.validation import validate
 
 
 def load_options(path: Path | None) -> dict:
@@ -32,12 +32,7 @@ def build_options(base: dict, block_sizes: list[int] | None, skeleton: bool) -> 
         data["block_sizes"] = block_sizes
     if skeleton:
         data["skeleton_only"] = True
-    try:
-        return RenderOptions.model_validate(data)
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        loc = ".".join(str(p) for p in first["loc"])
-        raise RenderError(f"bad render option {loc}: {first['msg']}") from None
+    return validate(RenderOptions, data, "bad render options", RenderError)
 
 
 def load_input(graph: Path | None, model: Path | None) -> TopologyGraph:

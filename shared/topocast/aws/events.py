@@ -27,9 +27,10 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 
 from topocast.errors import TopocastError
+from topocast.validation import validate
 
 STATE_CHANGE = "EC2 Instance State-change Notification"
 ASG_LAUNCH = "EC2 Instance Launch Successful"
@@ -115,25 +116,8 @@ class ReconcileDetail(_Model):
     reason: str | None = None
 
 
-def _problem(exc: ValidationError, prefix: str) -> str:
-    parts = []
-    for err in exc.errors()[:3]:
-        loc = ".".join(str(p) for p in (prefix, *err.get("loc", ())) if p != "")
-        msg = err.get("msg", "invalid")
-        if err.get("type") == "missing":
-            msg = "is required"
-        elif "input" in err and err.get("type") != "missing":
-            msg = f"{msg} (got {json.dumps(err['input'], default=str)[:80]})"
-        parts.append(f"{loc}: {msg}" if loc else msg)
-    more = len(exc.errors()) - 3
-    return "; ".join(parts) + (f" (and {more} more)" if more > 0 else "")
-
-
 def _validate(model: type[_Model], data: Any, prefix: str, kind: str) -> Any:
-    try:
-        return model.model_validate(data)
-    except ValidationError as exc:
-        raise MalformedEvent(f"{kind} event: {_problem(exc, prefix)}") from None
+    return validate(model, data, f"{kind} event", MalformedEvent, prefix)
 
 
 def _load(body: dict[str, Any] | str | bytes) -> dict[str, Any]:

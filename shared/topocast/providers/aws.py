@@ -60,6 +60,7 @@ from topocast.errors import ProviderError, TopocastError
 from topocast.graph import Node, TopologyGraph
 from topocast.names import check_node_name
 from topocast.providers import base
+from topocast.validation import describe, validate
 
 __all__ = [
     "AwsDiscoveryConfig",
@@ -191,14 +192,9 @@ class AwsDiscoveryConfig(BaseModel):
     def from_data(cls, data: Any, source: str = "AWS discovery config") -> AwsDiscoveryConfig:
         """Validate a dict; errors become :class:`ProviderError` naming the field."""
         try:
-            return cls.model_validate(data)
-        except ValidationError as exc:
-            err = exc.errors()[0]
-            loc = ".".join(str(p) for p in err.get("loc", ()))
-            msg = err.get("msg", "invalid").removeprefix("Value error, ")
-            raise ProviderError(f"{source}: {loc + ': ' if loc else ''}{msg}") from None
+            return validate(cls, data, source, ProviderError)
         except TopocastError as exc:
-            raise ProviderError(f"{source}: {exc}") from None
+            raise ProviderError(str(exc)) from None
 
     def describe_filters(self) -> list[dict[str, Any]]:
         """The cluster selection as DescribeInstances filters (without the state filter)."""
@@ -370,9 +366,9 @@ def _graph(config: AwsDiscoveryConfig, nodes: list[Node], previous: TopologyGrap
             switch_names=dict(previous.switch_names) if previous else {},
         )
     except ValidationError as exc:
-        err = exc.errors()[0]
-        msg = err.get("msg", "invalid").removeprefix("Value error, ")
-        raise ProviderError(f"AWS topology of cluster {config.cluster!r} is not a valid graph: {msg}") from None
+        raise ProviderError(
+            f"AWS topology of cluster {config.cluster!r} is not a valid graph: {describe(exc)}"
+        ) from None
 
 
 # ----- public entry points ---------------------------------------------------------------------

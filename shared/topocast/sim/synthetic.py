@@ -44,4 +44,5 @@ def synthetic_graph(
             node["accelerator"] = f"nvl-{i // domain_size:05d}"
         nodes.append(node)
     # model_construct would skip validation; benchmarks and demos want the real validated model
-    return TopologyGraph.model_validate({"schema_version": 1, "cluster": cluster, "provider": "synthetic", "nodes": nodes})
+    data = {"schema_version": 1, "cluster": cluster, "provider": "synthetic", "nodes": nodes}
+    return TopologyGraph.model_validate(data)

@@ -1,0 +1,47 @@
+"""One way to turn pydantic validation failures into topocast's one-line errors.
+
+Every boundary model (graph, events, options, settings, provider configs) is
+validated through :func:`validate`, so a user always sees ``<source>: <field
+path>: <what is wrong> (got <value>)`` and never a pydantic traceback.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, TypeVar
+
+from pydantic import BaseModel, ValidationError
+
+from topocast.errors import TopocastError
+
+M = TypeVar("M", bound=BaseModel)
+
+
+def describe(exc: ValidationError, prefix: str = "", limit: int = 3) -> str:
+    """``a.b: is required; c: Input should be ... (got "x") (and 2 more)``."""
+    errors = exc.errors()
+    parts = []
+    for err in errors[:limit]:
+        loc = ".".join(str(p) for p in (prefix, *err.get("loc", ())) if p != "")
+        msg = str(err.get("msg", "invalid")).removeprefix("Value error, ")
+        if err.get("type") == "missing":
+            msg = "is required"
+        elif "input" in err and not isinstance(err["input"], dict | list):
+            msg = f"{msg} (got {json.dumps(err['input'], default=str)[:80]})"
+        parts.append(f"{loc}: {msg}" if loc else msg)
+    more = len(errors) - limit
+    return "; ".join(parts) + (f" (and {more} more)" if more > 0 else "")
+
+
+def validate(model: type[M], data: Any, source: str, error: type[TopocastError], prefix: str = "") -> M:
+    """``model.model_validate(data)``; failures raise ``error("<source>: <description>")``.
+
+    Errors raised by our own validators (e.g. :class:`~topocast.errors.UnsafeNameError`)
+    keep their class and get the source prepended, so callers can still tell them apart.
+    """
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        raise error(f"{source}: {describe(exc, prefix)}") from None
+    except TopocastError as exc:
+        raise type(exc)(f"{source}: {exc}") from None
