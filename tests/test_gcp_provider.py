@@ -208,3 +208,16 @@ def test_topograph_gcp_sim_conformance(
     fake_compute.add(_model_instances(data, names))
     graph = discover_full(compute_for(fake_compute), config(page_size=3)).graph
     assert render(graph, fmt, RenderOptions()).content == (conformance_dir / "expected" / expected).read_text()
+
+
+def test_one_shot_discovery_uses_the_endpoint_override(
+    fake_compute: FakeCompute, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from topocast.providers.gcp import discover_project
+
+    fake_compute.add(generate_cluster(5, label=LABEL, extra=2).instances)
+    monkeypatch.setenv("TOPOCAST_COMPUTE_ENDPOINT", fake_compute.url)  # what the CLI documents for tests
+    result = discover_project("demo-project", labels=["=".join(LABEL)])
+    assert result.graph.cluster == "c1" and len(result.graph.nodes) == 5
+    with pytest.raises(ProviderError, match="command line: labels"):
+        discover_project("demo-project", labels=["nope"])

@@ -78,7 +78,10 @@ def run_gcp_demo(
     first, burst = everything[: nodes - burst_size], everything[nodes - burst_size :]
     generated.instances = first
     handlers.STATS.clear()
-    with _quiet_logs(), LocalGcpPipeline(generated, name=CLUSTER, quiet=quiet, max_wait=max_wait, window=window) as p:
+    with (
+        _quiet_logs(),
+        LocalGcpPipeline(generated, name=CLUSTER, quiet=quiet, max_wait=max_wait, window=window, gcs_process=True) as p,
+    ):
         idle = True
         if first:
             p.reconcile()
@@ -122,9 +125,6 @@ def run_gcp_demo(
             "ignored_events": stats.get("ignored", 0),
             "malformed_events": stats.get("rejected", 0),
             "tasks": dict(p.tasks.counts),
-            "gcs_preconditions": {"checked": p.gcs.proxy.checked, "refused": p.gcs.proxy.refused}
-            if p.gcs.proxy
-            else {},
             "pull": {
                 "action": pulled.action,
                 "ok": pulled.ok,
@@ -133,10 +133,10 @@ def run_gcp_demo(
             },
             "idle": idle,
         }
-    result["seconds"] = round(time.monotonic() - started, 2)
-    result["outputs"] = sorted(q.name for q in out.iterdir())
     report_path = report or out / "report.json"
+    result["seconds"] = round(time.monotonic() - started, 2)
+    result["outputs"] = sorted(
+        {q.name for q in out.iterdir()} | ({report_path.name} if report_path.parent == out else set())
+    )
     report_path.write_text(json.dumps(result, indent=2) + "\n")
-    if report_path.parent == out and report_path.name not in result["outputs"]:
-        result["outputs"] = sorted([*result["outputs"], report_path.name])
     return result

@@ -111,6 +111,8 @@ class GcpRuntime:
     debouncer: DebounceRunner | None
     compute_factory: Callable[[], Any]
     _compute: Any = field(default=None, repr=False)
+    #: discover windows this process already created (or found) a task for: no second Cloud Tasks call
+    armed_windows: set[int] = field(default_factory=set, repr=False)
 
     @classmethod
     def from_settings(cls, settings: Settings, *, storage: Any = None, tasks: Any = None) -> GcpRuntime:
@@ -269,15 +271,20 @@ def _arm_window(rt: GcpRuntime, now: float, *, after: int | None = None) -> str:
     bucket = int(now // window)
     if after is not None:
         bucket = max(bucket, after + 1)
+    if bucket in rt.armed_windows:
+        return "armed earlier"  # this instance created (or met) the task already; it runs at the window's end
     delay = (bucket + 1) * window - now + 0.05
     assert rt.queue is not None and rt.settings.discover_url
-    return rt.queue.send_event(
+    outcome = rt.queue.send_event(
         rt.settings.discover_url,
         ev.DISCOVER_WINDOW,
         {"cluster": rt.settings.cluster, "window": bucket},
         name=task_id("window", rt.settings.cluster, bucket),
         delay=delay,
     )
+    if after is None:  # re-arms after a busy or leftover window must always reach Cloud Tasks
+        rt.armed_windows = {b for b in rt.armed_windows if b >= bucket - 2} | {bucket}
+    return outcome
 
 
 def _instance_change(rt: GcpRuntime, cmd: ev.InstanceChange) -> dict[str, Any]:

@@ -62,6 +62,7 @@ __all__ = [
     "NeedsFullScan",
     "discover_full",
     "discover_instances",
+    "discover_project",
     "parse_label",
 ]
 
@@ -560,3 +561,39 @@ def discover_instances(
     return DiscoveryResult(
         graph, api.calls, warnings + node_warnings, api.retries, upserted, sorted(set(removed) - set(upserted))
     )
+
+
+def discover_project(
+    project: str,
+    *,
+    cluster: str | None = None,
+    zones: Sequence[str] = (),
+    labels: Sequence[str] = (),
+    name_from: str | None = None,
+    domain_tier: str = "subblock",
+    page_size: int = MAX_PAGE,
+    endpoint: str | None = None,
+) -> DiscoveryResult:
+    """One-shot discovery with application-default credentials (``topocast discover --provider gcp``).
+
+    ``labels`` are ``KEY=VALUE`` strings; ``cluster`` defaults to the value of
+    the only label, else the project. ``endpoint`` (or ``TOPOCAST_COMPUTE_ENDPOINT``)
+    overrides the Compute API URL.
+    """
+    from topocast.gcp.clients import compute_client
+
+    if cluster is None:
+        cluster = labels[0].partition("=")[2] if len(labels) == 1 and labels[0].partition("=")[2] else project
+    config = GcpDiscoveryConfig.from_data(
+        {
+            "cluster": cluster,
+            "project": project,
+            "zones": list(zones),
+            "labels": list(labels),
+            "name_from": name_from,
+            "domain_tier": domain_tier,
+            "page_size": page_size,
+        },
+        "command line",
+    )
+    return discover_full(compute_client(endpoint), config)

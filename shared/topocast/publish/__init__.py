@@ -15,6 +15,8 @@ from topocast.publish.base import Publisher, PublishResult
 
 PUBLISHERS: dict[str, str] = {
     "ssm": "topocast.aws.ssm_publish:SsmPublisher",
+    # Slurm files as Cloud Storage objects for `topocast pull --source gcs://...`
+    "gcs": "topocast.gcp.gcs_publish:GcsSlurmPublisher",
     # provided by the Kubernetes publisher module (labels, Topology objects, Slinky ConfigMap)
     "kubernetes": "topocast.publish.kubernetes:KubernetesPublisher",
 }

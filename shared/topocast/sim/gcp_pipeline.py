@@ -3,7 +3,8 @@
 :class:`LocalGcpPipeline` starts
 
 * :class:`~topocast.sim.gce_server.FakeCompute` serving a generated cluster,
-* :class:`~topocast.sim.gcs.LocalGcs` (gcp-storage-emulator + generation preconditions),
+* :class:`~topocast.sim.gcs.LocalGcs` (gcp-storage-emulator + generation preconditions; in a child
+  process with ``gcs_process=True``, which keeps its CPU time off this process's GIL),
 * :class:`~topocast.sim.cloudtasks.FakeCloudTasks` (one queue; it delivers tasks over HTTP),
 * the three functions, each loaded by functions-framework from
   ``functions/<name>/main.py`` (``create_app``, exactly what ``functions-framework
@@ -72,12 +73,13 @@ class LocalGcpPipeline:
         full_scan_threshold: int = 100,
         extra_env: dict[str, str] | None = None,
         task_backoff: float = 0.2,
+        gcs_process: bool = False,
     ) -> None:
         self.generated = cluster
         self.name = name
         self.compute = FakeCompute(cluster.project, cluster.project_number)
         self.bucket = f"topocast-{name}"
-        self.gcs = LocalGcs((self.bucket,))
+        self.gcs = LocalGcs((self.bucket,), separate_process=gcs_process)
         self.tasks = FakeCloudTasks(min_backoff=task_backoff, max_backoff=max(task_backoff, 2.0))
         self.queue = f"projects/{cluster.project}/locations/{LOCATION}/queues/topocast"
         self.env = {

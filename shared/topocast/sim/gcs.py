@@ -139,6 +139,8 @@ class PreconditionProxy:
 
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
+            # headers and body go out in separate writes: without this, Nagle + delayed ACK add ~40 ms
+            disable_nagle_algorithm = True
 
             def _handle(self) -> None:
                 url = urlparse(self.path)
@@ -224,22 +226,47 @@ class LocalGcs:
     """An in-memory gcp-storage-emulator on a free port with a :class:`PreconditionProxy` in front.
 
     ``url`` is the proxy (what clients use); ``emulator_url`` bypasses the checks.
+    ``separate_process=True`` runs both in a child process (``python -m
+    topocast.sim.gcs``), so their CPU time does not compete with the caller's
+    threads for the GIL; the fault-injection and counters of :attr:`proxy` are
+    only available in-process.
     """
 
-    def __init__(self, buckets: tuple[str, ...] = ()) -> None:
+    def __init__(self, buckets: tuple[str, ...] = (), *, separate_process: bool = False) -> None:
         self.buckets = buckets
+        self.separate_process = separate_process
         self._server: Any = None
+        self._child: Any = None
+        self._urls: tuple[str, str] | None = None
         self.proxy: PreconditionProxy | None = None
 
     def start(self) -> LocalGcs:
-        import logging
+        if self.separate_process:
+            import subprocess
+            import sys
 
-        from gcp_storage_emulator.server import create_server
+            self._child = subprocess.Popen(
+                [sys.executable, "-m", "topocast.sim.gcs"], stdout=subprocess.PIPE, stdin=subprocess.PIPE, text=True
+            )
+            line = self._child.stdout.readline().split() if self._child.stdout else []
+            if len(line) != 2:
+                self.stop()
+                raise RuntimeError("the local GCS child process did not start")
+            self._urls = (line[0], line[1])
+        else:
+            import logging
 
-        logging.getLogger("gcp_storage_emulator").setLevel(logging.WARNING)
-        self._server = create_server("127.0.0.1", 0, in_memory=True)
-        self._server.start()
-        self.proxy = PreconditionProxy(self.emulator_url).start()
+            from gcp_storage_emulator.server import create_server
+
+            logging.getLogger("gcp_storage_emulator").setLevel(logging.CRITICAL)  # it logs every 404 as an error
+            self._server = create_server("127.0.0.1", 0, in_memory=True)
+            # The emulator re-serialises its whole metadata (every object, every soft-deleted one) to a
+            # ".meta" file after each write: O(objects) per write. In memory nothing ever reads it back.
+            self._server._storage._write_config_to_file = lambda: None
+            self._server.start()
+            host, port = self._server._api._httpd.server_address[:2]
+            self.proxy = PreconditionProxy(f"http://{host}:{port}").start()
+            self._urls = (self.proxy.url, f"http://{host}:{port}")
         if self.buckets:
             from topocast.gcp.clients import storage_client
 
@@ -249,23 +276,43 @@ class LocalGcs:
         return self
 
     @property
-    def emulator_url(self) -> str:
-        host, port = self._server._api._httpd.server_address[:2]
-        return f"http://{host}:{port}"
+    def url(self) -> str:
+        assert self._urls is not None, "LocalGcs not started"
+        return self._urls[0]
 
     @property
-    def url(self) -> str:
-        assert self.proxy is not None, "LocalGcs not started"
-        return self.proxy.url
+    def emulator_url(self) -> str:
+        assert self._urls is not None, "LocalGcs not started"
+        return self._urls[1]
 
     def stop(self) -> None:
         if self.proxy is not None:
             self.proxy.stop()
         if self._server is not None:
             self._server.stop()
+        if self._child is not None:
+            self._child.terminate()  # the child we started, by its handle
+            self._child.wait(timeout=10)
+            self._child = None
 
     def __enter__(self) -> LocalGcs:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+def main() -> None:
+    """Run a :class:`LocalGcs` until stdin closes; prints ``<proxy url> <emulator url>`` when ready."""
+    import sys
+
+    gcs = LocalGcs().start()
+    print(gcs.url, gcs.emulator_url, flush=True)
+    try:
+        sys.stdin.read()  # the parent closes the pipe (or exits) to stop us
+    finally:
+        gcs.stop()
+
+
+if __name__ == "__main__":
+    main()

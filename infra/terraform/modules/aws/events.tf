@@ -1,4 +1,5 @@
-# EventBridge rules on the default bus, all targeting the events queue.
+# EventBridge rules on the default bus, all targeting the events queue. (S3 upload notifications go
+# to the same queue directly, see storage.tf.)
 #
 # EC2 state-change events carry no tags, so the ec2-state rule cannot be narrowed to the cluster: the
 # discover function keeps only instances matching TOPOCAST_FILTERS. Auto Scaling events are filtered to
@@ -34,21 +35,6 @@ locals {
           source        = ["aws.autoscaling"]
           "detail-type" = ["EC2 Instance Launch Successful", "EC2 Instance Terminate Successful"]
           detail        = { AutoScalingGroupName = var.autoscaling_group_names }
-        })
-        schedule = null
-        input    = null
-      }
-    },
-    !var.enable_upload_events ? {} : {
-      uploads = {
-        description = "Topology uploads (on-prem collectors) for cluster ${var.cluster}"
-        pattern = jsonencode({
-          source        = ["aws.s3"]
-          "detail-type" = ["Object Created"]
-          detail = {
-            bucket = { name = [aws_s3_bucket.this.id] }
-            object = { key = [{ prefix = local.uploads_key }] }
-          }
         })
         schedule = null
         input    = null

@@ -88,15 +88,16 @@ data "aws_iam_policy_document" "discover" {
   }
 
   statement {
-    sid       = "ReadGraphs"
+    # graphs/; rendered/ and state/ when a reconcile confirms a held publish; uploads/ for on-prem dumps
+    sid       = "ReadGraphsAndState"
     actions   = ["s3:GetObject"]
-    resources = compact([local.objects.graphs, var.enable_upload_events ? local.objects.uploads : ""])
+    resources = compact([local.objects.graphs, local.objects.rendered, local.objects.state, local.upload_events ? local.objects.uploads : ""])
   }
 
   statement {
-    sid       = "WriteGraphs"
+    sid       = "WriteGraphsAndHold"
     actions   = ["s3:PutObject"]
-    resources = [local.objects.graphs]
+    resources = [local.objects.graphs, local.objects.state]
   }
 
   statement {
@@ -112,9 +113,9 @@ data "aws_iam_policy_document" "discover" {
   }
 
   statement {
-    sid       = "TimerAndDeadLetter"
+    sid       = "TimerDeadLetterPublish"
     actions   = ["sqs:SendMessage"]
-    resources = [aws_sqs_queue.main["timer"].arn, aws_sqs_queue.dlq["events"].arn]
+    resources = [aws_sqs_queue.main["timer"].arn, aws_sqs_queue.dlq["events"].arn, aws_sqs_queue.main["publish"].arn]
   }
 }
 
@@ -123,9 +124,9 @@ data "aws_iam_policy_document" "render" {
   source_policy_documents = [data.aws_iam_policy_document.platform["render"].json]
 
   statement {
-    sid       = "ReadGraphsAndRendered"
+    sid       = "ReadGraphsRenderedState"
     actions   = ["s3:GetObject"]
-    resources = [local.objects.graphs, local.objects.rendered]
+    resources = [local.objects.graphs, local.objects.rendered, local.objects.state]
   }
 
   statement {

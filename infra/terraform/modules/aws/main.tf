@@ -1,6 +1,6 @@
 # Names, key layout and the environment each function reads.
 #
-#   EventBridge (EC2 state, ASG, schedule, S3 uploads) -> SQS events  -> discover -> S3 graphs/ + DynamoDB debounce
+#   EventBridge (EC2 state, ASG, schedule), S3 uploads -> SQS events  -> discover -> S3 graphs/ + DynamoDB debounce
 #   SQS timer (delayed messages = debounce timers)      -> render    -> S3 rendered/ -> SQS publish
 #   SQS publish                                         -> publish   -> SSM <ssm path> (+ S3 published/), Kubernetes
 
@@ -25,42 +25,52 @@ locals {
   guard_override_parameter = coalesce(var.guard_override_parameter, "/topocast/${var.cluster}/guard/allow-generation")
   ec2_filters              = coalesce(var.ec2_filters, ["tag:topocast:cluster=${var.cluster}"])
 
-  # The EKS connection is filled in so users do not repeat the cluster name and region.
-  k8s_options = var.eks_cluster_name == null ? var.k8s_options : merge(var.k8s_options, {
+  # The EKS connection is filled in so users do not repeat the cluster name and region. (JSON on
+  # both branches: the objects have different attributes, which a conditional does not allow.)
+  k8s_options_json = var.eks_cluster_name == null ? jsonencode(var.k8s_options) : jsonencode(merge(var.k8s_options, {
     connection = merge(try(var.k8s_options.connection, {}), { eks_cluster = var.eks_cluster_name, region = local.region })
-  })
+  }))
+
+  render_options_json = length(var.render_options) > 0 ? jsonencode(var.render_options) : ""
+
+  # On-prem collectors upload ibnetdiscover dumps; their S3 events trigger discover.
+  upload_events = var.enable_upload_events || var.topology_source == "ibnetdiscover"
 
   common_tags = merge(var.tags, { "topocast:cluster" = var.cluster })
 
   # ----- environment: exactly the variables shared/topocast/config.py (ENV_VARS) reads ---------------
   common_env = {
     TOPOCAST_CLUSTER             = var.cluster
-    TOPOCAST_PROVIDER            = "aws"
+    TOPOCAST_PROVIDER            = var.topology_source
     TOPOCAST_BUCKET              = aws_s3_bucket.this.id
     TOPOCAST_PREFIX              = var.prefix
     POWERTOOLS_SERVICE_NAME      = "topocast"
     POWERTOOLS_METRICS_NAMESPACE = "topocast"
-    LOG_LEVEL                    = var.log_level
-  }
-  debounce_env = {
-    TOPOCAST_STATE_TABLE               = aws_dynamodb_table.debounce.name
-    TOPOCAST_TIMER_QUEUE_URL           = aws_sqs_queue.main["timer"].url
-    TOPOCAST_DEBOUNCE_QUIET_SECONDS    = tostring(var.debounce_quiet_seconds)
-    TOPOCAST_DEBOUNCE_MAX_WAIT_SECONDS = tostring(var.debounce_max_wait_seconds)
+    POWERTOOLS_LOG_LEVEL         = var.log_level
   }
   stage_env = {
     discover = {
-      TOPOCAST_FILTERS             = join(";", local.ec2_filters)
-      TOPOCAST_NAME_FROM           = var.name_from
-      TOPOCAST_INSTANCE_TYPES      = join(";", var.instance_types)
-      TOPOCAST_ZONES               = join(";", var.zones)
-      TOPOCAST_FULL_SCAN_THRESHOLD = tostring(var.full_scan_threshold)
-      TOPOCAST_DLQ_URL             = aws_sqs_queue.dlq["events"].url
+      TOPOCAST_STATE_TABLE               = aws_dynamodb_table.debounce.name
+      TOPOCAST_TIMER_QUEUE_URL           = aws_sqs_queue.main["timer"].url
+      TOPOCAST_DEBOUNCE_QUIET_SECONDS    = tostring(var.debounce_quiet_seconds)
+      TOPOCAST_DEBOUNCE_MAX_WAIT_SECONDS = tostring(var.debounce_max_wait_seconds)
+      TOPOCAST_FILTERS                   = join(";", local.ec2_filters)
+      TOPOCAST_NAME_FROM                 = var.name_from
+      TOPOCAST_INSTANCE_TYPES            = join(";", var.instance_types)
+      TOPOCAST_ZONES                     = join(";", var.zones)
+      TOPOCAST_FULL_SCAN_THRESHOLD       = tostring(var.full_scan_threshold)
+      TOPOCAST_DLQ_URL                   = aws_sqs_queue.dlq["events"].url
+      # a reconcile that confirms a held publish hands the latest manifest to publish
+      TOPOCAST_PUBLISH_QUEUE_URL = aws_sqs_queue.main["publish"].url
     }
     render = {
-      TOPOCAST_FORMATS           = join(";", var.formats)
-      TOPOCAST_RENDER_OPTIONS    = length(var.render_options) > 0 ? jsonencode(var.render_options) : ""
-      TOPOCAST_PUBLISH_QUEUE_URL = aws_sqs_queue.main["publish"].url
+      TOPOCAST_STATE_TABLE               = aws_dynamodb_table.debounce.name
+      TOPOCAST_TIMER_QUEUE_URL           = aws_sqs_queue.main["timer"].url
+      TOPOCAST_DEBOUNCE_QUIET_SECONDS    = tostring(var.debounce_quiet_seconds)
+      TOPOCAST_DEBOUNCE_MAX_WAIT_SECONDS = tostring(var.debounce_max_wait_seconds)
+      TOPOCAST_FORMATS                   = join(";", var.formats)
+      TOPOCAST_RENDER_OPTIONS            = local.render_options_json
+      TOPOCAST_PUBLISH_QUEUE_URL         = aws_sqs_queue.main["publish"].url
     }
     publish = {
       TOPOCAST_PUBLISHERS               = join(";", var.publishers)
@@ -68,13 +78,15 @@ locals {
       TOPOCAST_SSM_ADVANCED_TIER        = tostring(var.ssm_advanced_tier)
       TOPOCAST_GUARD_MAX_LOSS           = tostring(var.guard_max_loss)
       TOPOCAST_GUARD_OVERRIDE_PARAMETER = local.guard_override_parameter
-      TOPOCAST_K8S_OPTIONS              = length(local.k8s_options) > 0 ? jsonencode(local.k8s_options) : ""
+      TOPOCAST_K8S_OPTIONS              = local.k8s_options_json == "{}" ? "" : local.k8s_options_json
+      # the Kubernetes publisher owns the label keys of render's label scheme
+      TOPOCAST_RENDER_OPTIONS = local.render_options_json
     }
   }
   # Empty values are left out: the code then applies its own default.
   function_env = {
     for fn in local.functions : fn => {
-      for k, v in merge(local.common_env, fn == "publish" ? {} : local.debounce_env, local.stage_env[fn]) : k => v if v != ""
+      for k, v in merge(local.common_env, local.stage_env[fn]) : k => v if v != ""
     }
   }
 }

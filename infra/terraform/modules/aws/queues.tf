@@ -48,7 +48,7 @@ resource "aws_sqs_queue_redrive_allow_policy" "dlq" {
   })
 }
 
-# The events queue accepts messages only from this module's EventBridge rules.
+# The events queue accepts messages only from this module's EventBridge rules and its bucket.
 data "aws_iam_policy_document" "events_queue" {
   statement {
     sid       = "EventBridgeRules"
@@ -62,6 +62,29 @@ data "aws_iam_policy_document" "events_queue" {
       test     = "ArnEquals"
       variable = "aws:SourceArn"
       values   = [for r in aws_cloudwatch_event_rule.this : r.arn]
+    }
+  }
+
+  dynamic "statement" {
+    for_each = local.upload_events ? [1] : []
+    content {
+      sid       = "BucketUploads"
+      actions   = ["sqs:SendMessage"]
+      resources = [aws_sqs_queue.main["events"].arn]
+      principals {
+        type        = "Service"
+        identifiers = ["s3.amazonaws.com"]
+      }
+      condition {
+        test     = "ArnEquals"
+        variable = "aws:SourceArn"
+        values   = [aws_s3_bucket.this.arn]
+      }
+      condition {
+        test     = "StringEquals"
+        variable = "aws:SourceAccount"
+        values   = [local.account_id]
+      }
     }
   }
 }

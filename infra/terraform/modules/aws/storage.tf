@@ -87,12 +87,20 @@ resource "aws_s3_bucket_policy" "this" {
   depends_on = [aws_s3_bucket_public_access_block.this]
 }
 
-# Uploads reach discover through EventBridge (rule "uploads" in events.tf), so every message on the
-# events queue is an EventBridge envelope and S3 never sends its s3:TestEvent there.
+# On-prem collector uploads trigger discover. S3 also sends one s3:TestEvent when this is set up;
+# discover drops it.
 resource "aws_s3_bucket_notification" "this" {
-  count       = var.enable_upload_events ? 1 : 0
-  bucket      = aws_s3_bucket.this.id
-  eventbridge = true
+  count  = local.upload_events ? 1 : 0
+  bucket = aws_s3_bucket.this.id
+
+  queue {
+    id            = "topocast-uploads"
+    queue_arn     = aws_sqs_queue.main["events"].arn
+    events        = ["s3:ObjectCreated:*"]
+    filter_prefix = local.uploads_key
+  }
+
+  depends_on = [aws_sqs_queue_policy.events]
 }
 
 resource "aws_dynamodb_table" "debounce" {

@@ -98,7 +98,7 @@ variable "lambda_timeout_seconds" {
 }
 
 variable "log_level" {
-  description = "LOG_LEVEL of the functions (Powertools logger)."
+  description = "Log level of the functions (POWERTOOLS_LOG_LEVEL)."
   type        = string
   default     = "INFO"
 
@@ -195,6 +195,17 @@ variable "state_table_deletion_protection" {
 }
 
 # ----- discovery -------------------------------------------------------------------------------------
+variable "topology_source" {
+  description = "Where discover reads the topology (TOPOCAST_PROVIDER): aws (EC2 DescribeInstanceTopology) or ibnetdiscover (dumps uploaded by on-prem collectors to <prefix>/<cluster>/uploads/, see docs/onprem.md)."
+  type        = string
+  default     = "aws"
+
+  validation {
+    condition     = contains(["aws", "ibnetdiscover"], var.topology_source)
+    error_message = "topology_source must be aws or ibnetdiscover (netq needs settings the module does not pass yet)."
+  }
+}
+
 variable "ec2_filters" {
   description = "Cluster membership as EC2 DescribeInstances filters NAME=V1,V2 (TOPOCAST_FILTERS). Null: tag:topocast:cluster=<cluster>. EventBridge cannot filter EC2 state changes by tag, so the discover function applies these."
   type        = list(string)
@@ -258,7 +269,7 @@ variable "reconcile_schedule" {
 }
 
 variable "enable_upload_events" {
-  description = "Send S3 'Object Created' events for <prefix>/<cluster>/uploads/ (on-prem collector uploads) to discover."
+  description = "Send S3 object-created events for <prefix>/<cluster>/uploads/ (on-prem collector uploads) to discover. Always on with topology_source = ibnetdiscover."
   type        = bool
   default     = false
 }

@@ -1,0 +1,88 @@
+# Bad inputs are rejected at plan time with a message naming the variable.
+
+mock_provider "aws" {
+  mock_data "aws_iam_policy_document" {
+    defaults = { json = "{\"Version\":\"2012-10-17\",\"Statement\":[]}" }
+  }
+  mock_resource "aws_iam_role" {
+    defaults = { arn = "arn:aws:iam::111122223333:role/mock" }
+  }
+  mock_resource "aws_sqs_queue" {
+    defaults = { arn = "arn:aws:sqs:eu-west-1:111122223333:mock" }
+  }
+}
+
+variables {
+  cluster = "c1"
+  function_packages = {
+    discover = "tests/fixtures/handler.zip"
+    render   = "tests/fixtures/handler.zip"
+    publish  = "tests/fixtures/handler.zip"
+  }
+}
+
+run "cluster_name_must_be_dns_safe" {
+  command = plan
+  variables {
+    cluster = "GPU_A"
+  }
+  expect_failures = [var.cluster]
+}
+
+run "packages_must_exist" {
+  command = plan
+  variables {
+    function_packages = { discover = "dist/aws/nope.zip", render = "tests/fixtures/handler.zip", publish = "tests/fixtures/handler.zip" }
+  }
+  expect_failures = [var.function_packages]
+}
+
+run "big_batches_need_a_batching_window" {
+  command = plan
+  variables {
+    events_batch_size              = 1000
+    events_batching_window_seconds = 0
+  }
+  expect_failures = [var.events_batching_window_seconds]
+}
+
+run "max_wait_must_cover_the_quiet_window" {
+  command = plan
+  variables {
+    debounce_quiet_seconds    = 60
+    debounce_max_wait_seconds = 30
+  }
+  expect_failures = [var.debounce_max_wait_seconds]
+}
+
+run "unknown_publisher" {
+  command = plan
+  variables {
+    publishers = ["ssm", "slack"]
+  }
+  expect_failures = [var.publishers]
+}
+
+run "unknown_format" {
+  command = plan
+  variables {
+    formats = ["slurm-tree", "topology.conf"]
+  }
+  expect_failures = [var.formats]
+}
+
+run "filters_need_name_and_value" {
+  command = plan
+  variables {
+    ec2_filters = ["tag:topocast:cluster"]
+  }
+  expect_failures = [var.ec2_filters]
+}
+
+run "guard_fraction_range" {
+  command = plan
+  variables {
+    guard_max_loss = 1.5
+  }
+  expect_failures = [var.guard_max_loss]
+}

@@ -1,0 +1,315 @@
+# terraform test for the wiring of the AWS module, offline: mock_provider generates computed values
+# (ARNs, URLs), so `command = apply` can compare the references between resources.
+# Run: terraform init -backend=false && terraform test   (tests/test_terraform.py does it with the local mirror)
+
+mock_provider "aws" {
+  mock_data "aws_region" {
+    defaults = { name = "eu-west-1" }
+  }
+  mock_data "aws_caller_identity" {
+    defaults = { account_id = "111122223333" }
+  }
+  mock_data "aws_partition" {
+    defaults = { partition = "aws" }
+  }
+  mock_data "aws_iam_policy_document" {
+    defaults = { json = "{\"Version\":\"2012-10-17\",\"Statement\":[]}" }
+  }
+  # The provider still validates ARN arguments, so computed ARNs need a valid shape.
+  mock_resource "aws_iam_role" {
+    defaults = { arn = "arn:aws:iam::111122223333:role/mock" }
+  }
+  mock_resource "aws_lambda_function" {
+    defaults = { arn = "arn:aws:lambda:eu-west-1:111122223333:function:mock" }
+  }
+  mock_resource "aws_s3_bucket" {
+    defaults = { arn = "arn:aws:s3:::mock-bucket", id = "mock-bucket" }
+  }
+  mock_resource "aws_dynamodb_table" {
+    defaults = { arn = "arn:aws:dynamodb:eu-west-1:111122223333:table/mock" }
+  }
+  mock_resource "aws_cloudwatch_event_rule" {
+    defaults = { arn = "arn:aws:events:eu-west-1:111122223333:rule/mock" }
+  }
+  mock_resource "aws_sqs_queue" {
+    defaults = { arn = "arn:aws:sqs:eu-west-1:111122223333:mock", url = "https://sqs.eu-west-1.amazonaws.com/111122223333/mock" }
+  }
+}
+
+# Distinct queue ARNs/URLs, so that "the right queue" assertions can fail.
+override_resource {
+  target = aws_sqs_queue.main["events"]
+  values = { arn = "arn:aws:sqs:eu-west-1:111122223333:events", url = "https://sqs.eu-west-1.amazonaws.com/111122223333/events" }
+}
+override_resource {
+  target = aws_sqs_queue.main["timer"]
+  values = { arn = "arn:aws:sqs:eu-west-1:111122223333:timer", url = "https://sqs.eu-west-1.amazonaws.com/111122223333/timer" }
+}
+override_resource {
+  target = aws_sqs_queue.main["publish"]
+  values = { arn = "arn:aws:sqs:eu-west-1:111122223333:publish", url = "https://sqs.eu-west-1.amazonaws.com/111122223333/publish" }
+}
+override_resource {
+  target = aws_sqs_queue.dlq["events"]
+  values = { arn = "arn:aws:sqs:eu-west-1:111122223333:events-dlq", url = "https://sqs.eu-west-1.amazonaws.com/111122223333/events-dlq" }
+}
+
+variables {
+  cluster = "c1"
+  function_packages = {
+    discover = "tests/fixtures/handler.zip"
+    render   = "tests/fixtures/handler.zip"
+    publish  = "tests/fixtures/handler.zip"
+  }
+}
+
+run "event_rules_route_the_cluster_events_to_the_events_queue" {
+  command = apply
+
+  assert {
+    condition     = jsondecode(aws_cloudwatch_event_rule.this["ec2-state"].event_pattern) == { source = ["aws.ec2"], "detail-type" = ["EC2 Instance State-change Notification"], detail = { state = ["running", "stopping", "stopped", "shutting-down", "terminated"] } }
+    error_message = "the EC2 rule must match state changes to running/stopping/stopped/shutting-down/terminated only"
+  }
+  assert {
+    condition     = aws_cloudwatch_event_rule.this["reconcile"].schedule_expression == "rate(15 minutes)"
+    error_message = "the reconcile schedule defaults to 15 minutes"
+  }
+  assert {
+    condition     = jsondecode(aws_cloudwatch_event_target.this["reconcile"].input) == { source = "topocast", "detail-type" = "Reconcile", detail = { cluster = "c1" } }
+    error_message = "the reconcile target must send a topocast Reconcile envelope naming the cluster"
+  }
+  assert {
+    condition     = alltrue([for t in aws_cloudwatch_event_target.this : t.arn == aws_sqs_queue.main["events"].arn])
+    error_message = "every rule must target the events queue"
+  }
+  assert {
+    condition     = !contains(keys(aws_cloudwatch_event_rule.this), "autoscaling") && length(aws_s3_bucket_notification.this) == 0
+    error_message = "without group names or uploads there is no Auto Scaling rule or bucket notification"
+  }
+  assert {
+    condition     = aws_sqs_queue_policy.events.queue_url == aws_sqs_queue.main["events"].id
+    error_message = "the events queue must carry the EventBridge policy"
+  }
+}
+
+run "optional_rules_are_filtered_to_the_cluster" {
+  command = apply
+
+  variables {
+    autoscaling_group_names = ["c1-p5", "c1-p5e"]
+    enable_upload_events    = true
+  }
+
+  assert {
+    condition     = jsondecode(aws_cloudwatch_event_rule.this["autoscaling"].event_pattern).detail == { AutoScalingGroupName = ["c1-p5", "c1-p5e"] }
+    error_message = "the Auto Scaling rule must be filtered to the configured groups"
+  }
+  assert {
+    condition     = jsondecode(aws_cloudwatch_event_rule.this["autoscaling"].event_pattern)["detail-type"] == ["EC2 Instance Launch Successful", "EC2 Instance Terminate Successful"]
+    error_message = "the Auto Scaling rule must match launches and terminations"
+  }
+  assert {
+    condition     = one(aws_s3_bucket_notification.this[0].queue).filter_prefix == "topocast/c1/uploads/" && one(aws_s3_bucket_notification.this[0].queue).queue_arn == aws_sqs_queue.main["events"].arn
+    error_message = "uploads under <prefix>/<cluster>/uploads/ must notify the events queue"
+  }
+  assert {
+    condition     = contains(one([for s in data.aws_iam_policy_document.discover.statement : s.resources if s.sid == "ReadGraphsAndState"]), "${aws_s3_bucket.this.arn}/topocast/c1/uploads/*")
+    error_message = "discover must be able to read uploads when upload events are on"
+  }
+}
+
+run "queues_have_dead_letter_queues_and_triggers" {
+  command = apply
+
+  assert {
+    condition     = alltrue([for k, q in aws_sqs_queue.main : jsondecode(q.redrive_policy).deadLetterTargetArn == aws_sqs_queue.dlq[k].arn && jsondecode(q.redrive_policy).maxReceiveCount == 5])
+    error_message = "each queue must redrive to its own DLQ after 5 receives"
+  }
+  assert {
+    condition     = alltrue([for k, p in aws_sqs_queue_redrive_allow_policy.dlq : jsondecode(p.redrive_allow_policy).sourceQueueArns == [aws_sqs_queue.main[k].arn]])
+    error_message = "each DLQ must accept only its source queue"
+  }
+  assert {
+    condition     = aws_lambda_event_source_mapping.this["discover"].event_source_arn == aws_sqs_queue.main["events"].arn && aws_lambda_event_source_mapping.this["discover"].function_name == aws_lambda_function.this["discover"].arn
+    error_message = "discover must consume the events queue"
+  }
+  assert {
+    condition     = aws_lambda_event_source_mapping.this["render"].event_source_arn == aws_sqs_queue.main["timer"].arn && aws_lambda_event_source_mapping.this["publish"].event_source_arn == aws_sqs_queue.main["publish"].arn
+    error_message = "render must consume the timer queue and publish the publish queue"
+  }
+  assert {
+    condition     = aws_lambda_event_source_mapping.this["discover"].batch_size == 1000 && aws_lambda_event_source_mapping.this["discover"].maximum_batching_window_in_seconds == 10
+    error_message = "discover batches up to 1000 events over 10 s by default"
+  }
+  assert {
+    condition     = aws_lambda_event_source_mapping.this["render"].batch_size == 10
+    error_message = "render takes timers in batches of 10"
+  }
+  assert {
+    condition     = alltrue([for m in aws_lambda_event_source_mapping.this : m.function_response_types == toset(["ReportBatchItemFailures"])])
+    error_message = "every trigger must report partial batch failures"
+  }
+  assert {
+    condition     = alltrue([for k, q in aws_sqs_queue.main : q.visibility_timeout_seconds >= aws_lambda_function.this[local.queue_consumer[k]].timeout])
+    error_message = "a queue's visibility timeout must cover its consumer's timeout"
+  }
+}
+
+run "functions_get_the_environment_the_code_reads" {
+  command = apply
+
+  variables {
+    ec2_filters    = ["tag:Cluster=c1", "instance-type=p5.48xlarge,p5e.48xlarge"]
+    formats        = ["slurm-tree", "k8s-labels"]
+    publishers     = ["ssm", "kubernetes"]
+    name_from      = "tag:Name"
+    k8s_options    = { formats = ["k8s-labels"] }
+    render_options = { block_sizes = [8, 16] }
+  }
+
+  assert {
+    condition     = aws_lambda_function.this["discover"].environment[0].variables["TOPOCAST_FILTERS"] == "tag:Cluster=c1;instance-type=p5.48xlarge,p5e.48xlarge"
+    error_message = "filters are joined with ';' (values keep their commas)"
+  }
+  assert {
+    condition     = aws_lambda_function.this["discover"].environment[0].variables["TOPOCAST_TIMER_QUEUE_URL"] == aws_sqs_queue.main["timer"].url && aws_lambda_function.this["discover"].environment[0].variables["TOPOCAST_DLQ_URL"] == aws_sqs_queue.dlq["events"].url && aws_lambda_function.this["discover"].environment[0].variables["TOPOCAST_PUBLISH_QUEUE_URL"] == aws_sqs_queue.main["publish"].url
+    error_message = "discover arms timers on the timer queue, parks bad events in the events DLQ, hands confirmed holds to publish"
+  }
+  assert {
+    condition     = aws_lambda_function.this["discover"].environment[0].variables["TOPOCAST_NAME_FROM"] == "tag:Name" && aws_lambda_function.this["discover"].environment[0].variables["TOPOCAST_STATE_TABLE"] == aws_dynamodb_table.debounce.name
+    error_message = "discover needs the name source and the debounce table"
+  }
+  assert {
+    condition     = aws_lambda_function.this["render"].environment[0].variables["TOPOCAST_FORMATS"] == "slurm-tree;k8s-labels" && aws_lambda_function.this["render"].environment[0].variables["TOPOCAST_PUBLISH_QUEUE_URL"] == aws_sqs_queue.main["publish"].url
+    error_message = "render needs its formats and the publish queue"
+  }
+  assert {
+    condition     = jsondecode(aws_lambda_function.this["render"].environment[0].variables["TOPOCAST_RENDER_OPTIONS"]) == { block_sizes = [8, 16] } && aws_lambda_function.this["publish"].environment[0].variables["TOPOCAST_RENDER_OPTIONS"] == aws_lambda_function.this["render"].environment[0].variables["TOPOCAST_RENDER_OPTIONS"]
+    error_message = "render options are passed as JSON, to publish too (the label scheme)"
+  }
+  assert {
+    condition     = aws_lambda_function.this["publish"].environment[0].variables["TOPOCAST_PUBLISHERS"] == "ssm;kubernetes" && aws_lambda_function.this["publish"].environment[0].variables["TOPOCAST_SSM_PREFIX"] == "/topocast/c1/slurm"
+    error_message = "publish needs its targets and the SSM path"
+  }
+  assert {
+    condition     = !contains(keys(aws_lambda_function.this["publish"].environment[0].variables), "TOPOCAST_STATE_TABLE") && !contains(keys(aws_lambda_function.this["discover"].environment[0].variables), "TOPOCAST_PUBLISHERS")
+    error_message = "a function gets only the settings of its stage"
+  }
+  assert {
+    condition     = alltrue([for f in aws_lambda_function.this : f.environment[0].variables["TOPOCAST_CLUSTER"] == "c1" && f.environment[0].variables["TOPOCAST_BUCKET"] == aws_s3_bucket.this.id && f.environment[0].variables["POWERTOOLS_SERVICE_NAME"] == "topocast"])
+    error_message = "every function knows the cluster, the bucket and the Powertools service"
+  }
+  assert {
+    condition     = alltrue([for f in aws_lambda_function.this : f.handler == "handler.handler" && f.runtime == "python3.12" && f.reserved_concurrent_executions == 1])
+    error_message = "handler.handler on python3.12 with reserved concurrency 1"
+  }
+  assert {
+    condition     = aws_lambda_function.this["discover"].source_code_hash == filebase64sha256("tests/fixtures/handler.zip")
+    error_message = "the package hash drives redeploys"
+  }
+}
+
+run "roles_grant_only_what_each_function_calls" {
+  command = apply
+
+  assert {
+    condition     = toset(flatten([for s in data.aws_iam_policy_document.discover.statement : s.actions])) == toset(["ec2:DescribeInstances", "ec2:DescribeInstanceTopology", "s3:GetObject", "s3:PutObject", "s3:ListBucket", "dynamodb:GetItem", "dynamodb:PutItem", "sqs:SendMessage"])
+    error_message = "discover's own statements"
+  }
+  assert {
+    condition     = toset(flatten([for s in data.aws_iam_policy_document.render.statement : s.actions])) == toset(["s3:GetObject", "s3:PutObject", "s3:ListBucket", "dynamodb:GetItem", "dynamodb:PutItem", "sqs:SendMessage"])
+    error_message = "render's own statements"
+  }
+  assert {
+    condition     = toset(flatten([for s in data.aws_iam_policy_document.publish.statement : s.actions])) == toset(["s3:GetObject", "s3:PutObject", "s3:DeleteObject", "s3:ListBucket", "ssm:GetParameter", "ssm:PutParameter"])
+    error_message = "publish's own statements (no EKS without eks_cluster_name)"
+  }
+  assert {
+    condition     = one([for s in data.aws_iam_policy_document.publish.statement : s.resources if s.sid == "SlurmParameters"]) == toset(["arn:aws:ssm:eu-west-1:111122223333:parameter/topocast/c1/slurm/*"])
+    error_message = "publish writes parameters only under the cluster's SSM path"
+  }
+  assert {
+    condition     = one([for s in data.aws_iam_policy_document.discover.statement : s.resources if s.sid == "WriteGraphsAndHold"]) == toset(["${aws_s3_bucket.this.arn}/topocast/c1/graphs/*", "${aws_s3_bucket.this.arn}/topocast/c1/state/*"])
+    error_message = "discover writes only graphs/ and state/"
+  }
+  assert {
+    condition     = one([for s in data.aws_iam_policy_document.render.statement : s.resources if s.sid == "TimerAndPublish"]) == toset([aws_sqs_queue.main["timer"].arn, aws_sqs_queue.main["publish"].arn])
+    error_message = "render sends to the timer and publish queues only"
+  }
+  assert {
+    condition     = alltrue([for k in ["discover", "render", "publish"] : one([for s in data.aws_iam_policy_document.platform[k].statement : s.resources if s.sid == "QueueTrigger"]) == toset([aws_sqs_queue.main[local.triggers[k].queue].arn])])
+    error_message = "each role may receive only from its own queue"
+  }
+  assert {
+    condition     = alltrue([for k in ["discover", "render", "publish"] : one([for s in data.aws_iam_policy_document.platform[k].statement : s.resources if s.sid == "OwnLogGroup"]) == toset(["${aws_cloudwatch_log_group.this[k].arn}:*"])])
+    error_message = "each role may write only its own log group"
+  }
+  assert {
+    condition     = length(aws_eks_access_entry.publish) == 0
+    error_message = "no EKS access entry without eks_cluster_name"
+  }
+}
+
+run "eks_and_customer_key_add_their_grants" {
+  command = apply
+
+  variables {
+    publishers       = ["kubernetes"]
+    eks_cluster_name = "gpu-eks"
+    kms_key_arn      = "arn:aws:kms:eu-west-1:111122223333:key/1234abcd-12ab-34cd-56ef-1234567890ab"
+  }
+
+  assert {
+    condition     = one([for s in data.aws_iam_policy_document.publish.statement : s.actions if s.sid == "EksEndpoint"]) == toset(["eks:DescribeCluster"])
+    error_message = "the publish role must be able to describe its EKS cluster"
+  }
+  assert {
+    condition     = aws_eks_access_entry.publish[0].principal_arn == aws_iam_role.this["publish"].arn && aws_eks_access_entry.publish[0].kubernetes_groups == toset(["topocast:publishers"])
+    error_message = "the access entry maps the publish role to the RBAC group of infra/k8s/rbac.yaml"
+  }
+  assert {
+    condition     = length(aws_eks_access_policy_association.publish) == 0
+    error_message = "no access policy unless asked for"
+  }
+  assert {
+    condition     = jsondecode(aws_lambda_function.this["publish"].environment[0].variables["TOPOCAST_K8S_OPTIONS"]).connection == { eks_cluster = "gpu-eks", region = "eu-west-1" }
+    error_message = "the publisher is told which EKS cluster to use"
+  }
+  assert {
+    condition     = alltrue([for k in ["discover", "render", "publish"] : one([for s in data.aws_iam_policy_document.platform[k].statement : s.actions if s.sid == "CustomerKey"]) == toset(["kms:Decrypt", "kms:GenerateDataKey"])])
+    error_message = "with a customer key every role may use it"
+  }
+  assert {
+    condition     = one(one(aws_s3_bucket_server_side_encryption_configuration.this.rule).apply_server_side_encryption_by_default).sse_algorithm == "aws:kms"
+    error_message = "the bucket uses the customer key"
+  }
+  assert {
+    condition     = alltrue([for q in aws_sqs_queue.main : q.kms_master_key_id == var.kms_key_arn])
+    error_message = "the queues use the customer key"
+  }
+}
+
+run "alarms_watch_dead_letters_errors_and_held_publishes" {
+  command = apply
+
+  variables {
+    alarm_topic_arn = "arn:aws:sns:eu-west-1:111122223333:ops"
+  }
+
+  assert {
+    condition     = alltrue([for k, a in aws_cloudwatch_metric_alarm.dlq : a.dimensions.QueueName == aws_sqs_queue.dlq[k].name && a.threshold == 0 && a.comparison_operator == "GreaterThanThreshold"])
+    error_message = "one alarm per DLQ, firing on the first message"
+  }
+  assert {
+    condition     = alltrue([for k, a in aws_cloudwatch_metric_alarm.errors : a.dimensions.FunctionName == aws_lambda_function.this[k].function_name && a.metric_name == "Errors"])
+    error_message = "one error alarm per function"
+  }
+  assert {
+    condition     = aws_cloudwatch_metric_alarm.publish_held[0].namespace == "topocast" && aws_cloudwatch_metric_alarm.publish_held[0].metric_name == "PublishHeld" && aws_cloudwatch_metric_alarm.publish_held[0].dimensions["service"] == "topocast" && length(aws_cloudwatch_metric_alarm.publish_held[0].dimensions) == 1
+    error_message = "the held-publish alarm watches the EMF metric the publish function emits"
+  }
+  assert {
+    condition     = alltrue([for a in concat(values(aws_cloudwatch_metric_alarm.dlq), values(aws_cloudwatch_metric_alarm.errors)) : a.alarm_actions == toset(["arn:aws:sns:eu-west-1:111122223333:ops"])])
+    error_message = "alarms notify the given topic"
+  }
+}

@@ -1,0 +1,327 @@
+# Inputs of the topocast GCP module. Every setting the functions read is a variable here and reaches
+# them as the TOPOCAST_* environment variable named in its description (shared/topocast/config.py).
+
+# ----- identity ---------------------------------------------------------------------------------------
+variable "project_id" {
+  description = "Project that runs the functions and owns the cluster's VMs (TOPOCAST_GCP_PROJECT)."
+  type        = string
+}
+
+variable "region" {
+  description = "Region of the functions, queue, scheduler job and triggers."
+  type        = string
+}
+
+variable "cluster" {
+  description = "Cluster name: names resources, keys in the bucket and the graph (TOPOCAST_CLUSTER)."
+  type        = string
+
+  validation {
+    condition     = can(regex("^[a-z0-9]([a-z0-9-]{0,18}[a-z0-9])?$", var.cluster))
+    error_message = "cluster must be 1-20 characters of a-z, 0-9 and '-' (service account IDs are at most 30 characters)."
+  }
+}
+
+variable "name_prefix" {
+  description = "Prefix of resource names: <name_prefix>-<cluster>-<role>."
+  type        = string
+  default     = "tc"
+
+  validation {
+    condition     = can(regex("^[a-z][a-z0-9]{0,3}$", var.name_prefix))
+    error_message = "name_prefix must be 1-4 lowercase letters or digits, starting with a letter (service account IDs are short)."
+  }
+}
+
+variable "labels" {
+  description = "Labels added to every resource that takes labels."
+  type        = map(string)
+  default     = {}
+}
+
+# ----- function sources (topocast package / make package) -----------------------------------------
+variable "function_packages" {
+  description = "Paths of the source zips built by `make package` (dist/gcp/<function>.zip: main.py, requirements.txt, topocast/). A function is rebuilt when its zip's hash changes."
+  type = object({
+    discover = string
+    render   = string
+    publish  = string
+  })
+
+  validation {
+    condition     = alltrue([for p in values(var.function_packages) : endswith(p, ".zip") && fileexists(p)])
+    error_message = "function_packages must name existing .zip files; build them with `make package` (dist/gcp/*.zip)."
+  }
+}
+
+variable "runtime" {
+  description = "Cloud Functions runtime."
+  type        = string
+  default     = "python312"
+
+  validation {
+    condition     = contains(["python311", "python312", "python313"], var.runtime)
+    error_message = "runtime must be python311, python312 or python313."
+  }
+}
+
+variable "memory" {
+  description = "Memory per function (Cloud Run units, e.g. 512Mi)."
+  type = object({
+    discover = optional(string, "512Mi")
+    render   = optional(string, "1Gi")
+    publish  = optional(string, "512Mi")
+  })
+  default = {}
+}
+
+variable "timeout_seconds" {
+  description = "Timeout per function; event-triggered functions allow at most 540."
+  type = object({
+    discover = optional(number, 300)
+    render   = optional(number, 120)
+    publish  = optional(number, 300)
+  })
+  default = {}
+
+  validation {
+    condition     = alltrue([for t in values(var.timeout_seconds) : t >= 10 && t <= 540])
+    error_message = "timeout_seconds values must be between 10 and 540."
+  }
+}
+
+variable "max_instances" {
+  description = "Most instances per function. Render and publish run one at a time (the debounce lease and never-go-backwards publishing assume it)."
+  type = object({
+    discover = optional(number, 3)
+    render   = optional(number, 1)
+    publish  = optional(number, 1)
+  })
+  default = {}
+
+  validation {
+    condition     = var.max_instances.render == 1 && var.max_instances.publish == 1 && var.max_instances.discover >= 1
+    error_message = "render and publish must have max_instances 1; discover at least 1."
+  }
+}
+
+# ----- storage ---------------------------------------------------------------------------------------
+variable "bucket_name" {
+  description = "Bucket for graphs, rendered files and the published Slurm files (TOPOCAST_BUCKET). Null: <project_id>-<name_prefix>-<cluster>."
+  type        = string
+  default     = null
+}
+
+variable "bucket_location" {
+  description = "Location of the buckets. Null: the region."
+  type        = string
+  default     = null
+}
+
+variable "bucket_force_destroy" {
+  description = "Let `terraform destroy` delete the buckets with their objects (test projects only)."
+  type        = bool
+  default     = false
+}
+
+variable "prefix" {
+  description = "Object prefix inside the bucket (TOPOCAST_PREFIX)."
+  type        = string
+  default     = "topocast"
+
+  validation {
+    condition     = can(regex("^[A-Za-z0-9._-]+(/[A-Za-z0-9._-]+)*$", var.prefix))
+    error_message = "prefix must be path segments of letters, digits, '.', '_' and '-' separated by '/'."
+  }
+}
+
+variable "noncurrent_version_days" {
+  description = "Days an overwritten or deleted object version is kept (the bucket is versioned)."
+  type        = number
+  default     = 30
+}
+
+variable "kms_key_name" {
+  description = "Cloud KMS key for the buckets (CMEK). Null: Google-managed encryption. The Cloud Storage service agent needs roles/cloudkms.cryptoKeyEncrypterDecrypter on it."
+  type        = string
+  default     = null
+}
+
+variable "pull_agent_members" {
+  description = "Principals (e.g. serviceAccount:slurm-head@p.iam.gserviceaccount.com) that may read the published Slurm files under <prefix>/<cluster>/slurm/."
+  type        = list(string)
+  default     = []
+}
+
+# ----- discovery -------------------------------------------------------------------------------------
+variable "zones" {
+  description = "Zones to list (TOPOCAST_GCP_ZONES). Empty: aggregatedList over all zones."
+  type        = list(string)
+  default     = []
+}
+
+variable "instance_labels" {
+  description = "Cluster membership as GCE labels (TOPOCAST_GCP_LABEL); all must match. Null: topocast-cluster=<cluster>."
+  type        = map(string)
+  default     = null
+}
+
+variable "name_from" {
+  description = "Node name source (TOPOCAST_NAME_FROM): name (the VM name), hostname, instance-id or label:<key>."
+  type        = string
+  default     = "name"
+
+  validation {
+    condition     = can(regex("^(name|hostname|instance-id|label:.+)$", var.name_from))
+    error_message = "name_from must be name, hostname, instance-id or label:<key>."
+  }
+}
+
+variable "domain_tier" {
+  description = "NVLink domain from physicalHostTopology (TOPOCAST_GCP_DOMAIN_TIER): subblock, block or none."
+  type        = string
+  default     = "subblock"
+
+  validation {
+    condition     = contains(["subblock", "block", "none"], var.domain_tier)
+    error_message = "domain_tier must be subblock, block or none."
+  }
+}
+
+variable "full_scan_threshold" {
+  description = "Instance events in one window above which discover rescans (TOPOCAST_FULL_SCAN_THRESHOLD)."
+  type        = number
+  default     = 100
+}
+
+variable "discover_window_seconds" {
+  description = "Instance events are batched this long before one discovery (TOPOCAST_DISCOVER_WINDOW_SECONDS); 0: one by one."
+  type        = number
+  default     = 5
+
+  validation {
+    condition     = var.discover_window_seconds >= 0 && var.discover_window_seconds <= 600
+    error_message = "discover_window_seconds must be between 0 and 600."
+  }
+}
+
+variable "audit_log_methods" {
+  description = "Compute Engine audit-log methodNames that trigger discover, one Eventarc trigger each (methods topocast.gcp.events.METHOD_ACTIONS handles)."
+  type        = list(string)
+  default = [
+    "v1.compute.instances.insert",
+    "beta.compute.instances.insert",
+    "compute.instances.insert",
+    "v1.compute.instances.delete",
+    "beta.compute.instances.delete",
+    "v1.compute.instances.start",
+    "v1.compute.instances.stop",
+    "v1.compute.instances.bulkInsert",
+    "compute.instances.preempted",
+    "compute.instances.hostError",
+  ]
+}
+
+variable "enable_data_access_audit_logs" {
+  description = "Also turn on Compute Engine DATA_WRITE audit logs. Not needed for the default methods: instance insert/delete/start/stop are Admin Activity logs and preemption/host errors System Event logs, which are always written."
+  type        = bool
+  default     = false
+}
+
+variable "reconcile_schedule" {
+  description = "Cloud Scheduler cron of the full reconcile."
+  type        = string
+  default     = "*/15 * * * *"
+}
+
+variable "reconcile_time_zone" {
+  description = "Time zone of reconcile_schedule."
+  type        = string
+  default     = "Etc/UTC"
+}
+
+# ----- debounce ----------------------------------------------------------------------------------------
+variable "debounce_quiet_seconds" {
+  description = "Quiet window after the last change before a render (TOPOCAST_DEBOUNCE_QUIET_SECONDS)."
+  type        = number
+  default     = 15
+
+  validation {
+    condition     = var.debounce_quiet_seconds > 0
+    error_message = "debounce_quiet_seconds must be greater than 0."
+  }
+}
+
+variable "debounce_max_wait_seconds" {
+  description = "Longest a change waits for a render (TOPOCAST_DEBOUNCE_MAX_WAIT_SECONDS)."
+  type        = number
+  default     = 120
+
+  validation {
+    condition     = var.debounce_max_wait_seconds >= var.debounce_quiet_seconds
+    error_message = "debounce_max_wait_seconds must be at least debounce_quiet_seconds."
+  }
+}
+
+variable "enable_graph_trigger" {
+  description = "Also render when a graph generation object lands in the bucket (written by anyone, e.g. `topocast discover --out gcs://`)."
+  type        = bool
+  default     = false
+}
+
+# ----- render / publish ------------------------------------------------------------------------------------
+variable "formats" {
+  description = "Formats the render function writes (TOPOCAST_FORMATS)."
+  type        = list(string)
+  default     = ["slurm-tree", "slurm-block", "slurm-yaml", "k8s-labels", "graph", "html"]
+
+  validation {
+    condition     = length(var.formats) > 0 && alltrue([for f in var.formats : contains(["slurm-tree", "slurm-block", "slurm-yaml", "k8s-labels", "kueue", "kai", "volcano", "slinky", "graph", "html"], f)])
+    error_message = "formats must be a non-empty list of: slurm-tree, slurm-block, slurm-yaml, k8s-labels, kueue, kai, volcano, slinky, graph, html."
+  }
+}
+
+variable "render_options" {
+  description = "RenderOptions as an object, passed as JSON in TOPOCAST_RENDER_OPTIONS. Empty: the code's defaults."
+  type        = any
+  default     = {}
+}
+
+variable "publishers" {
+  description = "Publish targets (TOPOCAST_PUBLISHERS): gcs (Slurm files under <prefix>/<cluster>/slurm/ for the pull agent) and/or kubernetes."
+  type        = list(string)
+  default     = ["gcs"]
+
+  validation {
+    condition     = alltrue([for p in var.publishers : contains(["gcs", "kubernetes"], p)])
+    error_message = "publishers may contain only gcs and kubernetes."
+  }
+}
+
+variable "guard_max_loss" {
+  description = "Fraction of the published nodes one publish may drop before it is held (TOPOCAST_GUARD_MAX_LOSS)."
+  type        = number
+  default     = 0.1
+
+  validation {
+    condition     = var.guard_max_loss >= 0 && var.guard_max_loss <= 1
+    error_message = "guard_max_loss must be between 0 and 1."
+  }
+}
+
+variable "k8s_options" {
+  description = "Kubernetes publisher options as an object, passed as JSON in TOPOCAST_K8S_OPTIONS. With gke_cluster set, connection.gke_cluster is filled in."
+  type        = any
+  default     = {}
+}
+
+variable "gke_cluster" {
+  description = "GKE cluster the kubernetes publisher writes to (projects/<p>/locations/<l>/clusters/<name>): the publish service account may read its endpoint (roles/container.clusterViewer). Map the account into RBAC with infra/k8s/rbac.yaml. Null: none."
+  type        = string
+  default     = null
+
+  validation {
+    condition     = var.gke_cluster == null || can(regex("^projects/[^/]+/locations/[^/]+/clusters/[^/]+$", coalesce(var.gke_cluster, "x")))
+    error_message = "gke_cluster must look like projects/<project>/locations/<location>/clusters/<name>."
+  }
+}

@@ -1,0 +1,152 @@
+"""The AWS API actions each Lambda function calls: the contract between the code and its IAM roles.
+
+:data:`CALLS` lists, per function, every IAM action its code can call. Three
+checks keep it true (see ``tests/test_infra_wiring.py``):
+
+* a static scan of the code reachable from ``functions/<stage>/handler.py``
+  finds exactly these actions;
+* the role the Terraform module (``infra/terraform/modules/aws/iam.tf``) gives
+  the function grants exactly ``CALLS`` minus :data:`NOT_GRANTED`, plus
+  :data:`IMPLIED` and the :data:`PLATFORM` actions, no more;
+* tests that run a handler against moto can wrap it in :func:`record_calls`
+  and assert that every recorded call is in ``CALLS`` (:func:`unexpected`).
+
+botocore operation names map to IAM actions as ``<service>:<OperationName>``
+except for the S3 operations in :data:`S3_ACTION_ALIASES` (HeadObject is
+authorised by s3:GetObject, ListObjectsV2 by s3:ListBucket).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+STAGES = ("discover", "render", "publish")
+
+CALLS: dict[str, frozenset[str]] = {
+    "discover": frozenset(
+        {
+            "ec2:DescribeInstances",  # providers.aws (Ec2Calls.pages)
+            "ec2:DescribeInstanceTopology",
+            "s3:GetObject",  # graphs/ (store), rendered/ + state/ (reconcile confirms a held publish), uploads/
+            "s3:PutObject",  # graphs/, state/guard-hold.json
+            "s3:ListBucket",  # uploads/ listing (on-prem ibnetdiscover)
+            "dynamodb:GetItem",  # debounce state
+            "dynamodb:PutItem",
+            "sqs:SendMessage",  # timer queue, events DLQ (rejected events), publish queue (confirmed hold)
+            "ssm:GetParameter",  # on-prem only: ssm:// domains file, NetQ credentials
+            "secretsmanager:GetSecretValue",  # on-prem only: NetQ credentials
+        }
+    ),
+    "render": frozenset(
+        {
+            "s3:GetObject",  # graphs/, rendered/latest.json, state/published.json
+            "s3:PutObject",  # rendered/
+            "dynamodb:GetItem",
+            "dynamodb:PutItem",
+            "sqs:SendMessage",  # timer queue (re-arm), publish queue
+        }
+    ),
+    "publish": frozenset(
+        {
+            "s3:GetObject",  # graphs/, rendered/, state/
+            "s3:PutObject",  # state/, S3 copies of SSM values too large for a parameter
+            "s3:DeleteObject",  # state/guard-hold.json once a hold is released
+            "ssm:GetParameter",  # current value (never go backwards), guard override
+            "ssm:PutParameter",
+            "eks:DescribeCluster",  # Kubernetes publisher on EKS (granted only with eks_cluster_name)
+        }
+    ),
+}
+
+#: actions the code calls on paths the Terraform module cannot configure yet (their settings are not
+#: TOPOCAST_* variables), so the roles do not grant them; the reason is the test's message.
+NOT_GRANTED: dict[str, dict[str, str]] = {
+    "discover": {
+        "ssm:GetParameter": "only for on-prem domains files (ssm://) and NetQ credentials, not module settings yet",
+        "secretsmanager:GetSecretValue": "only for NetQ credentials, not a module setting yet",
+    },
+}
+
+#: action -> (actions a role needs along with it, why)
+IMPLIED: dict[str, tuple[frozenset[str], str]] = {
+    "s3:GetObject": (
+        frozenset({"s3:ListBucket"}),
+        "without s3:ListBucket S3 answers a read of a missing key with 403 instead of 404",
+    ),
+}
+
+#: what a role needs from the platform rather than from its code: its log group, its queue trigger
+#: (Lambda's event source mapping polls with the function's role), a customer KMS key, VPC interfaces
+PLATFORM: frozenset[str] = frozenset(
+    {
+        "logs:CreateLogStream",
+        "logs:PutLogEvents",
+        "sqs:ReceiveMessage",
+        "sqs:DeleteMessage",
+        "sqs:GetQueueAttributes",
+        "kms:Decrypt",
+        "kms:GenerateDataKey",
+        "ec2:CreateNetworkInterface",
+        "ec2:DescribeNetworkInterfaces",
+        "ec2:DeleteNetworkInterface",
+        "ec2:AssignPrivateIpAddresses",
+        "ec2:UnassignPrivateIpAddresses",
+    }
+)
+
+#: S3 operations authorised by another action
+S3_ACTION_ALIASES = {
+    "HeadObject": "GetObject",
+    "ListObjectsV2": "ListBucket",
+    "ListObjects": "ListBucket",
+    "HeadBucket": "ListBucket",
+}
+
+
+def iam_action(service: str, operation: str) -> str:
+    """IAM action for a boto3 service name and botocore operation name (``s3``, ``HeadObject`` -> s3:GetObject)."""
+    if service == "s3":
+        operation = S3_ACTION_ALIASES.get(operation, operation)
+    return f"{service}:{operation}"
+
+
+def granted(stage: str) -> frozenset[str]:
+    """What the Terraform role of ``stage`` must grant beyond :data:`PLATFORM`."""
+    if stage not in CALLS:
+        raise KeyError(f"unknown stage {stage!r}; stages are {', '.join(STAGES)}")
+    calls = CALLS[stage] - set(NOT_GRANTED.get(stage, {}))
+    implied = {extra for action in calls if action in IMPLIED for extra in IMPLIED[action][0]}
+    return frozenset(calls | implied)
+
+
+def unexpected(stage: str, recorded: set[str]) -> set[str]:
+    """Recorded actions (from :func:`record_calls`) that ``CALLS[stage]`` does not list."""
+    return set(recorded) - CALLS[stage]
+
+
+@contextmanager
+def record_calls(session: Any = None) -> Iterator[set[str]]:
+    """Record the IAM action of every AWS call made by clients created inside the block.
+
+    Hooks botocore's ``before-parameter-build`` event of ``session`` (a ``boto3.Session``;
+    default: boto3's default session), which fires for every call, including paginated
+    pages and calls answered by a Stubber. Clients created *before* the block are not
+    seen: create the runtime inside it.
+    """
+    import boto3
+
+    if session is None:
+        session = boto3.DEFAULT_SESSION or boto3.setup_default_session() or boto3.DEFAULT_SESSION
+    core = session._session  # the botocore session behind the boto3 one
+    seen: set[str] = set()
+
+    def hook(model: Any, **_: Any) -> None:
+        seen.add(iam_action(model.service_model.service_name, model.name))
+
+    core.register("before-parameter-build", hook, unique_id="topocast-record-calls")
+    try:
+        yield seen
+    finally:
+        core.unregister("before-parameter-build", unique_id="topocast-record-calls")

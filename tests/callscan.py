@@ -1,0 +1,324 @@
+"""Static scan: which cloud API operations can a function's code reach? (used by test_infra_wiring.py)
+
+Starting from one entry function (``handler`` in ``functions/<stage>/handler.py``),
+the scan follows a *name-based call graph* over the ``topocast`` package:
+
+* a call or reference ``foo`` / ``x.foo`` reaches every function, method or
+  property named ``foo`` defined in a module the code has imported so far
+  (``self.foo`` only looks in the enclosing class); a class name reaches its
+  ``__init__``/``__post_init__``;
+* a module joins the pool when it is imported at module level by a pooled
+  module, or by an ``import`` inside a reached function (the code base imports
+  SDKs and heavy modules lazily, so this keeps stages apart).
+
+Inside reached functions an attribute ``<receiver>.<operation>`` is an AWS call
+when ``operation`` is an operation of a boto3 service (botocore's model) and
+the receiver's name says which service (``self.s3``, ``rt.sqs``,
+``eks_client``); without such a hint an operation name that belongs to exactly
+one scanned service still counts (``self.c.get_object``). ``get_paginator("x")``
+counts as operation ``x``; a paginator whose name is computed counts as the
+values of the module's ``IAM_ACTIONS`` constant, and is an error without one.
+
+This over-approximates (any ``.get(`` reaches every ``get`` method in the
+pool) and misses calls through clients whose names hide the service and whose
+operation names are ambiguous; both show up as a failing wiring test with the
+call sites named, never as a silent pass.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from functools import cache
+from pathlib import Path
+
+from topocast.aws.iam import iam_action
+
+#: boto3 service names scanned for operations (the IAM prefix equals the service name for all of them)
+AWS_SERVICES = (
+    "ec2",
+    "s3",
+    "sqs",
+    "dynamodb",
+    "ssm",
+    "eks",
+    "sts",
+    "events",
+    "cloudwatch",
+    "logs",
+    "kms",
+    "autoscaling",
+    "secretsmanager",
+)
+
+#: (receiver name, method) pairs that look like AWS operations but are not, with what they are
+NOT_AWS = {("token", "get_secret_value"): "pydantic SecretStr"}
+
+
+@cache
+def operations() -> dict[str, dict[str, str]]:
+    """service -> {snake_case method name: OperationName}, from botocore's service models."""
+    import botocore.session
+    from botocore import xform_name
+
+    session = botocore.session.get_session()
+    out: dict[str, dict[str, str]] = {}
+    for service in AWS_SERVICES:
+        model = session.get_service_model(service)
+        out[service] = {xform_name(op): op for op in model.operation_names}
+    return out
+
+
+@dataclass
+class _Module:
+    name: str
+    path: Path
+    tree: ast.Module
+    #: local name -> (module, attribute or None) for module-level imports
+    imports: dict[str, tuple[str, str | None]] = field(default_factory=dict)
+    #: simple name -> [(class name or None, def node)]
+    defs: dict[str, list[tuple[str | None, ast.AST]]] = field(default_factory=dict)
+    iam_actions: tuple[str, ...] = ()
+
+
+@dataclass
+class ScanResult:
+    #: IAM action -> call sites ("module:function")
+    actions: dict[str, set[str]] = field(default_factory=dict)
+    #: problems the scan cannot decide (computed paginator names without IAM_ACTIONS, ambiguous ops)
+    problems: list[str] = field(default_factory=list)
+    #: string constants in reached code (env var names are looked up here)
+    strings: set[str] = field(default_factory=set)
+    #: attribute names read in reached code (``settings.formats`` -> "formats")
+    attributes: set[str] = field(default_factory=set)
+    #: settings the code insists on: string arguments of ``<settings>.require(...)`` calls
+    required: set[str] = field(default_factory=set)
+    #: modules in the pool
+    modules: set[str] = field(default_factory=set)
+    #: reached functions ("module:Class.func")
+    reached: set[str] = field(default_factory=set)
+
+
+class CallScanner:
+    """Scan the code reachable from one entry function; see the module docstring."""
+
+    def __init__(self, package_root: Path, package: str = "topocast") -> None:
+        self.package_root = package_root  # the directory holding the package, e.g. <repo>/shared
+        self.package = package
+        self._modules: dict[str, _Module] = {}
+
+    # ----- modules ---------------------------------------------------------------------------------
+    def _module_path(self, name: str) -> Path | None:
+        if name != self.package and not name.startswith(self.package + "."):
+            return None
+        base = self.package_root.joinpath(*name.split("."))
+        for candidate in (base.with_suffix(".py"), base / "__init__.py"):
+            if candidate.is_file():
+                return candidate
+        return None
+
+    def load(self, name: str, path: Path | None = None) -> _Module | None:
+        if name in self._modules:
+            return self._modules[name]
+        path = path or self._module_path(name)
+        if path is None:
+            return None
+        tree = ast.parse(path.read_text(), filename=str(path))
+        mod = _Module(name, path, tree)
+        for node in tree.body:
+            for alias_name, target in self._imports_of(node, name):
+                mod.imports[alias_name] = target
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                mod.defs.setdefault(node.name, []).append((None, node))
+            elif isinstance(node, ast.ClassDef):
+                mod.defs.setdefault(node.name, []).append((None, node))
+                for item in node.body:
+                    if isinstance(item, ast.FunctionDef | ast.AsyncFunctionDef):
+                        mod.defs.setdefault(item.name, []).append((node.name, item))
+            elif isinstance(node, ast.Assign) and any(
+                isinstance(t, ast.Name) and t.id == "IAM_ACTIONS" for t in node.targets
+            ):
+                mod.iam_actions = tuple(_string_values(node.value))
+        self._modules[name] = mod
+        return mod
+
+    def _imports_of(self, node: ast.AST, current: str) -> Iterable[tuple[str, tuple[str, str | None]]]:
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                yield (alias.asname or alias.name.split(".")[0]), (alias.name, None)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            for alias in node.names:
+                sub = f"{node.module}.{alias.name}"
+                if self._module_path(sub) is not None:
+                    yield (alias.asname or alias.name), (sub, None)
+                else:
+                    yield (alias.asname or alias.name), (node.module, alias.name)
+
+    def _module_deps(self, mod: _Module) -> set[str]:
+        """Modules executed when ``mod`` is imported: its imports plus the parent packages."""
+        deps = {target for target, _ in mod.imports.values()}
+        parts = mod.name.split(".")
+        deps |= {".".join(parts[:i]) for i in range(1, len(parts))}
+        return {d for d in deps if self._module_path(d) is not None}
+
+    # ----- the scan ------------------------------------------------------------------------------------
+    def scan(self, entry_path: Path, entry_name: str) -> ScanResult:
+        result = ScanResult()
+        entry = self.load("__entry__", entry_path)
+        assert entry is not None
+        pool: set[str] = set()
+        wanted: set[str] = set()
+        queue: list[tuple[_Module, str | None, ast.AST]] = []
+        seen: set[int] = set()
+
+        def add_module(name: str) -> None:
+            todo = [name]
+            while todo:
+                mod = self.load(todo.pop())
+                if mod is None or mod.name in pool:
+                    continue
+                pool.add(mod.name)
+                todo.extend(self._module_deps(mod))
+                for want in wanted & mod.defs.keys():
+                    enqueue_defs(mod, want)
+
+        def enqueue_defs(mod: _Module, name: str, cls: str | None = None, any_class: bool = True) -> None:
+            for owner, node in mod.defs.get(name, []):
+                if not any_class and owner != cls:
+                    continue
+                if isinstance(node, ast.ClassDef):
+                    for init in ("__init__", "__post_init__"):
+                        enqueue_defs(mod, init, node.name, any_class=False)
+                    continue
+                if id(node) not in seen:
+                    seen.add(id(node))
+                    queue.append((mod, owner, node))
+
+        def want(name: str) -> None:
+            if name in wanted:
+                return
+            wanted.add(name)
+            for mod_name in list(pool):
+                enqueue_defs(self._modules[mod_name], name)
+
+        # the entry: resolve ``handler`` through the entry module's imports
+        for dep in self._module_deps(entry):
+            add_module(dep)
+        if entry_name in entry.defs:
+            enqueue_defs(entry, entry_name)
+        elif entry_name in entry.imports:
+            target, attr = entry.imports[entry_name]
+            add_module(target)
+            mod = self._modules.get(target)
+            if mod is None or attr is None or attr not in mod.defs:
+                result.problems.append(f"{entry_path}: cannot resolve {entry_name} -> {target}.{attr}")
+                return result
+            want(attr)
+        else:
+            result.problems.append(f"{entry_path}: no function or import named {entry_name!r}")
+            return result
+
+        while queue:
+            mod, owner, node = queue.pop()
+            where = f"{mod.name}:{owner + '.' if owner else ''}{getattr(node, 'name', '?')}"
+            result.reached.add(where)
+            for sub in ast.walk(node):
+                for _, (target, _attr) in self._imports_of(sub, mod.name):
+                    add_module(target)
+                if isinstance(sub, ast.Constant) and isinstance(sub.value, str):
+                    result.strings.add(sub.value)
+                elif isinstance(sub, ast.Name):
+                    want(sub.id)
+                elif isinstance(sub, ast.Attribute):
+                    result.attributes.add(sub.attr)
+                    if isinstance(sub.value, ast.Name) and sub.value.id == "self" and owner:
+                        enqueue_defs(mod, sub.attr, owner, any_class=False)
+                    else:
+                        want(sub.attr)
+                    self._aws_attribute(sub, mod, where, result)
+                if isinstance(sub, ast.Call):
+                    self._paginator(sub, mod, where, result)
+                    if isinstance(sub.func, ast.Attribute) and sub.func.attr == "require":
+                        result.required |= {
+                            a.value for a in sub.args if isinstance(a, ast.Constant) and isinstance(a.value, str)
+                        }
+        result.modules = pool
+        return result
+
+    # ----- AWS operations -----------------------------------------------------------------------------
+    @staticmethod
+    def _name(receiver: ast.AST) -> str:
+        if isinstance(receiver, ast.Name):
+            return receiver.id
+        if isinstance(receiver, ast.Attribute):
+            return receiver.attr
+        return ""
+
+    @classmethod
+    def _hint(cls, receiver: ast.AST) -> str | None:
+        """The service a receiver's name refers to: ``self.s3`` -> s3, ``eks_client`` -> eks."""
+        for token in cls._name(receiver).lower().split("_"):
+            if token in AWS_SERVICES:
+                return token
+        return None
+
+    def _aws_attribute(self, node: ast.Attribute, mod: _Module, where: str, result: ScanResult) -> None:
+        ops = operations()
+        name = node.attr
+        if name == "get_paginator" or (self._name(node.value), name) in NOT_AWS:
+            return
+        service = self._hint(node.value)
+        if service is not None:
+            if name in ops[service]:
+                _record(result, iam_action(service, ops[service][name]), where)
+            return
+        if "_" not in name:
+            return  # single words (get, list, publish) are too common to mean an API call
+        owners = [s for s in AWS_SERVICES if name in ops[s]]
+        if len(owners) == 1:
+            _record(result, iam_action(owners[0], ops[owners[0]][name]), where)
+        elif len(owners) > 1:
+            result.problems.append(
+                f"{where}: .{name}( is an operation of {', '.join(owners)}; name the client after its service"
+            )
+
+    def _paginator(self, call: ast.Call, mod: _Module, where: str, result: ScanResult) -> None:
+        func = call.func
+        if not (isinstance(func, ast.Attribute) and func.attr == "get_paginator" and call.args):
+            return
+        ops = operations()
+        arg = call.args[0]
+        service = self._hint(func.value)
+        if isinstance(arg, ast.Constant) and isinstance(arg.value, str):
+            owners = [service] if service else [s for s in AWS_SERVICES if arg.value in ops[s]]
+            owners = [s for s in owners if arg.value in ops[s]]
+            if len(owners) == 1:
+                _record(result, iam_action(owners[0], ops[owners[0]][arg.value]), where)
+            else:
+                result.problems.append(f"{where}: get_paginator({arg.value!r}) matches services {owners}")
+        elif mod.iam_actions:
+            for action in mod.iam_actions:
+                _record(result, action, where)
+        else:
+            result.problems.append(
+                f"{where}: get_paginator() with a computed name; declare IAM_ACTIONS in {mod.name} "
+                "listing the actions it can call"
+            )
+
+
+def _record(result: ScanResult, action: str, where: str) -> None:
+    result.actions.setdefault(action, set()).add(where)
+
+
+def _string_values(node: ast.AST) -> Iterable[str]:
+    """String values of a literal dict (its values), set, list or tuple."""
+    if isinstance(node, ast.Dict):
+        items: list[ast.AST | None] = list(node.values)
+    elif isinstance(node, ast.Set | ast.List | ast.Tuple):
+        items = list(node.elts)
+    elif isinstance(node, ast.Call) and node.args:  # frozenset({...})
+        return _string_values(node.args[0])
+    else:
+        return []
+    return [i.value for i in items if isinstance(i, ast.Constant) and isinstance(i.value, str)]

@@ -1,0 +1,52 @@
+"""The systemd units we ship: they verify, and every flag they pass exists in the CLI."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from topocast.cli import app
+
+INFRA = Path(__file__).resolve().parent.parent / "infra"
+UNITS = [
+    (INFRA / "onprem", "topocast-collect", ["collect", "ibnetdiscover"]),
+    (INFRA / "slurm", "topocast-pull", ["pull"]),
+]
+
+
+def exec_start(service: str) -> str:
+    text = service.replace("\\\n", " ")
+    return re.search(r"^ExecStart=(.*)$", text, re.M).group(1)  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize(("folder", "unit", "command"), UNITS, ids=[u[1] for u in UNITS])
+def test_unit_flags_exist_in_the_cli(folder: Path, unit: str, command: list[str]) -> None:
+    line = exec_start((folder / f"{unit}.service").read_text())
+    assert line.split()[1 : 1 + len(command)] == command
+    help_text = CliRunner().invoke(app, [*command, "--help"], env={"COLUMNS": "200"}).output
+    for flag in re.findall(r"(--[a-z][a-z-]+)", line):
+        assert flag in help_text, f"{unit}.service passes {flag}, which `topocast {' '.join(command)}` lacks"
+
+
+@pytest.mark.parametrize(("folder", "unit", "command"), UNITS, ids=[u[1] for u in UNITS])
+def test_units_verify(folder: Path, unit: str, command: list[str], tmp_path: Path) -> None:
+    if shutil.which("systemd-analyze") is None:
+        pytest.skip("systemd-analyze not installed")
+    # verify the units as written, with the one thing a test machine lacks (the installed binary) stubbed
+    service = (folder / f"{unit}.service").read_text().replace("/opt/topocast/bin/topocast", "/bin/true")
+    (tmp_path / f"{unit}.service").write_text(service)
+    (tmp_path / f"{unit}.timer").write_text((folder / f"{unit}.timer").read_text())
+    proc = subprocess.run(
+        ["systemd-analyze", "verify", f"{unit}.service", f"{unit}.timer"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
