@@ -280,3 +280,46 @@ def test_onprem_upload_triggers_discover_render_publish(
     assert not collect_ibnetdiscover(example, uploads, host="ufm-01", s3_client=pl.s3).uploaded
     assert pl.run_until_idle(timeout=10)
     assert pl.runtime.counters.discover_runs == 1
+
+
+class LambdaContext:
+    function_name = "topocast-discover"
+    memory_limit_in_mb = 512
+    invoked_function_arn = "arn:aws:lambda:us-east-1:123456789012:function:topocast-discover"
+    aws_request_id = "req-1"
+
+
+def test_lambda_entry_point_logs_json_with_cluster_and_emits_emf_metrics(
+    aws_env: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """functions/discover/handler.py as Lambda loads it: Powertools JSON logs and EMF metrics on stdout."""
+    import importlib.util
+
+    from topocast.aws import handlers
+
+    monkeypatch.delenv("POWERTOOLS_METRICS_DISABLED", raising=False)
+    monkeypatch.setenv("POWERTOOLS_METRICS_NAMESPACE", "topocast")
+    pl = LocalAwsPipeline(CLUSTER, quiet=1.0, max_wait=4.0)
+    ids = launch(pl, 6)
+    pl.emit_state_changes(ids)
+    messages = pl._receive_all(pl.queues.events, 100)
+    event = {"Records": [{"messageId": m["MessageId"], "body": m["Body"]} for m in messages]}
+    spec = importlib.util.spec_from_file_location(
+        "handler", Path(handlers.__file__).parents[3] / "functions" / "discover" / "handler.py"
+    )
+    module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
+    spec.loader.exec_module(module)  # type: ignore[union-attr]
+    handlers.use_runtime(pl.runtime)
+    try:
+        response = module.handler(event, LambdaContext())
+    finally:
+        handlers.use_runtime(None)
+    assert response == {"batchItemFailures": []}
+    lines = [json.loads(ln) for ln in capsys.readouterr().out.splitlines() if ln.startswith("{")]
+    emf = [ln for ln in lines if "_aws" in ln]
+    names = {m["Name"] for ln in emf for d in ln["_aws"]["CloudWatchMetrics"] for m in d["Metrics"]}
+    assert {"EventsReceived", "DiscoverRuns", "Ec2ApiCalls", "Nodes", "GraphGenerations"} <= names
+    assert emf[0]["EventsReceived"] in (6, [6.0]) and emf[0]["_aws"]["CloudWatchMetrics"][0]["Namespace"] == "topocast"
+    logs = [ln for ln in lines if ln.get("message", "").startswith("discovered 6 node(s)")]
+    assert logs and logs[0]["cluster"] == CLUSTER and logs[0]["generation"] == 1
+    assert logs[0]["function_name"] == "topocast-discover"

@@ -38,6 +38,7 @@ log = logging.getLogger("topocast")
 M_EVENTS, M_MALFORMED, M_DISCOVER_RUNS, M_API_CALLS = "EventsReceived", "MalformedEvents", "DiscoverRuns", "Ec2ApiCalls"
 M_NODES, M_NO_TOPO, M_GENERATIONS = "Nodes", "NodesWithoutTopology", "GraphGenerations"
 M_RENDERS, M_RENDER_FAILED, M_PUBLISHES, M_HELD = "Renders", "RenderFailures", "Publishes", "PublishHeld"
+M_DISCOVER_FAILED = "DiscoverFailures"
 
 
 @dataclass
@@ -315,6 +316,7 @@ def discover_batch(event: dict[str, Any], rt: AwsRuntime | None = None) -> dict[
         try:
             run_discover(rt, changes, reconcile)
         except Exception as exc:  # nothing was written: every valid record is retried
+            _metric(M_DISCOVER_FAILED, 1)
             log.exception("discovery failed; %d event(s) will be retried: %s", len(valid), exc)
             failures.extend(valid)
     return {"batchItemFailures": [{"itemIdentifier": m} for m in failures]}
