@@ -3,10 +3,11 @@
 Starting from one entry function (``handler`` in ``functions/<stage>/handler.py``),
 the scan follows a *name-based call graph* over the ``topocast`` package:
 
-* a call or reference ``foo`` / ``x.foo`` reaches every function, method or
-  property named ``foo`` defined in a module the code has imported so far
-  (``self.foo`` only looks in the enclosing class); a class name reaches its
-  ``__init__``/``__post_init__``;
+* a bare name ``foo`` is resolved lexically (the module's own ``foo`` or the
+  one it imports), ``module.foo`` in that module; ``obj.foo`` reaches every
+  *method* or property named ``foo`` of a class in a module the code has
+  imported so far (``self.foo`` only looks in the enclosing class); a class
+  reaches its ``__init__``/``__post_init__``;
 * a module joins the pool when it is imported at module level by a pooled
   module, or by an ``import`` inside a reached function (the code base imports
   SDKs and heavy modules lazily, so this keeps stages apart).
@@ -103,9 +104,13 @@ class ScanResult:
 class CallScanner:
     """Scan the code reachable from one entry function; see the module docstring."""
 
-    def __init__(self, package_root: Path, package: str = "topocast") -> None:
+    def __init__(
+        self, package_root: Path, package: str = "topocast", *, unfollowed: frozenset[str] = frozenset()
+    ) -> None:
         self.package_root = package_root  # the directory holding the package, e.g. <repo>/shared
         self.package = package
+        #: method names not followed on receivers other than ``self`` (``x.send(`` is too often a library call)
+        self.unfollowed = unfollowed
         self._modules: dict[str, _Module] = {}
 
     # ----- modules ---------------------------------------------------------------------------------
@@ -164,9 +169,20 @@ class CallScanner:
 
     # ----- the scan ------------------------------------------------------------------------------------
     def scan(self, entry_path: Path, entry_name: str) -> ScanResult:
-        result = ScanResult()
-        entry = self.load("__entry__", entry_path)
+        """Scan from ``entry_name`` (a function or an imported name) in the file ``entry_path``."""
+        entry = self.load(f"__entry__:{entry_path}", entry_path)
         assert entry is not None
+        return self._scan(entry, [entry_name], str(entry_path))
+
+    def scan_module(self, module: str, names: list[str]) -> ScanResult:
+        """Scan from the functions (or classes, or ``Class.method``) ``names`` of package module ``module``."""
+        entry = self.load(module)
+        if entry is None:
+            return ScanResult(problems=[f"module {module} not found under {self.package_root}"])
+        return self._scan(entry, names, module)
+
+    def _scan(self, entry: _Module, entry_names: list[str], label: str) -> ScanResult:
+        result = ScanResult()
         pool: set[str] = set()
         wanted: set[str] = set()
         queue: list[tuple[_Module, str | None, ast.AST]] = []
@@ -180,12 +196,14 @@ class CallScanner:
                     continue
                 pool.add(mod.name)
                 todo.extend(self._module_deps(mod))
-                for want in wanted & mod.defs.keys():
-                    enqueue_defs(mod, want)
+                for name in wanted & mod.defs.keys():
+                    enqueue_defs(mod, name, methods_only=True)
 
-        def enqueue_defs(mod: _Module, name: str, cls: str | None = None, any_class: bool = True) -> None:
+        def enqueue_defs(
+            mod: _Module, name: str, cls: str | None = None, any_class: bool = True, methods_only: bool = False
+        ) -> None:
             for owner, node in mod.defs.get(name, []):
-                if not any_class and owner != cls:
+                if (not any_class and owner != cls) or (methods_only and owner is None):
                     continue
                 if isinstance(node, ast.ClassDef):
                     for init in ("__init__", "__post_init__"):
@@ -200,42 +218,67 @@ class CallScanner:
                 return
             wanted.add(name)
             for mod_name in list(pool):
-                enqueue_defs(self._modules[mod_name], name)
+                enqueue_defs(self._modules[mod_name], name, methods_only=True)
 
-        # the entry: resolve ``handler`` through the entry module's imports
+        # the entry: a function of the entry module, or a name it imports (``handler``)
+        if entry.name in self._modules and self._module_path(entry.name) is not None:
+            add_module(entry.name)
         for dep in self._module_deps(entry):
             add_module(dep)
-        if entry_name in entry.defs:
-            enqueue_defs(entry, entry_name)
-        elif entry_name in entry.imports:
-            target, attr = entry.imports[entry_name]
-            add_module(target)
-            mod = self._modules.get(target)
-            if mod is None or attr is None or attr not in mod.defs:
-                result.problems.append(f"{entry_path}: cannot resolve {entry_name} -> {target}.{attr}")
+        for entry_name in entry_names:
+            cls, _, func = entry_name.rpartition(".")
+            if func in entry.defs:
+                enqueue_defs(entry, func, cls or None, any_class=not cls)
+            elif entry_name in entry.imports:
+                target, attr = entry.imports[entry_name]
+                add_module(target)
+                mod = self._modules.get(target)
+                if mod is None or attr is None or attr not in mod.defs:
+                    result.problems.append(f"{label}: cannot resolve {entry_name} -> {target}.{attr}")
+                    return result
+                enqueue_defs(mod, attr)
+            else:
+                result.problems.append(f"{label}: no function or import named {entry_name!r}")
                 return result
-            want(attr)
-        else:
-            result.problems.append(f"{entry_path}: no function or import named {entry_name!r}")
-            return result
+
+        def resolve_name(mod: _Module, local_imports: dict[str, tuple[str, str | None]], name: str) -> None:
+            """A bare name is lexically scoped: the module's own def, or what the module/function imported."""
+            if name not in local_imports and any(owner is None for owner, _ in mod.defs.get(name, [])):
+                enqueue_defs(mod, name, None, any_class=False)  # a module-level function or class
+                return
+            target = local_imports.get(name) or mod.imports.get(name)
+            if target is None:
+                return  # a builtin, parameter or local variable
+            module, attr = target
+            add_module(module)
+            imported = self._modules.get(module)
+            if attr is not None and imported is not None and module in pool:
+                enqueue_defs(imported, attr)
 
         while queue:
             mod, owner, node = queue.pop()
             where = f"{mod.name}:{owner + '.' if owner else ''}{getattr(node, 'name', '?')}"
             result.reached.add(where)
+            local_imports = dict(pair for sub in ast.walk(node) for pair in self._imports_of(sub, mod.name))
             for sub in ast.walk(node):
                 for _, (target, _attr) in self._imports_of(sub, mod.name):
                     add_module(target)
                 if isinstance(sub, ast.Constant) and isinstance(sub.value, str):
                     result.strings.add(sub.value)
                 elif isinstance(sub, ast.Name):
-                    want(sub.id)
+                    resolve_name(mod, local_imports, sub.id)
                 elif isinstance(sub, ast.Attribute):
                     result.attributes.add(sub.attr)
-                    if isinstance(sub.value, ast.Name) and sub.value.id == "self" and owner:
+                    base = sub.value.id if isinstance(sub.value, ast.Name) else None
+                    alias = (local_imports.get(base) or mod.imports.get(base)) if base else None
+                    if base == "self" and owner:
                         enqueue_defs(mod, sub.attr, owner, any_class=False)
-                    else:
-                        want(sub.attr)
+                    elif alias is not None and alias[1] is None:  # module.function
+                        add_module(alias[0])
+                        if alias[0] in self._modules:
+                            enqueue_defs(self._modules[alias[0]], sub.attr)
+                    elif sub.attr not in self.unfollowed:
+                        want(sub.attr)  # obj.method: every method of that name
                     self._aws_attribute(sub, mod, where, result)
                 if isinstance(sub, ast.Call):
                     self._paginator(sub, mod, where, result)

@@ -112,5 +112,7 @@ def run(
 
 
 def check(proc: subprocess.CompletedProcess[str], what: str) -> str:
-    assert proc.returncode == 0, f"{what} failed (exit {proc.returncode}):\n{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}"
+    assert proc.returncode == 0, (
+        f"{what} failed (exit {proc.returncode}):\n{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}"
+    )
     return proc.stdout

@@ -146,3 +146,22 @@ def test_model_not_in_the_repo_renders_and_loads_into_slurmctld(tmp_path: Path, 
     assert shown["top"].level == 2 and len(shown["top"].nodes) == 10
     assert sorted(shown["agg-a"].nodes) == [f"h{i:03d}" for i in range(1, 7)]
     assert sorted(shown["tor-3"].nodes) == [f"h{i:03d}" for i in range(7, 11)]
+
+
+def test_gcp_demo_through_the_cli_writes_the_same_outputs(tmp_path: Path) -> None:
+    out = tmp_path / "demo-gcp"
+    result = runner.invoke(app, ["demo", "--cloud", "gcp", "--nodes", "32", "--out", str(out), "--quiet", "1"])
+    assert result.exit_code == 0, result.output
+    report = json.loads((out / "report.json").read_text())
+    for key in ("events", "discover_runs", "api_calls", "renders", "publishes", "nodes", "nodes_without_topology"):
+        assert key in report, key
+    assert report["pull"]["ok"] and report["nodes"] == 32
+    assert "Compute calls" in result.stdout
+    conf = (out / "topology.conf").read_text()
+    assert "SwitchName=no-topology" in conf
+    assert len(json.loads((out / "labels.json").read_text())) == report["nodes"]
+
+
+def test_demo_rejects_an_unknown_cloud() -> None:
+    result = runner.invoke(app, ["demo", "--cloud", "azure"])
+    assert result.exit_code != 0 and "--cloud must be aws or gcp" in result.stderr

@@ -62,6 +62,11 @@ def test_corrupt_graph_stops_render_and_the_last_publish_stays() -> None:
         assert pl.run_until_idle(timeout=15)
         assert handlers.STATS["renders"] == 1 and handlers.STATS["render_failures"] == 1
         assert published(pl).content == good.content
+        pl.reconcile()  # a full scan finds the same VMs: the damaged generation is restored in place
+        assert pl.run_until_idle(timeout=15)
+        healed = rt.graphs.latest()
+        assert healed.generation == stored.generation and healed.graph == stored.graph
+        assert published(pl).content == good.content
 
 
 def test_demo_writes_its_outputs(tmp_path: Path) -> None:
@@ -79,3 +84,27 @@ def test_demo_writes_its_outputs(tmp_path: Path) -> None:
     assert "SwitchName=no-topology Nodes=gpu-[062-063]" in conf
     assert len(json.loads((out / "labels.json").read_text())) == 64
     assert "<svg" in (out / "topology.html").read_text()
+
+
+def test_gke_publisher_is_wired_through_the_runtime() -> None:
+    """publishers=gcs;kubernetes: the same generation reaches the Slurm object and the GKE node labels."""
+    from k8s_fake_apiserver import NODES, FakeKubeApiServer
+
+    gen = cluster(12)
+    fake = FakeKubeApiServer(token="t0k").start()
+    try:
+        env = {"TOPOCAST_PUBLISHERS": "gcs;kubernetes", "TOPOCAST_K8S_ENDPOINT": fake.url, "TOPOCAST_K8S_TOKEN": "t0k"}
+        for inst in gen.instances:  # GKE node name = VM name; providerID gce://PROJECT/ZONE/NAME
+            zone = inst["zone"].rsplit("/", 1)[-1]
+            fake.add_node(inst["name"], {"team": "ml"}, provider_id=f"gce://{gen.project}/{zone}/{inst['name']}")
+        with LocalGcpPipeline(gen, name="c1", quiet=0.5, window=0.3, extra_env=env) as pl:
+            pl.reconcile()
+            assert pl.run_until_idle(timeout=30)
+            assert handlers.STATS["publishes"] == 1 and published(pl).generation == 1
+            graph = pl.runtime().graphs.latest().graph
+            for node in graph.nodes:
+                labels = fake.get(NODES, node.name)["metadata"]["labels"]
+                assert labels["team"] == "ml"  # a foreign label untouched
+                assert labels["fabric.topograph.run/tier-0"] == node.fabric[0]
+    finally:
+        fake.stop()

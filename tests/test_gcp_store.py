@@ -239,3 +239,16 @@ def test_slurm_publisher_never_regresses_and_pull_installs_it(
     assert (tmp_path / "topology.conf").read_bytes() == v2
     with pytest.raises(ValueError, match="pick one"):
         GcsSlurmPublisher(gcs_objects, "x", formats=("slurm-tree", "slurm-block"))
+
+
+def test_an_unreadable_generation_is_healed_by_a_fresh_scan(gcs_objects: GcsObjects) -> None:
+    store = GcsGraphStore(gcs_objects, "p", "c1")
+    good = graph("c1", 3)
+    store.write_if_changed(good, expected_generation=None)
+    gcs_objects.put(store.generation_key(1), b"garbage")
+    assert store.replace_unreadable(good).generation == 1  # same content: restored in place
+    assert store.latest().graph == good
+    gcs_objects.put(store.generation_key(1), b"garbage")
+    bigger = graph("c1", 5)
+    assert store.replace_unreadable(bigger).generation == 2  # different content: the next generation
+    assert store.latest().graph == bigger

@@ -12,7 +12,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
 from terraform_support import TERRAFORM_DIR, check, cli_config, copy_terraform, require_aws_mirror, run
 
 

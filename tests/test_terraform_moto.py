@@ -29,7 +29,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from terraform_support import check, cli_config, copy_terraform, require_aws_mirror, require_terraform
 from terraform_support import run as tf
 
@@ -170,7 +169,11 @@ def test_example_applies_routes_an_ec2_event_to_discover_and_destroys_cleanly(
         assert sent["FailedEntryCount"] == 0
         bodies = _receive_all(sqs, queues["events"], 1, time.monotonic() + 10)
         assert [(b["source"], b["detail-type"], b["detail"]) for b in bodies] == [
-            ("aws.ec2", "EC2 Instance State-change Notification", {"instance-id": "i-0123456789abcdef0", "state": "running"})
+            (
+                "aws.ec2",
+                "EC2 Instance State-change Notification",
+                {"instance-id": "i-0123456789abcdef0", "state": "running"},
+            )
         ], "exactly the running-state event must reach the events queue, as an EventBridge envelope"
 
         discover_arn = lam.get_function(FunctionName=functions["discover"])["Configuration"]["FunctionArn"]

@@ -217,22 +217,31 @@ def pull(
 
 @app.command()
 def demo(
+    cloud: Annotated[str, typer.Option(help="Which pipeline to run: aws or gcp.")] = "aws",
     nodes: Annotated[int, typer.Option(min=1, help="GPU instances in the simulated cluster.")] = 256,
     events: Annotated[
-        int | None, typer.Option(min=0, help="Launch events in the burst (default: one per node).")
+        int | None, typer.Option(min=0, help="Instance events in the burst (default: per cloud).")
     ] = None,
-    out: Annotated[Path, typer.Option(help="Output directory.")] = Path("out/demo"),
+    out: Annotated[Path | None, typer.Option(help="Output directory (default: out/demo or out/demo-gcp).")] = None,
     report: Annotated[Path | None, typer.Option(help="JSON report path (default: OUT/report.json).")] = None,
     quiet: Annotated[float, typer.Option(help="Debounce quiet window in seconds.")] = 2.0,
 ) -> None:
-    """Run the whole AWS pipeline locally on a simulated account (no credentials needed)."""
+    """Run the whole pipeline locally on a simulated cloud account (no credentials needed)."""
     from topocast.demo import run_demo, summary
 
+    if cloud not in ("aws", "gcp"):
+        raise _fail(f"--cloud must be aws or gcp, got {cloud!r}")
+    target = out or Path("out/demo" if cloud == "aws" else "out/demo-gcp")
     try:
-        result = run_demo(nodes, events, out, report, quiet=quiet)
+        if cloud == "aws":
+            result = run_demo(nodes, events, target, report, quiet=quiet)
+        else:
+            from topocast.gcp.demo import run_gcp_demo
+
+            result = run_gcp_demo(nodes, events, target, report, quiet)
     except TopocastError as exc:
         raise _fail(str(exc)) from None
-    typer.echo(summary(result, out))
+    typer.echo(summary(result, target))
     if not (result["pull"]["ok"] and result["idle"]):
         raise typer.Exit(1)
 

@@ -195,12 +195,14 @@ def run_demo(
 
 
 def summary(result: dict[str, Any], out: Path) -> str:
+    calls = result.get("ec2_api_calls", result.get("api_calls"))
+    api = "EC2" if "ec2_api_calls" in result else "Compute"
     return (
         f"{result['events']} events -> {result['discover_runs']} discover run(s), "
-        f"{result['ec2_api_calls']} EC2 calls -> {result['renders']} render(s) -> {result['publishes']} publish(es)\n"
+        f"{calls} {api} calls -> {result['renders']} render(s) -> {result['publishes']} publish(es)\n"
         f"{result['nodes']} nodes ({result['nodes_without_topology']} without topology), "
         f"generation {result['generation']}, pull: {result['pull']['action']}"
         f"{' (validated by slurmctld)' if result['pull']['validated_by_slurmctld'] else ''}, "
         f"{result['seconds']} s\n"
-        f"wrote {out}/topology.conf, labels.json, topology.html, report.json"
+        f"wrote {out}/topology.conf, labels.json, topology.html, report.json ({result.get('cloud', 'aws')})"
     )

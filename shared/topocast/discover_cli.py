@@ -57,16 +57,14 @@ def _gcp(a: DiscoverArgs) -> DiscoveryResult:
 
     if not a.project:
         raise ProviderError("--provider gcp needs --project")
-    labels = {}
-    for item in a.labels:
-        key, sep, value = item.partition("=")
-        if not sep or not key:
-            raise ProviderError(f"--label must be KEY=VALUE, got {item!r}")
-        labels[key] = value
-    data = {"cluster": a.cluster, "project": a.project, "zones": a.zones, "labels": labels}
-    if a.name_from:
-        data["name_from"] = a.name_from
-    return gcp.discover_cli(data, endpoint=a.compute_endpoint)
+    return gcp.discover_project(
+        a.project,
+        cluster=None if a.cluster == "default" else a.cluster,
+        zones=a.zones,
+        labels=a.labels,
+        name_from=a.name_from,
+        endpoint=a.compute_endpoint,
+    )
 
 
 def _ibnetdiscover(a: DiscoverArgs) -> DiscoveryResult:

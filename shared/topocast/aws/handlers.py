@@ -138,31 +138,18 @@ class AwsRuntime:
                         self.ssm,
                         self.s3,
                         self.settings.bucket or "",
+                        # large values: s3://<bucket>/<prefix>/<cluster>/published/ (what the IAM roles allow)
+                        s3_prefix=f"{self.settings.prefix.strip('/')}/{self.settings.cluster}/published",
                         allow_advanced=self.settings.ssm_advanced_tier,
                     )
                 )
             elif name in ("kubernetes", "k8s"):
-                out.append(self.kubernetes_publisher())
+                from topocast.publish.kubernetes import from_settings
+
+                out.append(from_settings(self.settings, lambda generation: self.graphs.get(generation).graph))
             else:
                 raise TopocastError(f"TOPOCAST_PUBLISHERS: unknown publisher {name!r} (known: ssm, kubernetes)")
         return out
-
-    def kubernetes_publisher(self) -> Any:
-        """TOPOCAST_K8S_OPTIONS (KubernetesPublisherConfig as JSON); the connection may instead come from
-        TOPOCAST_K8S_<FIELD> variables. The label scheme is the render stage's, so ownership agrees."""
-        from topocast.k8s.client import K8sConnection
-        from topocast.k8s.publisher import KubernetesPublisher, KubernetesPublisherConfig
-
-        options = dict(self.settings.k8s_options)
-        options.setdefault("labels", self.settings.render_options.labels.model_dump())
-        if "connection" not in options:
-            options["connection"] = K8sConnection.from_env().model_dump()
-        config = KubernetesPublisherConfig.model_validate(options)
-        return KubernetesPublisher(
-            config,
-            render_options=self.settings.render_options,
-            graph_source=lambda generation: self.graphs.get(generation).graph,
-        )
 
     def discovery_config(self) -> Any:
         from topocast.providers.aws import AwsDiscoveryConfig
@@ -230,6 +217,8 @@ def lambda_entry(fn: Any) -> Any:
     def wrapper(event: dict[str, Any], context: Any) -> Any:
         t = tools()
         t.logger.append_keys(cluster=runtime().settings.cluster)
+
+        t.metrics.clear_metrics()  # one invocation, one EMF document: nothing carried over from earlier work
 
         @t.metrics.log_metrics
         @t.logger.inject_lambda_context(clear_state=True)

@@ -18,7 +18,7 @@ authorised by s3:GetObject, ListObjectsV2 by s3:ListBucket).
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -121,29 +121,29 @@ def granted(stage: str) -> frozenset[str]:
     return frozenset(calls | implied)
 
 
-def unexpected(stage: str, recorded: set[str]) -> set[str]:
+def unexpected(stage: str, recorded: Iterable[str]) -> set[str]:
     """Recorded actions (from :func:`record_calls`) that ``CALLS[stage]`` does not list."""
     return set(recorded) - CALLS[stage]
 
 
 @contextmanager
-def record_calls(session: Any = None) -> Iterator[set[str]]:
-    """Record the IAM action of every AWS call made by clients created inside the block.
+def record_calls(session: Any = None) -> Iterator[list[str]]:
+    """Record the IAM action of every AWS call made by clients created inside the block, in order.
 
     Hooks botocore's ``before-parameter-build`` event of ``session`` (a ``boto3.Session``;
     default: boto3's default session), which fires for every call, including paginated
     pages and calls answered by a Stubber. Clients created *before* the block are not
-    seen: create the runtime inside it.
+    seen: create the runtime inside it. Slice the list to attribute calls to a stage.
     """
     import boto3
 
     if session is None:
         session = boto3.DEFAULT_SESSION or boto3.setup_default_session() or boto3.DEFAULT_SESSION
     core = session._session  # the botocore session behind the boto3 one
-    seen: set[str] = set()
+    seen: list[str] = []
 
     def hook(model: Any, **_: Any) -> None:
-        seen.add(iam_action(model.service_model.service_name, model.name))
+        seen.append(iam_action(model.service_model.service_name, model.name))
 
     core.register("before-parameter-build", hook, unique_id="topocast-record-calls")
     try:

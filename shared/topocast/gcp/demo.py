@@ -36,7 +36,7 @@ CLUSTER = "demo"
 @contextmanager
 def _quiet_logs() -> Any:
     """The functions log JSON lines for Cloud Logging; the demo reports a summary instead."""
-    names = ("topocast", "werkzeug", "gcp_storage_emulator", "google")
+    names = ("topocast", "topocast.gcp", "werkzeug", "gcp_storage_emulator", "google")
     saved = {name: logging.getLogger(name).level for name in names}
     for name in names:
         logging.getLogger(name).setLevel(logging.ERROR)

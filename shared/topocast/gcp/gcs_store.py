@@ -137,6 +137,32 @@ class GcsGraphStore:
         self._advance_pointer(current, generation, new_hash)
         return WriteResult(generation, changed=True)
 
+    def replace_unreadable(self, graph: TopologyGraph) -> WriteResult:
+        """Heal a store whose latest generation cannot be read, with a freshly discovered ``graph``.
+
+        If ``graph`` is exactly what the pointer says that generation held (same
+        sha256), the damaged object is restored in place (conditioned on its current
+        object generation) and nothing needs rendering again; otherwise ``graph``
+        becomes the next generation.
+        """
+        current = self._read_pointer()
+        new_hash = graph.content_hash()
+        if current is not None and current[0]["sha256"] == new_hash:
+            generation = current[0]["generation"]
+            key = self.generation_key(generation)
+            info = self.objects.head(key)
+            restored = self.objects.put(
+                key,
+                dump_graph(graph).encode(),
+                content_type="application/json",
+                metadata={"generation": str(generation), "sha256": new_hash},
+                if_generation_match=info.generation if info else 0,
+            )
+            if restored is None:
+                raise StaleGenerationError(f"{self.objects.uri(key)} changed while being restored; retry")
+            return WriteResult(generation, changed=False)
+        return self.write_if_changed(graph, expected_generation=current[0]["generation"] if current else None)
+
     def _object_hash(self, generation: int) -> str:
         info = self.objects.head(self.generation_key(generation))
         recorded = info.metadata.get("sha256") if info else None

@@ -83,16 +83,32 @@ class _JsonFormatter(logging.Formatter):
         return json.dumps(entry, default=str)
 
 
+class _StdoutHandler(logging.Handler):
+    """Writes to whatever ``sys.stdout`` is at the time (functions-framework and test runners swap it)."""
+
+    _topocast_json = True
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            sys.stdout.write(self.format(record) + "\n")
+            sys.stdout.flush()
+        except Exception:
+            self.handleError(record)
+
+
 def setup_logging() -> None:
-    """Send topocast's records to stdout as JSON lines (idempotent; records still propagate)."""
-    root = logging.getLogger("topocast")
-    if not any(getattr(h, "_topocast_json", False) for h in root.handlers):
-        handler = logging.StreamHandler(sys.stdout)
+    """Send the GCP functions' records (``topocast.gcp.*``) to stdout as JSON lines; idempotent.
+
+    Only this subtree: other topocast code keeps whatever logging its host set up.
+    Records still propagate, so pytest's caplog and a root handler see them too.
+    """
+    logger = logging.getLogger("topocast.gcp")
+    if not any(getattr(h, "_topocast_json", False) for h in logger.handlers):
+        handler = _StdoutHandler()
         handler.setFormatter(_JsonFormatter())
-        handler._topocast_json = True  # type: ignore[attr-defined]
-        root.addHandler(handler)
-    if root.level == logging.NOTSET:  # an explicit level (a test, the demo) wins
-        root.setLevel(logging.INFO)
+        logger.addHandler(handler)
+    if logger.level == logging.NOTSET and logging.getLogger("topocast").level == logging.NOTSET:
+        logger.setLevel(logging.INFO)  # unless someone (a test, the demo) set topocast's level explicitly
 
 
 def _emit(level: int, message: str, **fields: Any) -> None:
@@ -201,10 +217,18 @@ def _full_scan(rt: GcpRuntime, reason: str) -> dict[str, Any]:
     from topocast.providers.gcp import discover_full
 
     count("discover_runs")
-    current = rt.graphs.latest()
-    result = discover_full(rt.compute(), rt.discovery_config(), current.graph if current else None)
-    count("compute_api_calls", sum(result.api_calls.values()))
-    written = commit(rt.graphs, lambda _cur: result.graph)
+    try:
+        current = rt.graphs.latest()
+    except InvalidGraphError as exc:
+        # a corrupt stored generation must not block discovery forever: a full scan supersedes it
+        _emit(logging.WARNING, f"stored graph unreadable, a full scan replaces it: {exc}", function="discover")
+        result = discover_full(rt.compute(), rt.discovery_config(), None)
+        count("compute_api_calls", sum(result.api_calls.values()))
+        written = rt.graphs.replace_unreadable(result.graph)
+    else:
+        result = discover_full(rt.compute(), rt.discovery_config(), current.graph if current else None)
+        count("compute_api_calls", sum(result.api_calls.values()))
+        written = commit(rt.graphs, lambda _cur: result.graph)
     out: dict[str, Any] = {
         "action": "full scan",
         "reason": reason,
@@ -245,7 +269,7 @@ def _incremental(rt: GcpRuntime, refs: list[Any]) -> dict[str, Any]:
 
     try:
         written = commit(rt.graphs, build)
-    except NeedsFullScan as exc:
+    except (NeedsFullScan, InvalidGraphError) as exc:  # no usable base to apply the change to
         return _full_scan(rt, str(exc))
     last = results[-1]
     out: dict[str, Any] = {
@@ -432,12 +456,10 @@ def build_publishers(rt: GcpRuntime) -> list[Any]:
             if "slurm-tree" not in s.formats and "slurm-block" in s.formats:
                 formats.append("slurm-block")
             out.append(GcsSlurmPublisher(rt.objects, cluster_base(s.prefix, s.cluster, "slurm"), formats=formats))
-        elif name == "kubernetes":
-            from topocast.publish import publisher_class
-            from topocast.publish.kubernetes import KubernetesPublisherConfig
+        elif name in ("kubernetes", "k8s"):
+            from topocast.publish.kubernetes import from_settings
 
-            config = KubernetesPublisherConfig.model_validate(s.k8s_options)
-            out.append(publisher_class("kubernetes")(config, graph_source=lambda g: rt.graphs.get(g).graph))
+            out.append(from_settings(s, lambda generation: rt.graphs.get(generation).graph))
         else:
             raise TopocastError(
                 f"publisher {name!r} is not available on GCP; set TOPOCAST_PUBLISHERS to gcs;kubernetes"

@@ -1,9 +1,31 @@
 """Registry entry point for the Kubernetes publisher (``PUBLISHERS["kubernetes"]``).
 
 The implementation lives in :mod:`topocast.k8s.publisher` (it needs the ``k8s``
-extra); this module only re-exports it under the name the registry expects.
+extra); this module re-exports it under the name the registry expects and
+builds it from the functions' settings the same way on every cloud.
 """
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
 
 from topocast.k8s.publisher import K8sPublishResult, KubernetesPublisher, KubernetesPublisherConfig
 
-__all__ = ["K8sPublishResult", "KubernetesPublisher", "KubernetesPublisherConfig"]
+__all__ = ["K8sPublishResult", "KubernetesPublisher", "KubernetesPublisherConfig", "from_settings"]
+
+
+def from_settings(settings: Any, graph_source: Callable[[int], Any]) -> KubernetesPublisher:
+    """``TOPOCAST_K8S_OPTIONS`` (KubernetesPublisherConfig as JSON); the connection may instead come from
+    ``TOPOCAST_K8S_<FIELD>`` variables. The label scheme is the render stage's, so ownership agrees."""
+    from topocast.k8s.client import K8sConnection
+
+    options = dict(settings.k8s_options)
+    options.setdefault("labels", settings.render_options.labels.model_dump())
+    if "connection" not in options:
+        options["connection"] = K8sConnection.from_env().model_dump()
+    return KubernetesPublisher(
+        KubernetesPublisherConfig.model_validate(options),
+        render_options=settings.render_options,
+        graph_source=graph_source,
+    )

@@ -14,6 +14,7 @@ locals {
 }
 
 resource "aws_cloudwatch_log_group" "this" {
+  #checkov:skip=CKV_AWS_338:Retention is log_retention_days (30 by default: operational logs); set 365 or more where policy requires.
   for_each = local.functions
 
   name              = "/aws/lambda/${local.name}-${each.key}"

@@ -41,7 +41,6 @@ locals {
   # ----- environment: exactly the variables shared/topocast/config.py (ENV_VARS) reads ---------------
   common_env = {
     TOPOCAST_CLUSTER             = var.cluster
-    TOPOCAST_PROVIDER            = var.topology_source
     TOPOCAST_BUCKET              = aws_s3_bucket.this.id
     TOPOCAST_PREFIX              = var.prefix
     POWERTOOLS_SERVICE_NAME      = "topocast"
@@ -50,6 +49,7 @@ locals {
   }
   stage_env = {
     discover = {
+      TOPOCAST_PROVIDER                  = var.topology_source
       TOPOCAST_STATE_TABLE               = aws_dynamodb_table.debounce.name
       TOPOCAST_TIMER_QUEUE_URL           = aws_sqs_queue.main["timer"].url
       TOPOCAST_DEBOUNCE_QUIET_SECONDS    = tostring(var.debounce_quiet_seconds)

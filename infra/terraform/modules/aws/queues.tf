@@ -22,6 +22,8 @@ resource "aws_sqs_queue" "main" {
   for_each = local.queue_consumer
 
   name = "${local.name}-${each.key}"
+  # Set here rather than with aws_sqs_queue_policy: one propagation wait less on every apply.
+  policy = each.key == "events" ? data.aws_iam_policy_document.events_queue.json : null
   # Lambda's event source mapping needs a visibility timeout of at least the function timeout; 6x is AWS's advice.
   visibility_timeout_seconds        = min(43200, 6 * var.lambda_timeout_seconds[each.value])
   message_retention_seconds         = 345600 # 4 days
@@ -48,12 +50,18 @@ resource "aws_sqs_queue_redrive_allow_policy" "dlq" {
   })
 }
 
-# The events queue accepts messages only from this module's EventBridge rules and its bucket.
+# The events queue accepts messages only from this module's EventBridge rules and its bucket. The
+# ARNs are spelled out because the policy is part of the queue (and the rules target the queue).
+locals {
+  events_queue_arn = "arn:${local.partition}:sqs:${local.region}:${local.account_id}:${local.name}-events"
+  event_rule_arns  = [for k in keys(local.event_rules) : "arn:${local.partition}:events:${local.region}:${local.account_id}:rule/${local.name}-${k}"]
+}
+
 data "aws_iam_policy_document" "events_queue" {
   statement {
     sid       = "EventBridgeRules"
     actions   = ["sqs:SendMessage"]
-    resources = [aws_sqs_queue.main["events"].arn]
+    resources = [local.events_queue_arn]
     principals {
       type        = "Service"
       identifiers = ["events.amazonaws.com"]
@@ -61,7 +69,7 @@ data "aws_iam_policy_document" "events_queue" {
     condition {
       test     = "ArnEquals"
       variable = "aws:SourceArn"
-      values   = [for r in aws_cloudwatch_event_rule.this : r.arn]
+      values   = local.event_rule_arns
     }
   }
 
@@ -70,7 +78,7 @@ data "aws_iam_policy_document" "events_queue" {
     content {
       sid       = "BucketUploads"
       actions   = ["sqs:SendMessage"]
-      resources = [aws_sqs_queue.main["events"].arn]
+      resources = [local.events_queue_arn]
       principals {
         type        = "Service"
         identifiers = ["s3.amazonaws.com"]
@@ -87,9 +95,4 @@ data "aws_iam_policy_document" "events_queue" {
       }
     }
   }
-}
-
-resource "aws_sqs_queue_policy" "events" {
-  queue_url = aws_sqs_queue.main["events"].id
-  policy    = data.aws_iam_policy_document.events_queue.json
 }

@@ -100,7 +100,7 @@ resource "aws_s3_bucket_notification" "this" {
     filter_prefix = local.uploads_key
   }
 
-  depends_on = [aws_sqs_queue_policy.events]
+  depends_on = [aws_sqs_queue.main]
 }
 
 resource "aws_dynamodb_table" "debounce" {

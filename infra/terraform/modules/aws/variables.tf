@@ -218,12 +218,12 @@ variable "ec2_filters" {
 }
 
 variable "name_from" {
-  description = "Node name source (TOPOCAST_NAME_FROM): private-dns, private-dns-fqdn, instance-id, tag:<key> or template:<text>."
+  description = "Node name source (TOPOCAST_NAME_FROM): private-dns, private-dns-fqdn, instance-id, tag:<key> or template:<text>. Null: the code's default, private-dns."
   type        = string
-  default     = "private-dns"
+  default     = null
 
   validation {
-    condition     = can(regex("^(private-dns|private-dns-fqdn|instance-id|tag:.+|template:.+)$", var.name_from))
+    condition     = var.name_from == null || can(regex("^(private-dns|private-dns-fqdn|instance-id|tag:.+|template:.+)$", coalesce(var.name_from, "private-dns")))
     error_message = "name_from must be private-dns, private-dns-fqdn, instance-id, tag:<key> or template:<text>."
   }
 }

@@ -27,8 +27,9 @@ resource "google_cloudfunctions2_function" "this" {
     timeout_seconds                  = var.timeout_seconds[each.key]
     max_instance_count               = var.max_instances[each.key]
     max_instance_request_concurrency = 1
-    # Callers are Eventarc, Cloud Tasks and Cloud Scheduler with OIDC tokens; IAM (run.invoker) decides.
-    ingress_settings               = "ALLOW_ALL"
+    # Callers are Eventarc, Cloud Tasks and Cloud Scheduler of the same project, which internal
+    # ingress admits; each carries an OIDC token and IAM (run.invoker) decides on top.
+    ingress_settings               = var.ingress_settings
     all_traffic_on_latest_revision = true
     environment_variables          = local.function_env[each.key]
   }

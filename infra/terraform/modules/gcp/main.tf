@@ -32,7 +32,6 @@ locals {
   # ----- environment: exactly the variables shared/topocast/config.py (ENV_VARS) reads ---------------
   common_env = {
     TOPOCAST_CLUSTER               = var.cluster
-    TOPOCAST_PROVIDER              = "gcp"
     TOPOCAST_BUCKET                = google_storage_bucket.data.name
     TOPOCAST_PREFIX                = var.prefix
     TOPOCAST_GCP_PROJECT           = var.project_id
@@ -63,7 +62,6 @@ locals {
     }
     publish = {
       TOPOCAST_FORMATS        = join(";", var.formats)
-      TOPOCAST_RENDER_OPTIONS = local.render_options_json
       TOPOCAST_PUBLISHERS     = join(";", var.publishers)
       TOPOCAST_GUARD_MAX_LOSS = tostring(var.guard_max_loss)
       TOPOCAST_K8S_OPTIONS    = local.k8s_options_json == "{}" ? "" : local.k8s_options_json

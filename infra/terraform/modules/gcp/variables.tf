@@ -17,8 +17,8 @@ variable "cluster" {
   type        = string
 
   validation {
-    condition     = can(regex("^[a-z0-9]([a-z0-9-]{0,18}[a-z0-9])?$", var.cluster))
-    error_message = "cluster must be 1-20 characters of a-z, 0-9 and '-' (service account IDs are at most 30 characters)."
+    condition     = can(regex("^[a-z]([a-z0-9-]{0,14}[a-z0-9])?$", var.cluster))
+    error_message = "cluster must be 1-16 characters of a-z, 0-9 and '-', starting with a letter (service account IDs <name_prefix>-<cluster>-discover are at most 30 characters)."
   }
 }
 
@@ -105,6 +105,17 @@ variable "max_instances" {
   }
 }
 
+variable "ingress_settings" {
+  description = "Network ingress of the functions. Internal admits Eventarc, Cloud Tasks and Cloud Scheduler of the same project (and VPC traffic); ALLOW_ALL only if you call the functions from elsewhere."
+  type        = string
+  default     = "ALLOW_INTERNAL_ONLY"
+
+  validation {
+    condition     = contains(["ALLOW_INTERNAL_ONLY", "ALLOW_INTERNAL_AND_GCLB", "ALLOW_ALL"], var.ingress_settings)
+    error_message = "ingress_settings must be ALLOW_INTERNAL_ONLY, ALLOW_INTERNAL_AND_GCLB or ALLOW_ALL."
+  }
+}
+
 # ----- storage ---------------------------------------------------------------------------------------
 variable "bucket_name" {
   description = "Bucket for graphs, rendered files and the published Slurm files (TOPOCAST_BUCKET). Null: <project_id>-<name_prefix>-<cluster>."
@@ -167,12 +178,12 @@ variable "instance_labels" {
 }
 
 variable "name_from" {
-  description = "Node name source (TOPOCAST_NAME_FROM): name (the VM name), hostname, instance-id or label:<key>."
+  description = "Node name source (TOPOCAST_NAME_FROM): name (the VM name), hostname, instance-id or label:<key>. Null: the code's default, name."
   type        = string
-  default     = "name"
+  default     = null
 
   validation {
-    condition     = can(regex("^(name|hostname|instance-id|label:.+)$", var.name_from))
+    condition     = var.name_from == null || can(regex("^(name|hostname|instance-id|label:.+)$", coalesce(var.name_from, "name")))
     error_message = "name_from must be name, hostname, instance-id or label:<key>."
   }
 }

@@ -87,8 +87,12 @@ run "event_rules_route_the_cluster_events_to_the_events_queue" {
     error_message = "without group names or uploads there is no Auto Scaling rule or bucket notification"
   }
   assert {
-    condition     = aws_sqs_queue_policy.events.queue_url == aws_sqs_queue.main["events"].id
-    error_message = "the events queue must carry the EventBridge policy"
+    condition     = aws_sqs_queue.main["events"].policy == data.aws_iam_policy_document.events_queue.json
+    error_message = "the events queue carries the EventBridge policy"
+  }
+  assert {
+    condition     = one(one([for s in data.aws_iam_policy_document.events_queue.statement : s.condition if s.sid == "EventBridgeRules"])).values == tolist(["arn:aws:events:eu-west-1:111122223333:rule/topocast-c1-ec2-state", "arn:aws:events:eu-west-1:111122223333:rule/topocast-c1-reconcile"])
+    error_message = "the events queue accepts messages only from this module's rules"
   }
 }
 
@@ -311,5 +315,26 @@ run "alarms_watch_dead_letters_errors_and_held_publishes" {
   assert {
     condition     = alltrue([for a in concat(values(aws_cloudwatch_metric_alarm.dlq), values(aws_cloudwatch_metric_alarm.errors)) : a.alarm_actions == toset(["arn:aws:sns:eu-west-1:111122223333:ops"])])
     error_message = "alarms notify the given topic"
+  }
+}
+
+run "on_prem_uploads_drive_discover" {
+  command = apply
+
+  variables {
+    topology_source = "ibnetdiscover"
+  }
+
+  assert {
+    condition     = aws_lambda_function.this["discover"].environment[0].variables["TOPOCAST_PROVIDER"] == "ibnetdiscover" && !contains(keys(aws_lambda_function.this["render"].environment[0].variables), "TOPOCAST_PROVIDER")
+    error_message = "only discover is told the topology source"
+  }
+  assert {
+    condition     = length(aws_s3_bucket_notification.this) == 1 && one(aws_s3_bucket_notification.this[0].queue).events == toset(["s3:ObjectCreated:*"])
+    error_message = "ibnetdiscover needs the upload notifications even without enable_upload_events"
+  }
+  assert {
+    condition     = one([for s in data.aws_iam_policy_document.events_queue.statement : s.principals if s.sid == "BucketUploads"]) != null
+    error_message = "the events queue must accept the bucket's notifications"
   }
 }
