@@ -9,6 +9,7 @@ short and the sleeps real.
 from __future__ import annotations
 
 import json
+import sys
 import time
 from pathlib import Path
 
@@ -299,6 +300,8 @@ def test_lambda_entry_point_logs_json_with_cluster_and_emits_emf_metrics(
 
     monkeypatch.delenv("POWERTOOLS_METRICS_DISABLED", raising=False)
     monkeypatch.setenv("POWERTOOLS_METRICS_NAMESPACE", "topocast")
+    # Powertools binds the stream when its Logger is first built (maybe under another test's capture)
+    handlers.tools().logger.registered_handler.stream = sys.stdout
     pl = LocalAwsPipeline(CLUSTER, quiet=1.0, max_wait=4.0)
     ids = launch(pl, 6)
     pl.emit_state_changes(ids)

@@ -27,6 +27,9 @@ CLUSTER = "demo"
 @contextmanager
 def _quiet_logs() -> Any:
     """The handlers log JSON lines for CloudWatch; the demo shows a summary instead."""
+    from topocast.aws.handlers import tools
+
+    tools()  # the Powertools logger owns "topocast" and keeps its level once built: build it, then lower it
     saved = {name: logging.getLogger(name).level for name in ("topocast", "werkzeug", "botocore")}
     for name in saved:
         logging.getLogger(name).setLevel(logging.ERROR)
@@ -50,7 +53,6 @@ def _local_aws_env(endpoint: str) -> dict[str, str | None]:
         "AWS_CONFIG_FILE": "/nonexistent/topocast-demo",
         "AWS_EC2_METADATA_DISABLED": "true",
         "POWERTOOLS_METRICS_DISABLED": "true",
-        "POWERTOOLS_LOG_LEVEL": "ERROR",
         "MOTO_EC2_LOAD_DEFAULT_AMIS": "false",
     }
     saved = {k: os.environ.get(k) for k in env}
