@@ -1,6 +1,6 @@
 # Developer shortcuts. The Lambda runtime and architecture must match the Terraform variables
 # lambda_runtime (python3.12) and lambda_architecture (x86_64) of infra/terraform/modules/aws.
-PYTHON ?= .venv/bin/python
+TOPOCAST ?= .venv/bin/topocast
 PY_VERSION ?= 3.12
 ARCH ?= x86_64
 
@@ -8,10 +8,10 @@ ARCH ?= x86_64
 
 # dist/aws/{discover,render,publish}.zip (Lambda) and dist/gcp/{...}.zip (Cloud Functions sources)
 package:
-	$(PYTHON) -m topocast.package --out dist --cloud all --python-version $(PY_VERSION) --platform $(ARCH)
+	$(TOPOCAST) package --out dist --cloud all --python-version $(PY_VERSION) --platform $(ARCH)
 
 package-aws:
-	$(PYTHON) -m topocast.package --out dist --cloud aws --python-version $(PY_VERSION) --platform $(ARCH)
+	$(TOPOCAST) package --out dist --cloud aws --python-version $(PY_VERSION) --platform $(ARCH)
 
 package-gcp:
-	$(PYTHON) -m topocast.package --out dist --cloud gcp
+	$(TOPOCAST) package --out dist --cloud gcp

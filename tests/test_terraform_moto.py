@@ -35,7 +35,7 @@ from terraform_support import run as tf
 pytestmark = pytest.mark.slow
 
 REGION = "us-east-1"
-CLUSTER = "c1"
+CLUSTER = "tfmoto"  # unique: moto backends are shared by every moto server in this process
 SERVICES = ("s3", "sqs", "events", "lambda", "iam", "dynamodb", "ssm", "sts", "cloudwatch", "logs", "eks")
 
 
@@ -192,8 +192,19 @@ def test_example_applies_routes_an_ec2_event_to_discover_and_destroys_cleanly(
             )
     state = json.loads((example / "terraform.tfstate").read_text())
     assert [r for r in state["resources"] if r["mode"] == "managed" and r["instances"]] == []
-    assert _client("sqs", endpoint).list_queues().get("QueueUrls", []) == []
-    assert _client("lambda", endpoint).list_functions()["Functions"] == []
-    assert _client("s3", endpoint).list_buckets()["Buckets"] == []
-    assert _client("events", endpoint).list_rules()["Rules"] == []
-    assert _client("dynamodb", endpoint).list_tables()["TableNames"] == []
+    ours = f"topocast-{CLUSTER}"
+    left = {
+        "queues": [u for u in _client("sqs", endpoint).list_queues().get("QueueUrls", []) if ours in u],
+        "functions": [
+            f["FunctionName"]
+            for f in _client("lambda", endpoint).list_functions()["Functions"]
+            if f["FunctionName"].startswith(ours)
+        ],
+        "buckets": [b["Name"] for b in _client("s3", endpoint).list_buckets()["Buckets"] if b["Name"].startswith(ours)],
+        "rules": [r["Name"] for r in _client("events", endpoint).list_rules(NamePrefix=ours)["Rules"]],
+        "tables": [t for t in _client("dynamodb", endpoint).list_tables()["TableNames"] if t.startswith(ours)],
+        "roles": [
+            r["RoleName"] for r in _client("iam", endpoint).list_roles()["Roles"] if r["RoleName"].startswith(ours)
+        ],
+    }
+    assert not any(left.values()), f"terraform destroy left resources behind: {left}"

@@ -246,6 +246,26 @@ def demo(
         raise typer.Exit(1)
 
 
+@app.command()
+def package(
+    out: Annotated[Path, typer.Option(help="Output directory.")] = Path("dist"),
+    cloud: Annotated[str, typer.Option(help="aws, gcp or all.")] = "all",
+    python_version: Annotated[str, typer.Option(help="Function runtime Python (Terraform: lambda_runtime).")] = "3.12",
+    platform: Annotated[
+        str, typer.Option(help="Lambda architecture x86_64 or arm64, or a pip platform tag.")
+    ] = "x86_64",
+) -> None:
+    """Build one deployable archive per function: dist/aws/<stage>.zip (Lambda), dist/gcp/<stage>.zip (sources)."""
+    from topocast.package import build_packages
+
+    try:
+        built = build_packages(out, cloud, python_version, platform)
+    except TopocastError as exc:
+        raise _fail(str(exc), 1) from None
+    for name, path in built.items():
+        typer.echo(f"{name}: {path} ({path.stat().st_size / 1e6:.1f} MB)")
+
+
 def main() -> None:  # console-script entry point
     app()
 

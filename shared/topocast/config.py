@@ -49,6 +49,12 @@ ENV_VARS: dict[str, tuple[str, str]] = {
     "TOPOCAST_GUARD_MAX_LOSS": ("guard_max_loss", "fraction of published nodes a publish may lose"),
     "TOPOCAST_GUARD_OVERRIDE_PARAMETER": ("guard_override_parameter", "SSM parameter an operator sets to a generation"),
     "TOPOCAST_K8S_OPTIONS": ("k8s_options", "Kubernetes publisher options as JSON"),
+    # ----- on-prem fabrics (topocast.providers.ibnetdiscover / netq; see docs/onprem.md) -----
+    "TOPOCAST_IB_HOST_REGEX": ("ib_host_regex", "ibnetdiscover: regex with group 'host' for HCA descriptions"),
+    "TOPOCAST_DOMAINS_URI": ("domains_uri", "on-prem NVLink domains file (CSV or nvidia-smi -q), s3://..."),
+    "TOPOCAST_NETQ_URL": ("netq_url", "NetQ API base URL"),
+    "TOPOCAST_NETQ_CREDENTIALS": ("netq_credentials", "Secrets Manager / SSM SecureString ARN of NetQ credentials"),
+    "TOPOCAST_NETQ_PREMISES": ("netq_premises", "NetQ premises to read (';'); empty = all"),
     # ----- GCP (topocast.gcp; see docs/gcp.md) -----
     "TOPOCAST_GCP_PROJECT": ("gcp_project", "GCP project ID that owns the cluster's VMs"),
     "TOPOCAST_GCP_ZONES": ("gcp_zones", "zones to list (';'); empty: aggregatedList over all zones"),
@@ -125,7 +131,7 @@ class Settings(BaseModel):
             raise TopocastError("missing configuration: " + ", ".join(env.get(n, n) for n in missing))
 
 
-_LISTS = {"filters", "instance_types", "zones", "formats", "publishers", "gcp_zones", "gcp_labels"}
+_LISTS = {"filters", "instance_types", "zones", "formats", "publishers", "gcp_zones", "gcp_labels", "netq_premises"}
 _JSON = {"render_options", "k8s_options"}
 
 

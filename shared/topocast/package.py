@@ -20,7 +20,6 @@ zip changes only when its content does. The dependency install is injectable
 
 from __future__ import annotations
 
-import argparse
 import re
 import subprocess
 import sys
@@ -191,24 +190,3 @@ def build_packages(
                     entries = [("main.py", main), ("requirements.txt", ("\n".join(reqs) + "\n").encode()), *source]
                 built[f"{c}/{stage}"] = write_zip(out / c / f"{stage}.zip", entries)
     return built
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m topocast.package", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--out", default="dist", help="output directory (default: dist)")
-    parser.add_argument("--cloud", default="all", choices=[*CLOUDS, "all"])
-    parser.add_argument("--python-version", default="3.12", help="Lambda runtime Python (default 3.12)")
-    parser.add_argument("--platform", default="x86_64", help="x86_64, arm64 or a pip platform tag")
-    args = parser.parse_args(argv)
-    try:
-        built = build_packages(args.out, args.cloud, args.python_version, args.platform)
-    except TopocastError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
-    for name, path in built.items():
-        print(f"{name}: {path} ({path.stat().st_size / 1e6:.1f} MB)")
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,0 +1,51 @@
+"""Function configuration from TOPOCAST_* environment variables."""
+
+from __future__ import annotations
+
+import pytest
+
+from topocast.config import ENV_VARS, Settings, settings_from_env
+from topocast.errors import TopocastError
+
+
+def test_every_settings_field_can_be_set_from_the_environment() -> None:
+    fields = {field for field, _ in ENV_VARS.values()}
+    assert set(Settings.model_fields) == fields, set(Settings.model_fields) ^ fields
+
+
+def test_lists_json_and_flags_are_parsed() -> None:
+    s = settings_from_env(
+        {
+            "TOPOCAST_CLUSTER": "c1",
+            "TOPOCAST_FILTERS": "tag:topocast:cluster=c1;instance-type=p5.48xlarge,p5e.48xlarge",
+            "TOPOCAST_FORMATS": "slurm-tree,slurm-block",
+            "TOPOCAST_RENDER_OPTIONS": '{"block_sizes": [18, 72]}',
+            "TOPOCAST_SSM_ADVANCED_TIER": "true",
+            "TOPOCAST_NETQ_PREMISES": "dc1;dc2",
+        }
+    )
+    assert s.filters == ["tag:topocast:cluster=c1", "instance-type=p5.48xlarge,p5e.48xlarge"]
+    assert s.formats == ["slurm-tree", "slurm-block"]
+    assert s.render_options.block_sizes == [18, 72]
+    assert s.ssm_advanced_tier is True and s.netq_premises == ["dc1", "dc2"]
+    assert s.ssm_path == "/topocast/c1/slurm"
+
+
+@pytest.mark.parametrize(
+    ("env", "message"),
+    [
+        ({}, "TOPOCAST_CLUSTER"),
+        ({"TOPOCAST_CLUSTER": "c", "TOPOCAST_GUARD_MAX_LOSS": "2"}, "TOPOCAST_GUARD_MAX_LOSS"),
+        ({"TOPOCAST_CLUSTER": "c", "TOPOCAST_RENDER_OPTIONS": "{nope"}, "TOPOCAST_RENDER_OPTIONS is not valid JSON"),
+        ({"TOPOCAST_CLUSTER": "c", "TOPOCAST_DEBOUNCE_QUIET_SECONDS": "soon"}, "TOPOCAST_DEBOUNCE_QUIET_SECONDS"),
+    ],
+)
+def test_bad_configuration_names_the_variable(env: dict[str, str], message: str) -> None:
+    with pytest.raises(TopocastError, match=message):
+        settings_from_env(env)
+
+
+def test_missing_required_setting_names_the_variable() -> None:
+    s = settings_from_env({"TOPOCAST_CLUSTER": "c"})
+    with pytest.raises(TopocastError, match="TOPOCAST_STATE_TABLE, TOPOCAST_TIMER_QUEUE_URL"):
+        s.require("state_table", "timer_queue_url")
