@@ -6,7 +6,9 @@ the scan follows a *name-based call graph* over the ``topocast`` package:
 * a bare name ``foo`` is resolved lexically (the module's own ``foo`` or the
   one it imports), ``module.foo`` in that module; ``obj.foo`` reaches every
   *method* or property named ``foo`` of a class in a module the code has
-  imported so far (``self.foo`` only looks in the enclosing class); a class
+  imported so far; ``self.foo`` looks in the enclosing class, the classes it
+  inherits from, and its subclasses in the pool (a base class's template
+  method calling ``self.publish_one`` runs the subclass's override); a class
   reaches its ``__init__``/``__post_init__``;
 * a module joins the pool when it is imported at module level by a pooled
   module, or by an ``import`` inside a reached function (the code base imports
@@ -80,6 +82,8 @@ class _Module:
     imports: dict[str, tuple[str, str | None]] = field(default_factory=dict)
     #: simple name -> [(class name or None, def node)]
     defs: dict[str, list[tuple[str | None, ast.AST]]] = field(default_factory=dict)
+    #: class name -> its base-class expressions as written (``Base``, ``module.Base``)
+    bases: dict[str, list[ast.expr]] = field(default_factory=dict)
     iam_actions: tuple[str, ...] = ()
 
 
@@ -112,6 +116,7 @@ class CallScanner:
         #: method names not followed on receivers other than ``self`` (``x.send(`` is too often a library call)
         self.unfollowed = unfollowed
         self._modules: dict[str, _Module] = {}
+        self._ancestors: dict[tuple[str, str], set[tuple[str, str]]] = {}
 
     # ----- modules ---------------------------------------------------------------------------------
     def _module_path(self, name: str) -> Path | None:
@@ -138,6 +143,7 @@ class CallScanner:
                 mod.defs.setdefault(node.name, []).append((None, node))
             elif isinstance(node, ast.ClassDef):
                 mod.defs.setdefault(node.name, []).append((None, node))
+                mod.bases[node.name] = list(node.bases)
                 for item in node.body:
                     if isinstance(item, ast.FunctionDef | ast.AsyncFunctionDef):
                         mod.defs.setdefault(item.name, []).append((node.name, item))
@@ -167,6 +173,42 @@ class CallScanner:
         deps |= {".".join(parts[:i]) for i in range(1, len(parts))}
         return {d for d in deps if self._module_path(d) is not None}
 
+    def _resolve_class(self, mod: _Module, expr: ast.expr) -> tuple[str, str] | None:
+        """(module, class) a base-class expression names, when it is a class of the package."""
+        if isinstance(expr, ast.Name):
+            if expr.id in mod.bases:
+                return mod.name, expr.id
+            target = mod.imports.get(expr.id)
+            if target is None or target[1] is None:
+                return None
+            module, name = target
+        elif isinstance(expr, ast.Attribute) and isinstance(expr.value, ast.Name):
+            target = mod.imports.get(expr.value.id)
+            if target is None or target[1] is not None:
+                return None
+            module, name = target[0], expr.attr
+        else:
+            return None  # Generic[T], Protocol, calls: not package classes
+        other = self.load(module)
+        return (module, name) if other is not None and name in other.bases else None
+
+    def ancestors(self, module: str, cls: str) -> set[tuple[str, str]]:
+        """Every package class ``module.cls`` inherits from, transitively, as (module, class)."""
+        if (module, cls) in self._ancestors:
+            return self._ancestors[(module, cls)]
+        found: set[tuple[str, str]] = set()
+        todo = [(module, cls)]
+        while todo:
+            mod_name, name = todo.pop()
+            mod = self.load(mod_name)
+            for expr in mod.bases.get(name, []) if mod is not None else []:
+                base = self._resolve_class(mod, expr)
+                if base is not None and base not in found:
+                    found.add(base)
+                    todo.append(base)
+        self._ancestors[(module, cls)] = found
+        return found
+
     # ----- the scan ------------------------------------------------------------------------------------
     def scan(self, entry_path: Path, entry_name: str) -> ScanResult:
         """Scan from ``entry_name`` (a function or an imported name) in the file ``entry_path``."""
@@ -187,6 +229,8 @@ class CallScanner:
         wanted: set[str] = set()
         queue: list[tuple[_Module, str | None, ast.AST]] = []
         seen: set[int] = set()
+        #: (module, class, method) of every ``self.method`` seen: subclasses loaded later get theirs too
+        self_calls: set[tuple[str, str, str]] = set()
 
         def add_module(name: str) -> None:
             todo = [name]
@@ -198,6 +242,10 @@ class CallScanner:
                 todo.extend(self._module_deps(mod))
                 for name in wanted & mod.defs.keys():
                     enqueue_defs(mod, name, methods_only=True)
+                for cls in mod.bases:
+                    for base_mod, base_cls, method in self_calls:
+                        if (base_mod, base_cls) in self.ancestors(mod.name, cls):
+                            enqueue_defs(mod, method, cls, any_class=False)
 
         def enqueue_defs(
             mod: _Module, name: str, cls: str | None = None, any_class: bool = True, methods_only: bool = False
@@ -241,6 +289,19 @@ class CallScanner:
                 result.problems.append(f"{label}: no function or import named {entry_name!r}")
                 return result
 
+        def self_call(mod: _Module, cls: str, method: str) -> None:
+            """``self.method`` inside ``cls``: its own, an inherited and every overriding definition."""
+            enqueue_defs(mod, method, cls, any_class=False)
+            for base_mod, base_cls in self.ancestors(mod.name, cls):
+                enqueue_defs(self._modules[base_mod], method, base_cls, any_class=False)
+            if (mod.name, cls, method) in self_calls:
+                return
+            self_calls.add((mod.name, cls, method))
+            for other in [self._modules[m] for m in pool]:
+                for sub in other.bases:
+                    if (mod.name, cls) in self.ancestors(other.name, sub):
+                        enqueue_defs(other, method, sub, any_class=False)
+
         def resolve_name(mod: _Module, local_imports: dict[str, tuple[str, str | None]], name: str) -> None:
             """A bare name is lexically scoped: the module's own def, or what the module/function imported."""
             if name not in local_imports and any(owner is None for owner, _ in mod.defs.get(name, [])):
@@ -272,7 +333,7 @@ class CallScanner:
                     base = sub.value.id if isinstance(sub.value, ast.Name) else None
                     alias = (local_imports.get(base) or mod.imports.get(base)) if base else None
                     if base == "self" and owner:
-                        enqueue_defs(mod, sub.attr, owner, any_class=False)
+                        self_call(mod, owner, sub.attr)
                     elif alias is not None and alias[1] is None:  # module.function
                         add_module(alias[0])
                         if alias[0] in self._modules:

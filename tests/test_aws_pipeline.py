@@ -326,3 +326,30 @@ def test_lambda_entry_point_logs_json_with_cluster_and_emits_emf_metrics(
     logs = [ln for ln in lines if ln.get("message", "").startswith("discovered 6 node(s)")]
     assert logs and logs[0]["cluster"] == CLUSTER and logs[0]["generation"] == 1
     assert logs[0]["function_name"] == "topocast-discover"
+
+
+@pytest.mark.parametrize("where", ["ssm", "s3"])
+def test_onprem_domains_file_gives_nodes_their_nvlink_domain(
+    where: str, aws_env: str, monkeypatch: pytest.MonkeyPatch, conformance_dir: Path
+) -> None:
+    """TOPOCAST_DOMAINS_URI: a plain CSV the operator keeps in SSM or in the uploads area of the bucket."""
+    from topocast.collect import collect_ibnetdiscover
+
+    monkeypatch.setenv("POWERTOOLS_METRICS_DISABLED", "true")
+    example = conformance_dir / "inputs" / "ibnetdiscover" / "example.out"
+    csv = "host,domain,subdomain\na05-p1-dgx-01-c01,nvl72-a,rack1\na05-p1-dgx-01-c03,nvl72-a,rack1\n"
+    pl = LocalAwsPipeline("dgx", quiet=1.0, max_wait=4.0, provider="ibnetdiscover")
+    if where == "ssm":
+        pl.ssm.put_parameter(Name="/topocast/dgx/domains", Value=csv, Type="String")
+        uri = "ssm:///topocast/dgx/domains"
+    else:
+        uri = f"{pl.runtime.settings.uploads_uri}/domains.csv"
+        pl.s3.put_object(Bucket=pl.bucket, Key=uri.split("/", 3)[3], Body=csv.encode())
+    pl.runtime.settings = pl.runtime.settings.model_copy(update={"domains_uri": uri})
+    collect_ibnetdiscover(example, pl.runtime.settings.uploads_uri, host="ufm-01", s3_client=pl.s3)
+    assert pl.run_until_idle(timeout=30)
+    nodes = {n.name: n for n in pl.runtime.graphs.latest().graph.nodes}
+    assert (nodes["a05-p1-dgx-01-c01"].accelerator, nodes["a05-p1-dgx-01-c01"].subdomain) == ("nvl72-a", "rack1")
+    assert nodes["a06-p1-dgx-02-c01"].accelerator is None
+    block = fetch("ssm:///topocast/dgx/slurm/topology-block.conf", ssm=pl.ssm, s3=pl.s3).content.decode()
+    assert "a05-p1-dgx-01-c[01,03]" in block

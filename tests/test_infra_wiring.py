@@ -8,8 +8,9 @@ to code that a stage reaches (``self.ssm.delete_parameter``) shows up as an
 action the role does not grant; an action left in a role after the code stopped
 calling it shows up as granted-but-never-called. ``topocast.aws.iam.CALLS`` is
 the readable contract in between: the scan must find exactly it, the roles must
-grant exactly it (minus ``NOT_GRANTED``, plus ``IMPLIED`` and ``PLATFORM``), and
-handler tests can check real calls against it with ``record_calls``.
+grant exactly it (minus ``NOT_GRANTED``, plus ``IMPLIED`` and ``PLATFORM``), the
+``CONDITIONAL`` ones only in statements gated on the module input that needs
+them, and handler tests can check real calls against it with ``record_calls``.
 
 Also checked: handler and entry-point names, every environment variable
 Terraform sets is one the code reads (``ENV_VARS`` or Powertools), each function
@@ -167,6 +168,55 @@ def test_role_grants_exactly_what_the_function_calls(stage: str) -> None:
     assert not extra, f"the {stage} role grants {sorted(extra)}, which its code never calls" + "".join(
         f"\n  {a}: deliberately not granted: {reasons[a]}" for a in sorted(extra) if a in reasons
     )
+
+
+def test_iam_contract_is_coherent() -> None:
+    from topocast.aws.iam import contract_problems
+
+    assert contract_problems() == []
+
+
+def variables_behind(expr: str, local_values: dict[str, Any], depth: int = 0) -> set[str]:
+    """Module variables an expression depends on, following ``local.x`` through the locals (by text)."""
+    found = set(re.findall(r"\bvar\.(\w+)", expr))
+    if depth < 5:
+        for name in set(re.findall(r"\blocal\.(\w+)", expr)):
+            if name in local_values:
+                found |= variables_behind(str(local_values[name]), local_values, depth + 1)
+    return found
+
+
+@pytest.mark.parametrize("stage", STAGES)
+def test_conditional_grants_exist_only_with_their_inputs(stage: str) -> None:
+    from topocast.aws.iam import CONDITIONAL
+
+    module = load_module(AWS_MODULE)
+    doc = module["data"]["aws_iam_policy_document"][stage]
+    conditional = CONDITIONAL.get(stage, {})
+    for statement in doc.get("statement", []):
+        fixed = set(statement.get("actions", [])) & conditional.keys()
+        assert not fixed, (
+            f"{stage}: statement {statement.get('sid')} always grants {sorted(fixed)}, which only some "
+            "configurations need: " + "; ".join(f"{a}: {conditional[a].why}" for a in sorted(fixed))
+        )
+    gated: set[str] = set()
+    for block in doc.get("dynamic", []):
+        body = block["statement"]
+        actions = {a for content in body["content"] for a in content.get("actions", [])}
+        sid = body["content"][0].get("sid")
+        unexpected = actions - conditional.keys()
+        assert not unexpected, (
+            f"{stage}: dynamic statement {sid} grants {sorted(unexpected)} only sometimes, but the code always "
+            "needs them (or list them in topocast.aws.iam.CONDITIONAL)"
+        )
+        inputs = variables_behind(body["for_each"], module["locals"])
+        for action in actions:
+            assert inputs & conditional[action].inputs, (
+                f"{stage}: {sid} grants {action} when {body['for_each']} (inputs {sorted(inputs)}); it is needed "
+                f"for {conditional[action].why}, i.e. with {sorted(conditional[action].inputs)}"
+            )
+        gated |= actions
+    assert gated == set(conditional), f"{stage}: CONDITIONAL lists {sorted(set(conditional) - gated)}, never granted"
 
 
 def test_each_role_is_used_by_its_own_function() -> None:

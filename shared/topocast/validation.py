@@ -1,8 +1,9 @@
-"""One way to turn pydantic validation failures into topocast's one-line errors.
+"""One way to turn bad input (pydantic validation failures, undecodable JSON) into topocast's one-line errors.
 
 Every boundary model (graph, events, options, settings, provider configs) is
 validated through :func:`validate`, so a user always sees ``<source>: <field
-path>: <what is wrong> (got <value>)`` and never a pydantic traceback.
+path>: <what is wrong> (got <value>)`` and never a pydantic traceback; event
+bodies are decoded through :func:`load_json`.
 """
 
 from __future__ import annotations
@@ -33,15 +34,46 @@ def describe(exc: ValidationError, prefix: str = "", limit: int = 3) -> str:
     return "; ".join(parts) + (f" (and {more} more)" if more > 0 else "")
 
 
-def validate(model: type[M], data: Any, source: str, error: type[TopocastError], prefix: str = "") -> M:
+def validate(
+    model: type[M],
+    data: Any,
+    source: str,
+    error: type[TopocastError],
+    prefix: str = "",
+    *,
+    keep_class: bool = True,
+) -> M:
     """``model.model_validate(data)``; failures raise ``error("<source>: <description>")``.
 
     Errors raised by our own validators (e.g. :class:`~topocast.errors.UnsafeNameError`)
-    keep their class and get the source prepended, so callers can still tell them apart.
+    get the source prepended and keep their class, so callers can still tell them
+    apart; with ``keep_class=False`` they become ``error`` too (a provider reports
+    every bad input as a ProviderError).
     """
     try:
         return model.model_validate(data)
     except ValidationError as exc:
         raise error(f"{source}: {describe(exc, prefix)}") from None
     except TopocastError as exc:
-        raise type(exc)(f"{source}: {exc}") from None
+        raise (type(exc) if keep_class else error)(f"{source}: {exc}") from None
+
+
+def load_json(data: Any, what: str, error: type[TopocastError]) -> Any:
+    """Decode JSON text or UTF-8 bytes (anything else is returned as is); blank text is None.
+
+    Failures raise ``error("<what>: not UTF-8 (byte N)")`` or
+    ``error("<what>: not JSON (<reason> at line L column C)")``.
+    """
+    if isinstance(data, bytes | bytearray):
+        try:
+            data = data.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise error(f"{what}: not UTF-8 (byte {exc.start})") from None
+    if isinstance(data, str):
+        if not data.strip():
+            return None
+        try:
+            return json.loads(data)
+        except json.JSONDecodeError as exc:
+            raise error(f"{what}: not JSON ({exc.msg} at line {exc.lineno} column {exc.colno})") from None
+    return data

@@ -22,7 +22,6 @@ without alarm. Only pydantic is imported; no AWS SDK.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
@@ -30,7 +29,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from topocast.errors import TopocastError
-from topocast.validation import validate
+from topocast.validation import load_json, validate
 
 STATE_CHANGE = "EC2 Instance State-change Notification"
 ASG_LAUNCH = "EC2 Instance Launch Successful"
@@ -120,19 +119,11 @@ def _validate(model: type[_Model], data: Any, prefix: str, kind: str) -> Any:
     return validate(model, data, f"{kind} event", MalformedEvent, prefix)
 
 
-def _load(body: dict[str, Any] | str | bytes) -> dict[str, Any]:
-    if isinstance(body, bytes | bytearray):
-        try:
-            body = body.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise MalformedEvent(f"event body is not UTF-8 (byte {exc.start})") from None
-    if isinstance(body, str):
-        try:
-            body = json.loads(body)
-        except json.JSONDecodeError as exc:
-            raise MalformedEvent(f"event body is not JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from None
+def _load(raw: dict[str, Any] | str | bytes) -> dict[str, Any]:
+    body = load_json(raw, "event body", MalformedEvent)
     if not isinstance(body, dict):
-        raise MalformedEvent(f"event body must be a JSON object, got {type(body).__name__}")
+        got = "nothing" if body is None else type(body).__name__
+        raise MalformedEvent(f"event body must be a JSON object, got {got}")
     if "detail-type" not in body and "body" in body and ("messageId" in body or "receiptHandle" in body):
         raise MalformedEvent("this is an SQS record, not an EventBridge envelope: pass record['body']")
     return body

@@ -325,9 +325,8 @@ def discover_graph(rt: AwsRuntime, changes: list[Any], reconcile: bool, previous
     domains = None
     if s.domains_uri:
         from topocast.providers.domains import parse_domains
-        from topocast.pull import fetch
 
-        domains = parse_domains(fetch(s.domains_uri, s3=rt.s3).content.decode(), s.domains_uri)
+        domains = parse_domains(_read_operator_file(rt, s.domains_uri), s.domains_uri)
     if s.provider == "ibnetdiscover":
         from topocast.collect import read_uploads
         from topocast.providers import ibnetdiscover
@@ -347,6 +346,17 @@ def discover_graph(rt: AwsRuntime, changes: list[Any], reconcile: bool, previous
         )  # fmt: skip
         return result, True
     raise ProviderError(f"TOPOCAST_PROVIDER={s.provider!r}: the AWS functions run aws, ibnetdiscover or netq")
+
+
+def _read_operator_file(rt: AwsRuntime, uri: str) -> str:
+    """A file an operator maintains by hand (plain text): ``s3://bucket/key`` or ``ssm:///parameter``."""
+    if uri.startswith("ssm:///"):
+        name = uri.removeprefix("ssm://")
+        return rt.ssm.get_parameter(Name=name, WithDecryption=True)["Parameter"]["Value"]
+    if uri.startswith("s3://"):
+        bucket, _, key = uri.removeprefix("s3://").partition("/")
+        return rt.s3.get_object(Bucket=bucket, Key=key)["Body"].read().decode()
+    raise ProviderError(f"TOPOCAST_DOMAINS_URI must be s3://bucket/key or ssm:///parameter, got {uri!r}")
 
 
 def run_discover(rt: AwsRuntime, changes: list[Any], reconcile: bool) -> Any:

@@ -1,13 +1,18 @@
 """The AWS API actions each Lambda function calls: the contract between the code and its IAM roles.
 
-:data:`CALLS` lists, per function, every IAM action its code can call. Three
+:data:`CALLS` lists, per function, every IAM action its code can call. Four
 checks keep it true (see ``tests/test_infra_wiring.py``):
 
 * a static scan of the code reachable from ``functions/<stage>/handler.py``
   finds exactly these actions;
 * the role the Terraform module (``infra/terraform/modules/aws/iam.tf``) gives
-  the function grants exactly ``CALLS`` minus :data:`NOT_GRANTED`, plus
-  :data:`IMPLIED` and the :data:`PLATFORM` actions, no more;
+  the function grants exactly :func:`granted` (``CALLS`` minus
+  :data:`NOT_GRANTED`, plus :data:`IMPLIED` and the :data:`CONDITIONAL`
+  actions), plus the :data:`PLATFORM` actions, no more;
+* an action in :data:`CONDITIONAL` is granted only by ``dynamic "statement"``
+  blocks whose ``for_each`` depends on the module input that turns on the code
+  path calling it (NetQ credentials only with ``netq_credentials_arn``...), and
+  every dynamic statement grants only such actions;
 * tests that run a handler against moto can wrap it in :func:`record_calls`
   and assert that every recorded call is in ``CALLS`` (:func:`unexpected`).
 
@@ -20,6 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any
 
 STAGES = ("discover", "render", "publish")
@@ -27,7 +33,7 @@ STAGES = ("discover", "render", "publish")
 CALLS: dict[str, frozenset[str]] = {
     "discover": frozenset(
         {
-            "ec2:DescribeInstances",  # providers.aws (Ec2Calls.pages)
+            "ec2:DescribeInstances",  # providers.aws (Ec2Calls.pages); topology_source = aws only
             "ec2:DescribeInstanceTopology",
             "s3:GetObject",  # graphs/ (store), rendered/ + state/ (reconcile confirms a held publish), uploads/
             "s3:PutObject",  # graphs/, state/guard-hold.json
@@ -35,8 +41,8 @@ CALLS: dict[str, frozenset[str]] = {
             "dynamodb:GetItem",  # debounce state
             "dynamodb:PutItem",
             "sqs:SendMessage",  # timer queue, events DLQ (rejected events), publish queue (confirmed hold)
-            "ssm:GetParameter",  # on-prem only: ssm:// domains file, NetQ credentials
-            "secretsmanager:GetSecretValue",  # on-prem only: NetQ credentials
+            "ssm:GetParameter",  # on-prem only: ssm:// domains file, NetQ credentials in a parameter
+            "secretsmanager:GetSecretValue",  # on-prem only: NetQ credentials in a secret
         }
     ),
     "render": frozenset(
@@ -60,12 +66,42 @@ CALLS: dict[str, frozenset[str]] = {
     ),
 }
 
-#: actions the code calls on paths the Terraform module cannot configure yet (their settings are not
-#: TOPOCAST_* variables), so the roles do not grant them; the reason is the test's message.
-NOT_GRANTED: dict[str, dict[str, str]] = {
+#: actions the code calls on paths the Terraform module cannot configure (yet), so the roles do not
+#: grant them: stage -> action -> why (the test's message). Empty since the module passes the NetQ and
+#: domains settings; kept so a new unconfigurable path is declared, not silently granted.
+NOT_GRANTED: dict[str, dict[str, str]] = {}
+
+
+@dataclass(frozen=True)
+class Conditional:
+    """A grant that exists only when one of ``inputs`` (AWS module variables) turns its code path on."""
+
+    inputs: frozenset[str]
+    why: str
+
+
+#: stage -> action -> when the role grants it. Actions of :data:`CALLS` (or, for the key of an input
+#: the code reads through another service, :data:`PLATFORM`) that only some configurations need.
+CONDITIONAL: dict[str, dict[str, Conditional]] = {
     "discover": {
-        "ssm:GetParameter": "only for on-prem domains files (ssm://) and NetQ credentials, not module settings yet",
-        "secretsmanager:GetSecretValue": "only for NetQ credentials, not a module setting yet",
+        "ec2:DescribeInstances": Conditional(frozenset({"topology_source"}), "EC2 discovery (topology_source = aws)"),
+        "ec2:DescribeInstanceTopology": Conditional(
+            frozenset({"topology_source"}), "EC2 discovery (topology_source = aws)"
+        ),
+        "secretsmanager:GetSecretValue": Conditional(
+            frozenset({"netq_credentials_arn"}), "NetQ credentials in a Secrets Manager secret"
+        ),
+        "ssm:GetParameter": Conditional(
+            frozenset({"netq_credentials_arn", "domains_uri"}),
+            "NetQ credentials in an SSM parameter, or an ssm:// NVLink domains file",
+        ),
+        "kms:Decrypt": Conditional(
+            frozenset({"netq_credentials_kms_key_arn"}),
+            "the customer key of the NetQ credentials (Secrets Manager / SSM decrypt with the caller's grant)",
+        ),
+    },
+    "publish": {
+        "eks:DescribeCluster": Conditional(frozenset({"eks_cluster_name"}), "the Kubernetes publisher on EKS"),
     },
 }
 
@@ -113,12 +149,27 @@ def iam_action(service: str, operation: str) -> str:
 
 
 def granted(stage: str) -> frozenset[str]:
-    """What the Terraform role of ``stage`` must grant beyond :data:`PLATFORM`."""
+    """What the Terraform role of ``stage`` grants in its own statements, under some configuration
+    (:data:`CONDITIONAL` ones included); the shared :data:`PLATFORM` statements come on top."""
     if stage not in CALLS:
         raise KeyError(f"unknown stage {stage!r}; stages are {', '.join(STAGES)}")
     calls = CALLS[stage] - set(NOT_GRANTED.get(stage, {}))
     implied = {extra for action in calls if action in IMPLIED for extra in IMPLIED[action][0]}
-    return frozenset(calls | implied)
+    return frozenset(calls | implied | CONDITIONAL.get(stage, {}).keys())
+
+
+def contract_problems() -> list[str]:
+    """Inconsistencies inside this module's tables (an empty list when it is coherent)."""
+    problems: list[str] = []
+    for stage in STAGES:
+        for action, cond in CONDITIONAL.get(stage, {}).items():
+            if action not in CALLS[stage] and action not in PLATFORM:
+                problems.append(f"CONDITIONAL[{stage!r}] has {action}, which is neither in CALLS nor in PLATFORM")
+            if action in NOT_GRANTED.get(stage, {}):
+                problems.append(f"{stage}: {action} is both CONDITIONAL and NOT_GRANTED")
+            if not cond.inputs:
+                problems.append(f"CONDITIONAL[{stage!r}][{action!r}] names no module input")
+    return problems
 
 
 def unexpected(stage: str, recorded: Iterable[str]) -> set[str]:

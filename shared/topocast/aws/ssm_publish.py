@@ -8,9 +8,10 @@ gzip+base64 (Standard, or Advanced up to 8 KB when ``allow_advanced``), else a
 pointer to a copy in S3 (``s3://<bucket>/<s3_prefix>/<generation>/<file>``) with
 its sha256. moto does not enforce SSM size limits, so they are enforced here.
 
-Never regress: the current parameter is read first; if it already holds a newer
-generation the file is skipped and logged (not an error: a slow, older render
-simply lost the race). The same generation with the same sha256 is a no-op.
+Never regress (:class:`topocast.publish.base.FilePublisher`): the current
+parameter is read first; if it already holds a newer generation the file is
+skipped and logged (not an error: a slow, older render simply lost the race).
+The same generation with the same sha256 is a no-op.
 Residual race: SSM has no conditional put, so two publishers running at the
 same instant could still interleave; the debounce stage keeps one render (and
 so one publish) per cluster at a time.
@@ -18,24 +19,24 @@ so one publish) per cluster at a time.
 
 from __future__ import annotations
 
-import hashlib
 import logging
-from collections.abc import Collection, Mapping
+from collections.abc import Collection
 from typing import Any
 
 from topocast.aws.retry import error_code, with_retries
-from topocast.errors import TopocastError
-from topocast.pipeline.artifacts import Manifest, ManifestEntry
+from topocast.aws.s3_objects import S3Objects
+from topocast.pipeline.artifacts import ManifestEntry
 from topocast.publish import envelope
-from topocast.publish.base import PublishResult
+from topocast.publish.base import FileOutcome, FilePublisher
 
 log = logging.getLogger(__name__)
 
 
-class SsmPublisher:
+class SsmPublisher(FilePublisher):
     """:class:`topocast.publish.base.Publisher` for SSM Parameter Store (+ S3 for big files)."""
 
     name = "ssm"
+    nothing_detail = "no artifact for SSM in the manifest"
 
     def __init__(
         self,
@@ -67,60 +68,37 @@ class SsmPublisher:
     def parameter_name(self, file: str) -> str:
         return f"{self.prefix}/{file}"
 
+    def target(self, entry: ManifestEntry) -> str:
+        return self.parameter_name(self.installed_name(entry))
+
     def s3_key(self, generation: int, file: str) -> str:
         return "/".join(p for p in (self.s3_prefix, f"{generation:012d}", file) if p)
 
-    def publish(self, manifest: Manifest, artifacts: Mapping[str, bytes]) -> PublishResult:
-        entries = [e for e in manifest.artifacts if self.wants(e)]
-        if not entries:
-            return PublishResult(False, f"generation {manifest.generation}: no artifact for SSM in the manifest")
-        done: dict[str, list[str]] = {"written": [], "current": [], "older": []}
-        for entry in entries:
-            status, what = self._publish_one(manifest.generation, entry, artifacts)
-            done[status].append(what)
-        detail = (
-            f"generation {manifest.generation}: {len(done['written'])} written, {len(done['current'])} already current"
-        )
-        if done["older"]:
-            detail += f", {len(done['older'])} skipped (a newer generation is published): {'; '.join(done['older'])}"
-        # "older" is not an error (a slow render lost the race) but this manifest is not what is served
-        return PublishResult(not done["older"], detail, done["written"], done["current"] + done["older"])
-
-    def _publish_one(self, generation: int, entry: ManifestEntry, artifacts: Mapping[str, bytes]) -> tuple[str, str]:
+    def publish_one(self, generation: int, entry: ManifestEntry, content: bytes) -> tuple[FileOutcome, str]:
         installed = self.installed_name(entry)
         name = self.parameter_name(installed)
-        try:
-            content = artifacts[entry.file]
-        except KeyError:
-            raise TopocastError(f"{name}: the manifest lists {entry.file!r} but its bytes were not passed") from None
-        if hashlib.sha256(content).hexdigest() != entry.sha256:
-            raise TopocastError(f"{name}: {entry.file} does not match the manifest's sha256; refusing to publish")
         current = self._current(name)
         if current is not None and current.generation > generation:
             log.warning("%s holds generation %d, not publishing older %d", name, current.generation, generation)
             return "older", f"{name} holds generation {current.generation}"
         if current is not None and current.generation == generation and current.sha256 == entry.sha256:
             return "current", f"{name} already holds generation {generation}"
+        key = self.s3_key(generation, installed)
         env = envelope.plan_value(
             content,
             generation=generation,
             file=installed,
             fmt=entry.format,
-            s3_uri=f"s3://{self.bucket}/{self.s3_key(generation, installed)}",
+            s3_uri=f"s3://{self.bucket}/{key}",
             allow_advanced=self.allow_advanced,
             min_tier="Advanced" if current is not None and current.tier == "Advanced" else "Standard",
         )
         if env.encoding == "s3":
-            key = self.s3_key(generation, installed)
-            with_retries(
-                lambda: self.s3.put_object(
-                    Bucket=self.bucket,
-                    Key=key,
-                    Body=content,
-                    ContentType=entry.media_type,
-                    Metadata={"generation": str(generation), "sha256": entry.sha256},
-                ),
-                what=f"upload s3://{self.bucket}/{key}",
+            S3Objects(self.bucket, self.s3).put(
+                key,
+                content,
+                content_type=entry.media_type,
+                metadata={"generation": str(generation), "sha256": entry.sha256},
             )
         with_retries(
             lambda: self.ssm.put_parameter(

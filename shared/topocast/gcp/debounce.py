@@ -29,10 +29,10 @@ from typing import Any
 
 from topocast.gcp.events import DEBOUNCE_TIMER
 from topocast.gcp.gcs import GcsObjects
-from topocast.gcp.gcs_store import cluster_base
 from topocast.gcp.tasks import TaskQueue, task_id
 from topocast.pipeline.debounce import DebounceState
 from topocast.pipeline.debounce_runner import DebounceRunner
+from topocast.pipeline.objects import MUST_NOT_EXIST, cluster_base
 
 log = logging.getLogger(__name__)
 
@@ -54,7 +54,9 @@ class GcsDebounceStates:
         try:
             data = json.loads(got.data)
             known = {f.name for f in fields(DebounceState)}
-            state = DebounceState(**{k: v for k, v in data.items() if k in known})
+            values = {k: v for k, v in data.items() if k in known}
+            values["recent_writes"] = tuple(values.get("recent_writes", ()))  # JSON gives a list
+            state = DebounceState(**values)
         except (ValueError, TypeError) as exc:
             # a damaged state object must not wedge the pipeline: start over (the next write replaces it)
             log.warning("%s unreadable (%s); starting from idle", self.objects.uri(got.key), exc)
@@ -64,7 +66,7 @@ class GcsDebounceStates:
     def save(self, cluster: str, state: DebounceState, token: int | None) -> int | None:
         body = json.dumps(asdict(state), sort_keys=True).encode()
         return self.objects.put(
-            self.key(cluster), body, content_type="application/json", if_generation_match=token if token else 0
+            self.key(cluster), body, content_type="application/json", if_generation_match=token or MUST_NOT_EXIST
         )
 
 

@@ -33,16 +33,16 @@ from __future__ import annotations
 
 import base64
 import binascii
-import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 
 from topocast.errors import TopocastError
+from topocast.validation import load_json, validate
 
 AUDIT_LOG = "google.cloud.audit.log.v1.written"
 PUBSUB = "google.cloud.pubsub.topic.v1.messagePublished"
@@ -222,23 +222,8 @@ class _StorageObject(_Model):
     generation: str | None = None
 
 
-def _problem(exc: ValidationError, prefix: str) -> str:
-    parts = []
-    for err in exc.errors()[:3]:
-        loc = ".".join(str(p) for p in (prefix, *err.get("loc", ())) if p != "")
-        msg = "is required" if err.get("type") == "missing" else err.get("msg", "invalid")
-        if err.get("type") != "missing" and "input" in err:
-            msg = f"{msg} (got {json.dumps(err['input'], default=str)[:80]})"
-        parts.append(f"{loc}: {msg}" if loc else msg)
-    more = len(exc.errors()) - 3
-    return "; ".join(parts) + (f" (and {more} more)" if more > 0 else "")
-
-
 def _validate(model: type[_Model], data: Any, prefix: str, kind: str) -> Any:
-    try:
-        return model.model_validate(data)
-    except ValidationError as exc:
-        raise MalformedEvent(f"{kind} event: {_problem(exc, prefix)}") from None
+    return validate(model, data, f"{kind} event", MalformedEvent, prefix)
 
 
 # ----- getting at attributes and data -----------------------------------------------------------
@@ -260,19 +245,7 @@ def _split(event: Any) -> tuple[dict[str, Any], Any]:
 
 
 def _json(data: Any, what: str) -> Any:
-    if isinstance(data, bytes | bytearray):
-        try:
-            data = data.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise MalformedEvent(f"{what}: not UTF-8 (byte {exc.start})") from None
-    if isinstance(data, str):
-        if not data.strip():
-            return None
-        try:
-            return json.loads(data)
-        except json.JSONDecodeError as exc:
-            raise MalformedEvent(f"{what}: not JSON ({exc.msg} at line {exc.lineno} column {exc.colno})") from None
-    return data
+    return load_json(data, what, MalformedEvent)
 
 
 def _object(data: Any, what: str) -> dict[str, Any]:

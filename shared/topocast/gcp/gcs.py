@@ -1,4 +1,4 @@
-"""Small Cloud Storage helper: read, conditional write, delete and list objects of one bucket.
+"""Cloud Storage object I/O: read, conditional write, delete and list objects of one bucket.
 
 Every stateful piece on GCP (graph generations, manifests, guard records,
 debounce state, the Slurm files) is an object written with a **generation
@@ -16,28 +16,15 @@ the object changed in between, so data and generation always belong together.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
+from topocast.pipeline.objects import ObjectInfo, StoredObject
 
-@dataclass(frozen=True)
-class ObjectInfo:
-    key: str
-    generation: int
-    metadata: dict[str, str]
-    size: int = 0
-
-
-@dataclass(frozen=True)
-class StoredObject:
-    key: str
-    data: bytes
-    generation: int
-    metadata: dict[str, str]
+__all__ = ["GcsObjects", "ObjectInfo", "StoredObject"]
 
 
 class GcsObjects:
-    """Objects of ``bucket`` through a ``google.cloud.storage.Client``."""
+    """:class:`topocast.pipeline.objects.ObjectStore` over a ``google.cloud.storage.Client``; token = generation."""
 
     def __init__(self, bucket: str, client: Any, *, read_attempts: int = 5) -> None:
         self.bucket_name = bucket
@@ -73,7 +60,7 @@ class GcsObjects:
                 data = blob.download_as_bytes(if_generation_match=generation, retry=self._retry())
             except (gexc.PreconditionFailed, gexc.NotFound):
                 continue  # replaced or deleted between the two calls: read again
-            return StoredObject(key, data, generation, metadata)
+            return StoredObject(key, data, generation, metadata, blob.updated)
         raise RuntimeError(f"{self.uri(key)} kept changing while being read ({self.read_attempts} attempts)")
 
     def put(

@@ -19,14 +19,14 @@ a no-op.
 
 from __future__ import annotations
 
-import hashlib
 import logging
-from collections.abc import Collection, Mapping
+from collections.abc import Collection
 
 from topocast.errors import TopocastError
 from topocast.gcp.gcs import GcsObjects
-from topocast.pipeline.artifacts import Manifest, ManifestEntry
-from topocast.publish.base import PublishResult
+from topocast.pipeline.artifacts import ManifestEntry
+from topocast.pipeline.objects import MUST_NOT_EXIST
+from topocast.publish.base import FileOutcome, FilePublisher
 
 log = logging.getLogger(__name__)
 
@@ -35,10 +35,11 @@ INSTALLED_NAME = {"slurm-tree": "topology.conf", "slurm-block": "topology.conf",
 DEFAULT_FORMATS = ("slurm-tree", "slurm-yaml")
 
 
-class GcsSlurmPublisher:
+class GcsSlurmPublisher(FilePublisher):
     """:class:`topocast.publish.base.Publisher` writing Slurm files to Cloud Storage objects."""
 
     name = "gcs"
+    nothing_detail = "no Slurm artifact in the manifest"
 
     def __init__(self, objects: GcsObjects, prefix: str, *, formats: Collection[str] = DEFAULT_FORMATS) -> None:
         self.objects = objects
@@ -56,32 +57,16 @@ class GcsSlurmPublisher:
     def uri(self, installed: str) -> str:
         return self.objects.uri(self.key(installed))
 
-    def publish(self, manifest: Manifest, artifacts: Mapping[str, bytes]) -> PublishResult:
-        entries = [e for e in manifest.artifacts if e.format in self.formats]
-        if not entries:
-            return PublishResult(False, f"generation {manifest.generation}: no Slurm artifact in the manifest")
-        written: list[str] = []
-        skipped: list[str] = []
-        refused: list[str] = []
-        for entry in entries:
-            outcome, what = self._publish_one(manifest.generation, entry, artifacts)
-            (written if outcome == "written" else refused if outcome == "older" else skipped).append(what)
-        detail = f"generation {manifest.generation}: {len(written)} written, {len(skipped)} already current"
-        if refused:
-            detail += f", {len(refused)} skipped (a newer generation is published): {'; '.join(refused)}"
-        return PublishResult(not refused, detail, written, skipped + refused)
+    def wants(self, entry: ManifestEntry) -> bool:
+        return entry.format in self.formats
 
-    def _publish_one(self, generation: int, entry: ManifestEntry, artifacts: Mapping[str, bytes]) -> tuple[str, str]:
-        installed = INSTALLED_NAME[entry.format]
-        uri = self.uri(installed)
-        try:
-            content = artifacts[entry.file]
-        except KeyError:
-            raise TopocastError(f"{uri}: the manifest lists {entry.file!r} but its bytes were not passed") from None
-        if hashlib.sha256(content).hexdigest() != entry.sha256:
-            raise TopocastError(f"{uri}: {entry.file} does not match the manifest's sha256; refusing to publish")
+    def target(self, entry: ManifestEntry) -> str:
+        return self.uri(INSTALLED_NAME[entry.format])
+
+    def publish_one(self, generation: int, entry: ManifestEntry, content: bytes) -> tuple[FileOutcome, str]:
+        key, uri = self.key(INSTALLED_NAME[entry.format]), self.target(entry)
         for _ in range(5):
-            current = self.objects.head(self.key(installed))
+            current = self.objects.head(key)
             meta = current.metadata if current else {}
             theirs = int(meta["generation"]) if meta.get("generation", "").isdigit() else None
             if theirs is not None and theirs > generation:
@@ -90,11 +75,11 @@ class GcsSlurmPublisher:
             if theirs == generation and meta.get("sha256") == entry.sha256:
                 return "current", f"{uri} already holds generation {generation}"
             done = self.objects.put(
-                self.key(installed),
+                key,
                 content,
                 content_type=entry.media_type,
                 metadata={"generation": str(generation), "sha256": entry.sha256, "format": entry.format},
-                if_generation_match=current.generation if current else 0,
+                if_generation_match=current.generation if current else MUST_NOT_EXIST,
             )
             if done is not None:
                 log.info("%s <- generation %d", uri, generation)

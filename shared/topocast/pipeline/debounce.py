@@ -8,9 +8,10 @@ that is not rendered yet, whichever comes first::
 
 Everything here is pure: a :class:`DebounceState` plus an event (a change was
 noted, a timer fired, a render finished) gives a new state, a :class:`Decision`
-and possibly "arm a timer in N seconds" (:class:`Step`). A cloud adapter
-(:mod:`topocast.aws.debounce`) stores the state with a conditional write and
-sends the timer message; the rules below make at-least-once delivery harmless:
+and possibly "arm a timer in N seconds" (:class:`Step`).
+:mod:`topocast.pipeline.debounce_runner` stores the state with a conditional
+write and sends the timer (on DynamoDB + SQS or Cloud Storage + Cloud Tasks);
+the rules below make at-least-once delivery harmless:
 
 * There is at most one live timer per cluster, identified by ``timer_id``. A timer
   message whose id is not the live one is dropped (duplicate or superseded).
@@ -57,6 +58,9 @@ class DebounceState:
     lease_until: float | None = None
     #: optimistic-concurrency counter, bumped by the store on every write
     version: int = 0
+    #: IDs of the last few writes, newest last (set by the runner, not by the transitions below):
+    #: a writer whose conditional write landed but whose response was lost finds its ID here
+    recent_writes: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,14 @@ small pieces:
   delivery of ``body`` to the render function after ``delay`` seconds. The
   timer ID is unique per arm, so a sender may use it to deduplicate retries.
 
+Every write is idempotent: it appends a fresh write ID to the state's
+``recent_writes``. A conditional write can land on the server while its
+response is lost (timeout, connection reset); the client's retry then fails
+its own condition and looks like a lost race. Taking that at face value would
+re-decide on top of our own change ("generation already noted") and never send
+the timer. So before re-deciding, the runner re-reads: if its write ID is in
+the stored state, the write was its own and the step completes (timer sent).
+
 If the send fails, the state is rolled back (conditionally) and the error
 propagates, so the caller's input is retried; if even the rollback is lost,
 the lost-timer grace re-arms on the next change. The timer body is the same on
@@ -22,6 +30,7 @@ every cloud: ``{"kind": "topocast.debounce.timer", "cluster", "timer_id",
 
 from __future__ import annotations
 
+import json
 import logging
 import random
 import time
@@ -37,6 +46,9 @@ from topocast.pipeline.debounce import DebounceState, Decision, Step
 log = logging.getLogger(__name__)
 
 TIMER_KIND = "topocast.debounce.timer"
+#: how many write IDs a state keeps: a lost response is recognised even if this many
+#: other writers stored on top of it before the re-read
+KEEP_WRITES = 8
 
 
 class StateBackend(Protocol):
@@ -58,7 +70,12 @@ def timer_body(cluster: str, timer_id: str, now: float, delay: float) -> dict[st
 
 
 def parse_timer(body: Any) -> dict[str, Any]:
-    """The timer body as a dict; ValueError naming what is wrong when it is not one."""
+    """The timer body (a dict, or its JSON text) as a dict; ValueError naming what is wrong."""
+    if isinstance(body, str | bytes | bytearray):
+        try:
+            body = json.loads(body)
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            raise ValueError(f"timer message is not JSON ({exc})") from None
     if not isinstance(body, Mapping) or body.get("kind") != TIMER_KIND:
         raise ValueError(f"not a {TIMER_KIND} message: {str(body)[:200]}")
     if not isinstance(body.get("cluster"), str) or not isinstance(body.get("timer_id"), str):
@@ -145,9 +162,9 @@ class DebounceRunner:
             step = fn(before, now, new_timer_id)
             if step.state == before:
                 return step
-            after = replace(step.state, version=before.version + 1)
-            new_token = self.states.save(cluster, after, token)
-            if new_token is None:
+            after = _tagged(replace(step.state, version=before.version + 1))
+            saved, new_token = self._save(cluster, after, token)
+            if not saved:
                 time.sleep(random.uniform(0, 0.02))  # lost a race: re-read and re-decide
                 continue
             if step.arm is not None and after.timer_id is not None:
@@ -156,9 +173,36 @@ class DebounceRunner:
                         cluster, after.timer_id, step.arm, timer_body(cluster, after.timer_id, now, step.arm)
                     )
                 except Exception:
-                    rolled_back = replace(before, version=after.version + 1)
-                    if self.states.save(cluster, rolled_back, new_token) is None:
-                        log.warning("debounce: could not roll back the state of %s after a failed timer send", cluster)
+                    self._roll_back(cluster, before, after, new_token)
                     raise
             return replace(step, state=after)
         raise TopocastError(f"debounce state of cluster {cluster!r} kept changing ({self.max_attempts} attempts)")
+
+    def _save(self, cluster: str, state: DebounceState, token: Any) -> tuple[bool, Any]:
+        """Write ``state`` (tagged by :func:`_tagged`) if the store is still at ``token``.
+
+        Returns (saved, token to roll back from). A refused write may be our own
+        whose response was lost and whose retry then failed the condition: if the
+        stored state carries our write ID, it landed. The token is then only known
+        when nobody wrote after us (None: do not roll back over their change).
+        """
+        new_token = self.states.save(cluster, state, token)
+        if new_token is not None:
+            return True, new_token
+        write_id = state.recent_writes[-1]
+        current, current_token = self.states.load(cluster)
+        if write_id not in current.recent_writes:
+            return False, None
+        log.info("debounce: the write to %s was ours (its response was lost); carrying on", cluster)
+        return True, current_token if current.recent_writes[-1] == write_id else None
+
+    def _roll_back(self, cluster: str, before: DebounceState, after: DebounceState, token: Any) -> None:
+        """Undo ``after`` (its timer was not sent) so the caller's retry re-arms; the grace covers a failure."""
+        rolled_back = _tagged(replace(before, version=after.version + 1))
+        if token is None or not self._save(cluster, rolled_back, token)[0]:
+            log.warning("debounce: could not roll back the state of %s after a failed timer send", cluster)
+
+
+def _tagged(state: DebounceState) -> DebounceState:
+    """``state`` with a fresh write ID appended to ``recent_writes`` (the last :data:`KEEP_WRITES` kept)."""
+    return replace(state, recent_writes=(*state.recent_writes, uuid.uuid4().hex)[-KEEP_WRITES:])

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
+from topocast.errors import TopocastError
 from topocast.graph import TopologyGraph
 from topocast.pipeline.artifacts import ArtifactStore, Manifest
 from topocast.pipeline.guard import (
@@ -31,6 +32,7 @@ from topocast.pipeline.guard import (
     override_allows,
     reconcile_confirms,
 )
+from topocast.pipeline.objects import ObjectStore, cluster_base, get_json, put_json
 from topocast.pipeline.store import GraphStore
 from topocast.publish.base import Publisher, PublishResult
 
@@ -69,7 +71,7 @@ class PublishedRecord:
 
 
 class PublishState(Protocol):
-    """Where the guard's memory lives (S3 in :mod:`topocast.aws.publish_state`)."""
+    """Where the guard's memory lives (:class:`ObjectPublishState` in a bucket)."""
 
     def load_published(self) -> PublishedRecord | None: ...
     def save_published(self, record: PublishedRecord) -> None: ...
@@ -101,6 +103,48 @@ class MemoryPublishState:
     def clear_hold(self) -> None:
         with self._lock:
             self.hold = None
+
+
+class ObjectPublishState:
+    """:class:`PublishState` as two small JSON objects in a bucket, under ``<prefix>/<cluster>/state/``::
+
+    published.json    {generation, graph_sha256, nodes[], published_at, publishers[]}
+    guard-hold.json   {generation, lost[], previous_generation, reason, held_at, confirmed, confirmed_at}
+    """
+
+    def __init__(self, objects: ObjectStore, prefix: str, cluster: str) -> None:
+        self.objects = objects
+        self.cluster = cluster
+        base = cluster_base(prefix, cluster, "state")
+        self.published_key = f"{base}/published.json"
+        self.hold_key = f"{base}/guard-hold.json"
+
+    def load_published(self) -> PublishedRecord | None:
+        data = get_json(self.objects, self.published_key)
+        if data is None:
+            return None
+        try:
+            return PublishedRecord.from_json(data, self.objects.uri(self.published_key))
+        except ValueError as exc:
+            raise TopocastError(str(exc)) from None
+
+    def save_published(self, record: PublishedRecord) -> None:
+        put_json(self.objects, self.published_key, record.to_json())
+
+    def load_hold(self) -> HoldRecord | None:
+        data = get_json(self.objects, self.hold_key)
+        if data is None:
+            return None
+        try:
+            return HoldRecord.from_json(data, self.objects.uri(self.hold_key))
+        except ValueError as exc:
+            raise TopocastError(str(exc)) from None
+
+    def save_hold(self, hold: HoldRecord) -> None:
+        put_json(self.objects, self.hold_key, hold.to_json())
+
+    def clear_hold(self) -> None:
+        self.objects.delete(self.hold_key)
 
 
 @dataclass(frozen=True)

@@ -7,20 +7,43 @@ graph on (``expected_generation``), and if another writer has stored a newer one
 in the meantime the write is refused with :class:`StaleGenerationError` so the
 caller re-reads and rebuilds on top of it (:func:`commit` does that loop).
 
-The decision of what a write should do is the pure :func:`plan_write`; the
-stores (in-memory here, S3 in :mod:`topocast.aws.s3_store`) only execute it.
+The decision of what a write should do is the pure :func:`plan_write`;
+:class:`MemoryGraphStore` executes it in memory and :class:`ObjectGraphStore`
+in a bucket, over any :class:`~topocast.pipeline.objects.ObjectStore` (S3 in
+:mod:`topocast.aws.s3_store`, Cloud Storage in :mod:`topocast.gcp.gcs_store`).
+
+Bucket layout under ``<prefix>/<cluster>/graphs/``::
+
+    000000000001.json   immutable, one per generation (the graph's pretty JSON, readable
+    000000000002.json   by ``topocast render --graph``); metadata: generation, sha256
+    latest.json         small pointer {generation, sha256, key, written_at}
+
+How a bucket write stays correct with concurrent writers and retries, using
+conditional writes only (no lock service):
+
+1. Read the pointer and its version token; :func:`plan_write` decides
+   unchanged / stale / write generation N+1.
+2. Create ``N+1.json`` only if it does not exist. This is the commit point:
+   exactly one writer can create a generation. A loser whose content differs gets
+   :class:`StaleGenerationError` and re-reads; a loser with identical content (or
+   our own earlier attempt whose response was lost) treats the object as its own.
+3. Move the pointer conditioned on the token read in 1, so a stale writer can
+   never move it back. Anyone may roll the pointer forward to an existing
+   generation object, so a writer that died between 2 and 3 cannot wedge the store.
 """
 
 from __future__ import annotations
 
+import json
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Protocol
+from typing import Any, Protocol
 
-from topocast.errors import StaleGenerationError, TopocastError
-from topocast.graph import TopologyGraph
+from topocast.errors import InvalidGraphError, StaleGenerationError, TopocastError
+from topocast.graph import TopologyGraph, dump_graph, graph_from_json
+from topocast.pipeline.objects import MUST_NOT_EXIST, ObjectStore, cluster_base
 
 
 class GenerationNotFoundError(TopocastError, LookupError):
@@ -146,3 +169,156 @@ class MemoryGraphStore:
             self._generations[plan.generation] = StoredGraph(plan.generation, graph, new_hash, datetime.now(UTC))
             self._latest = plan.generation
             return WriteResult(plan.generation, changed=True)
+
+
+class ObjectGraphStore:
+    """Graph generations of one cluster in a bucket (layout and write protocol: the module docstring)."""
+
+    def __init__(self, objects: ObjectStore, prefix: str, cluster: str) -> None:
+        self.objects = objects
+        self.cluster = cluster
+        self.base_key = cluster_base(prefix, cluster, "graphs")
+        self.pointer_key = f"{self.base_key}/latest.json"
+
+    def generation_key(self, generation: int) -> str:
+        return f"{self.base_key}/{generation:012d}.json"
+
+    def generation_of_key(self, key: str) -> int | None:
+        """The generation a graph object key names (None for other keys, e.g. the pointer)."""
+        name = key.removeprefix(self.base_key + "/")
+        if name == key or not name.endswith(".json") or not name[:-5].isdigit():
+            return None
+        return int(name[:-5])
+
+    # ----- reads --------------------------------------------------------------------
+    def _read_pointer(self) -> tuple[dict[str, Any], Any] | None:
+        """(pointer, its version token) or None when the store is empty."""
+        got = self.objects.get(self.pointer_key)
+        if got is None:
+            return None
+        try:
+            pointer = json.loads(got.data)
+            generation = pointer["generation"]
+            if not isinstance(generation, int) or generation < 1 or not isinstance(pointer["sha256"], str):
+                raise ValueError(f"bad generation/sha256 {generation!r}")
+        except (ValueError, KeyError, TypeError) as exc:
+            where = self.objects.uri(self.pointer_key)
+            raise InvalidGraphError(f"{where}: corrupt latest-generation pointer ({exc})") from None
+        return pointer, got.generation
+
+    def latest(self) -> StoredGraph | None:
+        current = self._read_pointer()
+        if current is None:
+            return None
+        return self._read_generation(current[0]["generation"], current[0]["sha256"])
+
+    def get(self, generation: int) -> StoredGraph:
+        return self._read_generation(generation, None)
+
+    def _read_generation(self, generation: int, expected_hash: str | None) -> StoredGraph:
+        key = self.generation_key(generation)
+        where = self.objects.uri(key)
+        got = self.objects.get(key)
+        if got is None:
+            raise GenerationNotFoundError(f"{where}: graph generation {generation} not found")
+        graph = graph_from_json(got.data, source=where)
+        if graph.cluster != self.cluster:
+            raise InvalidGraphError(f"{where}: graph is for cluster {graph.cluster!r}, expected {self.cluster!r}")
+        content_hash = graph.content_hash()
+        recorded = expected_hash or got.metadata.get("sha256")
+        if recorded and recorded != content_hash:
+            raise InvalidGraphError(
+                f"{where}: content sha256 {content_hash[:12]}… does not match the recorded {recorded[:12]}… "
+                "(object altered or corrupt)"
+            )
+        return StoredGraph(generation, graph, content_hash, got.updated or datetime.now(UTC))
+
+    # ----- writes -------------------------------------------------------------------
+    def write_if_changed(self, graph: TopologyGraph, *, expected_generation: int | None) -> WriteResult:
+        if graph.cluster != self.cluster:
+            raise InvalidGraphError(f"graph is for cluster {graph.cluster!r} but this store holds {self.cluster!r}")
+        new_hash = graph.content_hash()
+        current = self._read_pointer()
+        pointer = current[0] if current else None
+        plan = plan_write(
+            pointer["generation"] if pointer else None,
+            pointer["sha256"] if pointer else None,
+            new_hash,
+            expected_generation,
+        )
+        if plan.action == "unchanged":
+            return WriteResult(plan.generation, changed=False)
+        if plan.action == "stale":
+            raise StaleGenerationError(f"{self.objects.uri(self.pointer_key)}: {plan.reason}")
+        generation = plan.generation
+        if self._put_generation(generation, graph, new_hash, MUST_NOT_EXIST) is None:
+            theirs = self._object_hash(generation)
+            if theirs != new_hash:
+                # Someone else committed this generation: make sure the pointer shows it (its
+                # writer may have died before moving it), then tell the caller to re-read.
+                self._advance_pointer(current, generation, theirs)
+                raise StaleGenerationError(
+                    f"{self.objects.uri(self.generation_key(generation))}: another writer stored generation "
+                    f"{generation} first; re-read and retry"
+                )
+        self._advance_pointer(current, generation, new_hash)
+        return WriteResult(generation, changed=True)
+
+    def replace_unreadable(self, graph: TopologyGraph) -> WriteResult:
+        """Heal a store whose latest generation cannot be read, with a freshly discovered ``graph``.
+
+        If ``graph`` is exactly what the pointer says that generation held (same
+        sha256), the damaged object is restored in place (conditioned on its current
+        version) and nothing needs rendering again; otherwise ``graph`` becomes the
+        next generation.
+        """
+        current = self._read_pointer()
+        new_hash = graph.content_hash()
+        if current is not None and current[0]["sha256"] == new_hash:
+            generation = current[0]["generation"]
+            info = self.objects.head(self.generation_key(generation))
+            token = info.generation if info else MUST_NOT_EXIST
+            if self._put_generation(generation, graph, new_hash, token) is None:
+                where = self.objects.uri(self.generation_key(generation))
+                raise StaleGenerationError(f"{where} changed while being restored; retry")
+            return WriteResult(generation, changed=False)
+        return self.write_if_changed(graph, expected_generation=current[0]["generation"] if current else None)
+
+    def _put_generation(self, generation: int, graph: TopologyGraph, content_hash: str, condition: Any) -> Any:
+        return self.objects.put(
+            self.generation_key(generation),
+            dump_graph(graph).encode(),
+            content_type="application/json",
+            metadata={"generation": str(generation), "sha256": content_hash},
+            if_generation_match=condition,
+        )
+
+    def _object_hash(self, generation: int) -> str:
+        """Content hash of an existing generation (metadata first; fall back to reading it)."""
+        info = self.objects.head(self.generation_key(generation))
+        recorded = info.metadata.get("sha256") if info else None
+        return recorded or self._read_generation(generation, None).content_hash
+
+    def _advance_pointer(self, current: tuple[dict[str, Any], Any] | None, generation: int, sha: str) -> None:
+        """Point latest.json at ``generation`` unless someone already moved it there or beyond."""
+        body = json.dumps(
+            {
+                "generation": generation,
+                "sha256": sha,
+                "key": self.generation_key(generation),
+                "written_at": datetime.now(UTC).isoformat(),
+            }
+        ).encode()
+        for _ in range(5):
+            done = self.objects.put(
+                self.pointer_key,
+                body,
+                content_type="application/json",
+                if_generation_match=current[1] if current else MUST_NOT_EXIST,
+            )
+            if done is not None:
+                return
+            current = self._read_pointer()
+            if current is not None and current[0]["generation"] >= generation:
+                return
+        raise StaleGenerationError(f"{self.objects.uri(self.pointer_key)}: pointer kept changing; re-read and retry")

@@ -191,10 +191,7 @@ class AwsDiscoveryConfig(BaseModel):
     @classmethod
     def from_data(cls, data: Any, source: str = "AWS discovery config") -> AwsDiscoveryConfig:
         """Validate a dict; errors become :class:`ProviderError` naming the field."""
-        try:
-            return validate(cls, data, source, ProviderError)
-        except TopocastError as exc:
-            raise ProviderError(str(exc)) from None
+        return validate(cls, data, source, ProviderError, keep_class=False)
 
     def describe_filters(self) -> list[dict[str, Any]]:
         """The cluster selection as DescribeInstances filters (without the state filter)."""

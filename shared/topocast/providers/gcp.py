@@ -54,6 +54,7 @@ from topocast.gcp.clients import RetryPolicy, transient_retry
 from topocast.graph import Node, TopologyGraph
 from topocast.names import check_domain_name, check_node_name, check_switch_name
 from topocast.providers import base
+from topocast.validation import describe, validate
 
 __all__ = [
     "DiscoveryResult",
@@ -144,15 +145,7 @@ class GcpDiscoveryConfig(BaseModel):
     @classmethod
     def from_data(cls, data: Any, source: str = "GCP discovery config") -> GcpDiscoveryConfig:
         """Validate a dict; errors become :class:`ProviderError` naming the field."""
-        try:
-            return cls.model_validate(data)
-        except ValidationError as exc:
-            err = exc.errors()[0]
-            loc = ".".join(str(p) for p in err.get("loc", ()))
-            msg = err.get("msg", "invalid").removeprefix("Value error, ")
-            raise ProviderError(f"{source}: {loc + ': ' if loc else ''}{msg}") from None
-        except TopocastError as exc:
-            raise ProviderError(f"{source}: {exc}") from None
+        return validate(cls, data, source, ProviderError, keep_class=False)
 
     def list_filter(self) -> str:
         """The server-side filter: every label, plus the status when there is exactly one."""
@@ -487,8 +480,7 @@ def _graph(config: GcpDiscoveryConfig, nodes: Iterable[Node]) -> TopologyGraph:
     try:
         return TopologyGraph(cluster=config.cluster, provider="gcp", nodes=sorted(nodes, key=lambda n: n.name))
     except ValidationError as exc:
-        msg = exc.errors()[0].get("msg", "invalid").removeprefix("Value error, ")
-        raise InvalidGraphError(f"GCP discovery of {config.cluster}: {msg}") from None
+        raise InvalidGraphError(f"GCP discovery of {config.cluster}: {describe(exc)}") from None
 
 
 def discover_full(

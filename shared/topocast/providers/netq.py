@@ -35,8 +35,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pydantic import ValidationError
-
 from topocast.errors import ProviderError, UnsafeNameError
 from topocast.graph import Node, TopologyGraph
 from topocast.hostlist import compact_str
@@ -45,6 +43,7 @@ from topocast.providers.base import DiscoveryResult
 from topocast.providers.clos import collapse, summarize_choices
 from topocast.providers.domains import HostDomain, load_domains
 from topocast.providers.netq_http import NetqClient, NetqCredentials, Premise
+from topocast.validation import validate
 
 __all__ = [
     "NetqClient",
@@ -267,23 +266,18 @@ def build_graph(
         extra = sorted(set(domains) - graph_nodes.keys())
         if extra:
             warnings.append(f"{len(extra)} host(s) with an NVLink domain are not in the graph: {compact_str(extra)}")
-    try:
-        graph = TopologyGraph(
-            cluster=cluster,
-            provider=PROVIDER,
-            nodes=sorted(graph_nodes.values(), key=lambda n: n.name),
-            switch_names=_safe_names(display, warnings),
-        )
-    except (ValidationError, UnsafeNameError) as exc:
-        raise ProviderError(f"NetQ topology does not make a valid graph: {exc}") from None
+    data = {
+        "cluster": cluster,
+        "provider": PROVIDER,
+        "nodes": sorted(graph_nodes.values(), key=lambda n: n.name),
+        "switch_names": _safe_names(display, warnings),
+    }
+    graph = validate(TopologyGraph, data, "NetQ topology does not make a valid graph", ProviderError, keep_class=False)
     return DiscoveryResult(graph=graph, warnings=warnings)
 
 
 def _node(**fields: Any) -> Node:
-    try:
-        return Node(**fields)
-    except (ValidationError, UnsafeNameError) as exc:
-        raise ProviderError(f"NetQ host {fields['name']!r}: {exc}") from None
+    return validate(Node, fields, f"NetQ host {fields['name']!r}", ProviderError, keep_class=False)
 
 
 def _safe_names(display: dict[str, str], warnings: list[str]) -> dict[str, str]:

@@ -43,9 +43,10 @@ import uuid
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlparse
+
+from topocast.sim.http import LocalServer, QuietHandler
 
 _QUEUE = r"projects/[^/]+/locations/[^/]+/queues/[A-Za-z0-9-]+"
 _TASK_ID = re.compile(r"^[A-Za-z0-9_-]{1,500}$")
@@ -97,7 +98,7 @@ class _Task:
         }
 
 
-class FakeCloudTasks:
+class FakeCloudTasks(LocalServer):
     """In-memory queues, the REST server and the dispatcher (see the module docstring)."""
 
     def __init__(
@@ -125,7 +126,6 @@ class FakeCloudTasks:
         self.counts: dict[str, int] = {"created": 0, "already_exists": 0, "attempts": 0, "succeeded": 0, "failed": 0}
         self._pool = ThreadPoolExecutor(max_workers=max_concurrent, thread_name_prefix="fake-tasks")
         self._stop = False
-        self._httpd: ThreadingHTTPServer | None = None
 
     # ----- API ------------------------------------------------------------------------------------
     def add_queue(self, queue: str) -> str:
@@ -293,11 +293,7 @@ class FakeCloudTasks:
     def start(self, host: str = "127.0.0.1", port: int = 0) -> FakeCloudTasks:
         fake = self
 
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-            # headers and body go out in separate writes: without this, Nagle + delayed ACK add ~40 ms
-            disable_nagle_algorithm = True
-
+        class Handler(QuietHandler):
             def _handle(self) -> None:
                 url = urlparse(self.path)
                 query = {k: v[-1] for k, v in parse_qs(url.query).items()}
@@ -311,42 +307,17 @@ class FakeCloudTasks:
                     out = {"error": {"code": exc.code, "message": str(exc), "status": _STATUS.get(exc.code, "UNKNOWN")}}
                 except ValueError as exc:
                     status, out = 400, {"error": {"code": 400, "message": str(exc), "status": "INVALID_ARGUMENT"}}
-                data = json.dumps(out).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json; charset=UTF-8")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
+                self.send_json(status, out)
 
             do_GET = do_POST = do_DELETE = _handle
 
-            def log_message(self, format: str, *args: Any) -> None:
-                return
-
-        self._httpd = ThreadingHTTPServer((host, port), Handler)
-        self._httpd.daemon_threads = True
-        threading.Thread(target=self._httpd.serve_forever, name="fake-tasks-api", daemon=True).start()
+        self._serve(Handler, host, port, "fake-tasks-api")
         threading.Thread(target=self._loop, name="fake-tasks-dispatcher", daemon=True).start()
         return self
-
-    @property
-    def url(self) -> str:
-        assert self._httpd is not None, "FakeCloudTasks not started"
-        host, port = self._httpd.server_address[:2]
-        return f"http://{host}:{port}"
 
     def stop(self) -> None:
         with self.cond:
             self._stop = True
             self.cond.notify_all()
-        if self._httpd is not None:
-            self._httpd.shutdown()
-            self._httpd.server_close()
-            self._httpd = None
+        super().stop()
         self._pool.shutdown(wait=False, cancel_futures=True)
-
-    def __enter__(self) -> FakeCloudTasks:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()

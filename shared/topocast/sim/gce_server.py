@@ -37,14 +37,14 @@ from __future__ import annotations
 
 import base64
 import hashlib
-import json
 import re
 import threading
 from collections.abc import Iterable
 from fractions import Fraction
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlparse
+
+from topocast.sim.http import LocalServer, QuietHandler
 
 MAX_RESULTS = 500
 _PATH = re.compile(
@@ -129,7 +129,7 @@ class _Faults:
         self.debt = Fraction(0)
 
 
-class FakeCompute:
+class FakeCompute(LocalServer):
     """The in-memory project and its HTTP server (see the module docstring)."""
 
     def __init__(self, project: str = "demo-project", project_number: str = "123456789012") -> None:
@@ -145,8 +145,6 @@ class FakeCompute:
         #: every request: (operation, query parameters)
         self.requests: list[tuple[str, dict[str, str]]] = []
         self._faults = _Faults()
-        self._httpd: ThreadingHTTPServer | None = None
-        self._thread: threading.Thread | None = None
 
     # ----- the project's content -----------------------------------------------------------------
     def add(self, instances: Iterable[dict[str, Any]]) -> None:
@@ -279,11 +277,7 @@ class FakeCompute:
     def start(self, host: str = "127.0.0.1", port: int = 0) -> FakeCompute:
         fake = self
 
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-            # headers and body go out in separate writes: without this, Nagle + delayed ACK add ~40 ms
-            disable_nagle_algorithm = True
-
+        class Handler(QuietHandler):
             def do_GET(self) -> None:
                 url = urlparse(self.path)
                 query = {k: v[-1] for k, v in parse_qs(url.query, keep_blank_values=True).items()}
@@ -305,37 +299,7 @@ class FakeCompute:
                             "status": _STATUS_TEXT[exc.code],
                         }
                     }
-                data = json.dumps(body).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json; charset=UTF-8")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
+                self.send_json(status, body)
 
-            def log_message(self, format: str, *args: Any) -> None:  # quiet
-                return
-
-        self._httpd = ThreadingHTTPServer((host, port), Handler)
-        self._httpd.daemon_threads = True
-        self._thread = threading.Thread(target=self._httpd.serve_forever, name="fake-compute", daemon=True)
-        self._thread.start()
+        self._serve(Handler, host, port, "fake-compute")
         return self
-
-    @property
-    def url(self) -> str:
-        if self._httpd is None:
-            raise RuntimeError("FakeCompute is not started")
-        host, port = self._httpd.server_address[:2]
-        return f"http://{host}:{port}"
-
-    def stop(self) -> None:
-        if self._httpd is not None:
-            self._httpd.shutdown()
-            self._httpd.server_close()
-            self._httpd = None
-
-    def __enter__(self) -> FakeCompute:
-        return self if self._httpd is not None else self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()

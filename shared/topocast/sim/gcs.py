@@ -27,9 +27,10 @@ from __future__ import annotations
 import json
 import threading
 from http.client import HTTPConnection
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, quote, unquote, urlparse
+
+from topocast.sim.http import LocalServer, QuietHandler
 
 _CONDITIONS = ("ifGenerationMatch", "ifGenerationNotMatch", "ifMetagenerationMatch", "ifMetagenerationNotMatch")
 _HOP = {"connection", "keep-alive", "transfer-encoding", "proxy-connection", "te", "upgrade", "trailer"}
@@ -79,7 +80,7 @@ def _error(code: int, reason: str, message: str) -> bytes:
     ).encode()
 
 
-class PreconditionProxy:
+class PreconditionProxy(LocalServer):
     """HTTP proxy in front of a gcp-storage-emulator URL (see the module docstring)."""
 
     def __init__(self, upstream: str) -> None:
@@ -93,7 +94,11 @@ class PreconditionProxy:
         self.fail_uploads = 0
         self.fail_status = 503
         self.injected = 0
-        self._httpd: ThreadingHTTPServer | None = None
+        #: fault injection: forward the next N uploads of an object whose name contains
+        #: ``lose_match``, then drop the connection unanswered (the write landed, its response is lost)
+        self.lose_responses = 0
+        self.lose_match = ""
+        self.lost = 0
 
     def _upstream(
         self, method: str, path: str, body: bytes | None, headers: dict[str, str]
@@ -114,6 +119,15 @@ class PreconditionProxy:
             return None
         meta = json.loads(body)
         return int(meta.get("generation", 0)), int(meta.get("metageneration", 0))
+
+    def _lose(self, name: str) -> bool:
+        """Whether to drop the response to this (already forwarded) upload of ``name``."""
+        with self.lock:
+            if self.lose_responses <= 0 or self.lose_match not in name:
+                return False
+            self.lose_responses -= 1
+            self.lost += 1
+            return True
 
     def check(self, method: str, query: dict[str, str], current: tuple[int, int] | None) -> int | None:
         """The status to answer instead of forwarding (412/304), or None when every condition holds."""
@@ -137,11 +151,7 @@ class PreconditionProxy:
     def start(self, host: str = "127.0.0.1", port: int = 0) -> PreconditionProxy:
         proxy = self
 
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-            # headers and body go out in separate writes: without this, Nagle + delayed ACK add ~40 ms
-            disable_nagle_algorithm = True
-
+        class Handler(QuietHandler):
             def _handle(self) -> None:
                 url = urlparse(self.path)
                 query = {k: v[-1] for k, v in parse_qs(url.query, keep_blank_values=True).items()}
@@ -187,6 +197,9 @@ class PreconditionProxy:
                         status, out_headers, data = proxy._upstream(self.command, self.path, body or None, headers)
                 else:
                     status, out_headers, data = proxy._upstream(self.command, self.path, body or None, headers)
+                if self.command == "POST" and target is not None and proxy._lose(target[1]):
+                    self.close_connection = True  # no reply at all: the client sees the connection drop
+                    return
                 self._reply(status, out_headers, data)
 
             def _reply(self, status: int, headers: list[tuple[str, str]], data: bytes) -> None:
@@ -201,25 +214,8 @@ class PreconditionProxy:
 
             do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = _handle
 
-            def log_message(self, format: str, *args: Any) -> None:
-                return
-
-        self._httpd = ThreadingHTTPServer((host, port), Handler)
-        self._httpd.daemon_threads = True
-        threading.Thread(target=self._httpd.serve_forever, name="gcs-precondition-proxy", daemon=True).start()
+        self._serve(Handler, host, port, "gcs-precondition-proxy")
         return self
-
-    @property
-    def url(self) -> str:
-        assert self._httpd is not None, "proxy not started"
-        host, port = self._httpd.server_address[:2]
-        return f"http://{host}:{port}"
-
-    def stop(self) -> None:
-        if self._httpd is not None:
-            self._httpd.shutdown()
-            self._httpd.server_close()
-            self._httpd = None
 
 
 class LocalGcs:

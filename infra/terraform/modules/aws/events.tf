@@ -9,7 +9,9 @@ locals {
   instance_states = ["running", "stopping", "stopped", "shutting-down", "terminated"]
 
   event_rules = merge(
-    {
+    # with topology_source = ibnetdiscover or netq, EC2 events say nothing about the fabric (and every
+    # instance change in the region would start a full on-prem discovery), so there is no EC2 rule
+    !local.ec2_source ? {} : {
       ec2-state = {
         description = "EC2 instance state changes (discover keeps the cluster's instances)"
         pattern = jsonencode({
@@ -20,6 +22,9 @@ locals {
         schedule = null
         input    = null
       }
+    },
+    {
+      # always on: the safety net for lost events, and the only trigger of topology_source = netq
       reconcile = {
         description = "Periodic full discovery of cluster ${var.cluster}"
         pattern     = null
@@ -28,7 +33,7 @@ locals {
         input = jsonencode({ source = "topocast", "detail-type" = "Reconcile", detail = { cluster = var.cluster } })
       }
     },
-    length(var.autoscaling_group_names) == 0 ? {} : {
+    !local.ec2_source || length(var.autoscaling_group_names) == 0 ? {} : {
       autoscaling = {
         description = "Auto Scaling launches and terminations of cluster ${var.cluster}"
         pattern = jsonencode({

@@ -59,6 +59,14 @@ resource "aws_lambda_function" "this" {
 
   tags = local.common_tags
 
+  lifecycle {
+    # discover's role may read only this bucket (iam.tf); a generated bucket name is known at apply
+    precondition {
+      condition     = each.key != "discover" || local.domains_key == null || startswith(coalesce(var.domains_uri, "none"), "s3://${aws_s3_bucket.this.id}/")
+      error_message = "domains_uri ${coalesce(var.domains_uri, "none")} is not in the module's bucket ${aws_s3_bucket.this.id}; discover may read only that bucket."
+    }
+  }
+
   depends_on = [aws_cloudwatch_log_group.this, aws_iam_role_policy.this]
 }
 

@@ -1,6 +1,7 @@
 # One role per function, granting only the AWS API actions that function's code calls, on only the
 # resources it touches. The action lists must equal shared/topocast/aws/iam.py (CALLS); the wiring test
-# (tests/test_infra_wiring.py) checks that and that the code really calls each action.
+# (tests/test_infra_wiring.py) checks that and that the code really calls each action. Actions only one
+# configuration needs (iam.py CONDITIONAL) sit in `dynamic "statement"` blocks gated on that input.
 #
 # s3:ListBucket is granted with s3:GetObject although no function lists: without it S3 answers a read
 # of a missing key (an empty store, no published state yet) with 403 instead of 404.
@@ -10,6 +11,13 @@ locals {
   objects    = { for area in ["graphs", "rendered", "published", "state", "uploads"] : area => "${local.bucket_arn}/${local.key_base}/${area}/*" }
   ssm_arn    = "arn:${local.partition}:ssm:${local.region}:${local.account_id}:parameter"
   eks_arn    = var.eks_cluster_name == null ? null : "arn:${local.partition}:eks:${local.region}:${local.account_id}:cluster/${var.eks_cluster_name}"
+
+  # on-prem inputs discover reads (main.tf): the s3:// domains object, the ssm:// domains parameter
+  domains_object_arn    = local.domains_key == null ? "" : "${local.bucket_arn}/${local.domains_key}"
+  domains_parameter_arn = local.domains_parameter == null ? null : "${local.ssm_arn}${local.domains_parameter}"
+  # Secrets Manager and SSM decrypt with the caller's kms:Decrypt, naming the secret/parameter in the
+  # encryption context: the grant is limited to that service and that one ARN.
+  netq_kms_context = local.netq_credentials_service == "secretsmanager" ? "kms:EncryptionContext:SecretARN" : "kms:EncryptionContext:PARAMETER_ARN"
 }
 
 data "aws_iam_policy_document" "assume" {
@@ -80,18 +88,25 @@ data "aws_iam_policy_document" "platform" {
 data "aws_iam_policy_document" "discover" {
   source_policy_documents = [data.aws_iam_policy_document.platform["discover"].json]
 
-  statement {
-    sid = "DescribeCluster"
-    # Neither action supports resource-level permissions.
-    actions   = ["ec2:DescribeInstances", "ec2:DescribeInstanceTopology"]
-    resources = ["*"]
+  dynamic "statement" {
+    for_each = local.ec2_source ? [1] : []
+    content {
+      sid = "DescribeCluster"
+      # Neither action supports resource-level permissions.
+      actions   = ["ec2:DescribeInstances", "ec2:DescribeInstanceTopology"]
+      resources = ["*"]
+    }
   }
 
   statement {
-    # graphs/; rendered/ and state/ when a reconcile confirms a held publish; uploads/ for on-prem dumps
-    sid       = "ReadGraphsAndState"
-    actions   = ["s3:GetObject"]
-    resources = compact([local.objects.graphs, local.objects.rendered, local.objects.state, local.upload_events ? local.objects.uploads : ""])
+    # graphs/; rendered/ and state/ when a reconcile confirms a held publish; uploads/ for on-prem dumps;
+    # an s3:// domains file (variables.tf keeps it under uploads/, so uploads/* covers it when granted)
+    sid     = "ReadGraphsAndState"
+    actions = ["s3:GetObject"]
+    resources = distinct(compact([
+      local.objects.graphs, local.objects.rendered, local.objects.state,
+      local.upload_events ? local.objects.uploads : local.domains_object_arn,
+    ]))
   }
 
   statement {
@@ -116,6 +131,54 @@ data "aws_iam_policy_document" "discover" {
     sid       = "TimerDeadLetterPublish"
     actions   = ["sqs:SendMessage"]
     resources = [aws_sqs_queue.main["timer"].arn, aws_sqs_queue.dlq["events"].arn, aws_sqs_queue.main["publish"].arn]
+  }
+
+  # topology_source = netq: the credentials, read by topocast.providers.netq.load_credentials
+  dynamic "statement" {
+    for_each = local.netq_credentials_service == "secretsmanager" ? [var.netq_credentials_arn] : []
+    content {
+      sid       = "NetqCredentialsSecret"
+      actions   = ["secretsmanager:GetSecretValue"]
+      resources = [statement.value]
+    }
+  }
+
+  dynamic "statement" {
+    for_each = local.netq_credentials_service == "ssm" ? [var.netq_credentials_arn] : []
+    content {
+      sid       = "NetqCredentialsParameter"
+      actions   = ["ssm:GetParameter"]
+      resources = [statement.value]
+    }
+  }
+
+  dynamic "statement" {
+    for_each = var.netq_credentials_kms_key_arn == null ? [] : [var.netq_credentials_kms_key_arn]
+    content {
+      sid       = "NetqCredentialsKey"
+      actions   = ["kms:Decrypt"]
+      resources = [statement.value]
+      condition {
+        test     = "StringEquals"
+        variable = "kms:ViaService"
+        values   = ["${local.netq_credentials_service}.${local.netq_credentials_region}.amazonaws.com"]
+      }
+      condition {
+        test     = "StringEquals"
+        variable = local.netq_kms_context
+        values   = [var.netq_credentials_arn]
+      }
+    }
+  }
+
+  # ibnetdiscover / netq with domains_uri = ssm:///<name> (topocast.pull.fetch)
+  dynamic "statement" {
+    for_each = local.domains_parameter_arn == null ? [] : [local.domains_parameter_arn]
+    content {
+      sid       = "DomainsParameter"
+      actions   = ["ssm:GetParameter"]
+      resources = [statement.value]
+    }
   }
 }
 

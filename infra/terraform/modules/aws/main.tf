@@ -3,6 +3,8 @@
 #   EventBridge (EC2 state, ASG, schedule), S3 uploads -> SQS events  -> discover -> S3 graphs/ + DynamoDB debounce
 #   SQS timer (delayed messages = debounce timers)      -> render    -> S3 rendered/ -> SQS publish
 #   SQS publish                                         -> publish   -> SSM <ssm path> (+ S3 published/), Kubernetes
+#
+# EC2 state and ASG rules exist only with topology_source = aws; netq runs on the schedule alone.
 
 data "aws_partition" "current" {}
 data "aws_region" "current" {}
@@ -35,6 +37,17 @@ locals {
 
   # On-prem collectors upload ibnetdiscover dumps; their S3 events trigger discover.
   upload_events = var.enable_upload_events || var.topology_source == "ibnetdiscover"
+  # EC2 and Auto Scaling events (and the EC2 grants) only mean something when EC2 is the source. NetQ
+  # sends no events at all: the reconcile schedule is its only trigger (uploads too, if enabled).
+  ec2_source = var.topology_source == "aws"
+
+  # On-prem inputs (validated in variables.tf). coalesce() keeps null away from functions in both branches.
+  netq_credentials_parts   = split(":", coalesce(var.netq_credentials_arn, "arn:none:none:none"))
+  netq_credentials_service = var.netq_credentials_arn == null ? null : local.netq_credentials_parts[2] # secretsmanager | ssm
+  netq_credentials_region  = local.netq_credentials_parts[3]
+  # ssm:///name -> parameter /name (topocast.pull.fetch); s3://<bucket>/<key> -> that object of the bucket
+  domains_parameter = startswith(coalesce(var.domains_uri, "none"), "ssm:///") ? trimprefix(coalesce(var.domains_uri, "none"), "ssm://") : null
+  domains_key       = startswith(coalesce(var.domains_uri, "none"), "s3://") ? replace(coalesce(var.domains_uri, "none"), "/^s3://[^/]+//", "") : null
 
   common_tags = merge(var.tags, { "topocast:cluster" = var.cluster })
 
@@ -62,6 +75,12 @@ locals {
       TOPOCAST_DLQ_URL                   = aws_sqs_queue.dlq["events"].url
       # a reconcile that confirms a held publish hands the latest manifest to publish
       TOPOCAST_PUBLISH_QUEUE_URL = aws_sqs_queue.main["publish"].url
+      # on-prem fabrics; variables.tf only lets these be set with the topology_source that reads them
+      TOPOCAST_NETQ_URL         = var.netq_url == null ? "" : var.netq_url
+      TOPOCAST_NETQ_CREDENTIALS = var.netq_credentials_arn == null ? "" : var.netq_credentials_arn
+      TOPOCAST_NETQ_PREMISES    = join(";", var.netq_premises)
+      TOPOCAST_DOMAINS_URI      = var.domains_uri == null ? "" : var.domains_uri
+      TOPOCAST_IB_HOST_REGEX    = var.ib_host_regex == null ? "" : var.ib_host_regex
     }
     render = {
       TOPOCAST_STATE_TABLE               = aws_dynamodb_table.debounce.name

@@ -196,13 +196,113 @@ variable "state_table_deletion_protection" {
 
 # ----- discovery -------------------------------------------------------------------------------------
 variable "topology_source" {
-  description = "Where discover reads the topology (TOPOCAST_PROVIDER): aws (EC2 DescribeInstanceTopology) or ibnetdiscover (dumps uploaded by on-prem collectors to <prefix>/<cluster>/uploads/, see docs/onprem.md)."
+  description = "Where discover reads the topology (TOPOCAST_PROVIDER): aws (EC2 DescribeInstanceTopology), ibnetdiscover (dumps uploaded by on-prem collectors to <prefix>/<cluster>/uploads/) or netq (the NetQ API, on the reconcile schedule only); see docs/onprem.md. The EC2 and Auto Scaling rules and the EC2 grants exist only with aws."
   type        = string
   default     = "aws"
 
   validation {
-    condition     = contains(["aws", "ibnetdiscover"], var.topology_source)
-    error_message = "topology_source must be aws or ibnetdiscover (netq needs settings the module does not pass yet)."
+    condition     = contains(["aws", "ibnetdiscover", "netq"], var.topology_source)
+    error_message = "topology_source must be aws, ibnetdiscover or netq."
+  }
+}
+
+# ----- on-prem fabrics (topology_source = ibnetdiscover or netq; docs/onprem.md) ---------------------------
+variable "netq_url" {
+  description = "NetQ API base URL, e.g. https://netq.example.com (TOPOCAST_NETQ_URL). Required with topology_source = netq; the functions must reach it (vpc_subnet_ids for a private NetQ)."
+  type        = string
+  default     = null
+
+  validation {
+    condition     = var.netq_url == null || can(regex("^https?://[^/\\s]+(/\\S*)?$", coalesce(var.netq_url, "https://x")))
+    error_message = "netq_url must be an http(s) URL such as https://netq.example.com."
+  }
+  validation {
+    condition     = (var.netq_url != null) == (var.topology_source == "netq")
+    error_message = "netq_url is required with topology_source = netq and not used otherwise."
+  }
+}
+
+variable "netq_credentials_arn" {
+  description = "Where discover reads the NetQ credentials JSON (TOPOCAST_NETQ_CREDENTIALS): a Secrets Manager secret ARN (arn:aws:secretsmanager:REGION:ACCOUNT:secret:NAME-xxxxxx) or an SSM SecureString parameter ARN (arn:aws:ssm:REGION:ACCOUNT:parameter/NAME). The discover role may read exactly that secret or parameter. Required with topology_source = netq."
+  type        = string
+  default     = null
+
+  validation {
+    condition     = var.netq_credentials_arn == null || can(regex("^arn:aws[a-z-]*:(secretsmanager:[a-z0-9-]+:[0-9]{12}:secret:[A-Za-z0-9/_+=.@-]+|ssm:[a-z0-9-]+:[0-9]{12}:parameter/[A-Za-z0-9/_.-]+)$", coalesce(var.netq_credentials_arn, "x")))
+    error_message = "netq_credentials_arn must be a Secrets Manager secret ARN (arn:aws:secretsmanager:REGION:ACCOUNT:secret:NAME) or an SSM parameter ARN (arn:aws:ssm:REGION:ACCOUNT:parameter/NAME), with the region and account filled in."
+  }
+  validation {
+    condition     = (var.netq_credentials_arn != null) == (var.topology_source == "netq")
+    error_message = "netq_credentials_arn is required with topology_source = netq and not used otherwise."
+  }
+}
+
+variable "netq_credentials_kms_key_arn" {
+  description = "Customer managed KMS key encrypting the NetQ credentials secret or parameter: discover gets kms:Decrypt on it, only through Secrets Manager / SSM. Null: the AWS managed key (no grant needed)."
+  type        = string
+  default     = null
+
+  validation {
+    condition     = var.netq_credentials_kms_key_arn == null || can(regex("^arn:aws[a-z-]*:kms:[a-z0-9-]+:[0-9]{12}:key/", coalesce(var.netq_credentials_kms_key_arn, "x")))
+    error_message = "netq_credentials_kms_key_arn must be a KMS key ARN (arn:aws:kms:REGION:ACCOUNT:key/ID)."
+  }
+  validation {
+    condition     = var.netq_credentials_kms_key_arn == null || var.netq_credentials_arn != null
+    error_message = "netq_credentials_kms_key_arn is only used with netq_credentials_arn."
+  }
+}
+
+variable "netq_premises" {
+  description = "NetQ premises to read, by name or OPID (TOPOCAST_NETQ_PREMISES). Empty: those the NetQ login marks as viewed."
+  type        = list(string)
+  default     = []
+
+  validation {
+    condition     = alltrue([for p in var.netq_premises : p != "" && !strcontains(p, ";")])
+    error_message = "netq_premises entries must be non-empty and contain no ';'."
+  }
+  validation {
+    condition     = length(var.netq_premises) == 0 || var.topology_source == "netq"
+    error_message = "netq_premises is only used with topology_source = netq."
+  }
+}
+
+variable "domains_uri" {
+  description = "Optional NVLink domains file for ibnetdiscover or netq (TOPOCAST_DOMAINS_URI): s3://<this module's bucket>/<prefix>/<cluster>/uploads/<file>, or ssm:///<parameter name> holding a topocast envelope (docs/onprem.md). discover may read exactly that object or parameter."
+  type        = string
+  default     = null
+
+  validation {
+    condition     = var.domains_uri == null || can(regex("^(ssm:///[A-Za-z0-9_.-]+(/[A-Za-z0-9_.-]+)*|s3://[a-z0-9][a-z0-9.-]+[a-z0-9]/[^?#]+[^/])$", coalesce(var.domains_uri, "x")))
+    error_message = "domains_uri must be s3://BUCKET/KEY or ssm:///PARAMETER/NAME (three slashes)."
+  }
+  validation {
+    # discover's read grant covers <prefix>/<cluster>/uploads/* of the module's bucket; a file elsewhere would be a 403
+    condition     = !startswith(coalesce(var.domains_uri, "ssm:"), "s3://") || startswith(replace(coalesce(var.domains_uri, "x"), "/^s3://[^/]+//", ""), "${var.prefix}/${var.cluster}/uploads/")
+    error_message = "an s3:// domains_uri must be in the module's bucket under <prefix>/<cluster>/uploads/ (where discover may read), e.g. s3://BUCKET/topocast/CLUSTER/uploads/domains.csv."
+  }
+  validation {
+    condition     = var.bucket_name == null || !startswith(coalesce(var.domains_uri, "ssm:"), "s3://") || startswith(coalesce(var.domains_uri, "x"), "s3://${coalesce(var.bucket_name, "-")}/")
+    error_message = "an s3:// domains_uri must name the module's bucket (bucket_name)."
+  }
+  validation {
+    condition     = var.domains_uri == null || var.topology_source != "aws"
+    error_message = "domains_uri is only used with topology_source = ibnetdiscover or netq (EC2 reports NVLink domains itself)."
+  }
+}
+
+variable "ib_host_regex" {
+  description = "ibnetdiscover: Python regex matching a whole HCA description, group 'host' (or group 1) being the node name (TOPOCAST_IB_HOST_REGEX). Null: the code's default, rdma-ndd's \"<host> <device>\"."
+  type        = string
+  default     = null
+
+  validation {
+    condition     = var.ib_host_regex == null || can(regex("\\((\\?P<host>|[^?])", coalesce(var.ib_host_regex, "x")))
+    error_message = "ib_host_regex needs a capture group for the host name, e.g. (?P<host>\\S+)\\s+\\S+."
+  }
+  validation {
+    condition     = var.ib_host_regex == null || var.topology_source == "ibnetdiscover"
+    error_message = "ib_host_regex is only used with topology_source = ibnetdiscover."
   }
 }
 
@@ -255,10 +355,15 @@ variable "autoscaling_group_names" {
   description = "Auto Scaling groups of the cluster: their launch/terminate events go to discover. Empty: no Auto Scaling rule."
   type        = list(string)
   default     = []
+
+  validation {
+    condition     = length(var.autoscaling_group_names) == 0 || var.topology_source == "aws"
+    error_message = "autoscaling_group_names is only used with topology_source = aws (on-prem fabrics are not EC2 instances)."
+  }
 }
 
 variable "reconcile_schedule" {
-  description = "EventBridge schedule of the full reconcile (rate(...) or cron(...))."
+  description = "EventBridge schedule of the full reconcile (rate(...) or cron(...)). With topology_source = netq it is the only trigger: NetQ sends no events."
   type        = string
   default     = "rate(15 minutes)"
 

@@ -86,3 +86,59 @@ run "guard_fraction_range" {
   }
   expect_failures = [var.guard_max_loss]
 }
+
+run "netq_needs_its_credentials" {
+  command = plan
+  variables {
+    topology_source = "netq"
+    netq_url        = "https://netq.example.com"
+  }
+  expect_failures = [var.netq_credentials_arn]
+}
+
+run "netq_credentials_are_a_secret_or_a_parameter" {
+  command = plan
+  variables {
+    topology_source      = "netq"
+    netq_url             = "https://netq.example.com"
+    netq_credentials_arn = "arn:aws:s3:::creds/netq.json"
+  }
+  expect_failures = [var.netq_credentials_arn]
+}
+
+run "netq_settings_need_topology_source_netq" {
+  command = plan
+  variables {
+    netq_url      = "https://netq.example.com"
+    netq_premises = ["dc-a"]
+  }
+  expect_failures = [var.netq_url, var.netq_premises]
+}
+
+run "s3_domains_file_must_be_under_uploads" {
+  command = plan
+  variables {
+    topology_source = "ibnetdiscover"
+    domains_uri     = "s3://b/topocast/c1/graphs/domains.csv"
+  }
+  expect_failures = [var.domains_uri]
+}
+
+run "domains_are_for_on_prem_fabrics" {
+  command = plan
+  variables {
+    domains_uri = "ssm:///topocast/c1/domains"
+  }
+  expect_failures = [var.domains_uri]
+}
+
+run "no_autoscaling_rule_for_an_on_prem_fabric" {
+  command = plan
+  variables {
+    topology_source         = "netq"
+    netq_url                = "https://netq.example.com"
+    netq_credentials_arn    = "arn:aws:ssm:eu-west-1:111122223333:parameter/netq"
+    autoscaling_group_names = ["c1-p5"]
+  }
+  expect_failures = [var.autoscaling_group_names]
+}

@@ -323,11 +323,20 @@ run "on_prem_uploads_drive_discover" {
 
   variables {
     topology_source = "ibnetdiscover"
+    ib_host_regex   = "(?P<host>\\S+) HCA-\\d+"
   }
 
   assert {
     condition     = aws_lambda_function.this["discover"].environment[0].variables["TOPOCAST_PROVIDER"] == "ibnetdiscover" && !contains(keys(aws_lambda_function.this["render"].environment[0].variables), "TOPOCAST_PROVIDER")
     error_message = "only discover is told the topology source"
+  }
+  assert {
+    condition     = aws_lambda_function.this["discover"].environment[0].variables["TOPOCAST_IB_HOST_REGEX"] == "(?P<host>\\S+) HCA-\\d+" && length([for k in keys(aws_lambda_function.this["discover"].environment[0].variables) : k if startswith(k, "TOPOCAST_NETQ_") || k == "TOPOCAST_DOMAINS_URI"]) == 0
+    error_message = "ibnetdiscover gets its host regex and no NetQ or domains settings it was not given"
+  }
+  assert {
+    condition     = keys(aws_cloudwatch_event_rule.this) == ["reconcile"] && !contains(flatten([for s in data.aws_iam_policy_document.discover.statement : s.actions]), "ec2:DescribeInstances")
+    error_message = "an on-prem fabric needs no EC2 rule and no EC2 grant"
   }
   assert {
     condition     = length(aws_s3_bucket_notification.this) == 1 && one(aws_s3_bucket_notification.this[0].queue).events == toset(["s3:ObjectCreated:*"])
@@ -337,4 +346,112 @@ run "on_prem_uploads_drive_discover" {
     condition     = one([for s in data.aws_iam_policy_document.events_queue.statement : s.principals if s.sid == "BucketUploads"]) != null
     error_message = "the events queue must accept the bucket's notifications"
   }
+}
+
+# NetQ sends no events: discover runs on the reconcile schedule, reads the credentials from the one
+# secret it may read (decrypted with the customer key through Secrets Manager only) and the domains
+# file from the module's bucket.
+run "netq_reconciles_on_a_schedule_with_its_secret" {
+  command = apply
+
+  variables {
+    topology_source              = "netq"
+    netq_url                     = "https://netq.example.com"
+    netq_credentials_arn         = "arn:aws:secretsmanager:us-east-1:111122223333:secret:topocast/netq-AbCdEf"
+    netq_credentials_kms_key_arn = "arn:aws:kms:us-east-1:111122223333:key/1234abcd-12ab-34cd-56ef-1234567890ab"
+    netq_premises                = ["dc-a", "7"]
+    domains_uri                  = "s3://mock-bucket/topocast/c1/uploads/domains.csv"
+    reconcile_schedule           = "rate(10 minutes)"
+  }
+
+  assert {
+    condition = { for k, v in aws_lambda_function.this["discover"].environment[0].variables : k => v if can(regex("^TOPOCAST_(PROVIDER|NETQ_.*|DOMAINS_URI|IB_HOST_REGEX)$", k)) } == {
+      TOPOCAST_PROVIDER         = "netq"
+      TOPOCAST_NETQ_URL         = "https://netq.example.com"
+      TOPOCAST_NETQ_CREDENTIALS = "arn:aws:secretsmanager:us-east-1:111122223333:secret:topocast/netq-AbCdEf"
+      TOPOCAST_NETQ_PREMISES    = "dc-a;7"
+      TOPOCAST_DOMAINS_URI      = "s3://mock-bucket/topocast/c1/uploads/domains.csv"
+    }
+    error_message = "discover gets the NetQ URL, the credentials ARN (never the credentials), the premises joined with ';' and the domains URI"
+  }
+  assert {
+    condition     = alltrue([for k in ["render", "publish"] : length([for v in keys(aws_lambda_function.this[k].environment[0].variables) : v if startswith(v, "TOPOCAST_NETQ_") || v == "TOPOCAST_DOMAINS_URI"]) == 0])
+    error_message = "render and publish get no NetQ settings"
+  }
+  assert {
+    condition     = keys(aws_cloudwatch_event_rule.this) == ["reconcile"] && aws_cloudwatch_event_rule.this["reconcile"].schedule_expression == "rate(10 minutes)" && aws_cloudwatch_event_target.this["reconcile"].arn == aws_sqs_queue.main["events"].arn
+    error_message = "netq is driven by the reconcile schedule alone: no EC2 or Auto Scaling rule"
+  }
+  assert {
+    condition     = one(one([for s in data.aws_iam_policy_document.events_queue.statement : s.condition if s.sid == "EventBridgeRules"])).values == tolist(["arn:aws:events:eu-west-1:111122223333:rule/topocast-c1-reconcile"])
+    error_message = "the events queue admits only the reconcile rule"
+  }
+  assert {
+    condition     = toset(flatten([for s in data.aws_iam_policy_document.discover.statement : s.actions])) == toset(["s3:GetObject", "s3:PutObject", "s3:ListBucket", "dynamodb:GetItem", "dynamodb:PutItem", "sqs:SendMessage", "secretsmanager:GetSecretValue", "kms:Decrypt"])
+    error_message = "netq's discover role: no EC2, the secret and its key, no SSM"
+  }
+  assert {
+    condition     = one([for s in data.aws_iam_policy_document.discover.statement : s.resources if s.sid == "NetqCredentialsSecret"]) == toset(["arn:aws:secretsmanager:us-east-1:111122223333:secret:topocast/netq-AbCdEf"])
+    error_message = "discover may read exactly the credentials secret"
+  }
+  assert {
+    condition = toset([for c in one([for s in data.aws_iam_policy_document.discover.statement : s.condition if s.sid == "NetqCredentialsKey"]) : "${c.test} ${c.variable} ${join(",", c.values)}"]) == toset([
+      "StringEquals kms:ViaService secretsmanager.us-east-1.amazonaws.com",
+      "StringEquals kms:EncryptionContext:SecretARN arn:aws:secretsmanager:us-east-1:111122223333:secret:topocast/netq-AbCdEf",
+    ])
+    error_message = "the customer key may decrypt only through Secrets Manager in the secret's region, only that secret"
+  }
+  assert {
+    condition     = one([for s in data.aws_iam_policy_document.discover.statement : s.resources if s.sid == "ReadGraphsAndState"]) == toset(["arn:aws:s3:::mock-bucket/topocast/c1/graphs/*", "arn:aws:s3:::mock-bucket/topocast/c1/rendered/*", "arn:aws:s3:::mock-bucket/topocast/c1/state/*", "arn:aws:s3:::mock-bucket/topocast/c1/uploads/domains.csv"])
+    error_message = "discover may read the domains object, not the rest of uploads/ (no upload events)"
+  }
+  assert {
+    condition     = length(aws_s3_bucket_notification.this) == 0
+    error_message = "netq needs no upload notifications unless enable_upload_events is set"
+  }
+}
+
+run "netq_credentials_and_domains_in_ssm" {
+  command = apply
+
+  variables {
+    topology_source      = "netq"
+    netq_url             = "https://netq.example.com/"
+    netq_credentials_arn = "arn:aws:ssm:eu-west-1:111122223333:parameter/topocast/c1/netq"
+    domains_uri          = "ssm:///topocast/c1/domains"
+    enable_upload_events = true
+  }
+
+  assert {
+    condition     = one([for s in data.aws_iam_policy_document.discover.statement : s.resources if s.sid == "NetqCredentialsParameter"]) == toset(["arn:aws:ssm:eu-west-1:111122223333:parameter/topocast/c1/netq"]) && one([for s in data.aws_iam_policy_document.discover.statement : s.actions if s.sid == "NetqCredentialsParameter"]) == toset(["ssm:GetParameter"])
+    error_message = "discover may read exactly the credentials parameter"
+  }
+  assert {
+    condition     = one([for s in data.aws_iam_policy_document.discover.statement : s.resources if s.sid == "DomainsParameter"]) == toset(["arn:aws:ssm:eu-west-1:111122223333:parameter/topocast/c1/domains"])
+    error_message = "ssm:///topocast/c1/domains is the parameter /topocast/c1/domains of the module's region"
+  }
+  assert {
+    condition     = !contains(flatten([for s in data.aws_iam_policy_document.discover.statement : s.actions]), "secretsmanager:GetSecretValue") && !contains(flatten([for s in data.aws_iam_policy_document.discover.statement : s.actions]), "kms:Decrypt")
+    error_message = "an SSM parameter needs no Secrets Manager grant, and no KMS grant without a customer key"
+  }
+  assert {
+    condition     = aws_lambda_function.this["discover"].environment[0].variables["TOPOCAST_DOMAINS_URI"] == "ssm:///topocast/c1/domains" && !contains(keys(aws_lambda_function.this["discover"].environment[0].variables), "TOPOCAST_NETQ_PREMISES")
+    error_message = "the domains URI is passed as given; no premises means the variable is left out (all premises)"
+  }
+  assert {
+    condition     = keys(aws_cloudwatch_event_rule.this) == ["reconcile"] && length(aws_s3_bucket_notification.this) == 1
+    error_message = "with upload events on, an upload (a new domains file) also starts a discovery"
+  }
+}
+
+# (a generated bucket name is only known at apply, so the module checks this on the function)
+run "domains_file_must_be_in_the_module_bucket" {
+  command = plan
+
+  variables {
+    topology_source = "ibnetdiscover"
+    domains_uri     = "s3://someone-elses-bucket/topocast/c1/uploads/domains.csv"
+  }
+
+  expect_failures = [aws_lambda_function.this["discover"]]
 }
