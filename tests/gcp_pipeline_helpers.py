@@ -26,7 +26,7 @@ def fresh_stats() -> None:
 def published(pl: LocalGcpPipeline) -> Any:
     from topocast.gcp.clients import storage_client
 
-    source = f"gcs://{pl.bucket}/topocast/c1/slurm/topology.conf"
+    source = f"gcs://{pl.bucket}/topocast/c1/slurm/topology-tree.conf"
     return fetch(source, gcs=storage_client("t", pl.gcs.url))
 
 

@@ -169,7 +169,7 @@ def test_render_and_publish_driven_by_their_task_events(
     assert publish[1] == {"cluster": "c1", "generation": 1, "reason": "rendered"}
     assert post(app("publish"), *publish).status_code == 200
     rt = handlers.runtime()
-    conf = rt.objects.get("topocast/c1/slurm/topology.conf")
+    conf = rt.objects.get("topocast/c1/slurm/topology-tree.conf")
     assert conf is not None and conf.metadata["generation"] == "1" and b"gpu-[000-005]" in conf.data
     # a graph object written by anyone else also reaches render (the optional storage trigger)
     key = GcsGraphStore(rt.objects, "topocast", "c1").generation_key(2)

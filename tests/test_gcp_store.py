@@ -221,24 +221,24 @@ def test_slurm_publisher_never_regresses_and_pull_installs_it(
     pub = GcsSlurmPublisher(gcs_objects, "topocast/c1/slurm")
     v2 = b"SwitchName=s1 Nodes=n[1-2]\n"
     result = pub.publish(*_manifest(2, v2))
-    assert result.published and result.written == [f"gs://{gcs_objects.bucket_name}/topocast/c1/slurm/topology.conf"]
+    assert result.published and result.written == [f"gs://{gcs_objects.bucket_name}/topocast/c1/slurm/topology-tree.conf"]
     assert pub.publish(*_manifest(2, v2)).skipped  # same generation and bytes: no write
     older = pub.publish(*_manifest(1, b"SwitchName=old Nodes=n1\n"))
     assert not older.published and "holds generation 2" in older.detail
-    source = f"gcs://{gcs_objects.bucket_name}/topocast/c1/slurm/topology.conf"
+    source = f"gcs://{gcs_objects.bucket_name}/topocast/c1/slurm/topology-tree.conf"
     got = fetch(source, gcs=gcs_client)
     assert (got.content, got.generation) == (v2, 2)
     outcome = pull(source, tmp_path / "topology.conf", reconfigure=False, validate=False, slurm_conf=None,
                    state_file=tmp_path / "state.json", gcs=gcs_client)  # fmt: skip
     assert outcome.ok and (tmp_path / "topology.conf").read_bytes() == v2
     # a tampered object is refused before anything is written
-    info = gcs_objects.head("topocast/c1/slurm/topology.conf")
-    gcs_objects.put("topocast/c1/slurm/topology.conf", b"SwitchName=evil Nodes=n1\n", metadata=info.metadata)
+    info = gcs_objects.head("topocast/c1/slurm/topology-tree.conf")
+    gcs_objects.put("topocast/c1/slurm/topology-tree.conf", b"SwitchName=evil Nodes=n1\n", metadata=info.metadata)
     with pytest.raises(PullError, match="does not match its metadata"):
         pull(source, tmp_path / "topology.conf", reconfigure=False, validate=False, slurm_conf=None, gcs=gcs_client)
     assert (tmp_path / "topology.conf").read_bytes() == v2
-    with pytest.raises(ValueError, match="pick one"):
-        GcsSlurmPublisher(gcs_objects, "x", formats=("slurm-tree", "slurm-block"))
+    with pytest.raises(ValueError, match="not Slurm formats"):
+        GcsSlurmPublisher(gcs_objects, "x", formats=("slurm-tree", "k8s-labels"))
 
 
 def test_an_unreadable_generation_is_healed_by_a_fresh_scan(gcs_objects: GcsObjects) -> None:

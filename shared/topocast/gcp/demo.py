@@ -95,7 +95,7 @@ def run_gcp_demo(
         from topocast.gcp.clients import storage_client
 
         pulled = pull(
-            f"gcs://{p.bucket}/topocast/{CLUSTER}/slurm/topology.conf",
+            f"gcs://{p.bucket}/topocast/{CLUSTER}/slurm/topology-tree.conf",
             out / "topology.conf",
             reconfigure=False,
             validate=slurmctld,

@@ -1,8 +1,9 @@
 """Publish Slurm files as Cloud Storage objects for the head node's pull agent (``topocast pull --source gcs://...``).
 
-One object per file Slurm reads, ``gs://<bucket>/<prefix>/<cluster>/slurm/topology.conf``
-(slurm-tree or slurm-block) and ``.../topology.yaml`` (slurm-yaml), with custom
-metadata ``generation``, ``sha256`` and ``format``. Why an object and not
+One object per Slurm artifact, named like the SSM parameters on AWS:
+``gs://<bucket>/<prefix>/<cluster>/slurm/topology-tree.conf``, ``topology-block.conf``
+and ``topology.yaml``, so the head node picks the plugin it runs by the object it
+pulls; custom metadata ``generation``, ``sha256`` and ``format``. Why an object and not
 Parameter Manager: the file already lives in the bucket, objects have no size
 limit that a large cluster's topology.conf could hit, a reader gets bytes and
 metadata of one generation atomically, and writes take **generation
@@ -30,9 +31,7 @@ from topocast.publish.base import FileOutcome, FilePublisher
 
 log = logging.getLogger(__name__)
 
-#: the file name Slurm reads for each format; tree and block are both topology.conf, so publish one of them
-INSTALLED_NAME = {"slurm-tree": "topology.conf", "slurm-block": "topology.conf", "slurm-yaml": "topology.yaml"}
-DEFAULT_FORMATS = ("slurm-tree", "slurm-yaml")
+SLURM_FORMATS = ("slurm-tree", "slurm-block", "slurm-yaml")
 
 
 class GcsSlurmPublisher(FilePublisher):
@@ -41,15 +40,13 @@ class GcsSlurmPublisher(FilePublisher):
     name = "gcs"
     nothing_detail = "no Slurm artifact in the manifest"
 
-    def __init__(self, objects: GcsObjects, prefix: str, *, formats: Collection[str] = DEFAULT_FORMATS) -> None:
+    def __init__(self, objects: GcsObjects, prefix: str, *, formats: Collection[str] = SLURM_FORMATS) -> None:
         self.objects = objects
         self.prefix = prefix.strip("/")
         self.formats = set(formats)
-        unknown = self.formats - set(INSTALLED_NAME)
+        unknown = self.formats - set(SLURM_FORMATS)
         if unknown:
             raise ValueError(f"GCS Slurm publisher: formats {sorted(unknown)} are not Slurm formats")
-        if {"slurm-tree", "slurm-block"} <= self.formats:
-            raise ValueError("GCS Slurm publisher: slurm-tree and slurm-block both publish topology.conf; pick one")
 
     def key(self, installed: str) -> str:
         return f"{self.prefix}/{installed}" if self.prefix else installed
@@ -61,10 +58,10 @@ class GcsSlurmPublisher(FilePublisher):
         return entry.format in self.formats
 
     def target(self, entry: ManifestEntry) -> str:
-        return self.uri(INSTALLED_NAME[entry.format])
+        return self.uri(entry.file)
 
     def publish_one(self, generation: int, entry: ManifestEntry, content: bytes) -> tuple[FileOutcome, str]:
-        key, uri = self.key(INSTALLED_NAME[entry.format]), self.target(entry)
+        key, uri = self.key(entry.file), self.target(entry)
         for _ in range(5):
             current = self.objects.head(key)
             meta = current.metadata if current else {}

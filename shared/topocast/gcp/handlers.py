@@ -452,9 +452,7 @@ def build_publishers(rt: GcpRuntime) -> list[Any]:
     out: list[Any] = []
     for name in s.publishers:
         if name == "gcs":
-            formats = [f for f in s.formats if f in ("slurm-tree", "slurm-yaml")]
-            if "slurm-tree" not in s.formats and "slurm-block" in s.formats:
-                formats.append("slurm-block")
+            formats = [f for f in s.formats if f.startswith("slurm-")]
             out.append(GcsSlurmPublisher(rt.objects, cluster_base(s.prefix, s.cluster, "slurm"), formats=formats))
         elif name in ("kubernetes", "k8s"):
             from topocast.publish.kubernetes import from_settings
