@@ -221,7 +221,9 @@ def test_slurm_publisher_never_regresses_and_pull_installs_it(
     pub = GcsSlurmPublisher(gcs_objects, "topocast/c1/slurm")
     v2 = b"SwitchName=s1 Nodes=n[1-2]\n"
     result = pub.publish(*_manifest(2, v2))
-    assert result.published and result.written == [f"gs://{gcs_objects.bucket_name}/topocast/c1/slurm/topology-tree.conf"]
+    assert result.published and result.written == [
+        f"gs://{gcs_objects.bucket_name}/topocast/c1/slurm/topology-tree.conf"
+    ]
     assert pub.publish(*_manifest(2, v2)).skipped  # same generation and bytes: no write
     older = pub.publish(*_manifest(1, b"SwitchName=old Nodes=n1\n"))
     assert not older.published and "holds generation 2" in older.detail
