@@ -25,12 +25,15 @@ CLUSTER = "demo"
 
 
 @contextmanager
-def _quiet_logs() -> Any:
-    """The handlers log JSON lines for CloudWatch; the demo shows a summary instead."""
-    from topocast.aws.handlers import tools
+def quiet_logs(*names: str) -> Any:
+    """The functions log JSON lines for CloudWatch / Cloud Logging; a demo shows a summary instead."""
+    try:  # the Powertools logger owns "topocast" and keeps its level once built: build it, then lower it
+        from topocast.aws.handlers import tools
 
-    tools()  # the Powertools logger owns "topocast" and keeps its level once built: build it, then lower it
-    saved = {name: logging.getLogger(name).level for name in ("topocast", "werkzeug", "botocore")}
+        tools()
+    except ImportError:  # an install without the aws extra has no Powertools logger
+        pass
+    saved = {name: logging.getLogger(name).level for name in ("topocast", "werkzeug", *names)}
     for name in saved:
         logging.getLogger(name).setLevel(logging.ERROR)
     try:
@@ -38,6 +41,24 @@ def _quiet_logs() -> Any:
     finally:
         for name, level in saved.items():
             logging.getLogger(name).setLevel(level)
+
+
+def copy_outputs(artifacts: Any, out: Path) -> None:
+    """labels.json, topology.html and the block file from the latest rendered manifest, into ``out``."""
+    manifest = artifacts.latest_manifest()
+    for fmt, name in (("k8s-labels", "labels.json"), ("html", "topology.html"), ("slurm-block", None)):
+        entry = manifest.entry(fmt) if manifest else None
+        if entry is not None:
+            (out / (name or entry.file)).write_bytes(artifacts.get_artifact(manifest.generation, entry.file))
+
+
+def write_report(result: dict[str, Any], out: Path, report: Path | None, started: float) -> dict[str, Any]:
+    """Finish the report (seconds, outputs) and write it to ``report`` (default ``out/report.json``)."""
+    path = report or out / "report.json"
+    result["seconds"] = round(time.monotonic() - started, 2)
+    result["outputs"] = sorted({q.name for q in out.iterdir()} | ({path.name} if path.parent == out else set()))
+    path.write_text(json.dumps(result, indent=2) + "\n")
+    return result
 
 
 def _local_aws_env(endpoint: str) -> dict[str, str | None]:
@@ -125,7 +146,7 @@ def run_demo(
     ec2_sim.install()
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
     saved: dict[str, str | None] = {}
-    with _quiet_logs(), _Progress(show) as prog:
+    with quiet_logs("botocore"), _Progress(show) as prog:
         server.start()
         try:
             host, port = server.get_host_and_port()
@@ -158,12 +179,7 @@ def run_demo(
                 slurm_conf=None,
             )
             stored = pipeline.runtime.graphs.latest()
-            manifest = pipeline.runtime.artifacts.latest_manifest()
-            for fmt, name in (("k8s-labels", "labels.json"), ("html", "topology.html"), ("slurm-block", None)):
-                entry = manifest.entry(fmt) if manifest else None
-                if entry is not None:
-                    content = pipeline.runtime.artifacts.get_artifact(manifest.generation, entry.file)
-                    (out / (name or entry.file)).write_bytes(content)
+            copy_outputs(pipeline.runtime.artifacts, out)
             counters = pipeline.runtime.counters
             graph = stored.graph if stored else None
             result: dict[str, Any] = {
@@ -185,15 +201,11 @@ def run_demo(
                     "sha256": pulled.sha256,
                 },
                 "idle": idle,
-                "seconds": round(time.monotonic() - started, 2),
-                "outputs": sorted(p.name for p in out.iterdir()),
             }
         finally:
             server.stop()
             _restore_env(saved)
-    report_path = report or out / "report.json"
-    report_path.write_text(json.dumps(result, indent=2) + "\n")
-    return result
+    return write_report(result, out, report, started)
 
 
 def summary(result: dict[str, Any], out: Path) -> str:

@@ -22,29 +22,12 @@ Outputs in ``out``: ``topology.conf``, ``labels.json``, ``topology.html``,
 
 from __future__ import annotations
 
-import json
-import logging
 import shutil
 import time
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 CLUSTER = "demo"
-
-
-@contextmanager
-def _quiet_logs() -> Any:
-    """The functions log JSON lines for Cloud Logging; the demo reports a summary instead."""
-    names = ("topocast", "topocast.gcp", "werkzeug", "gcp_storage_emulator", "google")
-    saved = {name: logging.getLogger(name).level for name in names}
-    for name in names:
-        logging.getLogger(name).setLevel(logging.ERROR)
-    try:
-        yield
-    finally:
-        for name, level in saved.items():
-            logging.getLogger(name).setLevel(level)
 
 
 def run_gcp_demo(
@@ -63,6 +46,7 @@ def run_gcp_demo(
     ``events``: VMs added by the managed instance group after the first
     reconcile (default: half of ``nodes``); each one is two audit-log events.
     """
+    from topocast.demo import copy_outputs, quiet_logs, write_report
     from topocast.gcp import handlers
     from topocast.pull import pull
     from topocast.sim.gce import generate_cluster
@@ -79,7 +63,7 @@ def run_gcp_demo(
     generated.instances = first
     handlers.STATS.clear()
     with (
-        _quiet_logs(),
+        quiet_logs("topocast.gcp", "gcp_storage_emulator", "google"),
         LocalGcpPipeline(generated, name=CLUSTER, quiet=quiet, max_wait=max_wait, window=window, gcs_process=True) as p,
     ):
         idle = True
@@ -103,11 +87,7 @@ def run_gcp_demo(
             gcs=storage_client("local", p.gcs.url),
         )
         stored = rt.graphs.latest()
-        manifest = rt.artifacts.latest_manifest()
-        for fmt, name in (("k8s-labels", "labels.json"), ("html", "topology.html"), ("slurm-block", None)):
-            entry = manifest.entry(fmt) if manifest else None
-            if entry is not None:
-                (out / (name or entry.file)).write_bytes(rt.artifacts.get_artifact(manifest.generation, entry.file))
+        copy_outputs(rt.artifacts, out)
         stats = dict(handlers.STATS)
         graph = stored.graph if stored else None
         result: dict[str, Any] = {
@@ -133,10 +113,4 @@ def run_gcp_demo(
             },
             "idle": idle,
         }
-    report_path = report or out / "report.json"
-    result["seconds"] = round(time.monotonic() - started, 2)
-    result["outputs"] = sorted(
-        {q.name for q in out.iterdir()} | ({report_path.name} if report_path.parent == out else set())
-    )
-    report_path.write_text(json.dumps(result, indent=2) + "\n")
-    return result
+    return write_report(result, out, report, started)
