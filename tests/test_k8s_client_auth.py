@@ -7,7 +7,6 @@ import datetime as dt
 import email.utils
 import hashlib
 import hmac
-import ipaddress
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,6 +17,7 @@ import pytest
 from k8s_fake_apiserver import FakeKubeApiServer
 from lightkube.resources.core_v1 import Node
 from pydantic import ValidationError
+from tls_helpers import self_signed_cert
 
 from topocast.k8s import auth
 from topocast.k8s.auth import (
@@ -265,33 +265,7 @@ def test_gke_mode_sends_the_google_token(fake: FakeKubeApiServer) -> None:
 
 @pytest.fixture(scope="module")
 def tls_files(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
-    pytest.importorskip("cryptography")
-    from cryptography import x509
-    from cryptography.hazmat.primitives import hashes, serialization
-    from cryptography.hazmat.primitives.asymmetric import ec
-    from cryptography.x509.oid import NameOID
-
-    key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "fake-kube-apiserver")])
-    now = dt.datetime.now(dt.UTC)
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - dt.timedelta(minutes=5))
-        .not_valid_after(now + dt.timedelta(days=1))
-        .add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), False)
-        .add_extension(x509.BasicConstraints(ca=True, path_length=None), True)
-        .sign(key, hashes.SHA256())
-    )
-    d = tmp_path_factory.mktemp("tls")
-    (d / "ca.crt").write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    (d / "tls.key").write_bytes(
-        key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
-    )
-    return d / "ca.crt", d / "tls.key"
+    return self_signed_cert(tmp_path_factory.mktemp("tls"), "fake-kube-apiserver")
 
 
 @pytest.fixture

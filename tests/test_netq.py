@@ -5,8 +5,6 @@ Every HTTP test talks to ``tests/netq_fake_server.py`` on 127.0.0.1.
 
 from __future__ import annotations
 
-import datetime as dt
-import ipaddress
 import json
 import os
 import re
@@ -15,6 +13,7 @@ from typing import Any
 
 import pytest
 from netq_fake_server import COMPUTE_NODES, LOGIN, SELECT, TOPOLOGY, FakeNetq
+from tls_helpers import self_signed_cert
 
 from topocast.errors import ProviderError
 from topocast.fabric import build_tree
@@ -266,34 +265,8 @@ def test_malformed_topology_names_the_field() -> None:
 # ----- TLS --------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def self_signed(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, str]:
-    crypto = pytest.importorskip("cryptography")
-    del crypto
-    from cryptography import x509
-    from cryptography.hazmat.primitives import hashes, serialization
-    from cryptography.hazmat.primitives.asymmetric import ec
-    from cryptography.x509.oid import NameOID
-
-    key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "netq.test")])
-    now = dt.datetime.now(dt.UTC)
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - dt.timedelta(minutes=5))
-        .not_valid_after(now + dt.timedelta(days=1))
-        .add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), False)
-        .add_extension(x509.BasicConstraints(ca=True, path_length=None), True)
-        .sign(key, hashes.SHA256())
-    )
-    d = tmp_path_factory.mktemp("tls")
-    (d / "cert.pem").write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    (d / "key.pem").write_bytes(
-        key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
-    )
-    return str(d / "cert.pem"), str(d / "key.pem")
+    cert, key = self_signed_cert(tmp_path_factory.mktemp("tls"), "netq.test")
+    return str(cert), str(key)
 
 
 def test_tls_is_verified_by_default(samples: dict[str, Any], self_signed: tuple[str, str]) -> None:
