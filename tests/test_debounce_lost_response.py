@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from pipeline_helpers import client, unique
 
-from topocast.aws.debounce import DynamoSqsDebouncer
+from topocast.aws.debounce import DynamoSqsDebouncer, create_state_table
 from topocast.pipeline.debounce import DebounceState
 from topocast.pipeline.debounce_runner import DebounceRunner
 
@@ -25,12 +25,7 @@ from topocast.pipeline.debounce_runner import DebounceRunner
 def aws(moto_server: Any) -> dict[str, Any]:
     ddb, sqs = client(moto_server, "dynamodb"), client(moto_server, "sqs")
     table = unique("debounce")
-    ddb.create_table(
-        TableName=table,
-        KeySchema=[{"AttributeName": "cluster", "KeyType": "HASH"}],
-        AttributeDefinitions=[{"AttributeName": "cluster", "AttributeType": "S"}],
-        BillingMode="PAY_PER_REQUEST",
-    )
+    create_state_table(ddb, table)
     queue_url = sqs.create_queue(QueueName=unique("timers"))["QueueUrl"]
     sent: list[dict[str, Any]] = []
     sqs.meta.events.register("before-parameter-build.sqs.SendMessage", lambda params, **_: sent.append(params))

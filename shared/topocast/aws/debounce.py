@@ -49,6 +49,16 @@ _INTS = ("latest_generation", "last_rendered_generation", "version")
 _KNOWN = frozenset(f.name for f in fields(DebounceState))
 
 
+def create_state_table(dynamodb: Any, name: str) -> None:
+    """The table the debouncer expects (partition key ``cluster``); Terraform creates the same one."""
+    dynamodb.create_table(
+        TableName=name,
+        KeySchema=[{"AttributeName": "cluster", "KeyType": "HASH"}],
+        AttributeDefinitions=[{"AttributeName": "cluster", "AttributeType": "S"}],
+        BillingMode="PAY_PER_REQUEST",
+    )
+
+
 def _to_item(cluster: str, state: DebounceState, now: float) -> dict[str, Any]:
     item: dict[str, Any] = {"cluster": {"S": cluster}, "phase": {"S": state.phase}, "updated_at": {"N": repr(now)}}
     for name in _NUMBERS:

@@ -23,6 +23,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from topocast.aws.debounce import create_state_table
 from topocast.aws.handlers import AwsRuntime, discover_batch, publish_record, render_record
 from topocast.config import Settings
 
@@ -108,12 +109,7 @@ class LocalAwsPipeline:
     def _provision(self, suffix: str) -> Queues:
         self.s3.create_bucket(Bucket=self.bucket)
         self.s3.put_bucket_versioning(Bucket=self.bucket, VersioningConfiguration={"Status": "Enabled"})
-        self.dynamodb.create_table(
-            TableName=self.table,
-            KeySchema=[{"AttributeName": "cluster", "KeyType": "HASH"}],
-            AttributeDefinitions=[{"AttributeName": "cluster", "AttributeType": "S"}],
-            BillingMode="PAY_PER_REQUEST",
-        )
+        create_state_table(self.dynamodb, self.table)
 
         def queue(name: str, **attrs: str) -> str:
             return self.sqs.create_queue(QueueName=f"topocast-{self.cluster}-{name}-{suffix}", Attributes=attrs)[
