@@ -5,6 +5,12 @@ line ending in ``\\`` with the next one, ignores the case of keys, allows
 spaces around ``=`` and double-quoted values. We mirror exactly that much so
 structural checks see the same records slurmctld sees, and report anything we
 cannot read (a bare word, ``Include``) instead of guessing.
+
+Lines end at ``\n`` only, as in Slurm's C reader: ``str.splitlines`` would also
+split at ``\x1c``-``\x1e``, ``\x85``, U+2028 and U+2029, so a crafted file could show
+us two records where slurmctld reads one. Any control (other than tab) or
+non-ASCII character outside a comment is reported in :attr:`ConfLine.bad_chars`:
+no Slurm name or value needs one, and each is a place where two parsers differ.
 """
 
 from __future__ import annotations
@@ -29,6 +35,8 @@ class ConfLine:
     pairs: tuple[tuple[str, str], ...]
     #: fragments that are not ``Key=Value`` (e.g. ``Include /x``)
     junk: tuple[str, ...]
+    #: (physical line, column, character) of control / non-ASCII characters outside comments
+    bad_chars: tuple[tuple[int, int, str], ...] = ()
 
     def keys_lower(self) -> list[str]:
         return [k.lower() for k, _ in self.pairs]
@@ -59,28 +67,55 @@ def _strip_comment(line: str) -> str:
     return "".join(out)
 
 
+_BAD_CHAR = re.compile(r"[^\t\x20-\x7e]")
+
+
+def bad_characters(text: str) -> list[tuple[int, str]]:
+    """(0-based column, character) of every character outside tab and printable ASCII."""
+    return [(m.start(), m.group()) for m in _BAD_CHAR.finditer(text)]
+
+
+def describe_char(ch: str) -> str:
+    """``U+001E`` plus a hint for the usual suspects."""
+    names = {
+        "\r": " (carriage return)",
+        "\x1c": " (file separator)",
+        "\x1d": " (group separator)",
+        "\x1e": " (record separator)",
+        "\x85": " (next line)",
+        "\u2028": " (line separator)",
+        "\u2029": " (paragraph separator)",
+        "\x00": " (NUL)",
+    }
+    return f"U+{ord(ch):04X}{names.get(ch, '')}"
+
+
 def parse_conf_text(text: str) -> list[ConfLine]:
     """Split config text into logical lines of ``Key=Value`` pairs (blank lines dropped)."""
     lines: list[ConfLine] = []
     pending = ""
+    pending_bad: list[tuple[int, int, str]] = []
     start = 0
-    for number, raw in enumerate(text.splitlines(), start=1):
-        body = _strip_comment(raw).rstrip()
+    for number, raw in enumerate(text.split("\n"), start=1):
+        body = _strip_comment(raw).rstrip(" \t")
+        bad = [(number, col + 1, ch) for col, ch in bad_characters(body)]
         if not pending:
             start = number
         if body.endswith("\\"):
             pending += body[:-1] + " "
+            pending_bad += bad
             continue
         body = pending + body
-        pending = ""
-        if body.strip():
-            lines.append(_parse_line(start, body))
-    if pending.strip():
-        lines.append(_parse_line(start, pending))
+        bad = pending_bad + bad
+        pending, pending_bad = "", []
+        if body.strip() or bad:
+            lines.append(_parse_line(start, body, tuple(bad)))
+    if pending.strip() or pending_bad:
+        lines.append(_parse_line(start, pending, tuple(pending_bad)))
     return lines
 
 
-def _parse_line(lineno: int, body: str) -> ConfLine:
+def _parse_line(lineno: int, body: str, bad: tuple[tuple[int, int, str], ...] = ()) -> ConfLine:
     pairs: list[tuple[str, str]] = []
     junk: list[str] = []
     pos = 0
@@ -100,7 +135,7 @@ def _parse_line(lineno: int, body: str) -> ConfLine:
         word = rest.split()[0]
         junk.append(word)
         pos = body.index(word, pos) + len(word)
-    return ConfLine(lineno=lineno, text=body.strip(), pairs=tuple(pairs), junk=tuple(junk))
+    return ConfLine(lineno=lineno, text=body.strip(), pairs=tuple(pairs), junk=tuple(junk), bad_chars=bad)
 
 
 def slurm_conf_nodes(path: Path) -> list[str]:

@@ -12,11 +12,17 @@ run side by side::
 slurmctld 22.05 starts in ~0.1 s. It logs ``Running as primary controller``
 *before* binding its port, so readiness is ``scontrol ping`` answering UP while
 our process is still alive, never the log line alone.
+
+A Slurm installed in a chroot (the Debian sid folder holding 26.05) is one
+:class:`SlurmInstall` with ``root`` set: the controller's directory is then
+under ``ROOT/srv/``, every path written into slurm.conf is the path *inside* the
+chroot, and both daemons run as ``chroot ROOT /usr/sbin/slurmctld ...``.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import re
 import shutil
@@ -25,7 +31,8 @@ import socket
 import subprocess
 import tempfile
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 
@@ -33,21 +40,36 @@ from topocast.errors import TopocastError
 from topocast.hostlist import compact
 from topocast.slurm.conffile import slurm_conf_nodes
 from topocast.slurm.scontrol import (
+    BlockInfo,
+    Command,
     SlurmControllerError,
     SwitchInfo,
+    argv,
     parse_show_topology,
     ping,
     reconfigure,
     run_scontrol,
+    show_blocks,
     show_topology,
+    show_topology_text,
 )
 
-__all__ = ["SlurmController", "SlurmControllerError", "SwitchInfo", "find_binary", "parse_show_topology"]
+__all__ = [
+    "SlurmController",
+    "SlurmControllerError",
+    "SlurmInstall",
+    "SwitchInfo",
+    "ensure_proc",
+    "find_binary",
+    "parse_show_topology",
+    "slurm_version",
+]
 
 #: Log lines every fresh 22.05 controller prints; they say nothing about the topology.
 _NOISE = re.compile(
     r"pmix|MPI: Cannot create context|mpi/pmix|state file|NOTE: Trying backup|"
-    r"state save file|No memory enforcing|Address already in use",
+    r"state save file|No memory enforcing|Address already in use|High latency for \d+ calls to gettimeofday|"
+    r"cgroup\.conf|_read_slurm_cgroup_conf",
     re.IGNORECASE,
 )
 _LOG_PREFIX = re.compile(r"^(?:\[[^\]]*\]\s*)?(?:slurmctld:\s*)?")
@@ -76,17 +98,116 @@ def find_binary(name: str) -> str | None:
     return None
 
 
+_VERSION = re.compile(r"(\d+)\.(\d+)")
+
+
+@dataclass(frozen=True)
+class SlurmInstall:
+    """Where a Slurm lives: binaries on this host, or inside a chroot ``root`` (paths then inside it)."""
+
+    slurmctld: str = "slurmctld"
+    scontrol: str = "scontrol"
+    root: Path | None = None
+
+    @classmethod
+    def find(
+        cls, root: Path | str | None = None, slurmctld: str | None = None, scontrol: str | None = None
+    ) -> SlurmInstall:
+        """The Slurm on this host (PATH, /usr/sbin), or the one in chroot ``root``; explicit paths win."""
+        if root is None:
+            return cls(
+                slurmctld or find_binary("slurmctld") or "slurmctld", scontrol or find_binary("scontrol") or "scontrol"
+            )
+        base = Path(root)
+        if not base.is_dir():
+            raise TopocastError(f"{base}: no such directory (expected a chroot holding slurmctld)")
+
+        def inside(name: str, given: str | None) -> str:
+            if given:
+                return given
+            for d in ("/usr/sbin", "/usr/bin", "/usr/local/sbin", "/usr/local/bin", "/sbin", "/bin"):
+                if (base / d.lstrip("/") / name).is_file():
+                    return f"{d}/{name}"
+            raise TopocastError(f"{base}: no {name} inside this root (looked in /usr/sbin, /usr/bin, ...)")
+
+        return cls(inside("slurmctld", slurmctld), inside("scontrol", scontrol), base)
+
+    def command(self, tool: str) -> Command:
+        """How to run ``tool`` (a path inside ``root`` when there is one)."""
+        return ["chroot", str(self.root), tool] if self.root is not None else tool
+
+    @property
+    def scontrol_command(self) -> Command:
+        return self.command(self.scontrol)
+
+    def inside(self, path: Path) -> str:
+        """``path`` as the chrooted daemon sees it."""
+        if self.root is None:
+            return str(path)
+        return "/" + str(Path(path).resolve().relative_to(self.root.resolve()))
+
+    def scratch_parent(self) -> Path | None:
+        """Where scratch controller dirs go: ``ROOT/srv`` for a chroot, the system temp dir otherwise."""
+        if self.root is None:
+            return None
+        parent = self.root / "srv"
+        parent.mkdir(exist_ok=True)
+        return parent
+
+    def describe(self) -> str:
+        return f"{self.slurmctld} in chroot {self.root}" if self.root is not None else self.slurmctld
+
+    def version(self) -> tuple[int, int] | None:
+        return slurm_version(tuple(argv(self.command(self.slurmctld))))
+
+
+@functools.cache
+def slurm_version(command: tuple[str, ...]) -> tuple[int, int] | None:
+    """(major, minor) of ``slurmctld -V`` (``slurm-wlm 26.05.5`` -> (26, 5)); None if it does not run."""
+    try:
+        cp = subprocess.run([*command, "-V"], capture_output=True, text=True, timeout=10, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    m = _VERSION.search(cp.stdout)
+    return (int(m.group(1)), int(m.group(2))) if cp.returncode == 0 and m else None
+
+
+def ensure_proc(root: Path) -> None:
+    """Mount ``proc`` at ``ROOT/proc`` unless something is mounted there (slurmctld needs /proc/self).
+
+    Idempotent. The mount is left in place: it is harmless, and other controllers
+    in the same root may be using it.
+    """
+    target = Path(root) / "proc"
+    if os.path.ismount(target):
+        return
+    target.mkdir(exist_ok=True)
+    try:
+        cp = subprocess.run(["mount", "-t", "proc", "proc", str(target)], capture_output=True, text=True, check=False)
+    except OSError as exc:
+        raise SlurmControllerError(f"cannot mount proc at {target}: {exc.strerror}") from None
+    if cp.returncode != 0 and not os.path.ismount(target):
+        raise SlurmControllerError(f"cannot mount proc at {target}: {cp.stderr.strip() or cp.returncode}")
+
+
 def render_slurm_conf(
-    workdir: Path,
+    workdir: Path | str,
     nodes: Sequence[str],
     port: int,
     slurmd_port: int,
     *,
     cluster: str = "topocast",
-    topology_plugin: str = "topology/tree",
+    topology_plugin: str | None = "topology/tree",
     message_timeout: int = 2,
+    node_topology: Mapping[str, str] | None = None,
 ) -> str:
-    """A minimal slurm.conf for a scratch controller (auth/none, everything in ``workdir``)."""
+    """A minimal slurm.conf for a scratch controller (auth/none, everything in ``workdir``).
+
+    ``workdir`` is the directory as slurmctld sees it (inside its chroot).
+    ``topology_plugin=None`` writes no TopologyPlugin (topology.yaml selects its own).
+    ``node_topology`` gives nodes a ``Topology=`` on their NodeName line (cloud / power-saving nodes).
+    """
+    workdir = Path(workdir)
     lines = [
         f"ClusterName={cluster}",
         f"SlurmctldHost={short_hostname()}(127.0.0.1)",
@@ -110,10 +231,17 @@ def render_slurm_conf(
         "AccountingStorageType=accounting_storage/none",
         "JobCompType=jobcomp/none",
         "ReturnToService=2",
-        f"TopologyPlugin={topology_plugin}",
     ]
+    if topology_plugin:
+        lines.append(f"TopologyPlugin={topology_plugin}")
     # 127.0.0.1 + our own SlurmdPort: the scratch controller can never reach a real slurmd
-    lines += [f"NodeName={group} NodeAddr=127.0.0.1 CPUs=1 RealMemory=1000 State=UNKNOWN" for group in compact(nodes)]
+    placed = dict(node_topology or {})
+    plain = [n for n in nodes if n not in placed]
+    lines += [f"NodeName={group} NodeAddr=127.0.0.1 CPUs=1 RealMemory=1000 State=UNKNOWN" for group in compact(plain)]
+    lines += [
+        f"NodeName={n} NodeAddr=127.0.0.1 CPUs=1 RealMemory=1000 State=UNKNOWN Topology={spec}"
+        for n, spec in placed.items()
+    ]
     lines.append("PartitionName=main Nodes=ALL Default=YES MaxTime=INFINITE State=UP")
     return "\n".join(lines) + "\n"
 
@@ -148,7 +276,9 @@ class SlurmController:
 
     ``nodes`` names the nodes to define; without it they come from an operator's
     ``slurm_conf`` (its NodeName lines only: nothing else of that file is used).
-    ``topology`` is written as ``topology.conf`` next to the generated slurm.conf.
+    ``topology`` is written as ``topology_file`` (``topology.conf`` or
+    ``topology.yaml``) next to the generated slurm.conf. ``install`` picks the
+    Slurm to run (default: the one on this host).
     """
 
     def __init__(
@@ -164,6 +294,9 @@ class SlurmController:
         cluster: str = "topocast",
         slurmctld: str | None = None,
         scontrol: str | None = None,
+        install: SlurmInstall | None = None,
+        topology_file: str = "topology.conf",
+        node_topology: Mapping[str, str] | None = None,
     ) -> None:
         if nodes is None:
             if slurm_conf is None:
@@ -175,14 +308,25 @@ class SlurmController:
             where = f" in {slurm_conf}" if slurm_conf else ""
             raise TopocastError(f"no nodes to define{where}: a scratch slurmctld needs at least one NodeName")
         self._topology = topology
+        if install is None:
+            install = SlurmInstall.find(None, slurmctld, scontrol)
+        self.install = install
+        if install.root is not None:
+            ensure_proc(install.root)
         self._own_dir = workdir is None
-        self.dir = Path(tempfile.mkdtemp(prefix="topocast-slurmctld-")) if workdir is None else Path(workdir)
-        self.topology_plugin = topology_plugin
+        if workdir is None:
+            self.dir = Path(tempfile.mkdtemp(prefix="topocast-slurmctld-", dir=install.scratch_parent()))
+        else:
+            self.dir = Path(workdir)
+        self.topology_file = topology_file
+        # topology.yaml names its plugins itself; slurm.conf's TopologyPlugin would be ignored anyway
+        self.topology_plugin: str | None = None if topology_file.endswith(".yaml") else topology_plugin
+        self.node_topology = dict(node_topology or {})
         self.start_timeout = start_timeout
         self.message_timeout = message_timeout
         self.cluster = cluster
-        self.slurmctld = slurmctld or find_binary("slurmctld") or "slurmctld"
-        self.scontrol_path = scontrol or find_binary("scontrol") or "scontrol"
+        self.slurmctld = install.slurmctld
+        self.scontrol_path: Command = install.scontrol_command
         self.port = 0
         self._proc: subprocess.Popen[bytes] | None = None
         self._stderr: Path = self.dir / "slurmctld.stderr"
@@ -194,8 +338,8 @@ class SlurmController:
 
     @property
     def topology_path(self) -> Path:
-        """Where slurmctld reads topology.conf: beside slurm.conf."""
-        return self.dir / "topology.conf"
+        """Where slurmctld reads topology.conf (or topology.yaml): beside slurm.conf."""
+        return self.dir / self.topology_file
 
     @property
     def pid(self) -> int | None:
@@ -203,7 +347,7 @@ class SlurmController:
 
     def env(self) -> dict[str, str]:
         """Environment for scontrol calls against this controller."""
-        return {**os.environ, "SLURM_CONF": str(self.conf_path)}
+        return {**os.environ, "SLURM_CONF": self.install.inside(self.conf_path)}
 
     # ----- lifecycle -----------------------------------------------------------------
     def __enter__(self) -> SlurmController:
@@ -251,19 +395,20 @@ class SlurmController:
         slurmd_port = free_port()
         self.conf_path.write_text(
             render_slurm_conf(
-                self.dir,
+                self.install.inside(self.dir),
                 self.nodes,
                 self.port,
                 slurmd_port,
                 cluster=self.cluster,
                 topology_plugin=self.topology_plugin,
                 message_timeout=self.message_timeout,
+                node_topology=self.node_topology,
             )
         )
         with self._stderr.open("wb") as err:
             try:
                 self._proc = subprocess.Popen(
-                    [self.slurmctld, "-D", "-i", "-f", str(self.conf_path)],
+                    argv(self.install.command(self.slurmctld), "-D", "-i", "-f", self.install.inside(self.conf_path)),
                     stdin=subprocess.DEVNULL,
                     stdout=err,
                     stderr=subprocess.STDOUT,
@@ -327,14 +472,14 @@ class SlurmController:
     def write_topology(self, content: str | bytes) -> None:
         """Replace topology.conf atomically (a half-written file can kill slurmctld on reconfigure)."""
         data = content.encode() if isinstance(content, str) else content
-        tmp = self.topology_path.with_name(".topology.conf.tmp")
+        tmp = self.topology_path.with_name(f".{self.topology_file}.tmp")
         tmp.write_bytes(data)
         os.replace(tmp, self.topology_path)
 
     def raw_log(self) -> list[str]:
         """Everything slurmctld printed (in -D mode it logs to stderr, including pre-log-file errors)."""
         try:
-            return self._stderr.read_text(errors="replace").splitlines()
+            return self._stderr.read_text(errors="replace").split("\n")
         except FileNotFoundError:
             return []
 
@@ -356,8 +501,14 @@ class SlurmController:
     def ping(self) -> bool:
         return ping(self.scontrol_path, self.env())
 
-    def show_topology(self) -> dict[str, SwitchInfo]:
-        return show_topology(self.scontrol_path, self.env())
+    def show_topology(self, name: str | None = None) -> dict[str, SwitchInfo]:
+        return show_topology(self.scontrol_path, self.env(), name=name)
+
+    def show_blocks(self, name: str | None = None) -> dict[str, BlockInfo]:
+        return show_blocks(self.scontrol_path, self.env(), name=name)
+
+    def show_topology_text(self, name: str | None = None) -> str:
+        return show_topology_text(self.scontrol_path, self.env(), name=name)
 
     def reconfigure(self) -> None:
         reconfigure(self.scontrol_path, self.env())

@@ -18,7 +18,7 @@ from typing import Literal
 from topocast.errors import HostlistError, UnsafeNameError
 from topocast.hostlist import compact_str, expand
 from topocast.names import MAX_SWITCH_NAME, check_name
-from topocast.slurm.conffile import ConfLine, parse_conf_text
+from topocast.slurm.conffile import ConfLine, describe_char, parse_conf_text
 
 #: keys allowed after SwitchName= / BlockName= on the same line (a repeated head key is reported as a duplicate)
 _SWITCH_KEYS = {"switchname", "switches", "nodes", "linkspeed"}
@@ -51,6 +51,11 @@ class TopologyFile:
     block_sizes: list[int] | None = None
     errors: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    #: read by Slurm >= 25.05 only (topology.yaml): leaf switches without nodes are allowed
+    dynamic: bool = False
+
+    def check_record_name(self, where: str, kind: str, name: str) -> None:
+        _check_record_name(self, where, kind, name)
 
     def node_names(self) -> list[str]:
         """Every node the file names, first occurrence order."""
@@ -87,6 +92,14 @@ def parse_topology(text: str, source: str = "topology.conf") -> TopologyFile:
 
 def _read_line(topo: TopologyFile, line: ConfLine) -> None:
     where = f"{topo.source}:{line.lineno}"
+    if line.bad_chars:
+        number, col, ch = line.bad_chars[0]
+        more = f" (+{len(line.bad_chars) - 1} more on this line)" if len(line.bad_chars) > 1 else ""
+        topo.errors.append(
+            f"{topo.source}:{number}:{col}: character {describe_char(ch)} in a key or value{more}; Slurm names and "
+            "values are printable ASCII, and Slurm splits lines at \\n only, so this line means something else to it"
+        )
+        return
     for word in line.junk:
         if word.lower() == "include":
             topo.errors.append(f"{where}: 'Include' is not allowed: a topology.conf to install must be self-contained")
@@ -123,6 +136,43 @@ def _check_record_name(topo: TopologyFile, where: str, kind: str, name: str) -> 
         check_name(name, kind, where, MAX_SWITCH_NAME)
     except UnsafeNameError as exc:
         topo.errors.append(f"{where}: {exc}")
+
+
+def check_topology_name(name: str) -> str | None:
+    """Why ``name`` cannot name a topology in topology.yaml (or a ``Topology=`` spec), or None."""
+    if len(name) > MAX_SWITCH_NAME:
+        return f"is {len(name)} characters; at most {MAX_SWITCH_NAME}"
+    try:
+        check_name(name, "topology name", "topology.yaml", MAX_SWITCH_NAME)
+    except UnsafeNameError as exc:
+        return str(exc)
+    if ":" in name or "," in name:
+        return "contains ':' or ',', which separate the parts of a Topology= spec"
+    return None
+
+
+def block_sizes_problems(sizes: list[int]) -> list[str]:
+    """Why slurmctld would refuse these BlockSizes (26.05: fatal 'Invalid BlockSizes value'), or []."""
+    problems = []
+    if not sizes:
+        return ["is empty"]
+    for size in sizes:
+        if size <= 0:
+            problems.append(f"{size} is not a positive integer (slurmctld 26.05: fatal 'Invalid BlockSizes value')")
+    for lower, upper in itertools.pairwise(sizes):
+        if lower <= 0:
+            continue
+        ratio, rest = divmod(upper, lower)
+        if rest or ratio < 2 or ratio & (ratio - 1):
+            problems.append(
+                f"{upper} is not a power-of-two multiple of {lower} (each size must be the previous one times "
+                "2, 4, 8...; slurmctld 26.05: fatal 'Invalid BlockSizes value')"
+            )
+    return problems
+
+
+def read_hostlist(topo: TopologyFile, where: str, key: str, value: str) -> list[str]:
+    return _hostlist(topo, where, key, value)
 
 
 def _hostlist(topo: TopologyFile, where: str, key: str, value: str) -> list[str]:
@@ -184,17 +234,14 @@ def _read_block_sizes(topo: TopologyFile, line: ConfLine, where: str, value: str
     sizes: list[int] = []
     for part in value.split(","):
         if not part.strip().isdigit() or int(part) <= 0:
-            topo.errors.append(f"{where}: BlockSizes={value!r}: {part.strip()!r} is not a positive integer")
+            topo.errors.append(
+                f"{where}: BlockSizes={value!r}: {part.strip()!r} is not a positive integer "
+                "(slurmctld 26.05: fatal 'Invalid BlockSizes value')"
+            )
             topo.block_sizes = []
             return
         sizes.append(int(part))
-    for lower, upper in itertools.pairwise(sizes):
-        ratio, rest = divmod(upper, lower)
-        if rest or ratio < 2 or ratio & (ratio - 1):
-            topo.errors.append(
-                f"{where}: BlockSizes={value}: {upper} is not a power-of-two multiple of {lower} "
-                "(each size must be the previous one times 2, 4, 8...)"
-            )
+    topo.errors.extend(f"{where}: BlockSizes={value}: {problem}" for problem in block_sizes_problems(sizes))
     topo.block_sizes = sizes
 
 
@@ -211,8 +258,8 @@ def check_structure(topo: TopologyFile, defined_nodes: list[str] | None = None) 
         _check_blocks(topo)
     else:
         topo.errors.append(
-            f"{topo.source}: no switches or blocks defined; slurmctld would start with topology-aware "
-            "scheduling silently off ('No switches configured')"
+            f"{topo.source}: no switches or blocks defined; slurmctld >= 25.11 refuses to start ('No switches "
+            "configured, failed to create context'), older ones run with topology-aware scheduling silently off"
         )
         return
     if defined_nodes is not None:
@@ -229,7 +276,7 @@ def _check_tree(topo: TopologyFile) -> None:
                 f"{where}: switch {sw.name!r} has both Switches= and Nodes= (slurmctld 22.05: fatal); "
                 "attach nodes to leaf switches only"
             )
-        if not sw.nodes and not sw.children:
+        if not sw.nodes and not sw.children and not topo.dynamic:
             topo.errors.append(
                 f"{where}: switch {sw.name!r} has neither Switches= nor Nodes= (slurmctld before 25.05: fatal)"
             )
