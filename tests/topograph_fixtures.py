@@ -126,8 +126,8 @@ def _block_name(spec: dict[str, str]) -> dict[str, str]:
 
 
 def options_from_params(params: dict[str, Any], skeleton: bool = False) -> RenderOptions:
-    """Topograph slurm/slinky engine params (camelCase) as our options."""
-    data: dict[str, Any] = {"skeleton_only": skeleton}
+    """Topograph slurm/slinky engine params (camelCase) as our options (with Topograph's own rules)."""
+    data: dict[str, Any] = {"skeleton_only": skeleton, "topograph_compat": True}
     if params.get("blockSizes"):
         data["block_sizes"] = params["blockSizes"]
     if params.get("blockName"):

@@ -52,12 +52,24 @@ def render(
     ] = None,
     skeleton: Annotated[bool, typer.Option(help="Omit node lists (Slinky dynamic nodes).")] = False,
     out: Annotated[Path | None, typer.Option(help="Directory to write one file per format.")] = None,
+    topograph_compat: Annotated[
+        bool, typer.Option(help="Topograph's rules where topocast differs (BlockSizes from the smallest block).")
+    ] = False,
 ) -> None:
     """Render a graph or a Topograph model to scheduler configs."""
     from topocast.render_cli import run_render
 
     try:
-        run_render(graph, model, fmt or ["slurm-tree"], _parse_sizes(block_sizes), options_file, skeleton, out)
+        run_render(
+            graph,
+            model,
+            fmt or ["slurm-tree"],
+            _parse_sizes(block_sizes),
+            options_file,
+            skeleton,
+            out,
+            topograph_compat=topograph_compat,
+        )
     except TopocastError as exc:
         raise _fail(str(exc)) from None
 

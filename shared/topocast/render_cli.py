@@ -26,8 +26,12 @@ def load_options(path: Path | None) -> dict:
     return data
 
 
-def build_options(base: dict, block_sizes: list[int] | None, skeleton: bool) -> RenderOptions:
+def build_options(
+    base: dict, block_sizes: list[int] | None, skeleton: bool, topograph_compat: bool = False
+) -> RenderOptions:
     data = dict(base)
+    if topograph_compat:
+        data["topograph_compat"] = True
     if block_sizes is not None:
         data["block_sizes"] = block_sizes
     if skeleton:
@@ -70,9 +74,10 @@ def run_render(
     options_file: Path | None,
     skeleton: bool,
     out: Path | None,
+    topograph_compat: bool = False,
 ) -> None:
     fmts = expand_formats(formats)
-    options = build_options(load_options(options_file), block_sizes, skeleton)
+    options = build_options(load_options(options_file), block_sizes, skeleton, topograph_compat)
     graph = load_input(graph_path, model_path)
     missing = graph.nodes_without_topology()
     if missing:

@@ -77,6 +77,9 @@ class RenderOptions(BaseModel):
     topology_object_name: str = Field("topocast", description="metadata.name of Kueue/KAI Topology objects.")
     slinky: SlinkyOptions = Field(default_factory=SlinkyOptions)
     cluster_default: str = Field("tree", description="slurm-yaml without topologies: which one is default.")
+    topograph_compat: bool = Field(
+        False, description="Topograph's rules where topocast differs on purpose (BlockSizes base = smallest block)."
+    )
 
     @field_validator("block_sizes")
     @classmethod

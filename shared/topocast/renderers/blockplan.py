@@ -10,7 +10,12 @@ of the block list is part of the topology. Two modes, as in Topograph:
 
 * **Plain** (no ``block_sizes`` and no sub-domains): one block per domain, in the
   order given by the caller (fabric BFS order), ``BlockSizes`` inferred as
-  ``D, 2D, ... 2^k*D`` (``D`` = smallest block, ``k = floor(log2(#blocks))``).
+  ``D, 2D, ... 2^k*D`` with ``k = floor(log2(#blocks))`` and ``D`` the *prevailing*
+  block size: the size most blocks have (ties: the larger). One NVLink domain with
+  a few nodes missing (a failed tray, a node not yet launched) then no longer lowers
+  the base block size of the whole cluster; that block is simply smaller than the
+  base, which Slurm >= 25.05 accepts. ``topograph_compat`` keeps Topograph's rule,
+  ``D`` = the smallest block (see docs/conformance.md).
 * **Complemented** (``block_sizes`` given, or some node has a sub-domain): domains in
   alphabetical order are laid out as a tree of base blocks shaped by the sizes,
   with empty placeholder blocks so that every domain starts on an aggregate
@@ -23,6 +28,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -84,16 +90,23 @@ def validate_block_sizes(sizes: Sequence[int], where: str = "block_sizes") -> li
     return list(sizes)
 
 
-def auto_block_sizes(blocks: Sequence[Block]) -> tuple[list[int], list[str]]:
-    """Topograph's single-level inference: ``D * 2^i`` for ``i`` in ``0..floor(log2(#blocks))``.
+def prevailing_size(counts: Sequence[int]) -> int:
+    """The block size most blocks have; a tie goes to the larger size (the nominal domain)."""
+    tally = Counter(counts)
+    return max(tally, key=lambda size: (tally[size], size))
 
+
+def auto_block_sizes(blocks: Sequence[Block], topograph_compat: bool = False) -> tuple[list[int], list[str]]:
+    """Single-level inference: ``D * 2^i`` for ``i`` in ``0..floor(log2(#blocks))``.
+
+    ``D`` is the prevailing block size (Topograph, ``topograph_compat``: the smallest).
     Entries above Slurm's 65536 limit are dropped (with a warning) rather than
     producing a file slurmctld rejects; this only happens with thousands of blocks.
     """
     counts = [len(b.nodes) for b in blocks if b.nodes]
     if not counts:
         raise RenderError("cannot determine BlockSizes: the topology contains no blocks")
-    base = min(counts)
+    base = min(counts) if topograph_compat else prevailing_size(counts)
     levels = int(math.log2(len(counts)))
     sizes = [base << i for i in range(levels + 1)]
     kept = [s for s in sizes if s <= MAX_BLOCK_SIZE][:MAX_BLOCK_LEVELS]
@@ -216,11 +229,18 @@ def complement(members: Members, sizes: Sequence[int]) -> list[Block]:
 # ----- planning ----------------------------------------------------------------------
 
 
-def plan(members: Members, order: Sequence[str], sizes: Sequence[int] | None, where: str = "block_sizes") -> BlockPlan:
+def plan(
+    members: Members,
+    order: Sequence[str],
+    sizes: Sequence[int] | None,
+    where: str = "block_sizes",
+    topograph_compat: bool = False,
+) -> BlockPlan:
     """Decide the block list and ``BlockSizes`` for one topology.
 
     ``order`` lists the domains in fabric BFS order (used only for plain blocks);
-    ``sizes`` are the configured ``block_sizes`` (None = infer).
+    ``sizes`` are the configured ``block_sizes`` (None = infer); ``topograph_compat``
+    infers the base size as Topograph does (the smallest block).
     """
     live = {d: subs for d, subs in members.items() if any(subs.values())}
     if sizes:
@@ -232,7 +252,7 @@ def plan(members: Members, order: Sequence[str], sizes: Sequence[int] | None, wh
         return BlockPlan(complement(live, chosen), chosen, complemented=True)
     rank = {d: i + 1 for i, d in enumerate(sorted(live))}
     blocks = [Block(d, tuple(sorted(n for ns in live[d].values() for n in ns)), rank[d]) for d in order if d in live]
-    auto, warnings = auto_block_sizes(blocks)
+    auto, warnings = auto_block_sizes(blocks, topograph_compat)
     return BlockPlan(blocks, auto, complemented=False, warnings=warnings)
 
 

@@ -99,13 +99,14 @@ def layout(
     id_format: str,
     where: str = "block_sizes",
     alphabetical_ids: bool = False,
+    topograph_compat: bool = False,
 ) -> BlockLayout:
     """Plan blocks and name them. ``id_format`` is ``block%03d`` (topology.conf) or ``block%d`` (YAML).
 
     IDs number blocks in output order, except that cluster-wide plain blocks keep the
     alphabetical rank of their domain (``alphabetical_ids``), as Topograph's topology.conf does.
     """
-    p = plan(members, order, sizes, where)
+    p = plan(members, order, sizes, where, topograph_compat)
     ids = [id_format % (b.rank if alphabetical_ids and b.rank is not None else i + 1) for i, b in enumerate(p.blocks)]
     return BlockLayout(p.blocks, name_blocks(p.blocks, ids, block_name), p.sizes, p.warnings)
 
@@ -126,7 +127,15 @@ def cluster_layout(graph: TopologyGraph, options: RenderOptions, order: list[str
         raise no_domains_error(graph)
     if order is None:
         order = domain_order(graph)
-    return layout(domains.members, order, options.block_sizes, options.block_name, "block%03d", alphabetical_ids=True)
+    return layout(
+        domains.members,
+        order,
+        options.block_sizes,
+        options.block_name,
+        "block%03d",
+        alphabetical_ids=True,
+        topograph_compat=options.topograph_compat,
+    )
 
 
 def render_layout(lay: BlockLayout, skeleton: bool) -> str:

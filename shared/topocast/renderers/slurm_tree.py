@@ -10,7 +10,10 @@ in sorted-ID order, child lists compressed into hostlists::
 
 A switch with a display name (``graph.switch_names``) prints as that name, after a
 ``# Name=ID`` comment. Nodes without fabric information hang under the pseudo
-switch ``no-topology``, which sorts among the roots.
+switch ``no-topology``, which sorts among the roots. That name is reserved: a real
+switch whose ID or display name is ``no-topology`` is refused with a clear error
+(it would be a second ``SwitchName=no-topology``, fatal to slurmctld, or silently
+take the unplaced nodes in), see :func:`check_reserved_names`.
 
 Skeleton mode (Slinky dynamic nodes) drops the ``Nodes=`` lists. Unlike Topograph,
 a switch that only had nodes keeps a bare ``SwitchName=X`` line, because its parent
@@ -47,6 +50,23 @@ def empty_graph_error(graph: TopologyGraph, what: str) -> RenderError:
         f"cannot render {what} for cluster {graph.cluster!r}: the graph has no nodes "
         "(refusing to publish an empty topology, which would disable topology-aware scheduling)"
     )
+
+
+def check_reserved_names(graph: TopologyGraph) -> None:
+    """A real switch may not be called ``no-topology``: that name belongs to the pseudo-switch."""
+    for node in graph.nodes:
+        if NO_TOPOLOGY in node.fabric:
+            raise RenderError(
+                f"node {node.name!r}: its fabric names a switch {NO_TOPOLOGY!r}, a name topocast reserves for "
+                "nodes without fabric information (two SwitchName=no-topology lines are fatal to slurmctld); "
+                "rename that switch in the source (e.g. a display name in switch_names)"
+            )
+    for sw, name in graph.switch_names.items():
+        if name == NO_TOPOLOGY and sw != NO_TOPOLOGY:
+            raise RenderError(
+                f"switch {sw!r} has display name {NO_TOPOLOGY!r}, a name topocast reserves for nodes "
+                "without fabric information; choose another display name"
+            )
 
 
 def check_display_names(tree: FabricTree) -> None:
@@ -103,6 +123,7 @@ def split_mixed_switches(tree: FabricTree) -> tuple[FabricTree, list[str]]:
 
 def slurm_tree_view(graph: TopologyGraph) -> tuple[FabricTree, list[str]]:
     """The FabricTree as Slurm's tree plugin needs it: checked names, no mixed switches."""
+    check_reserved_names(graph)
     tree = build_tree(graph)
     check_display_names(tree)
     return split_mixed_switches(tree)

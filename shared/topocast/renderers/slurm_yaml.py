@@ -39,7 +39,7 @@ from topocast.graph import TopologyGraph
 from topocast.hostlist import compact_str, expand
 from topocast.renderers.base import Artifact, RenderOptions, TopologySpec
 from topocast.renderers.slurm_block import cluster_layout, domain_order, layout
-from topocast.renderers.slurm_tree import empty_graph_error
+from topocast.renderers.slurm_tree import check_reserved_names, empty_graph_error
 from topocast.renderers.yamlv3 import scalar
 
 FILENAME = "topology.yaml"
@@ -67,6 +67,7 @@ class _Context:
     def __init__(self, graph: TopologyGraph, options: RenderOptions) -> None:
         self.graph = graph
         self.options = options
+        check_reserved_names(graph)
         self.tree: FabricTree = build_tree(graph)
         self.nodes = {n.name: n for n in graph.nodes}
         self.order = domain_order(graph, self.tree)
@@ -131,7 +132,15 @@ class _Context:
             return unit
         sizes = spec.block_sizes or self.options.block_sizes
         block_name = spec.block_name or self.options.block_name
-        lay = layout(members, self.order, sizes, block_name, "block%d", f"topology {topo!r} block_sizes")
+        lay = layout(
+            members,
+            self.order,
+            sizes,
+            block_name,
+            "block%d",
+            f"topology {topo!r} block_sizes",
+            topograph_compat=self.options.topograph_compat,
+        )
         self.warnings.extend(f"topology {topo!r}: {w}" for w in lay.warnings)
         unit.block_sizes = lay.sizes
         unit.blocks = [(name, compact_str(b.nodes)) for b, name in zip(lay.blocks, lay.names, strict=True)]
