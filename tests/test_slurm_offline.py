@@ -157,8 +157,19 @@ def fake(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 def shown_as(text: str) -> str:
-    """What scontrol show topology would print for a topology file (names only matter here)."""
-    return "".join(f"SwitchName={name} Level=0 LinkSpeed=1 Nodes=n1\n" for name in parse_topology(text).switches)
+    """What scontrol show topology prints for a tree file: each switch with every node below it."""
+    switches = parse_topology(text).switches
+
+    def below(name: str) -> list[str]:
+        sw = switches[name]
+        return sorted({*sw.nodes, *(n for c in sw.children for n in below(c))})
+
+    return "".join(
+        f"SwitchName={name} Level=0 LinkSpeed=1 Nodes={','.join(below(name))}"
+        + (f" Switches={','.join(sw.children)}" if sw.children else "")
+        + "\n"
+        for name, sw in switches.items()
+    )
 
 
 def do_install(fake: Path, dest: Path, text: str, **kwargs: object):  # type: ignore[no-untyped-def]

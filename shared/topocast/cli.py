@@ -74,28 +74,48 @@ def render(
         raise _fail(str(exc)) from None
 
 
+_SLURM_ROOT_HELP = "Use the Slurm in this chroot/prefix (e.g. /var/cache/topocast/slurm-sid for 26.05)."
+
+
 @app.command("validate-slurm")
 def validate_slurm(
-    topology: Annotated[Path, typer.Option(help="topology.conf to check.")],
+    topology: Annotated[Path, typer.Option(help="topology.conf (tree or block) or topology.yaml to check.")],
     slurm_conf: Annotated[
         Path | None, typer.Option(help="slurm.conf whose nodes the file must cover (default: a generated one).")
     ] = None,
+    slurm_root: Annotated[Path | None, typer.Option(help=_SLURM_ROOT_HELP)] = None,
+    slurmctld: Annotated[
+        str | None, typer.Option(help="slurmctld binary to use (inside --slurm-root if given).")
+    ] = None,
+    scontrol: Annotated[str | None, typer.Option(help="scontrol binary to use (inside --slurm-root if given).")] = None,
 ) -> None:
-    """Check a topology.conf with a throwaway slurmctld, plus what Slurm accepts but should never ship."""
-    from topocast.slurm.validate import validate_topology_file
+    """Check a Slurm topology file with a throwaway slurmctld of the installed version, plus what Slurm accepts but
+    should never ship."""
+    from topocast.slurm_cli import run_validate_slurm
 
     try:
-        result = validate_topology_file(topology, slurm_conf)
+        code = run_validate_slurm(topology, slurm_conf, slurm_root=slurm_root, slurmctld=slurmctld, scontrol=scontrol)
     except TopocastError as exc:
         raise _fail(str(exc)) from None
-    for warning in result.warnings:
-        typer.echo(f"warning: {warning}", err=True)
-    if result.ok:
-        typer.echo(f"{topology}: valid ({result.summary})")
-        return
-    for reason in result.errors:
-        typer.echo(f"invalid: {reason}", err=True)
-    raise typer.Exit(1)
+    if code:
+        raise typer.Exit(code)
+
+
+@app.command("node-topology")
+def node_topology(
+    source: Annotated[str, typer.Option(help="The published topology file: ssm:///..., s3://, gcs://, file://.")],
+    hostname: Annotated[str | None, typer.Option(help="Slurm node name (default: this host's short name).")] = None,
+    instance_id: Annotated[str | None, typer.Option(help="Find the node by cloud instance ID (needs --graph).")] = None,
+    graph: Annotated[str | None, typer.Option(help="The published graph.json (for --instance-id).")] = None,
+    json_: Annotated[bool, typer.Option("--json", help="Print node, topology, source and sha256 as JSON.")] = False,
+) -> None:
+    """Print this node's Topology= value (for slurmd --conf "Topology=..." in cloud-node boot scripts)."""
+    from topocast.slurm_cli import run_node_topology
+
+    try:
+        run_node_topology(source, hostname=hostname, instance_id=instance_id, graph_source=graph, as_json=json_)
+    except TopocastError as exc:
+        raise _fail(str(exc)) from None
 
 
 @app.command()
@@ -212,13 +232,33 @@ def pull(
     validate: Annotated[bool, typer.Option(help="Check with a throwaway slurmctld before installing.")] = True,
     slurm_conf: Annotated[Path | None, typer.Option(help="slurm.conf (node list for validation, SLURM_CONF).")] = None,
     state_file: Annotated[Path | None, typer.Option(help="Remember the installed generation here.")] = None,
+    live: Annotated[
+        bool, typer.Option(help="Apply by scontrol update when only nodes are added or moved (Slurm >= 25.05).")
+    ] = False,
+    forbid_reconfigure: Annotated[
+        bool, typer.Option(help="With --live: never reconfigure; hold and exit 1 with an ALARM instead.")
+    ] = False,
+    live_max_share: Annotated[
+        float, typer.Option(min=0.0, max=1.0, help="With --live: most nodes (share) that may move live.")
+    ] = 0.1,
+    slurm_root: Annotated[Path | None, typer.Option(help=_SLURM_ROOT_HELP)] = None,
 ) -> None:
-    """Head-node pull agent: fetch, verify sha256, validate, install atomically, reconfigure."""
+    """Head-node pull agent: fetch, verify sha256, validate, install atomically, reconfigure or update live."""
     from topocast.pull import pull as run_pull
+    from topocast.slurm_cli import find_slurm
 
     try:
         outcome = run_pull(
-            source, dest, reconfigure=reconfigure, validate=validate, slurm_conf=slurm_conf, state_file=state_file
+            source,
+            dest,
+            reconfigure=reconfigure,
+            validate=validate,
+            slurm_conf=slurm_conf,
+            state_file=state_file,
+            live=live,
+            allow_reconfigure=not forbid_reconfigure,
+            live_max_share=live_max_share,
+            slurm=find_slurm(slurm_root, None, None),
         )
     except TopocastError as exc:
         raise _fail(str(exc)) from None

@@ -17,7 +17,11 @@ Sources:
 :func:`pull` adds the install (:func:`topocast.slurm.install.install_topology`:
 validate with a throwaway slurmctld, atomic replace, ``scontrol reconfigure``,
 rollback) and a small state file so an older generation never replaces a newer
-one. Running it again when nothing changed does nothing.
+one. Running it again when nothing changed does nothing. The file may be a
+topology.conf (tree or block) or a topology.yaml. With ``live=True`` the change
+goes to the running controller by node updates when only nodes were added or
+moved (:func:`topocast.slurm.live.apply_topology`), by reconfigure otherwise,
+or (``allow_reconfigure=False``) not at all: the agent holds and fails loudly.
 """
 
 from __future__ import annotations
@@ -174,9 +178,17 @@ def pull(
     ssm: Any = None,
     s3: Any = None,
     gcs: Any = None,
+    live: bool = False,
+    allow_reconfigure: bool = True,
+    live_max_share: float = 0.1,
+    slurm: Any = None,
 ) -> PullOutcome:
-    """Fetch ``source`` and install it at ``dest`` unless it is older than what is installed."""
+    """Fetch ``source`` and install it at ``dest`` unless it is older than what is installed.
+
+    ``slurm``: a :class:`topocast.slurm.controller.SlurmInstall` (default: this host's Slurm).
+    """
     from topocast.slurm.install import install_topology
+    from topocast.slurm.live import apply_topology
 
     dest = Path(dest)
     state_file = Path(state_file) if state_file is not None else None
@@ -198,14 +210,27 @@ def pull(
             pulled.sha256,
             f"{source} holds generation {pulled.generation}, older than installed {installed_gen}; kept",
         )
-    result = install_topology(
-        pulled.content,
-        dest,
-        expected_sha256=pulled.sha256,
-        validate=validate,
-        reconfigure=reconfigure,
-        slurm_conf=slurm_conf,
-    )
+    if live:
+        result = apply_topology(
+            pulled.content,
+            dest,
+            expected_sha256=pulled.sha256,
+            validate=validate,
+            slurm_conf=slurm_conf,
+            install=slurm,
+            max_share=live_max_share,
+            allow_reconfigure=allow_reconfigure,
+        )
+    else:
+        result = install_topology(
+            pulled.content,
+            dest,
+            expected_sha256=pulled.sha256,
+            validate=validate,
+            reconfigure=reconfigure,
+            slurm_conf=slurm_conf,
+            slurm=slurm,
+        )
     if result.ok and state_file is not None:
         _write_state(
             state_file,

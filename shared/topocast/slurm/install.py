@@ -12,8 +12,13 @@ the sha256 the manifest promised. The steps, and what each failure leaves:
    or partial one: slurmctld dies on a missing topology.conf at reconfigure.
 5. ``reconfigure`` / ``ping`` / ``show-topology`` (only with ``reconfigure=True``):
    ``scontrol reconfigure``, the controller must answer ping, and ``scontrol show
-   topology`` must list exactly the new switches. If any fails, the previous file
-   is put back the same atomic way and the controller reconfigured again.
+   topology`` must show exactly the new file (switches, blocks, every topology of
+   a topology.yaml). If any fails, the previous file is put back the same atomic
+   way and the controller reconfigured again.
+
+The same steps install topology.conf (tree or block) and topology.yaml; a
+topology.yaml is refused for a controller older than 25.05 (it would ignore it).
+:mod:`topocast.slurm.live` builds the live (no reconfigure) path on top of this.
 
 Installs into one directory are serialised with ``flock`` on the directory.
 """
@@ -33,10 +38,19 @@ from typing import Literal
 
 from topocast.errors import TopocastError
 from topocast.slurm import scontrol as ctl
-from topocast.slurm.topofile import parse_topology
-from topocast.slurm.validate import ValidationResult, validate_topology_text
+from topocast.slurm.conffile import slurm_conf_nodes
+from topocast.slurm.controller import SlurmInstall
+from topocast.slurm.topoyaml import looks_like_yaml
+from topocast.slurm.validate import (
+    MIN_VERSION,
+    ValidationResult,
+    format_version,
+    parse_candidate,
+    validate_topology_text,
+    verify_shown,
+)
 
-Action = Literal["installed", "unchanged", "refused", "rolled_back", "failed"]
+Action = Literal["installed", "unchanged", "refused", "rolled_back", "failed", "held"]
 
 
 @dataclass
@@ -55,6 +69,10 @@ class InstallResult:
     #: the copy of the replaced file, when one was made
     previous: Path | None = None
     warnings: list[str] = field(default_factory=list)
+    #: how the controller got it: "live" (node updates), "reconfigure", "held" (not applied), None
+    applied: str | None = None
+    #: why that way (see topocast.slurm.live.plan_live)
+    why: str = ""
 
     @property
     def changed(self) -> bool:
@@ -70,15 +88,19 @@ def install_topology(
     validate: bool = True,
     reconfigure: bool = False,
     slurm_conf: Path | None = None,
-    scontrol: str = "scontrol",
+    scontrol: ctl.Command | None = None,
     ping_timeout: float = 10.0,
+    slurm: SlurmInstall | None = None,
 ) -> InstallResult:
     """Verify, validate and atomically install ``content`` at ``dest``; optionally reconfigure.
 
     ``slurm_conf`` is the controller's slurm.conf: its nodes are what the file
     must cover, and scontrol runs with ``SLURM_CONF`` pointing at it (without it
-    scontrol uses its own default / the inherited environment).
+    scontrol uses its own default / the inherited environment). ``slurm`` is the
+    Slurm that validates and runs (default: this host's; a chroot for 26.05 here).
     """
+    slurm = slurm or SlurmInstall.find(None, None, scontrol if isinstance(scontrol, str) else None)
+    scontrol = scontrol if scontrol is not None else slurm.scontrol_command
     dest = Path(dest)
     if dest.is_symlink():
         dest = dest.resolve()  # replace the file the link points at, keep the operator's link
@@ -107,12 +129,18 @@ def install_topology(
         if old == content:
             return result(True, "unchanged", "already up to date (sha256 " + digest[:12] + "); nothing to do")
 
+        mismatch = _destination_mismatch(dest, content)
+        if mismatch:
+            return result(False, "refused", f"{mismatch}; nothing written", "validate")
         validation = None
         if validate:
             try:
-                validation = validate_topology_text(content, slurm_conf, source=f"{dest} (candidate)")
+                validation = validate_topology_text(content, slurm_conf, source=f"{dest} (candidate)", install=slurm)
             except TopocastError as exc:
                 return result(False, "refused", f"{exc}; nothing written", "validate")
+            too_old = _too_old(validation, slurm)
+            if too_old:
+                return result(False, "refused", f"{too_old}; nothing written", "validate", validation=validation)
             if not validation.ok:
                 reasons = "; ".join(validation.errors[:5])
                 more = f" (+{len(validation.errors) - 5} more)" if len(validation.errors) > 5 else ""
@@ -142,8 +170,8 @@ def install_topology(
                 warnings=warnings,
             )
 
-        env = {**os.environ, "SLURM_CONF": str(slurm_conf)} if slurm_conf is not None else None
-        step, reason = _apply(content, scontrol, env, ping_timeout, warnings)
+        env = {**os.environ, "SLURM_CONF": slurm.inside(slurm_conf)} if slurm_conf is not None else None
+        step, reason = _apply(content, scontrol, env, ping_timeout, warnings, slurm_conf)
         if step is None:
             return result(
                 True,
@@ -187,8 +215,36 @@ def install_topology(
         )
 
 
+def _destination_mismatch(dest: Path, content: bytes) -> str | None:
+    """slurmctld reads topology.yaml and topology.conf by name: the content must match the file name."""
+    is_yaml = looks_like_yaml(content.decode("utf-8", errors="replace"))
+    if dest.name.endswith((".yaml", ".yml")) and not is_yaml:
+        return f"the content is a topology.conf but the destination {dest.name} is read as topology.yaml"
+    if dest.name.endswith(".conf") and is_yaml:
+        return f"the content is a topology.yaml but the destination {dest.name} is read as topology.conf"
+    return None
+
+
+def _too_old(validation: ValidationResult, slurm: SlurmInstall) -> str | None:
+    """A topology.yaml is silently ignored by a slurmctld before 25.05: refuse to install it there."""
+    if validation.kind != "yaml":
+        return None
+    version = slurm.version()
+    if version is None or version >= MIN_VERSION["yaml"]:
+        return None
+    return (
+        f"slurmctld {format_version(version)} ({slurm.describe()}) ignores topology.yaml "
+        f"(needs Slurm >= {format_version(MIN_VERSION['yaml'])})"
+    )
+
+
 def _apply(
-    content: bytes, scontrol: str, env: dict[str, str] | None, ping_timeout: float, warnings: list[str]
+    content: bytes,
+    scontrol: ctl.Command,
+    env: dict[str, str] | None,
+    ping_timeout: float,
+    warnings: list[str],
+    slurm_conf: Path | None = None,
 ) -> tuple[str | None, str]:
     """Reconfigure and check the controller took the file: (failed step or None, reason)."""
     try:
@@ -197,25 +253,20 @@ def _apply(
         return "reconfigure", str(exc)
     if not _wait_ping(scontrol, env, ping_timeout):
         return "ping", f"the controller did not answer scontrol ping within {ping_timeout:g} s after reconfigure"
-    topo = parse_topology(content.decode("utf-8", errors="replace"))
-    if topo.kind != "tree":
-        warnings.append(f"not checking scontrol show topology for a topology/{topo.kind} file")
-        return None, ""
+    text = content.decode("utf-8", errors="replace")
     try:
-        shown = set(ctl.show_topology(scontrol, env))
+        defined = slurm_conf_nodes(slurm_conf) if slurm_conf is not None else None
+        if defined is None:
+            defined = parse_candidate(text, "topology").node_names()
+        problems = verify_shown(text, scontrol, env, defined, "the new file")
     except TopocastError as exc:
         return "show-topology", str(exc)
-    expected = set(topo.switches)
-    if shown != expected:
-        missing, extra = sorted(expected - shown), sorted(shown - expected)
-        return "show-topology", (
-            f"scontrol show topology does not match the new file (missing: {', '.join(missing) or '-'}; "
-            f"unexpected: {', '.join(extra) or '-'})"
-        )
+    if problems:
+        return "show-topology", "scontrol show topology does not match the new file: " + "; ".join(problems[:3])
     return None, ""
 
 
-def _after_rollback(scontrol: str, env: dict[str, str] | None, ping_timeout: float) -> str:
+def _after_rollback(scontrol: ctl.Command, env: dict[str, str] | None, ping_timeout: float) -> str:
     try:
         ctl.reconfigure(scontrol, env)
     except TopocastError as exc:
@@ -225,7 +276,7 @@ def _after_rollback(scontrol: str, env: dict[str, str] | None, ping_timeout: flo
     return "reconfigured again, controller is UP"
 
 
-def _wait_ping(scontrol: str, env: dict[str, str] | None, timeout: float) -> bool:
+def _wait_ping(scontrol: ctl.Command, env: dict[str, str] | None, timeout: float) -> bool:
     deadline = time.monotonic() + timeout
     while True:
         if ctl.ping(scontrol, env, timeout=max(1.0, timeout)):

@@ -32,7 +32,7 @@ from topocast.errors import TopocastError
 from topocast.hostlist import compact_str
 from topocast.slurm.conffile import slurm_conf_nodes
 from topocast.slurm.controller import SlurmController, SlurmControllerError, SlurmInstall
-from topocast.slurm.scontrol import parse_show_blocks, parse_show_topology
+from topocast.slurm.scontrol import Command, parse_show_blocks, parse_show_topology, show_topology_text
 from topocast.slurm.topofile import TopologyFile, check_structure, parse_topology
 from topocast.slurm.topoyaml import TopologyYaml, looks_like_yaml, parse_topology_yaml
 
@@ -44,6 +44,7 @@ __all__ = [
     "parse_candidate",
     "validate_topology_file",
     "validate_topology_text",
+    "verify_shown",
 ]
 
 _TOPOLOGY_WORDS = re.compile(r"topology|switch|block", re.IGNORECASE)
@@ -301,6 +302,22 @@ def compare_shown(topo: TopologyFile, shown_text: str, defined: Iterable[str], p
         sizes = {b.size for b in blocks.values()}
         if base is not None and sizes and sizes != {base}:
             problems.append(f"{prefix}slurmctld uses base block size {sorted(sizes)}, the file BlockSizes={base}")
+    return problems
+
+
+def verify_shown(
+    text: str, scontrol: Command, env: dict[str, str] | None, defined: list[str], source: str
+) -> list[str]:
+    """Differences between ``text`` and what the controller shows (every topology of a yaml file)."""
+    parsed = parse_candidate(text, source)
+    problems: list[str] = []
+    if isinstance(parsed, TopologyYaml):
+        for t in parsed.topologies:
+            if t.file is not None:
+                shown = show_topology_text(scontrol, env, name=t.name)
+                problems += compare_shown(t.file, shown, defined, f"topology {t.name!r}: ")
+    else:
+        problems += compare_shown(parsed, show_topology_text(scontrol, env), defined)
     return problems
 
 

@@ -1,0 +1,406 @@
+"""Apply a new topology to a running slurmctld without ``scontrol reconfigure`` when that is safe.
+
+Slurm >= 25.05 moves a node on a running controller with
+``scontrol update NodeName=<hostlist> Topology=<topology>:<unit>[,...]`` (the
+"dynamic topology" of the topology guide). Checked on 26.05 (see
+docs/slurm-pull.md for the transcript):
+
+* tree: the unit is the root-first switch path, ``default:root:spine9:leaf9``;
+  missing switches on the path are created, an existing switch is never moved.
+* block: the unit is an existing block, ``default:b2``; a block that does not
+  exist yet is refused ("Requested topology configuration is not available").
+* topology.yaml: ``tree1:root:s1,block1:b2``; the value **replaces every**
+  topology of the node, so a node's spec always lists all topologies it is in.
+
+:func:`plan_live` compares the installed file with the new one. The live path is
+taken only if every difference is a node added or moved: no switch or block
+deleted, no switch with another parent, no new block, no node removed, the same
+topologies and BlockSizes, the controller >= 25.05, and at most ``max_share`` of
+the cluster's nodes changing. Otherwise the reason says why the controller must
+reconfigure.
+
+:func:`apply_topology` is the whole install: the file is swapped in atomically
+first (via :func:`topocast.slurm.install.install_topology`, so a restart reads
+what the controller runs), then one ``scontrol update`` per destination, then
+``scontrol show topology`` must show exactly the new file. Any failure puts the
+nodes back where they were and the previous file back. When reconfigure is
+needed but forbidden the agent holds: nothing is written, and the result is a
+failure with an alarm-worthy message.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from topocast.errors import TopocastError
+from topocast.hostlist import compact_str, expand
+from topocast.slurm import scontrol as sc
+from topocast.slurm.conffile import slurm_conf_nodes
+from topocast.slurm.controller import SlurmInstall
+from topocast.slurm.install import InstallResult, install_topology
+from topocast.slurm.topofile import TopologyFile
+from topocast.slurm.topoyaml import TopologyYaml
+from topocast.slurm.validate import format_version, parse_candidate, verify_shown
+
+__all__ = [
+    "DYNAMIC_TOPOLOGY",
+    "LivePlan",
+    "Placements",
+    "apply_topology",
+    "node_spec",
+    "placements",
+    "plan_live",
+]
+
+#: first Slurm with ``scontrol update NodeName=... Topology=...``
+DYNAMIC_TOPOLOGY = (25, 5)
+#: the name topology.conf's topology has in a ``Topology=`` spec
+DEFAULT = "default"
+
+
+@dataclass
+class _Shape:
+    """What a node update cannot change about one topology."""
+
+    kind: str
+    #: tree: switch -> parent (None for a root); block: block -> None
+    units: dict[str, str | None] = field(default_factory=dict)
+    #: block: names in file order (order is part of a block topology); BlockSizes
+    order: list[str] = field(default_factory=list)
+    sizes: list[int] | None = None
+    #: tree: switches with at least one node below them
+    populated: set[str] = field(default_factory=set)
+
+
+@dataclass
+class Placements:
+    """Where a topology file puts each node, as the ``Topology=`` spec slurmctld takes."""
+
+    kind: str
+    specs: dict[str, str]
+    shapes: dict[str, _Shape]
+    #: (name, kind, cluster_default) per topology, in file order
+    topologies: list[tuple[str, str, bool]]
+    #: reasons this file cannot be reached by node updates at all (e.g. a switch with two parents)
+    problems: list[str] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+
+
+def _tree(topo: TopologyFile, name: str, parts: dict[str, list[str]], problems: list[str]) -> _Shape:
+    shape = _Shape("tree")
+    parents: dict[str, list[str]] = defaultdict(list)
+    for sw in topo.switches.values():
+        for child in sw.children:
+            parents[child].append(sw.name)
+    for sw_name in topo.switches:
+        ups = parents.get(sw_name, [])
+        if len(ups) > 1:
+            problems.append(f"switch {sw_name!r} of topology {name!r} has {len(ups)} parents")
+        shape.units[sw_name] = ups[0] if ups else None
+    leaf_of: dict[str, list[str]] = defaultdict(list)
+    for sw in topo.switches.values():
+        for node in dict.fromkeys(sw.nodes):
+            leaf_of[node].append(sw.name)
+    for node, leaves in leaf_of.items():
+        if len(leaves) > 1:
+            problems.append(f"node {node!r} is in {len(leaves)} leaf switches of topology {name!r}")
+        path = [leaves[0]]
+        while (up := shape.units.get(path[-1])) is not None and up not in path:
+            path.append(up)
+        shape.populated.update(path)
+        parts[node].append(f"{name}:{':'.join(reversed(path))}")
+    return shape
+
+
+def _block(topo: TopologyFile, name: str, parts: dict[str, list[str]]) -> _Shape:
+    shape = _Shape("block", units=dict.fromkeys(topo.blocks), order=list(topo.blocks), sizes=topo.block_sizes)
+    for block in topo.blocks.values():
+        for node in dict.fromkeys(block.nodes):
+            parts[node].append(f"{name}:{block.name}")
+    return shape
+
+
+def placements(text: str, source: str = "topology.conf") -> Placements:
+    """Each node's ``Topology=`` spec in a topology.conf (``default:...``) or topology.yaml file."""
+    parsed = parse_candidate(text, source)
+    parts: dict[str, list[str]] = defaultdict(list)
+    problems: list[str] = []
+    shapes: dict[str, _Shape] = {}
+    topologies: list[tuple[str, str, bool]] = []
+    if isinstance(parsed, TopologyYaml):
+        kind = "yaml"
+        for t in parsed.topologies:
+            topologies.append((t.name, t.kind, t.default))
+            if t.file is None:
+                shapes[t.name] = _Shape("flat")
+            elif t.kind == "tree":
+                shapes[t.name] = _tree(t.file, t.name, parts, problems)
+            else:
+                shapes[t.name] = _block(t.file, t.name, parts)
+    else:
+        kind = parsed.kind
+        topologies.append((DEFAULT, kind, True))
+        if kind == "tree":
+            shapes[DEFAULT] = _tree(parsed, DEFAULT, parts, problems)
+        elif kind == "block":
+            shapes[DEFAULT] = _block(parsed, DEFAULT, parts)
+    specs = {node: ",".join(p) for node, p in parts.items()}
+    return Placements(kind, specs, shapes, topologies, problems, list(parsed.errors))
+
+
+def node_spec(text: str, node: str, source: str = "topology file") -> str:
+    """The ``Topology=`` value that puts ``node`` where ``text`` says (for ``slurmd --conf``)."""
+    found = placements(text, source)
+    if found.errors:
+        raise TopocastError(f"{source}: {found.errors[0]}")
+    spec = found.specs.get(node)
+    if not spec:
+        raise TopocastError(f"node {node!r} is in no switch or block of {source}")
+    return spec
+
+
+@dataclass
+class LivePlan:
+    #: True: node updates; False: reconfigure
+    live: bool
+    reason: str
+    #: (hostlist, spec) per destination, in a stable order
+    moves: list[tuple[str, str]] = field(default_factory=list)
+    #: node -> spec before (None: the node was in no topology)
+    before: dict[str, str | None] = field(default_factory=dict)
+    changed: list[str] = field(default_factory=list)
+
+
+def _shape_change(old: Placements, new: Placements) -> str | None:
+    """Why ``new`` cannot be reached from ``old`` by node updates, or None."""
+    if old.kind != new.kind:
+        return f"the file changes from {old.kind} to {new.kind}"
+    if [t[:2] for t in old.topologies] != [t[:2] for t in new.topologies]:
+        return "the set of topologies (or their kinds) changes"
+    if [t[2] for t in old.topologies] != [t[2] for t in new.topologies]:
+        return "cluster_default changes"
+    if new.problems:
+        return new.problems[0]
+    for name, before in old.shapes.items():
+        after = new.shapes[name]
+        label = "" if name == DEFAULT else f" of topology {name!r}"
+        if before.kind == "block":
+            gone = [b for b in before.order if b not in after.units]
+            if gone:
+                return f"block {gone[0]!r}{label} would be deleted"
+            added = [b for b in after.order if b not in before.units]
+            if added:
+                return f"block {added[0]!r}{label} is new (a node update cannot create a block)"
+            if before.order != after.order:
+                return f"the order of blocks{label} changes (Slurm pairs adjacent blocks)"
+            if before.sizes != after.sizes:
+                return f"BlockSizes{label} change"
+        elif before.kind == "tree":
+            for sw, parent in before.units.items():
+                if sw not in after.units:
+                    return f"switch {sw!r}{label} would be deleted"
+                if after.units[sw] != parent:
+                    return f"switch {sw!r}{label} moves from {parent or 'the top'} to {after.units[sw] or 'the top'}"
+            empty = [sw for sw in after.units if sw not in before.units and sw not in after.populated]
+            if empty:
+                return f"new switch {empty[0]!r}{label} has no nodes (a node update creates switches on its path only)"
+    return None
+
+
+def plan_live(
+    old_text: str | None,
+    new_text: str,
+    version: tuple[int, int] | None,
+    *,
+    max_share: float = 0.1,
+    source: str = "topology file",
+    defined: list[str] | None = None,
+) -> LivePlan:
+    """Decide between node updates and a reconfigure (see the module doc for the rules)."""
+    if version is None or version < DYNAMIC_TOPOLOGY:
+        return LivePlan(
+            False,
+            f"slurmctld {format_version(version)} has no dynamic topology "
+            f"(scontrol update Topology= needs >= {format_version(DYNAMIC_TOPOLOGY)})",
+        )
+    if old_text is None:
+        return LivePlan(False, "no topology file is installed yet")
+    old = placements(old_text, f"{source} (installed)")
+    new = placements(new_text, source)
+    if old.errors:
+        return LivePlan(False, f"the installed file does not parse ({old.errors[0]})")
+    reason = _shape_change(old, new)
+    if reason:
+        return LivePlan(False, reason)
+    removed = sorted(n for n in old.specs if not new.specs.get(n))
+    if removed:
+        return LivePlan(False, f"{len(removed)} node(s) leave the topology: {compact_str(removed)}")
+    changed = sorted(n for n, spec in new.specs.items() if old.specs.get(n) != spec)
+    if not changed:
+        return LivePlan(True, "no node changes place (the file differs in form only)")
+    if defined is not None:
+        known = set(defined)
+        unknown = [n for n in changed if n not in known]
+        if unknown:
+            return LivePlan(False, f"{len(unknown)} node(s) are not defined in slurm.conf: {compact_str(unknown)}")
+    total = len(set(new.specs) | set(defined or ()))
+    share = len(changed) / max(1, total)
+    if share > max_share:
+        return LivePlan(
+            False,
+            f"{len(changed)} of {total} nodes change place ({share:.1%}), "
+            f"above the live-update limit of {max_share:.1%}",
+        )
+    by_dest: dict[str, list[str]] = defaultdict(list)
+    for node in changed:
+        by_dest[new.specs[node]].append(node)
+    moves = [(compact_str(nodes), spec) for spec, nodes in sorted(by_dest.items())]
+    added = sum(1 for n in changed if n not in old.specs)
+    what = f"{len(changed) - added} moved, {added} added" if added else f"{len(changed)} moved"
+    return LivePlan(
+        True,
+        f"only nodes added or moved ({what}, {share:.1%} of {total}); no switch or block deleted",
+        moves,
+        {n: old.specs.get(n) for n in changed},
+        changed,
+    )
+
+
+def _env(install: SlurmInstall, slurm_conf: Path | None) -> dict[str, str] | None:
+    if slurm_conf is None:
+        return None
+    return {**os.environ, "SLURM_CONF": install.inside(slurm_conf)}
+
+
+def _revert(plan: LivePlan, applied: int, scontrol: sc.Command, env: dict[str, str] | None) -> list[str]:
+    """Put the nodes of the first ``applied`` moves back; returns what could not be undone."""
+    back: dict[str, list[str]] = defaultdict(list)
+    moved = {n for hosts, _ in plan.moves[:applied] for n in expand(hosts)}
+    for node in sorted(moved):
+        back[plan.before.get(node) or ""].append(node)
+    failures = []
+    for spec, nodes in sorted(back.items()):
+        try:
+            sc.update_node_topology(compact_str(nodes), spec, scontrol, env)
+        except TopocastError as exc:
+            failures.append(str(exc))
+    return failures
+
+
+def apply_topology(
+    content: bytes,
+    dest: Path,
+    *,
+    expected_sha256: str,
+    validate: bool = True,
+    slurm_conf: Path | None = None,
+    install: SlurmInstall | None = None,
+    max_share: float = 0.1,
+    allow_reconfigure: bool = True,
+) -> InstallResult:
+    """Install ``content`` at ``dest`` and make the running controller use it: live if possible, else reconfigure."""
+    dest = Path(dest)
+    install = install or SlurmInstall.find()
+    scontrol = install.scontrol_command
+    env = _env(install, slurm_conf)
+    try:
+        old = dest.read_bytes()
+    except OSError:
+        old = None
+    text = content.decode("utf-8", errors="replace")
+    defined = slurm_conf_nodes(slurm_conf) if slurm_conf is not None else None
+    if old == content:
+        plan = LivePlan(True, "unchanged")
+    else:
+        old_text = old.decode("utf-8", errors="replace") if old is not None else None
+        plan = plan_live(old_text, text, install.version(), max_share=max_share, source=str(dest), defined=defined)
+
+    if not plan.live:
+        if not allow_reconfigure:
+            digest = hashlib.sha256(content).hexdigest()
+            return InstallResult(
+                False,
+                "held",
+                dest,
+                digest,
+                f"{dest}: ALARM: the new topology (sha256 {digest[:12]}) needs scontrol reconfigure ({plan.reason}) "
+                "but reconfigure is forbidden; holding: the installed file and the controller are unchanged",
+                failed_step="plan",
+                applied="held",
+                why=plan.reason,
+            )
+        result = install_topology(
+            content,
+            dest,
+            expected_sha256=expected_sha256,
+            validate=validate,
+            reconfigure=True,
+            slurm_conf=slurm_conf,
+            slurm=install,
+        )
+        result.applied = "reconfigure" if result.reconfigured else None
+        result.why = plan.reason
+        if result.ok and result.action == "installed":
+            result.message += f"; by reconfigure because {plan.reason}"
+        return result
+
+    # Live: the file first (so a restart agrees), then the node updates, then check.
+    result = install_topology(
+        content,
+        dest,
+        expected_sha256=expected_sha256,
+        validate=validate,
+        reconfigure=False,
+        slurm_conf=slurm_conf,
+        slurm=install,
+    )
+    if not result.ok or result.action == "unchanged":
+        return result
+    known = defined if defined is not None else sorted(set(placements(text).specs) | set(plan.before))
+    failure: str | None = None
+    step = "update"
+    applied = 0
+    for hosts, spec in plan.moves:
+        try:
+            sc.update_node_topology(hosts, spec, scontrol, env)
+        except TopocastError as exc:
+            failure = str(exc)
+            applied += 1  # a failed call may have moved part of the hostlist: undo it too
+            break
+        applied += 1
+    if failure is None:
+        step = "show-topology"
+        try:
+            problems = verify_shown(text, scontrol, env, known, str(dest))
+        except TopocastError as exc:
+            problems = [str(exc)]
+        if problems:
+            failure = "after the node updates " + "; ".join(problems[:3])
+    if failure is None:
+        calls = len(plan.moves)
+        result.applied = "live"
+        result.why = plan.reason
+        result.message = (
+            f"{dest}: installed (sha256 {result.sha256[:12]}) and applied live: {len(plan.changed)} node(s) "
+            f"with {calls} scontrol update call{'s' if calls != 1 else ''}, no reconfigure ({plan.reason})"
+        )
+        return result
+    undo = _revert(plan, applied, scontrol, env)
+    restored = "no previous file existed"
+    if old is not None:
+        back = install_topology(
+            old, dest, expected_sha256=hashlib.sha256(old).hexdigest(), validate=False, reconfigure=False, slurm=install
+        )
+        restored = "restored the previous file" if back.ok else f"restoring the previous file failed: {back.message}"
+    left = f"; could not move back: {'; '.join(undo)}" if undo else "; nodes moved back"
+    result.ok = False
+    result.action = "rolled_back"
+    result.failed_step = step
+    result.applied = "live"
+    result.why = plan.reason
+    result.message = f"{dest}: step {step} failed: {failure}; {restored}{left}"
+    return result
