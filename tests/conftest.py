@@ -22,3 +22,34 @@ def conformance_dir() -> Path:
     if not (CONFORMANCE / "INDEX.md").is_file():
         pytest.skip(f"Topograph conformance data not found at {CONFORMANCE} (set TOPOCAST_CONFORMANCE_DIR)")
     return CONFORMANCE
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> object:
+    """Count passed tests of the real-Slurm tiers; remember a failed call for fixture teardown."""
+    outcome = yield
+    report = outcome.get_result()  # type: ignore[attr-defined]
+    if report.when == "call":
+        item.rep_call_failed = report.failed  # type: ignore[attr-defined]
+        if report.passed:
+            from slurm_fixtures import TIER_COUNTS
+
+            for tier in TIER_COUNTS:
+                if item.get_closest_marker(tier) is not None:
+                    TIER_COUNTS[tier] += 1
+    return None
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    from slurm_fixtures import TIER_COUNTS, current_slurm
+
+    from topocast.slurm.validate import format_version
+
+    if not any(TIER_COUNTS.values()):
+        return
+    install, why = current_slurm()
+    current = f"slurmctld {format_version(install.version())}" if install else f"skipped: {why}"
+    terminalreporter.write_line(
+        f"real Slurm: {TIER_COUNTS['slurm_current']} case(s) checked by the current controller ({current}), "
+        f"{TIER_COUNTS['slurm']} by Debian 12's slurmctld 22.05"
+    )

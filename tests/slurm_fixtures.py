@@ -10,15 +10,28 @@ use these fixtures skip (with the reason) when slurmctld/scontrol are missing::
 Each controller runs in its own directory under pytest's tmp dir (kept after
 the run, so ``slurmctld.log`` / ``slurmctld.stderr`` can be read when a test
 fails) and is stopped at teardown, even if the test failed.
+
+The current-Slurm tier (``slurm_current`` marker): ``sid_slurm`` is the 26.05
+Slurm in the Debian sid chroot that ``.ci/run`` builds at
+``/var/cache/topocast/slurm-sid`` (``TOPOCAST_SLURM_SID`` overrides), and
+``sid_controller_factory`` starts throwaway 26.05 controllers in it. Without the
+folder (or when its build failed: ``slurm-sid.failed`` holds why) those tests skip
+with the reason.
 """
 
 from __future__ import annotations
 
+import functools
+import os
+import shutil
+import tempfile
 from collections.abc import Callable, Iterable, Iterator
+from pathlib import Path
 
 import pytest
 
-from topocast.slurm.controller import SlurmController, find_binary
+from topocast.errors import TopocastError
+from topocast.slurm.controller import SlurmController, SlurmInstall, ensure_proc, find_binary
 
 #: Nodes and 2-leaf tree of the ready-made ``slurm_controller``.
 DEFAULT_NODES = [f"n{i}" for i in range(1, 9)]
@@ -67,3 +80,66 @@ def slurm_controller_factory(tmp_path_factory: pytest.TempPathFactory) -> Iterat
 def slurm_controller(slurm_controller_factory: ControllerFactory) -> SlurmController:
     """A running controller with nodes n[1-8] under leaf1/leaf2/spine."""
     return slurm_controller_factory(DEFAULT_NODES, DEFAULT_TOPOLOGY)
+
+
+# ----- the current-Slurm tier (26.05 in a Debian sid chroot) ----------------------------------------
+
+#: where .ci/run builds (and caches) the Debian sid folder holding slurmctld 26.05
+SID_ROOT = Path(os.environ.get("TOPOCAST_SLURM_SID", "/var/cache/topocast/slurm-sid"))
+#: why the build failed, written by .ci/run next to the cache (its text becomes the skip reason)
+SID_FAILED = SID_ROOT.with_name(SID_ROOT.name + ".failed")
+
+
+@functools.cache
+def current_slurm() -> tuple[SlurmInstall | None, str]:
+    """The 26.05 Slurm of the sid folder, or (None, why the current tier is skipped)."""
+    if not SID_ROOT.is_dir():
+        why = SID_FAILED.read_text().strip() if SID_FAILED.is_file() else "not built (run .ci/run)"
+        return None, f"current Slurm (Debian sid chroot) missing at {SID_ROOT}: {why}"
+    if os.geteuid() != 0:
+        return None, "current Slurm runs in a chroot: the tests need root"
+    try:
+        install = SlurmInstall.find(SID_ROOT)
+        ensure_proc(SID_ROOT)
+    except TopocastError as exc:
+        return None, f"current Slurm at {SID_ROOT} unusable: {exc}"
+    version = install.version()
+    if version is None or version < (25, 5):
+        return None, f"slurmctld in {SID_ROOT} is {version}, not a current (>= 25.05) Slurm"
+    return install, ""
+
+
+@pytest.fixture(scope="session")
+def sid_slurm() -> SlurmInstall:
+    """The 26.05 SlurmInstall (chroot); skips the test with the reason when there is none."""
+    install, why = current_slurm()
+    if install is None:
+        pytest.skip(why)
+    return install
+
+
+@pytest.fixture
+def sid_controller_factory(sid_slurm: SlurmInstall, request: pytest.FixtureRequest) -> Iterator[ControllerFactory]:
+    """Like ``slurm_controller_factory``, on 26.05: each controller in its own dir under ``ROOT/srv/``."""
+    started: list[SlurmController] = []
+    parent = SID_ROOT / "srv" / "topocast-tests"
+    parent.mkdir(parents=True, exist_ok=True)
+
+    def start(nodes: Iterable[str], topology: str | bytes | None = None, **kwargs: object) -> SlurmController:
+        kwargs.setdefault("start_timeout", 20.0)
+        workdir = Path(tempfile.mkdtemp(prefix=f"{request.node.name[:40]}-", dir=parent))
+        ctl = SlurmController(nodes, topology=topology, workdir=workdir, install=sid_slurm, **kwargs)  # type: ignore[arg-type]
+        started.append(ctl)
+        ctl.start()
+        return ctl
+
+    yield start
+    failed = getattr(request.node, "rep_call_failed", False)
+    for ctl in started:
+        ctl.stop()
+        if not failed:
+            shutil.rmtree(ctl.dir, ignore_errors=True)  # keep the logs of a failed test only
+
+
+#: passed test counts per tier, printed by pytest_terminal_summary in tests/conftest.py
+TIER_COUNTS: dict[str, int] = {"slurm_current": 0, "slurm": 0}

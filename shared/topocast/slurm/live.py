@@ -6,7 +6,8 @@ Slurm >= 25.05 moves a node on a running controller with
 docs/slurm-pull.md for the transcript):
 
 * tree: the unit is the root-first switch path, ``default:root:spine9:leaf9``;
-  missing switches on the path are created, an existing switch is never moved.
+  missing switches on the path are created below an existing one (a new root is
+  refused: "Don't know where to add switch"), an existing switch is never moved.
 * block: the unit is an existing block, ``default:b2``; a block that does not
   exist yet is refused ("Requested topology configuration is not available").
 * topology.yaml: ``tree1:root:s1,block1:b2``; the value **replaces every**
@@ -205,6 +206,10 @@ def _shape_change(old: Placements, new: Placements) -> str | None:
                     return f"switch {sw!r}{label} would be deleted"
                 if after.units[sw] != parent:
                     return f"switch {sw!r}{label} moves from {parent or 'the top'} to {after.units[sw] or 'the top'}"
+            roots = [sw for sw, up in after.units.items() if sw not in before.units and up is None]
+            if roots:
+                # 26.05: "Don't know where to add switch X" -- dynamic switches hang below a known one
+                return f"new root switch {roots[0]!r}{label} (a node update cannot add a root)"
             empty = [sw for sw in after.units if sw not in before.units and sw not in after.populated]
             if empty:
                 return f"new switch {empty[0]!r}{label} has no nodes (a node update creates switches on its path only)"

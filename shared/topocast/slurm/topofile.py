@@ -356,7 +356,9 @@ def _find_cycle(topo: TopologyFile) -> list[str]:
 def _check_blocks(topo: TopologyFile) -> None:
     src = topo.source
     if not topo.blocks:
-        topo.errors.append(f"{src}: BlockSizes= without any BlockName= line")
+        topo.errors.append(
+            f"{src}: BlockSizes= without any BlockName= line (slurmctld >= 25.11: fatal 'No blocks configured')"
+        )
         return
     owner: dict[str, list[str]] = defaultdict(list)
     for block in topo.blocks.values():
