@@ -22,7 +22,7 @@ from topocast.pull import pull
 from topocast.renderers import render
 from topocast.renderers.base import RenderOptions
 from topocast.slurm.controller import SlurmController, SlurmControllerError, SlurmInstall
-from topocast.slurm.live import apply_topology, node_spec, plan_live
+from topocast.slurm.live import apply_topology, node_spec
 from topocast.slurm.validate import validate_topology_text
 
 pytestmark = pytest.mark.slurm_current
@@ -286,13 +286,6 @@ def test_a_failed_update_is_rolled_back(sid_controller_factory: ControllerFactor
     assert "injected" in result.message and "restored the previous file" in result.message
     assert ctl.topology_path.read_text() == TREE
     assert below(ctl) == before  # n5 was really moved, and really moved back
-
-
-def test_share_limit_sends_a_big_move_to_reconfigure() -> None:
-    new = TREE.replace("leaf1 Nodes=n[1-4]", "leaf1 Nodes=n1").replace("leaf3 Nodes=n[9-12]", "leaf3 Nodes=n[2-4,9-12]")
-    plan = plan_live(TREE, new, (26, 5), max_share=0.1)
-    assert not plan.live and "3 of 12 nodes change place (25.0%)" in plan.reason
-    assert plan_live(TREE, new, (26, 5), max_share=0.3).live
 
 
 def test_live_block_move_and_a_new_block_needs_reconfigure(sid_controller_factory: ControllerFactory) -> None:

@@ -204,6 +204,13 @@ def test_added_nodes_and_new_switches_below_a_known_one_go_live_grouped_by_desti
     assert plan.before == {"n4": "default:root:spine1:leaf1", "n13": None, "n14": None}
 
 
+def test_share_limit_sends_a_big_move_to_reconfigure() -> None:
+    new = TREE.replace("leaf1 Nodes=n[1-4]", "leaf1 Nodes=n1").replace("leaf3 Nodes=n[9-12]", "leaf3 Nodes=n[2-4,9-12]")
+    plan = plan_live(TREE, new, (26, 5), max_share=0.1)
+    assert not plan.live and "3 of 12 nodes change place (25.0%)" in plan.reason
+    assert plan_live(TREE, new, (26, 5), max_share=0.3).live
+
+
 def test_an_old_controller_always_reconfigures() -> None:
     new = TREE.replace("leaf1 Nodes=n[1-4]", "leaf1 Nodes=n[1-3]").replace(
         "leaf3 Nodes=n[9-12]", "leaf3 Nodes=n[4,9-12]"
