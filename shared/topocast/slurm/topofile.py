@@ -310,11 +310,11 @@ def _check_tree(topo: TopologyFile) -> None:
     for node, leaves in leaves_of.items():
         if len(leaves) > 1:
             by_leaves[tuple(leaves)].append(node)
-    for leaves, nodes in by_leaves.items():
+    for shared_leaves, nodes in by_leaves.items():
         topo.errors.append(
             f"{src}: node{'s' if len(nodes) > 1 else ''} {compact_str(nodes)} "
             f"{'are' if len(nodes) > 1 else 'is'} in more than one leaf switch: "
-            + ", ".join(f"{name} (line {topo.switches[name].lineno})" for name in leaves)
+            + ", ".join(f"{name} (line {topo.switches[name].lineno})" for name in shared_leaves)
         )
     roots = topo.roots()
     if len(roots) > 1 and not cycle:
@@ -368,8 +368,8 @@ def _check_blocks(topo: TopologyFile) -> None:
     for node, blocks in owner.items():
         if len(blocks) > 1:
             by_blocks[tuple(blocks)].append(node)
-    for blocks, nodes in by_blocks.items():
-        topo.errors.append(f"{src}: {compact_str(nodes)} in more than one block: {', '.join(blocks)}")
+    for shared_blocks, nodes in by_blocks.items():
+        topo.errors.append(f"{src}: {compact_str(nodes)} in more than one block: {', '.join(shared_blocks)}")
     base = topo.block_sizes[0] if topo.block_sizes else None
     for block in topo.blocks.values():
         where = f"{src}:{block.lineno}"

@@ -132,7 +132,7 @@ def validate_topology_text(
     parsed = parse_candidate(text, source)
     if isinstance(parsed, TopologyFile):
         check_structure(parsed, defined)
-        kind = parsed.kind
+        kind: str = parsed.kind
         names = list(parsed.switches if parsed.kind == "tree" else parsed.blocks)
     else:
         kind = "yaml"
@@ -212,11 +212,10 @@ def _controller_check(
     try:
         with ctl:
             log = [line for line in relabel(ctl.log_lines()) if _PLACEHOLDER not in line]
-            shown = (
-                {t.name: ctl.show_topology_text(t.name) for t in parsed.topologies if t.file}
-                if yaml_file
-                else {"": ctl.show_topology_text()}
-            )
+            if isinstance(parsed, TopologyYaml):
+                shown = {t.name: ctl.show_topology_text(t.name) for t in parsed.topologies if t.file}
+            else:
+                shown = {"": ctl.show_topology_text()}
     except SlurmControllerError as exc:
         exc.log = relabel(exc.log)
         _controller_refused(result, parsed.source, exc)
@@ -299,7 +298,7 @@ def compare_shown(topo: TopologyFile, shown_text: str, defined: Iterable[str], p
                     f"the file {compact_str(sorted(want_nodes)) or '-'}"
                 )
         base = topo.block_sizes[0] if topo.block_sizes else None
-        sizes = {b.size for b in blocks.values()}
+        sizes = {b.size for b in blocks.values() if b.size is not None}
         if base is not None and sizes and sizes != {base}:
             problems.append(f"{prefix}slurmctld uses base block size {sorted(sizes)}, the file BlockSizes={base}")
     return problems
