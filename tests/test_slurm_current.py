@@ -369,3 +369,49 @@ def test_node_topology_value_places_a_power_saving_node_defined_in_slurm_conf(
     assert spec == "default:b2"
     ctl2 = sid_controller_factory(NODES[:9], block, topology_plugin="topology/block", node_topology={"n9": spec})
     assert "n9" in ctl2.show_blocks()["b2"].nodes
+
+
+def test_pull_cli_live_then_held_on_26_05(
+    sid_slurm: SlurmInstall, sid_controller_factory: ControllerFactory, tmp_path: Path
+) -> None:
+    ctl = sid_controller_factory(NODES, TREE)
+    src = tmp_path / "topology-tree.conf"
+    src.write_text(
+        TREE.replace("leaf1 Nodes=n[1-4]", "leaf1 Nodes=n[1-3]").replace("leaf3 Nodes=n[9-12]", "leaf3 Nodes=n[4,9-12]")
+    )
+    base = [*TOPOCAST, "pull", "--source", f"file://{src}", "--dest", str(ctl.topology_path)]
+    base += ["--slurm-conf", str(ctl.conf_path), "--slurm-root", str(sid_slurm.root), "--live"]
+    moved = subprocess.run([*base, "--live-max-share", "0.2"], capture_output=True, text=True, check=False)
+    assert moved.returncode == 0, moved.stderr
+    assert "applied live: 1 node(s) with 1 scontrol update call, no reconfigure" in moved.stdout
+    assert "n4" in below(ctl)["leaf3"]
+    src.write_text(
+        TREE.replace("SwitchName=spine2 Switches=leaf3\n", "")
+        .replace("spine[1-2]", "spine1")
+        .replace("leaf[1-2]", "leaf[1-3]")
+    )
+    held = subprocess.run([*base, "--forbid-reconfigure"], capture_output=True, text=True, check=False)
+    assert held.returncode == 1 and ": held " in held.stdout and "ALARM" in held.stdout, held.stdout + held.stderr
+    assert "switch 'spine2' would be deleted" in held.stdout
+    assert "spine2" in below(ctl) and "spine2" in ctl.topology_path.read_text()
+
+
+def test_pull_of_a_block_file_rolls_back_when_reconfigure_fails(
+    sid_controller_factory: ControllerFactory, tmp_path: Path
+) -> None:
+    old = "BlockName=b1 Nodes=n[1-4]\nBlockName=b2 Nodes=n[5-8]\nBlockSizes=4\n"
+    ctl = sid_controller_factory(NODES[:8], old, topology_plugin="topology/block")
+    wrapper = ctl.dir / "scontrol-noreconf"
+    wrapper.write_text(
+        '#!/bin/sh\n[ "$1" = reconfigure ] && { echo "injected: reconfigure refused" >&2; exit 1; }\n'
+        'exec /usr/bin/scontrol "$@"\n'
+    )
+    wrapper.chmod(0o755)
+    install = SlurmInstall(ctl.install.slurmctld, ctl.install.inside(wrapper), ctl.install.root)
+    src = tmp_path / "topology-block.conf"
+    src.write_text("BlockName=b1 Nodes=n[1-2]\nBlockName=b2 Nodes=n[3-8]\nBlockName=b3\nBlockName=b4\nBlockSizes=4,8\n")
+    out = pull(
+        f"file://{src}", ctl.topology_path, reconfigure=True, validate=True, slurm_conf=ctl.conf_path, slurm=install
+    )
+    assert not out.ok and out.action == "rolled_back" and "injected" in out.detail, out.detail
+    assert ctl.topology_path.read_text() == old and set(ctl.show_blocks()) == {"b1", "b2"}
