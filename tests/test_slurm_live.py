@@ -277,3 +277,10 @@ def test_yaml_content_for_a_topology_conf_destination_is_refused(tmp_path: Path)
     dest = tmp_path / "topology.conf"
     out = install_topology(yml, dest, expected_sha256=hashlib.sha256(yml).hexdigest(), validate=False)
     assert out.action == "refused" and "read as topology.conf" in out.message and not dest.exists()
+
+
+def test_a_wrong_sha256_is_refused_before_planning(tmp_path: Path) -> None:
+    dest = tmp_path / "topology.conf"
+    dest.write_text(TREE)
+    out = apply_topology(b"SwitchName=s Nodes=n1\n", dest, expected_sha256="0" * 64, allow_reconfigure=False)
+    assert out.action == "refused" and out.failed_step == "sha256" and dest.read_text() == TREE

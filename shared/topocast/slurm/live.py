@@ -309,6 +309,17 @@ def apply_topology(
 ) -> InstallResult:
     """Install ``content`` at ``dest`` and make the running controller use it: live if possible, else reconfigure."""
     dest = Path(dest)
+    digest = hashlib.sha256(content).hexdigest()
+    if digest != expected_sha256.strip().lower():
+        return InstallResult(
+            False,
+            "refused",
+            dest,
+            digest,
+            f"{dest}: step sha256 failed: content sha256 {digest} does not match expected {expected_sha256}; "
+            "nothing written",
+            failed_step="sha256",
+        )
     install = install or SlurmInstall.find()
     scontrol = install.scontrol_command
     env = _env(install, slurm_conf)
@@ -326,7 +337,6 @@ def apply_topology(
 
     if not plan.live:
         if not allow_reconfigure:
-            digest = hashlib.sha256(content).hexdigest()
             return InstallResult(
                 False,
                 "held",
