@@ -415,3 +415,104 @@ def test_pull_of_a_block_file_rolls_back_when_reconfigure_fails(
     )
     assert not out.ok and out.action == "rolled_back" and "injected" in out.detail, out.detail
     assert ctl.topology_path.read_text() == old and set(ctl.show_blocks()) == {"b1", "b2"}
+
+
+# ----- generated clusters: every block one domain, every node under the right switches -------------------
+
+
+def generated(seed: int) -> TopologyGraph:
+    """A cluster shaped like the hard cases: mixed fabric depth, partial NVLink domains, racks, unplaced nodes."""
+    import random
+
+    rnd = random.Random(seed)
+    nodes: list[Node] = []
+    serial = 0
+    for domain in range(rnd.randint(5, 9)):
+        size = 18 if rnd.random() < 0.8 else rnd.randint(9, 17)  # a few partial domains
+        racks = seed % 3 == 2 and domain % 2 == 0  # some graphs have sub-domains
+        spine = f"sp{domain % 3}"
+        for i in range(size):
+            serial += 1
+            leaf = f"lf{domain}-{i // 6}"
+            # one spine of 4-level fabrics, the others 3-level: switches of mixed depth under the core
+            fabric = [leaf, f"agg{domain % 2}", spine, "core"] if spine == "sp0" else [leaf, spine, "core"]
+            nodes.append(
+                Node(
+                    name=f"gpu{serial:04d}",
+                    id=f"i-{serial:05x}",
+                    fabric=fabric,
+                    accelerator=f"nvl-{domain:02d}",
+                    subdomain=f"rack{i // 9}" if racks else None,
+                )
+            )
+    for j in range(rnd.randint(1, 3)):  # CPU nodes: no fabric, no domain
+        nodes.append(Node(name=f"cpu{j:02d}", id=f"i-c{j}"))
+    return TopologyGraph(cluster=f"gen{seed}", provider="model", nodes=nodes)
+
+
+def expected_below(graph: TopologyGraph) -> dict[str, set[str]]:
+    """switch ID -> nodes whose fabric path goes through it (from the input, not the renderer)."""
+    out: dict[str, set[str]] = {}
+    for node in graph.nodes:
+        for sw in node.fabric:
+            out.setdefault(sw, set()).add(node.name)
+    return out
+
+
+def expected_domains(graph: TopologyGraph) -> dict[str, set[str]]:
+    out: dict[str, set[str]] = {}
+    for node in graph.nodes:
+        if node.accelerator:
+            out.setdefault(node.accelerator, set()).add(node.name)
+    return out
+
+
+def check_blocks(blocks: dict, domains: dict[str, set[str]]) -> None:  # type: ignore[type-arg]
+    covered: dict[str, set[str]] = {d: set() for d in domains}
+    for name, block in blocks.items():
+        if not block.nodes:
+            continue
+        owners = {d for d, members in domains.items() if set(block.nodes) & members}
+        assert len(owners) == 1 and set(block.nodes) <= domains[next(iter(owners))], (name, block.nodes)
+        covered[next(iter(owners))] |= set(block.nodes)
+    assert covered == domains
+
+
+def check_tree(shown: dict[str, set[str]], graph: TopologyGraph) -> None:
+    want = expected_below(graph)
+    for sw, nodes in want.items():
+        assert shown.get(sw) == nodes, (sw, sorted(shown.get(sw, ())), sorted(nodes))
+    unplaced = {n.name for n in graph.nodes if not n.fabric}
+    assert shown.get("no-topology") == unplaced
+    extra = set(shown) - set(want) - {"no-topology"}
+    assert all(x.endswith(".nodes") for x in extra), extra  # only synthetic leaves of mixed switches
+
+
+@pytest.mark.parametrize("seed", [1, 2, 5])
+def test_generated_clusters_load_into_26_05_as_the_graph_says(
+    seed: int, sid_controller_factory: ControllerFactory
+) -> None:
+    graph = generated(seed)
+    names = [n.name for n in graph.nodes]
+    domains = expected_domains(graph)
+
+    block = render(graph, "slurm-block").content
+    ctl = sid_controller_factory(names, block, topology_plugin="topology/block")
+    assert [x for x in ctl.log_lines() if "error" in x.lower() or "fatal" in x.lower()] == []
+    check_blocks(ctl.show_blocks(), domains)
+    ctl.stop()
+
+    tree = render(graph, "slurm-tree").content
+    ctl = sid_controller_factory(names, tree)
+    assert [x for x in ctl.log_lines() if "error" in x.lower()] == []
+    check_tree(below(ctl), graph)
+    ctl.stop()
+
+    yml = render(graph, "slurm-yaml").content
+    ctl = sid_controller_factory(names, yml, topology_file="topology.yaml")
+    assert [x for x in ctl.log_lines() if "error" in x.lower()] == []
+    check_tree(below(ctl, "tree"), graph)
+    check_blocks(ctl.show_blocks("block"), domains)
+    for text, source in ((block, "topology.conf"), (yml, "topology.yaml")):
+        result = validate_topology_text(text, source=source, install=ctl.install, controller=True)
+        assert result.ok and result.controller_checked, result.errors
