@@ -106,14 +106,18 @@ def _tree(topo: TopologyFile, name: str, parts: dict[str, list[str]], problems: 
     for sw in topo.switches.values():
         for node in dict.fromkeys(sw.nodes):
             leaf_of[node].append(sw.name)
+    spec_of: dict[str, str] = {}  # leaf -> "<topology>:<root-first path>", walked once per leaf
     for node, leaves in leaf_of.items():
         if len(leaves) > 1:
             problems.append(f"node {node!r} is in {len(leaves)} leaf switches of topology {name!r}")
-        path = [leaves[0]]
-        while (up := shape.units.get(path[-1])) is not None and up not in path:
-            path.append(up)
-        shape.populated.update(path)
-        parts[node].append(f"{name}:{':'.join(reversed(path))}")
+        spec = spec_of.get(leaves[0])
+        if spec is None:
+            path = [leaves[0]]
+            while (up := shape.units.get(path[-1])) is not None and up not in path:
+                path.append(up)
+            shape.populated.update(path)
+            spec = spec_of[leaves[0]] = f"{name}:{':'.join(reversed(path))}"
+        parts[node].append(spec)
     return shape
 
 
