@@ -106,7 +106,10 @@ def node_topology(
     source: Annotated[str, typer.Option(help="The published topology file: ssm:///..., s3://, gcs://, file://.")],
     hostname: Annotated[str | None, typer.Option(help="Slurm node name (default: this host's short name).")] = None,
     instance_id: Annotated[str | None, typer.Option(help="Find the node by cloud instance ID (needs --graph).")] = None,
-    graph: Annotated[str | None, typer.Option(help="The published graph.json (for --instance-id).")] = None,
+    graph: Annotated[
+        str | None,
+        typer.Option(help="The rendered graph.json (for --instance-id); '{generation}' = the source's generation."),
+    ] = None,
     json_: Annotated[bool, typer.Option("--json", help="Print node, topology, source and sha256 as JSON.")] = False,
 ) -> None:
     """Print this node's Topology= value (for slurmd --conf "Topology=..." in cloud-node boot scripts)."""

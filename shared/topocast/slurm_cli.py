@@ -72,13 +72,18 @@ def run_node_topology(
 
     if instance_id is not None and hostname is not None:
         raise TopocastError("give --instance-id or --hostname, not both")
+    pulled = fetch(source)
     if instance_id is not None:
         if graph_source is None:
             raise TopocastError("--instance-id needs --graph (the published graph.json) to find the node name")
+        if "{generation}" in graph_source:
+            if pulled.generation is None:
+                raise TopocastError(f"--graph names {{generation}} but {source} carries no generation")
+            # the graph of exactly the generation the topology file was rendered from
+            graph_source = graph_source.replace("{generation}", f"{pulled.generation:012d}")
         node = _node_by_instance(graph_source, instance_id)
     else:
         node = hostname or socket.gethostname().split(".", 1)[0]
-    pulled = fetch(source)
     spec = node_spec(pulled.content.decode("utf-8", errors="replace"), node, source)
     if as_json:
         print(json.dumps({"node": node, "topology": spec, "source": source, "sha256": pulled.sha256}))
