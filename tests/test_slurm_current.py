@@ -436,6 +436,8 @@ def generated(seed: int) -> TopologyGraph:
             leaf = f"lf{domain}-{i // 6}"
             # one spine of 4-level fabrics, the others 3-level: switches of mixed depth under the core
             fabric = [leaf, f"agg{domain % 2}", spine, "core"] if spine == "sp0" else [leaf, spine, "core"]
+            if spine == "sp1" and i >= 15:
+                fabric = [spine, "core"]  # attached to the spine itself: sp1 has nodes and child switches
             nodes.append(
                 Node(
                     name=f"gpu{serial:04d}",

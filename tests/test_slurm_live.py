@@ -312,3 +312,15 @@ def test_node_topology_cli_by_hostname_and_by_instance_id(tmp_path: Path) -> Non
         app, ["node-topology", "--source", src, "--instance-id", "i-0abc", "--graph", "file:///x/{generation}/g.json"]
     )
     assert templ.exit_code == 2 and "carries no generation" in templ.output
+
+
+def test_topology_yaml_moves_nodes_of_a_mixed_switch_under_a_synthetic_leaf() -> None:
+    nodes = [Node(name=f"a{i}", fabric=["leaf1", "spine1", "core"]) for i in range(4)]
+    nodes += [Node(name=f"b{i}", fabric=["spine1", "core"]) for i in range(2)]
+    art = render(TopologyGraph(cluster="c", provider="model", nodes=nodes), "slurm-yaml")
+    tree = art.content.split("- topology: tree", 1)[1]
+    assert "- switch: spine1\n          children: leaf1,spine1.nodes\n" in tree
+    assert "- switch: spine1.nodes\n          nodes: b[0-1]\n" in tree
+    result = parse_topology_yaml(art.content)
+    assert result.errors == []
+    assert placements(art.content, "topology.yaml").specs["b0"] == "tree:core:spine1:spine1.nodes"

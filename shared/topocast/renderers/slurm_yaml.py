@@ -5,7 +5,9 @@ Topograph's per-partition YAML byte for byte: topologies sorted by name, each
 
 * ``tree``: the fabric pruned to the partition's nodes, breadth-first, switches by
   **ID** (display names are a topology.conf comment feature), ``children`` and
-  ``nodes`` as hostlists;
+  ``nodes`` as hostlists; the nodes of a switch that also has child switches hang
+  under a synthetic leaf ``<switch>.nodes`` (slurmctld 26.05 would otherwise drop
+  its children: "Ignoring children switches"), as in ``slurm-tree``;
 * ``block``: the partition's nodes grouped by accelerator domain, IDs ``block1..``,
   complemented/padded when block sizes are given or sub-domains exist, optional
   ``block_name`` naming;
@@ -39,7 +41,7 @@ from topocast.graph import TopologyGraph
 from topocast.hostlist import compact_str, expand
 from topocast.renderers.base import Artifact, RenderOptions, TopologySpec
 from topocast.renderers.slurm_block import cluster_layout, domain_order, layout
-from topocast.renderers.slurm_tree import check_reserved_names, empty_graph_error
+from topocast.renderers.slurm_tree import check_reserved_names, empty_graph_error, split_mixed_switches
 from topocast.renderers.yamlv3 import scalar
 
 FILENAME = "topology.yaml"
@@ -68,10 +70,13 @@ class _Context:
         self.graph = graph
         self.options = options
         check_reserved_names(graph)
-        self.tree: FabricTree = build_tree(graph)
+        fabric = build_tree(graph)
         self.nodes = {n.name: n for n in graph.nodes}
-        self.order = domain_order(graph, self.tree)
-        self.warnings: list[str] = []
+        self.order = domain_order(graph, fabric)
+        # A switch with both nodes and child switches: slurmctld 26.05 keeps the nodes and drops the
+        # children ("Ignoring children switches"), so its nodes move under a synthetic leaf, as in slurm-tree.
+        self.tree: FabricTree
+        self.tree, self.warnings = split_mixed_switches(fabric)
 
     def select(self, topo: str, spec: TopologySpec) -> list[str]:
         """Known node names of a partition, in the order given; unknown ones are warned about."""
