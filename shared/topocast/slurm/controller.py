@@ -121,6 +121,8 @@ class SlurmInstall:
         base = Path(root)
         if not base.is_dir():
             raise TopocastError(f"{base}: no such directory (expected a chroot holding slurmctld)")
+        if os.geteuid() != 0:
+            raise TopocastError(f"{base}: running the Slurm of a chroot needs root (chroot(2))")
 
         def inside(name: str, given: str | None) -> str:
             if given:

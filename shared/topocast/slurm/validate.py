@@ -173,10 +173,8 @@ def _controller_check(
     version = install.version()
     if version is None:
         if want:
-            raise TopocastError(
-                f"cannot run {install.describe()} (apt-get install slurmctld, or give --slurm-root); "
-                "cannot run the check"
-            )
+            hint = "slurmctld -V fails in that root" if install.root else "apt-get install slurmctld, or --slurm-root"
+            raise TopocastError(f"cannot run {install.describe()} ({hint}); cannot run the check")
         result.warnings.append("slurmctld not found: checked the file's structure only")
         return
     result.version = format_version(version)
