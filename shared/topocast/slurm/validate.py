@@ -33,7 +33,7 @@ from topocast.hostlist import compact_str
 from topocast.slurm.conffile import slurm_conf_nodes
 from topocast.slurm.controller import SlurmController, SlurmControllerError, SlurmInstall
 from topocast.slurm.scontrol import Command, parse_show_blocks, parse_show_topology, show_topology_text
-from topocast.slurm.topofile import TopologyFile, check_structure, parse_topology
+from topocast.slurm.topofile import OLDER_SLURM_ONLY, TopologyFile, check_structure, parse_topology
 from topocast.slurm.topoyaml import TopologyYaml, looks_like_yaml, parse_topology_yaml
 
 __all__ = [
@@ -178,6 +178,8 @@ def _controller_check(
         result.warnings.append("slurmctld not found: checked the file's structure only")
         return
     result.version = format_version(version)
+    if version >= (25, 5):
+        result.warnings = [w for w in result.warnings if not w.endswith(OLDER_SLURM_ONLY)]
     needed = MIN_VERSION[result.kind]
     if version < needed:
         message = (
