@@ -324,3 +324,9 @@ def test_topology_yaml_moves_nodes_of_a_mixed_switch_under_a_synthetic_leaf() ->
     result = parse_topology_yaml(art.content)
     assert result.errors == []
     assert placements(art.content, "topology.yaml").specs["b0"] == "tree:core:spine1:spine1.nodes"
+
+
+def test_a_yaml_mapping_is_one_yaml_error_not_a_page_of_key_value_errors() -> None:
+    text = "topology: t\ncluster_default: true\ntree:\n  switches:\n    - switch: s\n      nodes: n1\n"
+    result = validate_topology_text(text, source="topology.conf", controller=False)
+    assert result.kind == "yaml" and len(result.errors) == 1 and "not a mapping" in result.errors[0]

@@ -66,7 +66,11 @@ def looks_like_yaml(text: str, source: str = "") -> bool:
     for raw in text.split("\n"):
         line = raw.strip()
         if line and not line.startswith("#"):
-            return line.startswith(("-", "---", "["))
+            if line.startswith(("-", "---", "[", "{")):
+                return True
+            # "key: value" (a mapping where a list belongs) is still YAML; topology.conf has Key=Value
+            colon, equals = line.find(":"), line.find("=")
+            return colon > 0 and (equals < 0 or colon < equals)
     return False
 
 
@@ -268,7 +272,13 @@ def parse_topology_yaml(text: str, source: str = "topology.yaml") -> TopologyYam
         out.errors.append(f"{where}: not valid YAML ({getattr(exc, 'problem', None) or exc})")
         return out
     reader = _Reader(source, out)
-    if root is None or not isinstance(root, yaml.SequenceNode) or not root.value:
+    if root is not None and not isinstance(root, yaml.SequenceNode):
+        out.errors.append(
+            f"{source}:{root.start_mark.line + 1}: a topology.yaml is a list of '- topology:' entries, "
+            f"not a {'mapping' if isinstance(root, yaml.MappingNode) else 'single value'}"
+        )
+        return out
+    if root is None or not root.value:
         out.errors.append(
             f"{source}: expected a non-empty list of '- topology:' entries; slurmctld >= 25.11 is fatal "
             "when no switch or block is defined"
