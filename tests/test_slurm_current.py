@@ -254,6 +254,8 @@ def test_a_deleted_switch_with_reconfigure_forbidden_holds_and_alarms(
     sid_controller_factory: ControllerFactory,
 ) -> None:
     ctl = sid_controller_factory(NODES, TREE)
+    broken = live(ctl, "SwitchName=root Switches=spine1\n", allow_reconfigure=False)
+    assert broken.action == "refused" and "unknown child switch" in broken.message  # refused, not held
     new = (
         "SwitchName=root Switches=spine1\nSwitchName=spine1 Switches=leaf[1-2]\n"
         "SwitchName=leaf1 Nodes=n[1-6]\nSwitchName=leaf2 Nodes=n[7-12]\n"
@@ -284,6 +286,7 @@ def test_a_failed_update_is_rolled_back(sid_controller_factory: ControllerFactor
     )
     assert not result.ok and result.action == "rolled_back" and result.failed_step == "update", result.message
     assert "injected" in result.message and "restored the previous file" in result.message
+    assert "controller reconfigured with the previous file" in result.message
     assert ctl.topology_path.read_text() == TREE
     assert below(ctl) == before  # n5 was really moved, and really moved back
 

@@ -26,7 +26,10 @@ what the controller runs), then one ``scontrol update`` per destination, then
 ``scontrol show topology`` must show exactly the new file. Any failure puts the
 nodes back where they were and the previous file back. When reconfigure is
 needed but forbidden the agent holds: nothing is written, and the result is a
-failure with an alarm-worthy message.
+failure with an alarm-worthy message. After a failed live update (nodes moved
+back, file restored) the controller is reconfigured with the previous file when
+reconfigure is allowed, because switches the updates created would otherwise
+stay in it.
 """
 
 from __future__ import annotations
@@ -45,7 +48,7 @@ from topocast.slurm.controller import SlurmInstall
 from topocast.slurm.install import InstallResult, install_topology
 from topocast.slurm.topofile import TopologyFile
 from topocast.slurm.topoyaml import TopologyYaml
-from topocast.slurm.validate import format_version, parse_candidate, verify_shown
+from topocast.slurm.validate import format_version, parse_candidate, validate_topology_text, verify_shown
 
 __all__ = [
     "DYNAMIC_TOPOLOGY",
@@ -341,6 +344,19 @@ def apply_topology(
 
     if not plan.live:
         if not allow_reconfigure:
+            if validate and old != content:
+                # a file that would be refused anyway is reported as such, not as a hold
+                check = validate_topology_text(content, slurm_conf, source=f"{dest} (candidate)", install=install)
+                if not check.ok:
+                    return InstallResult(
+                        False,
+                        "refused",
+                        dest,
+                        digest,
+                        f"{dest}: step validate failed: {'; '.join(check.errors[:5])}; nothing written",
+                        failed_step="validate",
+                        validation=check,
+                    )
             return InstallResult(
                 False,
                 "held",
@@ -416,6 +432,13 @@ def apply_topology(
         )
         restored = "restored the previous file" if back.ok else f"restoring the previous file failed: {back.message}"
     left = f"; could not move back: {'; '.join(undo)}" if undo else "; nodes moved back"
+    if allow_reconfigure and old is not None:
+        # switches the updates created stay in the controller until it rereads the (restored) file
+        try:
+            sc.reconfigure(scontrol, env)
+            left += ", controller reconfigured with the previous file"
+        except TopocastError as exc:
+            left += f", reconfigure with the previous file failed ({exc})"
     result.ok = False
     result.action = "rolled_back"
     result.failed_step = step
