@@ -10,7 +10,13 @@ httpx transport wrapper under lightkube's real client, which:
 * retries 429 after ``Retry-After`` (seconds or an HTTP date, capped), retries
   500/502/503/504 and connection errors with capped exponential backoff + jitter.
   All publisher requests are idempotent (GET, LIST, PATCH with absolute values,
-  server-side apply, DELETE), which is what makes blind resending safe.
+  server-side apply, DELETE), which is what makes blind resending safe;
+* normalises error bodies (:func:`status_response`): lightkube turns an error into
+  an ``ApiError`` with its ``Status`` only when ``Content-Type`` is exactly
+  ``application/json``, so ``application/json; charset=utf-8`` (kmock, some
+  proxies) or a plain-text 404 from a load balancer would lose the code the
+  publisher branches on. Every 4xx/5xx leaves this transport as a JSON
+  ``Status`` with ``Content-Type: application/json``.
 
 409 Conflict is *not* retried here: it needs a fresh read, which only the caller
 can do (see :mod:`topocast.k8s.objects`).
@@ -24,6 +30,7 @@ kubeconfig file.
 from __future__ import annotations
 
 import email.utils
+import json
 import os
 import random
 import ssl
@@ -127,6 +134,9 @@ class ClientSettings(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
+    # Not client-go's 5/10: see docs/kubernetes.md "Rate limit". 50 QPS is what a topology publisher
+    # needs for a 10,000-node first publish inside a function's time limit (200 s) and stays far below
+    # the default API Priority and Fairness share a single client gets; raise it for a faster first publish.
     qps: float = Field(50.0, ge=0, description="Sustained requests per second (0 = unlimited).")
     burst: int = Field(100, ge=1, description="Requests allowed back to back before qps applies.")
     max_attempts: int = Field(6, ge=1, description="Tries per request, counting the first.")
@@ -263,7 +273,7 @@ class ResilientTransport(httpx2.BaseTransport):
                 attempt -= 1
                 continue
             if status not in RETRY_STATUSES or attempt >= self.settings.max_attempts:
-                return response
+                return status_response(response, request) if status >= 400 else response
             delay = retry_after_seconds(response.headers.get("Retry-After"))
             delay = self._backoff(attempt) if delay is None else min(delay, self.settings.retry_after_max)
             _discard(response)
@@ -277,6 +287,74 @@ class ResilientTransport(httpx2.BaseTransport):
 
     def close(self) -> None:
         self.inner.close()
+
+
+_REASONS = {
+    400: "BadRequest",
+    401: "Unauthorized",
+    403: "Forbidden",
+    404: "NotFound",
+    405: "MethodNotAllowed",
+    409: "Conflict",
+    410: "Expired",
+    415: "UnsupportedMediaType",
+    422: "Invalid",
+    429: "TooManyRequests",
+    500: "InternalError",
+    503: "ServiceUnavailable",
+    504: "Timeout",
+}
+
+
+def _is_json(content_type: str) -> bool:
+    media = content_type.split(";", 1)[0].strip().lower()
+    return media == "application/json" or media.endswith("+json")
+
+
+def status_response(response: httpx2.Response, request: httpx2.Request) -> httpx2.Response:
+    """``response`` with a JSON ``Status`` body and ``Content-Type: application/json``.
+
+    A JSON body of any JSON media type (``application/json; charset=utf-8``,
+    ``application/vnd.kubernetes...+json``) that is a ``Status`` is passed on with
+    the bare media type; anything else (HTML from a proxy, plain text, JSON that is
+    not a Status) becomes a Status carrying the HTTP code and the start of the text.
+    """
+    raw = response.read()
+    status: dict[str, Any] | None = None
+    if _is_json(response.headers.get("Content-Type", "")):
+        try:
+            data = json.loads(raw or b"null")
+        except ValueError:
+            data = None
+        if isinstance(data, dict) and data.get("kind") == "Status":
+            status = data
+            status.setdefault("code", response.status_code)
+    if status is None:
+        text = raw.decode("utf-8", "replace").strip()
+        reason = _REASONS.get(response.status_code, "Unknown")
+        status = {
+            "kind": "Status",
+            "apiVersion": "v1",
+            "metadata": {},
+            "status": "Failure",
+            "message": text[:300] or f"HTTP {response.status_code} {reason}",
+            "reason": reason,
+            "code": response.status_code,
+        }
+    headers = [
+        (k, v)
+        for k, v in response.headers.items()
+        if k.lower() not in ("content-type", "content-length", "content-encoding")
+    ]
+    headers.append(("Content-Type", "application/json"))
+    response.close()
+    return httpx2.Response(
+        response.status_code,
+        headers=headers,
+        content=json.dumps(status).encode(),
+        request=request,
+        extensions=response.extensions,
+    )
 
 
 def _discard(response: httpx2.Response) -> None:
@@ -298,10 +376,8 @@ class KubeClient:
         resp = self.http.get(path)
         if resp.status_code == 404:
             return None
-        if resp.is_error:
-            if resp.headers.get("Content-Type") == "application/json":
-                raise ApiError(request=resp.request, response=resp)
-            resp.raise_for_status()
+        if resp.is_error:  # the transport made every error body a JSON Status
+            raise ApiError(request=resp.request, response=resp)
         data: dict[str, Any] = resp.json()
         return data
 

@@ -20,10 +20,18 @@ Matching a cluster node to a graph node, in the configured order (default all th
 An ``aws://`` provider ID is authoritative: a name or annotation match to a graph
 node carrying a *different* instance ID is refused (a replaced instance reusing a
 hostname must not inherit its predecessor's topology).
+
+Drift: every label PATCH also sets ``topocast.dev/labels-sha256``, a short hash of
+the owned labels (and Slinky annotation) it establishes. A node that needs a patch
+although it still carries the hash of the desired state was edited by hand after
+topocast labelled it: that is *drift* (counted, then repaired by the same single
+PATCH). A node whose labels are right is never patched just to add the hash.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import threading
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
@@ -40,6 +48,7 @@ from topocast.k8s.client import KubeClient
 MatchBy = Literal["provider-id", "annotation", "name"]
 DEFAULT_MATCH: tuple[MatchBy, ...] = ("provider-id", "annotation", "name")
 DEFAULT_INSTANCE_ANNOTATION = "topograph.run/instance"
+LABELS_SHA_ANNOTATION = "topocast.dev/labels-sha256"
 
 
 @dataclass(frozen=True)
@@ -76,6 +85,12 @@ class DesiredNode:
         except (KeyError, TypeError, ValueError) as exc:
             raise ValueError(f"k8s-labels object {obj!r} is malformed: {exc}") from None
 
+    @property
+    def sha(self) -> str:
+        """Short hash of the state a PATCH establishes (owned labels set, keys kept, annotations)."""
+        state = [sorted(self.labels.items()), sorted(self.keep), sorted(self.annotations.items())]
+        return hashlib.sha256(json.dumps(state, separators=(",", ":")).encode()).hexdigest()[:16]
+
 
 @dataclass(frozen=True)
 class NodePatch:
@@ -86,6 +101,8 @@ class NodePatch:
     set_labels: Mapping[str, str]
     remove_labels: tuple[str, ...]
     set_annotations: Mapping[str, str] = field(default_factory=dict)
+    #: the node still carried the hash of the desired state: someone edited it after topocast did
+    drifted: bool = False
 
     def body(self) -> dict[str, Any]:
         """Strategic-merge patch body: values set, ``None`` (JSON null) deletes."""
@@ -188,7 +205,11 @@ def diff_node(cn: ClusterNode, want: DesiredNode, owns_key: Callable[[str], bool
     ann = {k: v for k, v in want.annotations.items() if cn.annotations.get(k) != v}
     if not (to_set or to_remove or ann):
         return None
-    return NodePatch(cn.name, want.node, to_set, to_remove, ann)
+    sha = want.sha
+    drifted = cn.annotations.get(LABELS_SHA_ANNOTATION) == sha
+    if not drifted:
+        ann[LABELS_SHA_ANNOTATION] = sha
+    return NodePatch(cn.name, want.node, to_set, to_remove, ann, drifted)
 
 
 def plan_labels(
@@ -219,7 +240,7 @@ def list_cluster_nodes(
     page_size: int | None = None,
 ) -> list[ClusterNode]:
     """One LIST of Nodes (paged only if ``page_size`` is set); keeps just the fields the diff needs."""
-    keys = tuple(annotation_keys)
+    keys = (*annotation_keys, LABELS_SHA_ANNOTATION)
     out = []
     for node in kc.lk.list(Node, labels=dict(selector) if selector else None, chunk_size=page_size):
         meta = node.metadata
@@ -248,9 +269,11 @@ def send_patches(
     patches: list[NodePatch],
     concurrency: int = 4,
     max_consecutive_failures: int = 5,
+    dry_run: bool = False,
 ) -> PatchOutcome:
     """Strategic-merge PATCH each node. After ``max_consecutive_failures`` failures in a row the rest are
-    skipped (a down API server should not take 10k x retries); a later publish resumes from the diff."""
+    skipped (a down API server should not take 10k x retries); a later publish resumes from the diff.
+    ``dry_run`` sends them with ``dryRun=All`` (validated by the server, not persisted)."""
     outcome = PatchOutcome()
     lock = threading.Lock()
     streak = [0]
@@ -262,7 +285,7 @@ def send_patches(
                 outcome.not_attempted.append(patch.node)
             return
         try:
-            kc.lk.patch(Node, patch.node, patch.body())
+            kc.lk.patch(Node, patch.node, patch.body(), dry_run=dry_run)
         except ApiError as exc:
             with lock:
                 if exc.status.code == 404:
