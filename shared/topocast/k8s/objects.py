@@ -6,9 +6,8 @@ For each object kind with an artifact:
    the kind's plural (Kueue: v1beta2, v1beta1, v1alpha1). The Kueue object is sent
    with the version the cluster serves (the spec is the same in all three). A kind
    no version serves is a warning, never a failure: the rest still publishes.
-2. *Read*: one GET per named object (Topology, ConfigMap) or one LIST by
-   ``app.kubernetes.io/managed-by=topocast`` (HyperNodes, which also finds the
-   ones to delete).
+2. *Read*: one GET per named object (Topology, ConfigMap) or one LIST of all
+   HyperNodes (which also finds the ones to delete).
 3. *Compare* the live object with the desired one, field by field over what
    topocast renders (``spec``, ``data``, its labels and annotations; other
    owners' fields, such as other keys of a Helm-managed ConfigMap, are not
@@ -20,12 +19,12 @@ For each object kind with an artifact:
    ``topocast``, ``force``, so hand edits lose their field ownership) carrying
    the read ``resourceVersion`` as a precondition. A 409 means someone wrote in
    between: re-read, and re-apply unless the fresh object already matches.
-5. *Delete* managed HyperNodes that are no longer desired. The LIST asks for
-   ``app.kubernetes.io/managed-by=topocast``, but the selector is not trusted
-   either (a server or proxy may ignore it): each candidate is checked on the
-   listed object and again on a fresh GET right before the DELETE, and only one
-   carrying both the managed-by label and topocast's manifest annotation is
-   deleted. Volcano's own discovered HyperNodes are never touched.
+5. *Delete* managed HyperNodes that are no longer desired. No label selector is
+   trusted for this (a server or proxy may ignore one): HyperNodes are listed
+   unfiltered, and each candidate is checked on the listed object and again on
+   a fresh GET right before the DELETE; only one carrying both the
+   ``app.kubernetes.io/managed-by=topocast`` label and topocast's manifest
+   annotation is deleted. Volcano's own discovered HyperNodes are never touched.
 
 ``dry_run`` ``client`` sends no write at all (the report lists what would be
 written); ``server`` sends every write with ``dryRun=All`` so the API server
@@ -292,16 +291,10 @@ class ObjectPublisher:
         try:
             live_by_name: dict[str, dict[str, Any]] | None = None
             if kind.collect_garbage:
-                selector = {MANAGED_BY_LABEL: MANAGED_BY}
-                items = [_as_dict(o) for o in self.kc.lk.list(resource_class(kind, version), labels=selector)]
-                # The selector is a request, not a guarantee: keep only what is labelled ours.
-                ours = [o for o in items if (o["metadata"].get("labels") or {}).get(MANAGED_BY_LABEL) == MANAGED_BY]
-                if len(ours) != len(items):
-                    self.report.warnings.append(
-                        f"{kind.title}: the LIST by {MANAGED_BY_LABEL}={MANAGED_BY} returned {len(items) - len(ours)} "
-                        "object(s) without that label (selector ignored?); they are left alone"
-                    )
-                live_by_name = {o["metadata"]["name"]: o for o in ours}
+                # One LIST of *all* objects of the kind: finds desired ones whatever labels someone left on
+                # them, and the garbage candidates are judged by what each object says, not by a selector.
+                items = [_as_dict(o) for o in self.kc.lk.list(resource_class(kind, version))]
+                live_by_name = {o["metadata"]["name"]: o for o in items}
             for manifest in manifests:
                 body = copy.deepcopy(manifest)
                 body.pop("status", None)
@@ -320,7 +313,8 @@ class ObjectPublisher:
                 pending.append(PendingObject(kind, version, body, sha, live))
             if live_by_name is not None:
                 wanted = {p.name for p in pending}
-                self.garbage.extend((kind, version, n) for n in sorted(set(live_by_name) - wanted))
+                gone = sorted(n for n, o in live_by_name.items() if n not in wanted and is_managed(o))
+                self.garbage.extend((kind, version, n) for n in gone)
         except ApiError as exc:
             if _missing_type(exc):
                 self.report.warnings.append(
