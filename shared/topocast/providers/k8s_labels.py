@@ -98,11 +98,11 @@ def fabric_of(labels: Mapping[str, str], scheme: Scheme, config: NodeLabelsConfi
     if scheme == "custom":
         path = [labels.get(k, "") for k in config.fabric_keys]
     elif scheme == "topograph":
-        tiers = sorted((int(m.group(1)), v) for k, v in labels.items() if (m := TOPOGRAPH_TIER.match(k)))
-        path = [v for _, v in tiers]
+        tiers = dict((int(m.group(1)), v) for k, v in labels.items() if (m := TOPOGRAPH_TIER.match(k)))
+        path = [tiers.get(i, "") for i in range(max(tiers) + 1)] if tiers else []
     elif scheme == "eks":
-        layers = sorted(((int(m.group(1)), v) for k, v in labels.items() if (m := EKS_LAYER.match(k))), reverse=True)
-        path = [v for _, v in layers]
+        layers = dict((int(m.group(1)), v) for k, v in labels.items() if (m := EKS_LAYER.match(k)))
+        path = [layers.get(i, "") for i in range(max(layers), 0, -1)] if layers else []
     else:
         path = [labels.get(GKE_SUBBLOCK, ""), labels.get(GKE_BLOCK, "")]
     # A path with holes (layer 2 missing, sub-block without block) is no path: the tree would be wrong.
