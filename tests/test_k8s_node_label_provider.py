@@ -176,3 +176,21 @@ def test_registered_provider_and_the_discover_command(fake: FakeKubeApiServer, t
     data = json.loads(result.stdout)
     assert data["provider"] == "k8s-labels" and len(data["nodes"]) == 7
     assert "7 node(s), 1 without topology (k8s_GET=1)" in result.stderr
+
+
+def test_a_scheduled_function_discovers_from_its_environment(fake: FakeKubeApiServer) -> None:
+    from topocast.errors import ProviderError
+    from topocast.k8s.node_source import discover_from_env
+
+    fake.add_node("n1", {"example.com/rack": "r1"})
+    env = {
+        "TOPOCAST_K8S_ENDPOINT": fake.url,
+        "TOPOCAST_K8S_TOKEN": "cli-token",
+        "TOPOCAST_NODE_LABELS": json.dumps({"fabric_keys": ["example.com/rack"]}),
+    }
+
+    result = discover_from_env("c9", env)
+
+    assert result.graph.cluster == "c9" and node(result.graph, "n1")["fabric"] == ["r1"]
+    with pytest.raises(ProviderError, match="TOPOCAST_NODE_LABELS"):
+        discover_from_env("c9", {**env, "TOPOCAST_NODE_LABELS": '{"schemes": ["azure"]}'})

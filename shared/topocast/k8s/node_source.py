@@ -8,6 +8,10 @@ and by a scheduled function (:func:`discover`).
 
 from __future__ import annotations
 
+import json
+import os
+from collections.abc import Mapping
+
 import httpx2
 from lightkube.core.exceptions import ApiError
 
@@ -16,6 +20,7 @@ from topocast.k8s.client import ClientSettings, K8sConnection, KubeClient, build
 from topocast.k8s.labels import list_cluster_nodes
 from topocast.providers.base import DiscoveryResult
 from topocast.providers.k8s_labels import ANNOTATIONS, ClusterNodeInfo, NodeLabelsConfig, graph_from_nodes
+from topocast.validation import validate
 
 
 def list_node_info(kc: KubeClient, config: NodeLabelsConfig, page_size: int | None = 500) -> list[ClusterNodeInfo]:
@@ -48,4 +53,21 @@ def discover(
     return result
 
 
-__all__ = ["discover", "list_node_info"]
+NODE_LABELS_ENV = "TOPOCAST_NODE_LABELS"
+
+
+def discover_from_env(cluster: str, environ: Mapping[str, str] | None = None) -> DiscoveryResult:
+    """A scheduled function's discovery: ``TOPOCAST_NODE_LABELS`` (NodeLabelsConfig as JSON, optional) and
+    the ``TOPOCAST_K8S_*`` connection variables (:meth:`K8sConnection.from_env`)."""
+    env = os.environ if environ is None else environ
+    try:
+        options = json.loads(env.get(NODE_LABELS_ENV) or "{}")
+    except ValueError as exc:
+        raise ProviderError(f"{NODE_LABELS_ENV} is not JSON: {exc}") from None
+    if not isinstance(options, dict):
+        raise ProviderError(f"{NODE_LABELS_ENV} must be a JSON object (NodeLabelsConfig)")
+    config = validate(NodeLabelsConfig, {**options, "cluster": cluster}, NODE_LABELS_ENV, ProviderError)
+    return discover(config, K8sConnection.from_env(env))
+
+
+__all__ = ["NODE_LABELS_ENV", "discover", "discover_from_env", "list_node_info"]
