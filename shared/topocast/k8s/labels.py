@@ -41,7 +41,6 @@ from typing import Any, Literal
 
 import httpx2
 from lightkube.core.exceptions import ApiError
-from lightkube.resources.core_v1 import Node
 
 from topocast.k8s.client import KubeClient
 
@@ -242,18 +241,28 @@ def list_cluster_nodes(
     """One LIST of Nodes (paged only if ``page_size`` is set); keeps just the fields the diff needs."""
     keys = (*annotation_keys, LABELS_SHA_ANNOTATION)
     out = []
-    for node in kc.lk.list(Node, labels=dict(selector) if selector else None, chunk_size=page_size):
-        meta = node.metadata
-        ann = meta.annotations or {}
-        out.append(
-            ClusterNode(
-                name=meta.name,
-                provider_id=node.spec.providerID if node.spec else None,
-                labels=dict(meta.labels or {}),
-                annotations={k: ann[k] for k in keys if k in ann},
+    params: dict[str, str] = {}
+    if selector:
+        params["labelSelector"] = ",".join(f"{k}={v}" for k, v in selector.items())
+    if page_size:
+        params["limit"] = str(page_size)
+    while True:
+        page = kc.request_json("GET", "/api/v1/nodes", params=params)
+        for node in page.get("items") or []:
+            meta = node.get("metadata") or {}
+            ann = meta.get("annotations") or {}
+            out.append(
+                ClusterNode(
+                    name=meta["name"],
+                    provider_id=(node.get("spec") or {}).get("providerID"),
+                    labels=dict(meta.get("labels") or {}),
+                    annotations={k: ann[k] for k in keys if k in ann},
+                )
             )
-        )
-    return out
+        token = (page.get("metadata") or {}).get("continue")
+        if not token:
+            return out
+        params["continue"] = token
 
 
 @dataclass
@@ -285,7 +294,13 @@ def send_patches(
                 outcome.not_attempted.append(patch.node)
             return
         try:
-            kc.lk.patch(Node, patch.node, patch.body(), dry_run=dry_run)
+            kc.request_json(
+                "PATCH",
+                f"/api/v1/nodes/{patch.node}",
+                params={"fieldManager": kc.transport.settings.field_manager, **({"dryRun": "All"} if dry_run else {})},
+                body=patch.body(),
+                content_type="application/strategic-merge-patch+json",
+            )
         except ApiError as exc:
             with lock:
                 if exc.status.code == 404:

@@ -41,6 +41,7 @@ import hashlib
 import json
 import time
 from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -381,6 +382,17 @@ class ObjectPublisher:
             except httpx2.HTTPError as exc:
                 self.report.errors.append(f"{obj.label}: {_describe(exc)}")
                 return
+
+    def apply_all(self, objects: list[PendingObject], concurrency: int = 1) -> None:
+        """:meth:`apply` each, ``concurrency`` at a time; the report lists stay sorted either way."""
+        if concurrency <= 1 or len(objects) <= 1:
+            for obj in objects:
+                self.apply(obj)
+        else:
+            with ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="topocast-apply") as pool:
+                list(pool.map(self.apply, objects))
+            self.report.applied.sort()
+            self.report.unchanged.sort()
 
     def _reread(self, obj: PendingObject) -> dict[str, Any] | None:
         return self._get(obj.kind, obj.version, obj.name, obj.namespace)

@@ -360,6 +360,7 @@ class KubernetesPublisher:
             if "k8s-labels" in arts:
                 annotations = self._node_annotations(node_annotations, graph, report)
                 labels_ok = self._publish_labels(kc, arts["k8s-labels"], annotations, report)
+            after: list[PendingObject] = []
             for obj in pending:
                 if obj.before_labels:
                     continue
@@ -370,7 +371,9 @@ class KubernetesPublisher:
                         "(its new levels would hide unlabelled nodes); the next publish retries"
                     )
                     continue
-                objects.apply(obj)
+                after.append(obj)
+            # Hundreds of HyperNodes: applied `concurrency` at a time, like the node PATCHes.
+            objects.apply_all(after, cfg.concurrency)
             objects.collect_garbage()
             report.objects_applied = obj_report.applied
             report.objects_unchanged = obj_report.unchanged
