@@ -2,6 +2,12 @@
 
 from __future__ import annotations
 
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -126,3 +132,75 @@ def test_matching_keys_and_contents_render(key: str, content: str, first_line: s
     text = art.objects[0]["data"][key]
     assert any(line.startswith(first_line) for line in text.splitlines()), text
     assert art.objects[0]["metadata"]["annotations"]["topocast.dev/node-naming"] == "hostname"
+
+
+# ----- the per-node spec annotation against a real Slurm 26.05 controller ----------------------------------
+
+SID = Path("/var/cache/topocast/slurm-sid")  # Debian sid chroot with slurmctld 26.05 (see docs/kubernetes.md)
+
+
+def _sid_problem() -> str | None:
+    if not (SID / "usr/sbin/slurmctld").exists():
+        return f"no Slurm 26.05 chroot at {SID}"
+    if os.geteuid() != 0:
+        return "chroot needs root"
+    if not (SID / "proc/self").exists():
+        return f"mount -t proc proc {SID}/proc first"
+    return None
+
+
+@pytest.mark.slurm_current
+@pytest.mark.parametrize(("content", "plugin"), [("slurm-tree", "topology/tree"), ("slurm-block", "topology/block")])
+def test_slinky_spec_annotations_are_accepted_by_a_real_26_05_controller(content: str, plugin: str) -> None:
+    """``scontrol update NodeName=... Topology=<spec>`` with every spec topocast annotates, against the
+    ConfigMap's own topology.conf; an unknown switch is refused, so the check can fail."""
+    problem = _sid_problem()
+    if problem:
+        pytest.skip(problem)
+    from topocast.renderers.slinky import SPEC_ANNOTATION, node_annotations
+    from topocast.slurm.controller import free_port, render_slurm_conf
+
+    graph = TopologyGraph(
+        cluster="c",
+        provider="x",
+        nodes=[Node(name=f"n{i}", fabric=[f"leaf{i // 2}", "spine0"], accelerator=f"nvl{i // 2}") for i in range(4)],
+    )
+    options = RenderOptions(slinky=SlinkyOptions(content=content))
+    topology = render(graph, "slinky", options).objects[0]["data"]["topology.conf"]
+    specs = {n: a[SPEC_ANNOTATION] for n, a in node_annotations(graph, options).items()}
+    assert sorted(specs) == ["n0", "n1", "n2", "n3"]
+    work = Path(tempfile.mkdtemp(dir=SID / "tmp", prefix="topocast-k8s-"))
+    inside = Path("/") / work.relative_to(SID)
+    (work / "state").mkdir()
+    conf = render_slurm_conf(inside, list(specs), free_port(), free_port(), topology_plugin=plugin)
+    (work / "slurm.conf").write_text(conf)
+    (work / "topology.conf").write_text(topology)
+    env = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "SLURM_CONF": str(inside / "slurm.conf")}
+
+    def scontrol(*args: str) -> tuple[int, str]:
+        done = subprocess.run(
+            ["chroot", str(SID), "scontrol", *args], env=env, capture_output=True, text=True, timeout=30
+        )
+        return done.returncode, (done.stdout + done.stderr).strip()
+
+    ctld = subprocess.Popen(
+        ["chroot", str(SID), "slurmctld", "-D", "-i", "-f", str(inside / "slurm.conf")],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 20
+        while "UP" not in scontrol("ping")[1]:
+            assert ctld.poll() is None and time.monotonic() < deadline, (work / "slurmctld.log").read_text()[-2000:]
+            time.sleep(0.1)
+        assert "26.05" in subprocess.run(["chroot", str(SID), "slurmctld", "-V"], capture_output=True, text=True).stdout
+        for node, spec in specs.items():
+            assert scontrol("update", f"NodeName={node}", f"Topology={spec}") == (0, ""), (node, spec)
+            assert f"Topology={spec}" in scontrol("show", "node", node)[1]
+        rc, out = scontrol("update", "NodeName=n0", "Topology=default:no-such-unit")
+        assert rc != 0 and "not available" in out
+    finally:
+        ctld.kill()
+        ctld.wait()
+        shutil.rmtree(work, ignore_errors=True)
