@@ -96,7 +96,10 @@ def _serve(conn: Connection, nodes: list[tuple[str, str]], options: dict[str, An
                 {
                     "requests": len(fake.requests),
                     "verbs": dict(sorted(Counter(r.verb or "discovery" for r in fake.requests).items())),
-                    "node_patches": sum(1 for r in fake.requests if r.verb == "patch" and r.resource == "nodes"),
+                    # accepted PATCHes only: a 429 is not a write
+                    "node_patches": sum(
+                        1 for r in fake.requests if r.verb == "patch" and r.resource == "nodes" and r.status == 200
+                    ),
                     "throttled": fake.throttled,
                 }
             )

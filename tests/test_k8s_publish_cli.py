@@ -144,3 +144,24 @@ def test_publish_from_a_deployments_s3_store_uses_the_rendered_files(
     assert fake.get(NODES, "gpu-0000")["metadata"]["labels"][f"{TIER}0"] == "leaf-0"  # type: ignore[index]
     assert fake.get(KUEUE_TOPOLOGY, "topocast")["metadata"]["annotations"]["topocast.dev/generation"] == "1"  # type: ignore[index]
     assert fake.get(CONFIGMAPS, "slurm-config-extra", "slurm") is None  # slinky was not rendered by the deployment
+
+
+def test_the_cronjob_binds_its_service_account_to_the_roles_rbac_yaml_defines() -> None:
+    infra = Path(__file__).resolve().parent.parent / "infra" / "k8s"
+    roles = {
+        (d["kind"], d["metadata"]["name"], d["metadata"].get("namespace"))
+        for d in yaml.safe_load_all((infra / "rbac.yaml").read_text())
+        if d and d["kind"] in ("ClusterRole", "Role")
+    }
+    docs = [d for d in yaml.safe_load_all((infra / "publish-cronjob.yaml").read_text()) if d]
+    bindings = [d for d in docs if d["kind"] in ("ClusterRoleBinding", "RoleBinding")]
+    assert {b["kind"] for b in bindings} == {"ClusterRoleBinding", "RoleBinding"}
+    for b in bindings:
+        namespace = b["metadata"].get("namespace") if b["roleRef"]["kind"] == "Role" else None
+        assert (b["roleRef"]["kind"], b["roleRef"]["name"], namespace) in roles
+        assert b["subjects"] == [{"kind": "ServiceAccount", "name": "topocast-publisher", "namespace": "topocast"}]
+    job = next(d for d in docs if d["kind"] == "CronJob")
+    pod = job["spec"]["jobTemplate"]["spec"]["template"]["spec"]
+    assert pod["serviceAccountName"] == "topocast-publisher"
+    script = pod["containers"][0]["args"][0]
+    assert "--provider k8s-labels" in script and "publish --in-cluster --graph /tmp/graph.json" in script
