@@ -165,3 +165,30 @@ def test_the_cronjob_binds_its_service_account_to_the_roles_rbac_yaml_defines() 
     assert pod["serviceAccountName"] == "topocast-publisher"
     script = pod["containers"][0]["args"][0]
     assert "--provider k8s-labels" in script and "publish --in-cluster --graph /tmp/graph.json" in script
+
+
+def test_publish_from_a_deployments_gcs_store(
+    fake: FakeKubeApiServer, tmp_path: Path, local_gcs: Any, gcs_objects: Any, gcs_bucket: str, monkeypatch: Any
+) -> None:
+    from topocast.gcp.gcs_artifacts import GcsArtifactStore
+    from topocast.gcp.gcs_store import GcsGraphStore
+    from topocast.pipeline.render_stage import render_generation
+
+    monkeypatch.setenv("STORAGE_EMULATOR_HOST", local_gcs.url)
+    graphs, rendered = GcsGraphStore(gcs_objects, "tc", "c1"), GcsArtifactStore(gcs_objects, "tc", "c1")
+    graph = make_graph(16)
+    graphs.write_if_changed(graph, expected_generation=None)
+    graphs.write_if_changed(make_graph(16, fabric={0: ["leaf-1", "spine-0", "core-0"]}), expected_generation=1)
+    render_generation(graphs, rendered, None, ["k8s-labels", "volcano"])
+    add_cluster_nodes(fake, graph)
+    kc = kubeconfig(tmp_path, fake.url)
+
+    plan = run(
+        "--store", f"gs://{gcs_bucket}/tc", "--cluster", "c1", "--kubeconfig", kc, "--generation", 2, "--dry-run"
+    )
+
+    assert plan.exit_code == 0, plan.output
+    assert "nodes to patch: 16" in plan.stdout
+    assert {r.method for r in fake.requests} == {"GET"}
+    assert run("--store", f"gs://{gcs_bucket}/tc", "--cluster", "c1", "--kubeconfig", kc).exit_code == 0
+    assert fake.get(NODES, "gpu-0000")["metadata"]["labels"][f"{TIER}0"] == "leaf-1"  # type: ignore[index]

@@ -47,6 +47,7 @@ from topocast.graph import TopologyGraph, graph_from_data
 from topocast.providers.base import DiscoveryResult
 
 Scheme = Literal["custom", "topograph", "eks", "gke"]
+DEFAULT_SCHEMES: tuple[Scheme, ...] = ("custom", "topograph", "eks", "gke")
 
 EKS_LAYER = re.compile(r"^topology\.k8s\.aws/network-node-layer-([1-9][0-9]*)$")
 GKE_BLOCK = "cloud.google.com/gce-topology-block"
@@ -69,7 +70,7 @@ class NodeLabelsConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     cluster: str = "default"
-    schemes: list[Scheme] = Field(default_factory=lambda: ["custom", "topograph", "eks", "gke"], min_length=1)
+    schemes: list[Scheme] = Field(default_factory=lambda: list(DEFAULT_SCHEMES), min_length=1)
     fabric_keys: list[str] = Field(default_factory=list, description="custom scheme: label keys, closest first.")
     accelerator_key: str | None = Field(None, description="Label key of the accelerator domain (any scheme).")
     subdomain_key: str = TOPOGRAPH_SUBDOMAIN
