@@ -66,7 +66,11 @@ directives: lists are replaced); field selectors on other fields;
 generateName, finalizers, graceful deletion and deletecollection; client
 certificates; list snapshots (a ``continue`` token is a position, not a
 resourceVersion: no 410 Gone). Field ownership is approximated: lists are owned
-atomically and ``managedFields`` entries carry no timestamps.
+atomically and ``managedFields`` entries carry no timestamps. A dry-run answer
+carries the would-be resourceVersion (a real server leaves it unchanged). The
+rate limit is a single token bucket, not API Priority and Fairness itself (no
+priority levels, flow distinguishers, queues or seat counting); it only shows
+what a client sees when the server sheds load: 429 and ``Retry-After``.
 """
 
 from __future__ import annotations

@@ -345,13 +345,7 @@ def discover_graph(rt: AwsRuntime, changes: list[Any], reconcile: bool, previous
             domains=domains,
         )  # fmt: skip
         return result, True
-    if s.provider == "k8s-labels":  # EKS node labels, no EC2 API: TOPOCAST_K8S_* + TOPOCAST_NODE_LABELS
-        from topocast.k8s.node_source import discover_from_env
-
-        return discover_from_env(s.cluster), True
-    raise ProviderError(
-        f"TOPOCAST_PROVIDER={s.provider!r}: the AWS functions run aws, ibnetdiscover, netq or k8s-labels"
-    )
+    raise ProviderError(f"TOPOCAST_PROVIDER={s.provider!r}: the AWS functions run aws, ibnetdiscover or netq")
 
 
 def _read_operator_file(rt: AwsRuntime, uri: str) -> str:
