@@ -192,7 +192,12 @@ def run_publish(args: PublishArgs, out: TextIO | None = None, err: TextIO | None
     formats = [f for f in config.formats if f in K8S_FORMATS]
     manifest, artifacts, graph_source = _inputs(args, options, formats)
     publisher = publisher_class("kubernetes")(config, render_options=options, graph_source=graph_source)
-    result = publisher.publish(manifest, artifacts)
+    try:
+        result = publisher.publish(manifest, artifacts)
+    except TopocastError:
+        raise
+    except Exception as exc:  # the command line shows one line, never a traceback
+        raise TopocastError(f"publishing to Kubernetes failed: {type(exc).__name__}: {exc}") from None
     report = result.report
     for warning in report.warnings:
         print(f"topocast: warning: {warning}", file=err)
