@@ -101,6 +101,7 @@ def test_bad_input_is_one_line_and_exit_2(fake: FakeKubeApiServer, tmp_path: Pat
         (("--graph", tmp_path / "bad.json", "--kubeconfig", kc), "bad.json"),
         (("--kubeconfig", kc), "give exactly one of --graph FILE and --store"),
         (("--store", "ftp://x/y", "--kubeconfig", kc), "the scheme must be s3:// or gs://"),
+        (("--graph", tmp_path / "g.json", "--kubeconfig", kc, "-f", "slurm-tree"), "--format slurm-tree: publish"),
         (("--graph", tmp_path / "g.json", "--kubeconfig", tmp_path / "nope"), "cannot load Kubernetes kubeconfig"),
     ):
         result = run(*args)

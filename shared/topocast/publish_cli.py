@@ -94,6 +94,9 @@ def publisher_config(args: PublishArgs, render_options: RenderOptions) -> Any:
     if args.concurrency is not None:
         data["concurrency"] = args.concurrency
     if args.formats:
+        unknown = sorted(set(args.formats) - set(K8S_FORMATS))
+        if unknown:
+            raise TopocastError(f"--format {', '.join(unknown)}: publish writes only {', '.join(K8S_FORMATS)}")
         data["formats"] = args.formats
     if args.dry_run or args.server_dry_run:
         data["dry_run"] = "server" if args.server_dry_run else "client"
