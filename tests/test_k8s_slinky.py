@@ -150,8 +150,17 @@ def _sid_problem() -> str | None:
 
 
 @pytest.mark.slurm_current
-@pytest.mark.parametrize(("content", "plugin"), [("slurm-tree", "topology/tree"), ("slurm-block", "topology/block")])
-def test_slinky_spec_annotations_are_accepted_by_a_real_26_05_controller(content: str, plugin: str) -> None:
+@pytest.mark.parametrize(
+    ("content", "key", "plugin"),
+    [
+        ("slurm-tree", "topology.conf", "topology/tree"),
+        ("slurm-block", "topology.conf", "topology/block"),
+        ("slurm-yaml", "topology.yaml", None),  # topology.yaml replaces TopologyPlugin
+    ],
+)
+def test_slinky_spec_annotations_are_accepted_by_a_real_26_05_controller(
+    content: str, key: str, plugin: str | None
+) -> None:
     """``scontrol update NodeName=... Topology=<spec>`` with every spec topocast annotates, against the
     ConfigMap's own topology.conf; an unknown switch is refused, so the check can fail."""
     problem = _sid_problem()
@@ -165,16 +174,16 @@ def test_slinky_spec_annotations_are_accepted_by_a_real_26_05_controller(content
         provider="x",
         nodes=[Node(name=f"n{i}", fabric=[f"leaf{i // 2}", "spine0"], accelerator=f"nvl{i // 2}") for i in range(4)],
     )
-    options = RenderOptions(slinky=SlinkyOptions(content=content))
-    topology = render(graph, "slinky", options).objects[0]["data"]["topology.conf"]
+    options = RenderOptions(slinky=SlinkyOptions(content=content, key=key))
+    topology = render(graph, "slinky", options).objects[0]["data"][key]
     specs = {n: a[SPEC_ANNOTATION] for n, a in node_annotations(graph, options).items()}
     assert sorted(specs) == ["n0", "n1", "n2", "n3"]
     work = Path(tempfile.mkdtemp(dir=SID / "tmp", prefix="topocast-k8s-"))
     inside = Path("/") / work.relative_to(SID)
     (work / "state").mkdir()
-    conf = render_slurm_conf(inside, list(specs), free_port(), free_port(), topology_plugin=plugin)
-    (work / "slurm.conf").write_text(conf)
-    (work / "topology.conf").write_text(topology)
+    conf = render_slurm_conf(inside, list(specs), free_port(), free_port(), topology_plugin=plugin or "-")
+    (work / "slurm.conf").write_text(conf.replace("TopologyPlugin=-\n", ""))
+    (work / key).write_text(topology)
     env = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "SLURM_CONF": str(inside / "slurm.conf")}
 
     def scontrol(*args: str) -> tuple[int, str]:
