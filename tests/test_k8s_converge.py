@@ -206,6 +206,19 @@ def test_gc_rechecks_the_object_right_before_deleting(fake: FakeKubeApiServer) -
     assert "leaf-3: not deleted" in " ".join(report.warnings)
 
 
+def test_an_immutable_topology_topocast_did_not_create_is_never_deleted(fake: FakeKubeApiServer) -> None:
+    add_cluster_nodes(fake, make_graph(16))
+    foreign = {"metadata": {"name": "topocast"}, "spec": {"levels": [{"nodeLabel": "example.com/rack"}]}}
+    fake.put(KUEUE_TOPOLOGY, foreign, manager="someone")
+    fake.inject(422, 1, match=lambda r: r.method == "PATCH", message="spec.levels: Invalid value: field is immutable")
+
+    report = make_publisher(fake).run(artifacts(make_graph(16), ("kueue",)))
+
+    assert not report.ok and "topocast did not create it" in " ".join(report.errors)
+    assert fake.calls("DELETE") == []
+    assert fake.get(KUEUE_TOPOLOGY, "topocast")["spec"] == foreign["spec"]  # type: ignore[index]
+
+
 # ----- dry runs ---------------------------------------------------------------------------------------------
 
 

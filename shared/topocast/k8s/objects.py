@@ -433,6 +433,12 @@ class ObjectPublisher:
         if not self.recreate_immutable:
             self.report.errors.append(f"{obj.label}: {_describe(exc)} (set recreate_immutable to replace it)")
             return
+        if obj.live is not None and not is_managed(obj.live):
+            self.report.errors.append(
+                f"{obj.label}: {_describe(exc)}; not deleting and recreating it: the object does not carry "
+                f"{MANAGED_BY_LABEL}={MANAGED_BY} and {ANN_MANIFEST_SHA}, so topocast did not create it"
+            )
+            return
         if self.dry_run != "off":  # a dry-run delete leaves the object, so a dry-run create cannot follow
             self.report.warnings.append(f"{obj.label}: levels are immutable; a publish would delete and recreate it")
             self.report.applied.append(obj.label)
