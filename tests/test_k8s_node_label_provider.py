@@ -194,3 +194,32 @@ def test_a_scheduled_function_discovers_from_its_environment(fake: FakeKubeApiSe
     assert result.graph.cluster == "c9" and node(result.graph, "n1")["fabric"] == ["r1"]
     with pytest.raises(ProviderError, match="TOPOCAST_NODE_LABELS"):
         discover_from_env("c9", {**env, "TOPOCAST_NODE_LABELS": '{"schemes": ["azure"]}'})
+
+
+def test_labels_the_cloud_set_become_topocast_labels_and_a_kueue_topology(
+    fake: FakeKubeApiServer, tmp_path: Path
+) -> None:
+    """What the CronJob in infra/k8s does: discover from EKS labels, then publish to the same cluster."""
+    from k8s_fake_apiserver import KUEUE_TOPOLOGY
+
+    eks_nodes(fake)
+    kc = str(kubeconfig(tmp_path, fake.url))
+    runner = CliRunner()
+    found = runner.invoke(
+        app, ["discover", "--provider", "k8s-labels", "--kubeconfig", kc, "--out", str(tmp_path / "g.json")]
+    )
+    assert found.exit_code == 0, found.output
+
+    published = runner.invoke(app, ["publish", "--graph", str(tmp_path / "g.json"), "--kubeconfig", kc])
+
+    assert published.exit_code == 0, published.output
+    labels = fake.get(NODES, "ip-10-0-1-0.ec2.internal")["metadata"]["labels"]  # type: ignore[index]
+    assert [labels[f"fabric.topograph.run/tier-{i}"] for i in range(4)] == ["nn-b-leaf", "nn-b-3", "nn-mid-b", "nn-top"]
+    assert labels[f"{EKS}4"] == "nn-b-leaf"  # the cloud's own labels are untouched
+    p5 = fake.get(NODES, "ip-10-0-0-0.ec2.internal")["metadata"]["labels"]  # type: ignore[index]
+    assert p5["accelerator.topograph.run/domain"] == "uuid-1.0" and "fabric.topograph.run/tier-3" not in p5
+    levels = [lv["nodeLabel"] for lv in fake.get(KUEUE_TOPOLOGY, "topocast")["spec"]["levels"]]  # type: ignore[index]
+    assert levels[-1] == "kubernetes.io/hostname" and levels[0] == "fabric.topograph.run/tier-3"
+    # matched by provider ID: the graph carries the instance IDs the labels' nodes have
+    again = runner.invoke(app, ["publish", "--graph", str(tmp_path / "g.json"), "--kubeconfig", kc, "--dry-run"])
+    assert "nodes to patch: 0 (7 already current, 0 drifted)" in again.stdout
