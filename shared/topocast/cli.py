@@ -117,7 +117,9 @@ def discover(
     ] = None,
     project: Annotated[str | None, typer.Option(help="gcp: project ID.")] = None,
     zone: Annotated[list[str] | None, typer.Option(help="gcp: zone (repeatable; default: all zones).")] = None,
-    label: Annotated[list[str] | None, typer.Option(help="gcp: cluster label KEY=VALUE (repeatable).")] = None,
+    label: Annotated[
+        list[str] | None, typer.Option(help="gcp: cluster label; k8s-labels: node label KEY=VALUE (repeatable).")
+    ] = None,
     compute_endpoint: Annotated[
         str | None, typer.Option(help="gcp: Compute API endpoint override (tests, private endpoints).")
     ] = None,

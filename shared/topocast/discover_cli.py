@@ -40,7 +40,7 @@ class DiscoverArgs:
     premises: list[str] = field(default_factory=list)
     insecure: bool = False
     ca_file: str | None = None
-    # k8s-labels (nodes: a label selector KEY=VALUE[,KEY=VALUE])
+    # k8s-labels (labels: only nodes with these KEY=VALUE labels)
     kubeconfig: str | None = None
     fabric_keys: list[str] = field(default_factory=list)
     accelerator_key: str | None = None
@@ -111,6 +111,9 @@ def _k8s_labels(a: DiscoverArgs) -> DiscoveryResult:
     from topocast.k8s.node_source import discover
     from topocast.providers.k8s_labels import NodeLabelsConfig
 
+    bad = [kv for kv in a.labels if "=" not in kv]
+    if bad:
+        raise ProviderError(f"--label {bad[0]!r}: expected KEY=VALUE (only nodes carrying that label)")
     selector = dict(kv.split("=", 1) for kv in a.labels) if a.labels else None
     config = NodeLabelsConfig(
         cluster=a.cluster, fabric_keys=a.fabric_keys, accelerator_key=a.accelerator_key, node_selector=selector
