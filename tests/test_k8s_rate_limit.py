@@ -49,3 +49,26 @@ def test_without_a_client_limit_429s_are_waited_out_and_each_node_is_patched_onc
     assert sleeps.count(0.2) == limited.throttled  # Retry-After: 1, capped at retry_after_max
     assert accepted_node_patches(limited) == sorted(n.name for n in graph.nodes)
     assert all(f"{TIER}0" in (limited.get(NODES, n.name) or {})["metadata"]["labels"] for n in graph.nodes)
+
+
+def test_an_unreachable_server_costs_one_requests_retries_not_every_requests() -> None:
+    import socket
+
+    from topocast.k8s.client import ClientSettings, K8sConnection, build_client
+    from topocast.k8s.publisher import KubernetesPublisher, KubernetesPublisherConfig
+
+    with socket.socket() as s:  # a port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    settings = ClientSettings(qps=0, backoff_initial=0.01, backoff_max=0.02, max_attempts=4)
+    cfg = KubernetesPublisherConfig(
+        connection=K8sConnection(endpoint=f"http://127.0.0.1:{port}", token="t"), client=settings
+    )
+
+    report = KubernetesPublisher(cfg, client_factory=lambda: build_client(cfg.connection, cfg.client)).run(
+        artifacts(make_graph(8))
+    )
+
+    assert not report.ok and len(report.errors) == 5  # node LIST, three discoveries, the ConfigMap read
+    assert report.api_calls["requests"] == 4  # the first request's 4 tries; the others never hit the network
+    assert sum("API server unreachable" in e for e in report.errors) == 4

@@ -8,7 +8,9 @@ httpx transport wrapper under lightkube's real client, which:
 * sets ``Authorization: Bearer`` from a refreshing token source (EKS/GKE), and on a
   401 refreshes the token once and resends;
 * retries 429 after ``Retry-After`` (seconds or an HTTP date, capped), retries
-  500/502/503/504 and connection errors with capped exponential backoff + jitter.
+  500/502/503/504 and connection errors with capped exponential backoff + jitter;
+  once one request has used up its tries on connection errors, the server counts
+  as unreachable and later requests of this client fail at once.
   All publisher requests are idempotent (GET, LIST, PATCH with absolute values,
   server-side apply, DELETE), which is what makes blind resending safe;
 * normalises error bodies (:func:`status_response`): lightkube turns an error into
@@ -234,6 +236,7 @@ class ResilientTransport(httpx2.BaseTransport):
         self.limiter = TokenBucket(settings.qps, settings.burst, sleep=sleep)
         self.stats = TransportStats()
         self._sleep = sleep
+        self._unreachable: str | None = None
 
     def _backoff(self, attempt: int) -> float:
         s = self.settings
@@ -247,6 +250,8 @@ class ResilientTransport(httpx2.BaseTransport):
             self._sleep(seconds)
 
     def handle_request(self, request: httpx2.Request) -> httpx2.Response:
+        if self._unreachable is not None:
+            raise httpx2.ConnectError(f"API server unreachable ({self._unreachable})", request=request)
         refreshed = False
         attempt = 0
         while True:
@@ -259,8 +264,11 @@ class ResilientTransport(httpx2.BaseTransport):
                 request.headers["Authorization"] = f"Bearer {self.token_source.token()}"
             try:
                 response = self.inner.handle_request(request)
-            except httpx2.TransportError:
-                if attempt >= self.settings.max_attempts:
+            except httpx2.TransportError as exc:
+                if attempt >= self.settings.max_attempts or self._unreachable is not None:
+                    # One request that used up its retries on connection errors marks the server
+                    # unreachable for this client: the rest fail at once instead of retrying again.
+                    self._unreachable = self._unreachable or f"{type(exc).__name__}: {exc}"
                     raise
                 self._note_retry()
                 self._wait(self._backoff(attempt))
