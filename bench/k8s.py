@@ -1,27 +1,44 @@
 """Kubernetes publisher benchmark: API calls and wall time to converge a cluster.
 
-Runs the fake API server (tests/k8s_fake_apiserver.py) in-process and the real
-lightkube client against it over loopback HTTP. Three publishes of every
+Runs the fake API server (tests/k8s_fake_apiserver.py) in a child process (a real
+API server is another process: in-process, the server's Python would compete with
+the client for one interpreter lock) and the real lightkube client against it over
+loopback HTTP. Three publishes of every
 Kubernetes format (node labels, Kueue, KAI, Volcano, Slinky) for N nodes:
 
 1. from empty (nodes exist, no topology labels, no objects);
 2. after one node moved to another leaf switch;
 3. with nothing changed.
 
-For each: wall time, requests by verb, node PATCHes and the ratio of node
-PATCHes to nodes whose desired labels changed (goal: 1.0). The client-side rate
-limit is off by default so the numbers show the publisher's own cost; pass
-``--qps`` to see a realistic limit's effect (10k PATCHes at 50 QPS take 200 s).
+For each: wall time, the client's and the fake server's CPU time (the machine's load
+average is printed too: on a shared machine wall time is mostly waiting for a core), requests by verb,
+accepted node PATCHes and their ratio to nodes whose desired labels changed (goal: 1.0).
 
-    .venv/bin/python bench/k8s.py [--nodes 10000] [--concurrency 4] [--qps 0]
+The fake server sleeps ``--latency`` seconds per request (default 5 ms, outside
+its lock, as a real server's latency overlaps across connections). The first
+table uses ``--qps``/``--burst``/``--concurrency`` (default: the operator
+setting for a fast first publish, no client limit and 32 PATCHes in flight;
+goal: 10,000 nodes in <= 15 s).
+
+Then the rate-limit check (``--apf-nodes``, default 1,000): the fake server
+enforces a server-side limit like API Priority and Fairness (token bucket of
+``--apf-qps``/``--apf-burst``, 429 with ``Retry-After: 1`` when empty); a first
+publish with the *default* client settings (QPS 50, burst 100, 8 in flight)
+must see no 429 at all, and one without a client limit shows what the limit
+prevents (429s, each honoured by waiting the Retry-After).
+
+    .venv/bin/python bench/k8s.py [--nodes 10000] [--latency 0.005] [--concurrency 32] [--qps 0]
 """
 
 from __future__ import annotations
 
 import argparse
+import multiprocessing as mp
+import os
 import sys
 import time
 from collections import Counter
+from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
@@ -65,35 +82,114 @@ def changed_nodes(before: dict[str, Artifact] | None, after: dict[str, Artifact]
     return sum(1 for name, labels in new.items() if old.get(name) != labels)
 
 
+def _serve(conn: Connection, nodes: list[tuple[str, str]], options: dict[str, Any]) -> None:
+    """The child process: a fake API server with ``nodes``, answering stats/reset/stop on ``conn``."""
+    fake = FakeKubeApiServer(**options)
+    for name, provider_id in nodes:
+        fake.add_node(name, {"kubernetes.io/hostname": name}, provider_id=provider_id)
+    fake.start()
+    conn.send(fake.url)
+    while (cmd := conn.recv()) != "stop":
+        if cmd == "reset":
+            fake.reset_log()
+            conn.send(None)
+        else:
+            conn.send(
+                {
+                    "requests": len(fake.requests),
+                    "verbs": dict(sorted(Counter(r.verb or "discovery" for r in fake.requests).items())),
+                    # accepted PATCHes only: a 429 is not a write
+                    "node_patches": sum(
+                        1 for r in fake.requests if r.verb == "patch" and r.resource == "nodes" and r.status == 200
+                    ),
+                    "throttled": fake.throttled,
+                    "cpu_s": time.process_time(),
+                }
+            )
+    fake.stop()
+
+
+class ServerProcess:
+    """The fake API server in a child process, holding one Node per graph node."""
+
+    def __init__(self, graph: TopologyGraph, **options: Any) -> None:
+        self._nodes = [(n.name, f"aws:///us-east-1a/{n.id}") for n in graph.nodes]
+        self._options = options
+
+    def __enter__(self) -> ServerProcess:
+        self._conn, child = mp.Pipe()
+        self._proc = mp.Process(target=_serve, args=(child, self._nodes, self._options), daemon=True)
+        self._proc.start()
+        self.url: str = self._conn.recv()
+        return self
+
+    def call(self, cmd: str) -> Any:
+        self._conn.send(cmd)
+        return self._conn.recv()
+
+    def __exit__(self, *exc: object) -> None:
+        self._conn.send("stop")
+        self._proc.join(10)
+
+
 def run(
-    fake: FakeKubeApiServer, publisher: KubernetesPublisher, arts: dict[str, Artifact], changed: int
+    server: ServerProcess, publisher: KubernetesPublisher, arts: dict[str, Artifact], changed: int
 ) -> dict[str, Any]:
-    fake.reset_log()
-    started = time.perf_counter()
+    server.call("reset")
+    before = server.call("stats")
+    started, cpu = time.perf_counter(), time.process_time()
     report = publisher.run(arts)
-    wall = time.perf_counter() - started
+    wall, cpu = time.perf_counter() - started, time.process_time() - cpu
     if not report.ok:
         raise SystemExit(f"publish failed: {report.summary()}")
-    verbs = Counter(f"{r.verb or 'discovery'}" for r in fake.requests)
-    node_patches = sum(1 for r in fake.requests if r.verb == "patch" and r.resource == "nodes")
+    stats = server.call("stats")
     return {
         "wall_s": wall,
-        "requests": len(fake.requests),
-        "verbs": dict(sorted(verbs.items())),
-        "node_patches": node_patches,
+        "cpu_s": cpu,
+        "requests": stats["requests"],
+        "verbs": stats["verbs"],
+        "node_patches": stats["node_patches"],
         "changed_nodes": changed,
-        "ratio": node_patches / changed if changed else float("nan"),
+        "ratio": stats["node_patches"] / changed if changed else float("nan"),
         "objects_applied": len(report.objects_applied),
         "objects_deleted": len(report.objects_deleted),
+        "429s": stats["throttled"] - before["throttled"],
+        "server_cpu_s": stats["cpu_s"] - before["cpu_s"],
+        "client_waited_s": report.api_calls.get("waited_s", 0.0),
     }
+
+
+def publisher_for(server: ServerProcess, client: ClientSettings, concurrency: int) -> KubernetesPublisher:
+    config = KubernetesPublisherConfig(
+        connection=K8sConnection(endpoint=server.url, token="bench"), client=client, concurrency=concurrency
+    )
+    return KubernetesPublisher(config)
+
+
+def print_rows(title: str, rows: list[tuple[str, dict[str, Any]]]) -> None:
+    print(f"\n{title} (load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs)")
+    head = f"{'publish':<16}{'wall s':>9}{'CPU s':>7}{'server':>7}{'requests':>10}{'node PATCH':>12}{'changed':>9}"
+    head += f"{'ratio':>7}"
+    head += f"{'429s':>7}"
+    print(f"{head}  by verb")
+    for name, r in rows:
+        ratio = "-" if r["changed_nodes"] == 0 else f"{r['ratio']:.2f}"
+        verbs = " ".join(f"{k}={v}" for k, v in r["verbs"].items())
+        counts = f"{r['requests']:>10}{r['node_patches']:>12}{r['changed_nodes']:>9}"
+        cpu = f"{r['cpu_s']:>7.2f}{r['server_cpu_s']:>7.2f}"
+        print(f"{name:<16}{r['wall_s']:>9.2f}{cpu}{counts}{ratio:>7}{r['429s']:>7}  {verbs}")
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--nodes", type=int, default=10_000)
-    ap.add_argument("--concurrency", type=int, default=4)
+    ap.add_argument("--latency", type=float, default=0.005, help="seconds the fake server adds per request")
+    ap.add_argument("--concurrency", type=int, default=32)
     ap.add_argument("--qps", type=float, default=0.0, help="client-side QPS limit (0 = off)")
-    ap.add_argument("--burst", type=int, default=40)
+    ap.add_argument("--burst", type=int, default=100)
+    ap.add_argument("--apf-nodes", type=int, default=1_000, help="nodes for the rate-limit check (0 = skip)")
+    ap.add_argument("--apf-qps", type=float, default=100.0)
+    ap.add_argument("--apf-burst", type=int, default=100)
     args = ap.parse_args()
 
     graph = synthetic_graph(args.nodes)
@@ -102,28 +198,34 @@ def main() -> None:
     first_arts, moved_arts = artifacts(graph), artifacts(moved)
     print(f"rendered {len(FORMATS)} formats twice for {args.nodes} nodes in {time.perf_counter() - t:.2f} s")
 
-    with FakeKubeApiServer() as fake:
-        for node in graph.nodes:
-            fake.add_node(node.name, {"kubernetes.io/hostname": node.name}, provider_id=f"aws:///us-east-1a/{node.id}")
-        config = KubernetesPublisherConfig(
-            connection=K8sConnection(endpoint=fake.url, token="bench"),
-            client=ClientSettings(qps=args.qps, burst=args.burst),
-            concurrency=args.concurrency,
-        )
-        publisher = KubernetesPublisher(config)
+    with ServerProcess(graph, latency=args.latency) as server:
+        publisher = publisher_for(server, ClientSettings(qps=args.qps, burst=args.burst), args.concurrency)
         rows = [
-            ("from empty", run(fake, publisher, first_arts, changed_nodes(None, first_arts))),
-            ("one node moved", run(fake, publisher, moved_arts, changed_nodes(first_arts, moved_arts))),
-            ("no change", run(fake, publisher, moved_arts, 0)),
+            ("from empty", run(server, publisher, first_arts, changed_nodes(None, first_arts))),
+            ("one node moved", run(server, publisher, moved_arts, changed_nodes(first_arts, moved_arts))),
+            ("no change", run(server, publisher, moved_arts, 0)),
         ]
+    print_rows(
+        f"{args.nodes} nodes, {args.latency * 1000:g} ms per request, concurrency {args.concurrency}, "
+        f"client qps {args.qps or 'unlimited'}",
+        rows,
+    )
 
-    print(f"\n{args.nodes} nodes, concurrency {args.concurrency}, qps {args.qps or 'unlimited'}")
-    print(f"{'publish':<16}{'wall s':>9}{'requests':>10}{'node PATCH':>12}{'changed':>9}{'ratio':>7}  by verb")
-    for name, r in rows:
-        ratio = "-" if r["changed_nodes"] == 0 else f"{r['ratio']:.2f}"
-        verbs = " ".join(f"{k}={v}" for k, v in r["verbs"].items())
-        counts = f"{r['requests']:>10}{r['node_patches']:>12}{r['changed_nodes']:>9}"
-        print(f"{name:<16}{r['wall_s']:>9.2f}{counts}{ratio:>7}  {verbs}")
+    if args.apf_nodes:
+        small = synthetic_graph(args.apf_nodes)
+        arts = artifacts(small)
+        apf = []
+        for name, client, concurrency in (
+            ("defaults", ClientSettings(), KubernetesPublisherConfig().concurrency),
+            ("no client limit", ClientSettings(qps=0, retry_after_max=1.0), 32),
+        ):
+            with ServerProcess(small, latency=args.latency, rate_limit=(args.apf_qps, args.apf_burst)) as server:
+                apf.append((name, run(server, publisher_for(server, client, concurrency), arts, args.apf_nodes)))
+        print_rows(
+            f"{args.apf_nodes} nodes, first publish against a server limit of {args.apf_qps:g} QPS "
+            f"(burst {args.apf_burst}, 429 + Retry-After: 1 beyond it)",
+            apf,
+        )
 
 
 if __name__ == "__main__":

@@ -44,6 +44,17 @@ What it implements
   type, Authorization header, the Kubernetes verb/group/resource/namespace/name and
   the response status.
 * Optional bearer-token check (``token=``) → 401, and optional TLS (``tls=(cert, key)``).
+* ``dryRun=All`` on create, update, patch and delete is honoured: the request is
+  validated and answered exactly as a real one (the would-be object, the Status),
+  but nothing is stored and no resourceVersion is used up. Any other ``dryRun``
+  value is rejected with 400, as kube-apiserver does.
+* Behaviours of other servers, to test the client against: ``error_content_type``
+  (e.g. ``application/json; charset=utf-8``, what kmock sends) and
+  ``ignore_label_selector`` (a server or proxy that returns every object).
+* Load: ``latency`` seconds slept per request (outside the lock, so concurrent
+  requests overlap as on a real server) and ``rate_limit=(qps, burst)``, a token
+  bucket shared by all clients that answers 429 with ``Retry-After: 1`` when empty,
+  like API Priority and Fairness rejecting a flow whose queue is full.
 
 What it does not implement
 --------------------------
@@ -51,11 +62,15 @@ watch; authorization (RBAC is checked by the tests from the request log instead)
 admission webhooks and CRD schema validation (inject a 422 to simulate a rejection);
 OpenAPI, protobuf/CBOR and aggregated discovery; subresources (``/status``,
 ``/scale``); strategic-merge list semantics (``patchMergeKey``, ``$patch``
-directives: lists are replaced); field selectors on other fields; dryRun,
+directives: lists are replaced); field selectors on other fields;
 generateName, finalizers, graceful deletion and deletecollection; client
 certificates; list snapshots (a ``continue`` token is a position, not a
 resourceVersion: no 410 Gone). Field ownership is approximated: lists are owned
-atomically and ``managedFields`` entries carry no timestamps.
+atomically and ``managedFields`` entries carry no timestamps. A dry-run answer
+carries the would-be resourceVersion (a real server leaves it unchanged). The
+rate limit is a single token bucket, not API Priority and Fairness itself (no
+priority levels, flow distinguishers, queues or seat counting); it only shows
+what a client sees when the server sheds load: 429 and ``Retry-After``.
 """
 
 from __future__ import annotations
@@ -419,7 +434,19 @@ class FakeKubeApiServer:
         token: str | None = None,
         git_version: str = "v1.33.0",
         tls: tuple[str, str] | None = None,
+        *,
+        error_content_type: str = "application/json",
+        ignore_label_selector: bool = False,
+        latency: float = 0.0,
+        rate_limit: tuple[float, int] | None = None,
     ) -> None:
+        self.error_content_type = error_content_type
+        self.ignore_label_selector = ignore_label_selector
+        self.latency = latency
+        self.rate_limit = rate_limit
+        self._bucket = float(rate_limit[1]) if rate_limit else 0.0
+        self._bucket_at = time.monotonic()
+        self.throttled = 0  # 429s sent by the rate limit
         self.crds = tuple(crds)
         self.token = token
         self.git_version = git_version
@@ -655,11 +682,35 @@ class FakeKubeApiServer:
                     return fault.status, status_body(fault.status, reason, fault.message, details), headers
         if self.token is not None and req.authorization != f"Bearer {self.token}":
             return 401, status_body(401, "Unauthorized", "Unauthorized"), {}
+        if self.rate_limit is not None and not self._take_token():
+            message = "Too many requests, please try again later."
+            return 429, status_body(429, "TooManyRequests", message, {"retryAfterSeconds": 1}), {"Retry-After": "1"}
+        dry_run = req.query.get("dryRun")
         try:
+            if dry_run is not None and dry_run != "All":
+                raise ApiFailure(400, "BadRequest", f"Invalid dry run value: {dry_run!r}: valid values are 'All'")
             with self._lock:
-                return self._dispatch(req, raw_body)
+                if dry_run is None:
+                    return self._dispatch(req, raw_body)
+                saved = (dict(self._objects), self._rv)  # _store never mutates a stored object in place
+                try:
+                    return self._dispatch(req, raw_body)
+                finally:
+                    self._objects, self._rv = saved
         except ApiFailure as exc:
             return exc.code, status_body(exc.code, exc.reason, exc.message, exc.details), {}
+
+    def _take_token(self) -> bool:
+        qps, burst = self.rate_limit or (0.0, 0)
+        with self._lock:
+            now = time.monotonic()
+            self._bucket = min(float(burst), self._bucket + (now - self._bucket_at) * qps)
+            self._bucket_at = now
+            if self._bucket < 1.0:
+                self.throttled += 1
+                return False
+            self._bucket -= 1.0
+            return True
 
     # ----- routing ----------------------------------------------------------------------------------------
     def parse_path(self, req: LoggedRequest) -> None:
@@ -839,7 +890,7 @@ class FakeKubeApiServer:
             raise self._conflict(rtype, req.name)
 
     def _list(self, rtype: ResourceType, req: LoggedRequest) -> JSON:
-        selector = parse_label_selector(req.query.get("labelSelector", ""))
+        selector = parse_label_selector("" if self.ignore_label_selector else req.query.get("labelSelector", ""))
         fields: dict[str, str] = {}
         for term in _split_requirements(req.query.get("fieldSelector", "")):
             key, _, value = term.partition("=")
@@ -1071,11 +1122,13 @@ class _Handler(BaseHTTPRequestHandler):
             authorization=self.headers.get("Authorization", ""),
         )
         self.fake.parse_path(req)
+        if self.fake.latency:
+            time.sleep(self.fake.latency)  # outside the lock: concurrent requests overlap
         status, body, headers = self.fake.handle(req, raw)
         req.status = status
         payload = json.dumps(body, separators=(",", ":")).encode()
         self.send_response(status)
-        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Type", self.fake.error_content_type if status >= 400 else "application/json")
         self.send_header("Content-Length", str(len(payload)))
         for k, v in headers.items():
             self.send_header(k, v)

@@ -7,7 +7,6 @@ import pytest
 from topocast.k8s.labels import (
     ClusterNode,
     DesiredNode,
-    NodePatch,
     diff_node,
     instance_from_provider_id,
     plan_labels,
@@ -18,6 +17,7 @@ from topocast.renderers.k8s_labels import owns_key
 T = "fabric.topograph.run/tier-"
 D = "accelerator.topograph.run/domain"
 SCHEME = LabelScheme()
+SHA = "topocast.dev/labels-sha256"
 
 
 def owned(key: str) -> bool:
@@ -106,8 +106,10 @@ def test_diff_sets_changed_removes_stale_owned_and_ignores_foreign() -> None:
 
     patch = diff_node(current, want("n", None, **{f"{T}0": "leaf-1", f"{T}1": "spine-new", D: "d1"}), owned)
 
-    assert patch == NodePatch("n", "n", {f"{T}1": "spine-new"}, (f"{T}2",))
-    assert patch.body() == {"metadata": {"labels": {f"{T}1": "spine-new", f"{T}2": None}}}
+    assert patch is not None
+    assert (patch.set_labels, patch.remove_labels, patch.drifted) == ({f"{T}1": "spine-new"}, (f"{T}2",), False)
+    assert patch.body()["metadata"]["labels"] == {f"{T}1": "spine-new", f"{T}2": None}
+    assert list(patch.body()["metadata"]["annotations"]) == [SHA]
 
 
 def test_kept_keys_are_neither_set_nor_removed() -> None:
@@ -124,8 +126,29 @@ def test_annotations_are_set_when_different_and_never_removed() -> None:
     patch = diff_node(current, desired, owned)
 
     assert patch is not None
-    assert patch.body() == {"metadata": {"annotations": {"topology.slinky.slurm.net/spec": "new"}}}
+    assert "labels" not in patch.body()["metadata"]
+    assert patch.body()["metadata"]["annotations"]["topology.slinky.slurm.net/spec"] == "new"
     assert diff_node(current, DesiredNode("n", None, {f"{T}0": "leaf"}), owned) is None
+
+
+def test_a_hand_edit_after_topocast_labelled_the_node_is_drift() -> None:
+    desired = want("n", None, **{f"{T}0": "leaf-1", f"{T}1": "spine"})
+    first = diff_node(ClusterNode("n", labels={}), desired, owned)
+    assert first is not None and not first.drifted
+    stamp = first.body()["metadata"]["annotations"][SHA]
+    # topocast's PATCH landed, then someone changed tier-0 and removed tier-1 by hand
+    edited = ClusterNode("n", labels={f"{T}0": "leaf-9"}, annotations={SHA: stamp})
+
+    repair = diff_node(edited, desired, owned)
+
+    assert repair is not None and repair.drifted
+    assert repair.body() == {"metadata": {"labels": {f"{T}0": "leaf-1", f"{T}1": "spine"}}}  # stamp already there
+    # the desired state changing is a change, not drift
+    moved = want("n", None, **{f"{T}0": "leaf-2", f"{T}1": "spine"})
+    change = diff_node(ClusterNode("n", labels=dict(desired.labels), annotations={SHA: stamp}), moved, owned)
+    assert change is not None and not change.drifted
+    # correct labels without the stamp (labelled by an older topocast): no PATCH just for the stamp
+    assert diff_node(ClusterNode("n", labels=dict(desired.labels)), desired, owned) is None
 
 
 def test_explicit_fabric_keys_still_clean_up_old_tier_labels() -> None:

@@ -38,6 +38,7 @@ TIER = "fabric.topograph.run/tier-"
 DOMAIN = "accelerator.topograph.run/domain"
 HOST = "kubernetes.io/hostname"
 MANAGED = "app.kubernetes.io/managed-by"
+LABELS_SHA = "topocast.dev/labels-sha256"
 
 #: every request any fake server in this module received (for the RBAC check at the end)
 SEEN: list[LoggedRequest] = []
@@ -172,7 +173,9 @@ def test_one_node_moved_costs_exactly_one_list_and_one_patch(fake: FakeKubeApiSe
         ("GET", "list", None),
         ("PATCH", "patch", "gpu-0003"),
     ]
-    assert fake.requests[1].body == {"metadata": {"labels": {f"{TIER}0": "leaf-1"}}}  # only what changed
+    body = fake.requests[1].body["metadata"]
+    assert body["labels"] == {f"{TIER}0": "leaf-1"}  # only what changed
+    assert list(body["annotations"]) == [LABELS_SHA]  # plus the record of the state it establishes
     assert labels_of(fake, "gpu-0003")[f"{TIER}0"] == "leaf-1"
     assert report.nodes_patched == ["gpu-0003"] and report.nodes_unchanged == 999
 
@@ -502,7 +505,8 @@ def test_kueue_group_without_topology_kind_is_a_warning(fake_factory: Callable[.
 def test_hypernode_gc_deletes_only_what_topocast_created(fake: FakeKubeApiServer) -> None:
     spec = {"tier": 1, "members": [{"type": "Node", "selector": {"exactMatch": {"name": "x"}}}]}
     fake.put(VOLCANO_HYPERNODE, {"metadata": {"name": "volcano-discovered"}, "spec": spec})
-    fake.put(VOLCANO_HYPERNODE, {"metadata": {"name": "old-leaf", "labels": {MANAGED: "topocast"}}, "spec": spec})
+    ours = {"name": "old-leaf", "labels": {MANAGED: "topocast"}, "annotations": {"topocast.dev/manifest-sha256": "ab"}}
+    fake.put(VOLCANO_HYPERNODE, {"metadata": ours, "spec": spec})
     big, small = make_graph(64), make_graph(32)
     add_cluster_nodes(fake, big)
     publisher = make_publisher(fake)

@@ -137,7 +137,9 @@ def schema(
 
 @app.command()
 def discover(
-    provider: Annotated[str, typer.Option(help="Topology source: aws, gcp, ibnetdiscover or netq.")] = "aws",
+    provider: Annotated[
+        str, typer.Option(help="Topology source: aws, gcp, ibnetdiscover, netq or k8s-labels.")
+    ] = "aws",
     cluster: Annotated[str, typer.Option(help="Cluster name written into the graph.")] = "default",
     region: Annotated[str | None, typer.Option(help="aws: region (default: the standard AWS environment).")] = None,
     filter_: Annotated[
@@ -150,7 +152,9 @@ def discover(
     ] = None,
     project: Annotated[str | None, typer.Option(help="gcp: project ID.")] = None,
     zone: Annotated[list[str] | None, typer.Option(help="gcp: zone (repeatable; default: all zones).")] = None,
-    label: Annotated[list[str] | None, typer.Option(help="gcp: cluster label KEY=VALUE (repeatable).")] = None,
+    label: Annotated[
+        list[str] | None, typer.Option(help="gcp: cluster label; k8s-labels: node label KEY=VALUE (repeatable).")
+    ] = None,
     compute_endpoint: Annotated[
         str | None, typer.Option(help="gcp: Compute API endpoint override (tests, private endpoints).")
     ] = None,
@@ -168,6 +172,11 @@ def discover(
     premise: Annotated[list[str] | None, typer.Option(help="netq: premise (repeatable).")] = None,
     insecure: Annotated[bool, typer.Option(help="netq: skip TLS verification (not recommended).")] = False,
     ca_file: Annotated[str | None, typer.Option(help="netq: CA bundle.")] = None,
+    kubeconfig: Annotated[str | None, typer.Option(help="k8s-labels: kubeconfig (default $KUBECONFIG).")] = None,
+    fabric_key: Annotated[
+        list[str] | None, typer.Option(help="k8s-labels: node label of a switch tier, closest first (repeatable).")
+    ] = None,
+    accelerator_key: Annotated[str | None, typer.Option(help="k8s-labels: node label of the NVLink domain.")] = None,
     out: Annotated[Path | None, typer.Option(help="Write the graph here instead of stdout.")] = None,
 ) -> None:
     """One-shot discovery with your own credentials: prints the normalized graph JSON."""
@@ -193,11 +202,51 @@ def discover(
         premises=premise or [],
         insecure=insecure,
         ca_file=ca_file,
+        kubeconfig=kubeconfig,
+        fabric_keys=fabric_key or [],
+        accelerator_key=accelerator_key,
     )
     try:
         run_discover(args, out)
     except TopocastError as exc:
         raise _fail(str(exc)) from None
+
+
+@app.command()
+def publish(
+    graph: Annotated[Path | None, typer.Option("--graph", help="Normalized graph JSON to publish.")] = None,
+    store: Annotated[
+        str | None, typer.Option(help="A deployment's store: s3://bucket/prefix or gs://bucket/prefix.")
+    ] = None,
+    cluster: Annotated[str, typer.Option(help="--store: the cluster name.")] = "default",
+    generation: Annotated[int | None, typer.Option(help="--store: this generation (default: the latest).")] = None,
+    kubeconfig: Annotated[str | None, typer.Option(help="kubeconfig (default $KUBECONFIG, ~/.kube/config).")] = None,
+    context: Annotated[str | None, typer.Option(help="kubeconfig context.")] = None,
+    in_cluster: Annotated[bool, typer.Option(help="Use the pod's service account (CronJob).")] = False,
+    fmt: Annotated[
+        list[str] | None, typer.Option("--format", "-f", help="k8s-labels, kueue, kai, volcano, slinky.")
+    ] = None,
+    options_file: Annotated[Path | None, typer.Option("--options", help="RenderOptions JSON/YAML file.")] = None,
+    k8s_options: Annotated[Path | None, typer.Option(help="KubernetesPublisherConfig JSON/YAML file.")] = None,
+    dry_run: Annotated[bool, typer.Option(help="Read the cluster and print the plan; write nothing.")] = False,
+    server_dry_run: Annotated[bool, typer.Option(help="Like --dry-run, writes sent with dryRun=All.")] = False,
+    qps: Annotated[float | None, typer.Option(help="Client-side requests per second (default 50).")] = None,
+    burst: Annotated[int | None, typer.Option(help="Client-side burst (default 100).")] = None,
+    concurrency: Annotated[int | None, typer.Option(help="Node PATCHes in flight (default 8).")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the full report as JSON.")] = False,
+) -> None:
+    """Publish a graph (or a deployment's latest generation) to Kubernetes with your kubeconfig."""
+    from topocast.publish_cli import PublishArgs, run_publish
+
+    args = PublishArgs(
+        graph, store, cluster, generation, kubeconfig, context, in_cluster, fmt or [], options_file, k8s_options,
+        dry_run, server_dry_run, qps, burst, concurrency, as_json,
+    )  # fmt: skip
+    try:
+        code = run_publish(args)
+    except TopocastError as exc:
+        raise _fail(str(exc)) from None
+    raise typer.Exit(code)
 
 
 collect_app = typer.Typer(help="Collect raw fabric data on a fabric-attached host and upload it.", no_args_is_help=True)

@@ -40,6 +40,10 @@ class DiscoverArgs:
     premises: list[str] = field(default_factory=list)
     insecure: bool = False
     ca_file: str | None = None
+    # k8s-labels (labels: only nodes with these KEY=VALUE labels)
+    kubeconfig: str | None = None
+    fabric_keys: list[str] = field(default_factory=list)
+    accelerator_key: str | None = None
 
 
 def _aws(a: DiscoverArgs) -> DiscoveryResult:
@@ -102,7 +106,23 @@ def _netq(a: DiscoverArgs) -> DiscoveryResult:
     )
 
 
-PROVIDERS = {"aws": _aws, "gcp": _gcp, "ibnetdiscover": _ibnetdiscover, "netq": _netq}
+def _k8s_labels(a: DiscoverArgs) -> DiscoveryResult:
+    from topocast.k8s.client import K8sConnection
+    from topocast.k8s.node_source import discover
+    from topocast.providers.k8s_labels import NodeLabelsConfig
+
+    bad = [kv for kv in a.labels if "=" not in kv]
+    if bad:
+        raise ProviderError(f"--label {bad[0]!r}: expected KEY=VALUE (only nodes carrying that label)")
+    selector = dict(kv.split("=", 1) for kv in a.labels) if a.labels else None
+    config = NodeLabelsConfig(
+        cluster=a.cluster, fabric_keys=a.fabric_keys, accelerator_key=a.accelerator_key, node_selector=selector
+    )
+    conn = K8sConnection(auth="kubeconfig", kubeconfig=a.kubeconfig) if a.kubeconfig else K8sConnection.from_env()
+    return discover(config, conn)
+
+
+PROVIDERS = {"aws": _aws, "gcp": _gcp, "ibnetdiscover": _ibnetdiscover, "netq": _netq, "k8s-labels": _k8s_labels}
 
 
 def run_discover(args: DiscoverArgs, out: Path | None) -> DiscoveryResult:

@@ -8,9 +8,17 @@ httpx transport wrapper under lightkube's real client, which:
 * sets ``Authorization: Bearer`` from a refreshing token source (EKS/GKE), and on a
   401 refreshes the token once and resends;
 * retries 429 after ``Retry-After`` (seconds or an HTTP date, capped), retries
-  500/502/503/504 and connection errors with capped exponential backoff + jitter.
+  500/502/503/504 and connection errors with capped exponential backoff + jitter;
+  once one request has used up its tries on connection errors, the server counts
+  as unreachable and later requests of this client fail at once.
   All publisher requests are idempotent (GET, LIST, PATCH with absolute values,
-  server-side apply, DELETE), which is what makes blind resending safe.
+  server-side apply, DELETE), which is what makes blind resending safe;
+* normalises error bodies (:func:`status_response`): lightkube turns an error into
+  an ``ApiError`` with its ``Status`` only when ``Content-Type`` is exactly
+  ``application/json``, so ``application/json; charset=utf-8`` (kmock, some
+  proxies) or a plain-text 404 from a load balancer would lose the code the
+  publisher branches on. Every 4xx/5xx leaves this transport as a JSON
+  ``Status`` with ``Content-Type: application/json``.
 
 409 Conflict is *not* retried here: it needs a fresh read, which only the caller
 can do (see :mod:`topocast.k8s.objects`).
@@ -24,6 +32,7 @@ kubeconfig file.
 from __future__ import annotations
 
 import email.utils
+import json
 import os
 import random
 import ssl
@@ -127,6 +136,9 @@ class ClientSettings(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
+    # Not client-go's 5/10: see docs/kubernetes.md "Rate limit". 50 QPS is what a topology publisher
+    # needs for a 10,000-node first publish inside a function's time limit (200 s) and stays far below
+    # the default API Priority and Fairness share a single client gets; raise it for a faster first publish.
     qps: float = Field(50.0, ge=0, description="Sustained requests per second (0 = unlimited).")
     burst: int = Field(100, ge=1, description="Requests allowed back to back before qps applies.")
     max_attempts: int = Field(6, ge=1, description="Tries per request, counting the first.")
@@ -224,6 +236,7 @@ class ResilientTransport(httpx2.BaseTransport):
         self.limiter = TokenBucket(settings.qps, settings.burst, sleep=sleep)
         self.stats = TransportStats()
         self._sleep = sleep
+        self._unreachable: str | None = None
 
     def _backoff(self, attempt: int) -> float:
         s = self.settings
@@ -237,6 +250,8 @@ class ResilientTransport(httpx2.BaseTransport):
             self._sleep(seconds)
 
     def handle_request(self, request: httpx2.Request) -> httpx2.Response:
+        if self._unreachable is not None:
+            raise httpx2.ConnectError(f"API server unreachable ({self._unreachable})", request=request)
         refreshed = False
         attempt = 0
         while True:
@@ -249,8 +264,11 @@ class ResilientTransport(httpx2.BaseTransport):
                 request.headers["Authorization"] = f"Bearer {self.token_source.token()}"
             try:
                 response = self.inner.handle_request(request)
-            except httpx2.TransportError:
-                if attempt >= self.settings.max_attempts:
+            except httpx2.TransportError as exc:
+                if attempt >= self.settings.max_attempts or self._unreachable is not None:
+                    # One request that used up its retries on connection errors marks the server
+                    # unreachable for this client: the rest fail at once instead of retrying again.
+                    self._unreachable = self._unreachable or f"{type(exc).__name__}: {exc}"
                     raise
                 self._note_retry()
                 self._wait(self._backoff(attempt))
@@ -263,7 +281,7 @@ class ResilientTransport(httpx2.BaseTransport):
                 attempt -= 1
                 continue
             if status not in RETRY_STATUSES or attempt >= self.settings.max_attempts:
-                return response
+                return status_response(response, request) if status >= 400 else response
             delay = retry_after_seconds(response.headers.get("Retry-After"))
             delay = self._backoff(attempt) if delay is None else min(delay, self.settings.retry_after_max)
             _discard(response)
@@ -277,6 +295,74 @@ class ResilientTransport(httpx2.BaseTransport):
 
     def close(self) -> None:
         self.inner.close()
+
+
+_REASONS = {
+    400: "BadRequest",
+    401: "Unauthorized",
+    403: "Forbidden",
+    404: "NotFound",
+    405: "MethodNotAllowed",
+    409: "Conflict",
+    410: "Expired",
+    415: "UnsupportedMediaType",
+    422: "Invalid",
+    429: "TooManyRequests",
+    500: "InternalError",
+    503: "ServiceUnavailable",
+    504: "Timeout",
+}
+
+
+def _is_json(content_type: str) -> bool:
+    media = content_type.split(";", 1)[0].strip().lower()
+    return media == "application/json" or media.endswith("+json")
+
+
+def status_response(response: httpx2.Response, request: httpx2.Request) -> httpx2.Response:
+    """``response`` with a JSON ``Status`` body and ``Content-Type: application/json``.
+
+    A JSON body of any JSON media type (``application/json; charset=utf-8``,
+    ``application/vnd.kubernetes...+json``) that is a ``Status`` is passed on with
+    the bare media type; anything else (HTML from a proxy, plain text, JSON that is
+    not a Status) becomes a Status carrying the HTTP code and the start of the text.
+    """
+    raw = response.read()
+    status: dict[str, Any] | None = None
+    if _is_json(response.headers.get("Content-Type", "")):
+        try:
+            data = json.loads(raw or b"null")
+        except ValueError:
+            data = None
+        if isinstance(data, dict) and data.get("kind") == "Status":
+            status = data
+            status.setdefault("code", response.status_code)
+    if status is None:
+        text = raw.decode("utf-8", "replace").strip()
+        reason = _REASONS.get(response.status_code, "Unknown")
+        status = {
+            "kind": "Status",
+            "apiVersion": "v1",
+            "metadata": {},
+            "status": "Failure",
+            "message": text[:300] or f"HTTP {response.status_code} {reason}",
+            "reason": reason,
+            "code": response.status_code,
+        }
+    headers = [
+        (k, v)
+        for k, v in response.headers.items()
+        if k.lower() not in ("content-type", "content-length", "content-encoding")
+    ]
+    headers.append(("Content-Type", "application/json"))
+    response.close()
+    return httpx2.Response(
+        response.status_code,
+        headers=headers,
+        content=json.dumps(status).encode(),
+        request=request,
+        extensions=response.extensions,
+    )
 
 
 def _discard(response: httpx2.Response) -> None:
@@ -298,10 +384,28 @@ class KubeClient:
         resp = self.http.get(path)
         if resp.status_code == 404:
             return None
-        if resp.is_error:
-            if resp.headers.get("Content-Type") == "application/json":
-                raise ApiError(request=resp.request, response=resp)
-            resp.raise_for_status()
+        if resp.is_error:  # the transport made every error body a JSON Status
+            raise ApiError(request=resp.request, response=resp)
+        data: dict[str, Any] = resp.json()
+        return data
+
+    def request_json(
+        self,
+        method: str,
+        path: str,
+        *,
+        params: Mapping[str, str] | None = None,
+        body: Any = None,
+        content_type: str = "application/json",
+    ) -> dict[str, Any]:
+        """One request outside lightkube's typed models, for the hot paths (a 10,000-node LIST, one PATCH per
+        node): the same transport (rate limit, retries, auth), JSON in and out, errors as lightkube ApiError.
+        Decoding a typed ``Node`` per item costs more than the request itself at that scale."""
+        content = None if body is None else json.dumps(body, separators=(",", ":")).encode()
+        headers = {"Content-Type": content_type} if content is not None else {}
+        resp = self.http.request(method, path, params=dict(params or {}), content=content, headers=headers)
+        if resp.is_error:  # the transport made every error body a JSON Status
+            raise ApiError(request=resp.request, response=resp)
         data: dict[str, Any] = resp.json()
         return data
 

@@ -20,10 +20,18 @@ Matching a cluster node to a graph node, in the configured order (default all th
 An ``aws://`` provider ID is authoritative: a name or annotation match to a graph
 node carrying a *different* instance ID is refused (a replaced instance reusing a
 hostname must not inherit its predecessor's topology).
+
+Drift: every label PATCH also sets ``topocast.dev/labels-sha256``, a short hash of
+the owned labels (and Slinky annotation) it establishes. A node that needs a patch
+although it still carries the hash of the desired state was edited by hand after
+topocast labelled it: that is *drift* (counted, then repaired by the same single
+PATCH). A node whose labels are right is never patched just to add the hash.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import threading
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
@@ -33,13 +41,13 @@ from typing import Any, Literal
 
 import httpx2
 from lightkube.core.exceptions import ApiError
-from lightkube.resources.core_v1 import Node
 
 from topocast.k8s.client import KubeClient
 
 MatchBy = Literal["provider-id", "annotation", "name"]
 DEFAULT_MATCH: tuple[MatchBy, ...] = ("provider-id", "annotation", "name")
 DEFAULT_INSTANCE_ANNOTATION = "topograph.run/instance"
+LABELS_SHA_ANNOTATION = "topocast.dev/labels-sha256"
 
 
 @dataclass(frozen=True)
@@ -76,6 +84,12 @@ class DesiredNode:
         except (KeyError, TypeError, ValueError) as exc:
             raise ValueError(f"k8s-labels object {obj!r} is malformed: {exc}") from None
 
+    @property
+    def sha(self) -> str:
+        """Short hash of the state a PATCH establishes (owned labels set, keys kept, annotations)."""
+        state = [sorted(self.labels.items()), sorted(self.keep), sorted(self.annotations.items())]
+        return hashlib.sha256(json.dumps(state, separators=(",", ":")).encode()).hexdigest()[:16]
+
 
 @dataclass(frozen=True)
 class NodePatch:
@@ -86,6 +100,8 @@ class NodePatch:
     set_labels: Mapping[str, str]
     remove_labels: tuple[str, ...]
     set_annotations: Mapping[str, str] = field(default_factory=dict)
+    #: the node still carried the hash of the desired state: someone edited it after topocast did
+    drifted: bool = False
 
     def body(self) -> dict[str, Any]:
         """Strategic-merge patch body: values set, ``None`` (JSON null) deletes."""
@@ -188,7 +204,11 @@ def diff_node(cn: ClusterNode, want: DesiredNode, owns_key: Callable[[str], bool
     ann = {k: v for k, v in want.annotations.items() if cn.annotations.get(k) != v}
     if not (to_set or to_remove or ann):
         return None
-    return NodePatch(cn.name, want.node, to_set, to_remove, ann)
+    sha = want.sha
+    drifted = cn.annotations.get(LABELS_SHA_ANNOTATION) == sha
+    if not drifted:
+        ann[LABELS_SHA_ANNOTATION] = sha
+    return NodePatch(cn.name, want.node, to_set, to_remove, ann, drifted)
 
 
 def plan_labels(
@@ -219,20 +239,30 @@ def list_cluster_nodes(
     page_size: int | None = None,
 ) -> list[ClusterNode]:
     """One LIST of Nodes (paged only if ``page_size`` is set); keeps just the fields the diff needs."""
-    keys = tuple(annotation_keys)
+    keys = (*annotation_keys, LABELS_SHA_ANNOTATION)
     out = []
-    for node in kc.lk.list(Node, labels=dict(selector) if selector else None, chunk_size=page_size):
-        meta = node.metadata
-        ann = meta.annotations or {}
-        out.append(
-            ClusterNode(
-                name=meta.name,
-                provider_id=node.spec.providerID if node.spec else None,
-                labels=dict(meta.labels or {}),
-                annotations={k: ann[k] for k in keys if k in ann},
+    params: dict[str, str] = {}
+    if selector:
+        params["labelSelector"] = ",".join(f"{k}={v}" for k, v in selector.items())
+    if page_size:
+        params["limit"] = str(page_size)
+    while True:
+        page = kc.request_json("GET", "/api/v1/nodes", params=params)
+        for node in page.get("items") or []:
+            meta = node.get("metadata") or {}
+            ann = meta.get("annotations") or {}
+            out.append(
+                ClusterNode(
+                    name=meta["name"],
+                    provider_id=(node.get("spec") or {}).get("providerID"),
+                    labels=dict(meta.get("labels") or {}),
+                    annotations={k: ann[k] for k in keys if k in ann},
+                )
             )
-        )
-    return out
+        token = (page.get("metadata") or {}).get("continue")
+        if not token:
+            return out
+        params["continue"] = token
 
 
 @dataclass
@@ -248,9 +278,11 @@ def send_patches(
     patches: list[NodePatch],
     concurrency: int = 4,
     max_consecutive_failures: int = 5,
+    dry_run: bool = False,
 ) -> PatchOutcome:
     """Strategic-merge PATCH each node. After ``max_consecutive_failures`` failures in a row the rest are
-    skipped (a down API server should not take 10k x retries); a later publish resumes from the diff."""
+    skipped (a down API server should not take 10k x retries); a later publish resumes from the diff.
+    ``dry_run`` sends them with ``dryRun=All`` (validated by the server, not persisted)."""
     outcome = PatchOutcome()
     lock = threading.Lock()
     streak = [0]
@@ -262,7 +294,13 @@ def send_patches(
                 outcome.not_attempted.append(patch.node)
             return
         try:
-            kc.lk.patch(Node, patch.node, patch.body())
+            kc.request_json(
+                "PATCH",
+                f"/api/v1/nodes/{patch.node}",
+                params={"fieldManager": kc.transport.settings.field_manager, **({"dryRun": "All"} if dry_run else {})},
+                body=patch.body(),
+                content_type="application/strategic-merge-patch+json",
+            )
         except ApiError as exc:
             with lock:
                 if exc.status.code == 404:

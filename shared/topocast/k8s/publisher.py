@@ -12,6 +12,12 @@ One publish, in order:
 
 A partial publish is safe to repeat: the next one lists again and patches only
 what is still wrong, so a retry converges without redoing finished nodes.
+
+Every publish converges on the *live* state: nothing is skipped because an
+annotation says it was written before. Hand edits (labels, Topology levels,
+HyperNode members, the Slinky ConfigMap) are found, counted as drift
+(``report.drift``, the ``Drift`` metric in :attr:`K8sPublishResult.metrics`) and
+repaired in the same publish.
 """
 
 from __future__ import annotations
@@ -34,11 +40,12 @@ from topocast.k8s.labels import (
     DEFAULT_MATCH,
     DesiredNode,
     MatchBy,
+    PatchOutcome,
     list_cluster_nodes,
     plan_labels,
     send_patches,
 )
-from topocast.k8s.objects import KINDS, ObjectPublisher, ObjectReport, PendingObject
+from topocast.k8s.objects import KINDS, DryRun, ObjectPublisher, ObjectReport, PendingObject
 from topocast.publish.base import PublishResult
 from topocast.renderers.base import Artifact, LabelScheme, RenderOptions
 
@@ -59,12 +66,22 @@ class KubernetesPublisherConfig(BaseModel):
     instance_annotation: str = DEFAULT_INSTANCE_ANNOTATION
     node_selector: dict[str, str] | None = Field(None, description="Only consider nodes with these labels.")
     list_page_size: int | None = Field(None, ge=1, description="Page the node LIST (None = one request).")
-    concurrency: int = Field(4, ge=1, description="Node PATCHes in flight (all share the QPS limit).")
+    concurrency: int = Field(
+        8,
+        ge=1,
+        le=64,
+        description="Node PATCHes in flight (all share the QPS limit); bounds the load whatever qps says.",
+    )
     max_consecutive_failures: int = Field(5, ge=1)
     slinky_node_annotations: bool = Field(False, description="Also set topology.slinky.slurm.net/spec per node.")
     max_conflict_retries: int = Field(3, ge=0)
     recreate_immutable_topology: bool = True
     discovery_ttl: float = Field(600.0, ge=0, description="Seconds to reuse API discovery between publishes.")
+    dry_run: DryRun = Field(
+        "off",
+        description="client: read and plan, write nothing; server: send every write with dryRun=All (validated, "
+        "not persisted).",
+    )
 
 
 @dataclass
@@ -85,6 +102,14 @@ class KubernetesPublishReport:
     objects_unchanged: list[str] = field(default_factory=list)
     objects_deleted: list[str] = field(default_factory=list)
     objects_held: list[str] = field(default_factory=list)
+    #: objects found edited away from what topocast last wrote: label -> differing fields (repaired)
+    objects_drifted: dict[str, list[str]] = field(default_factory=dict)
+    #: nodes whose owned labels were edited after topocast set them (repaired)
+    nodes_drifted: list[str] = field(default_factory=list)
+    #: "off", "client" or "server": with a dry run nothing above was persisted
+    dry_run: str = "off"
+    #: dry run only: node -> {"set": {...}, "remove": [...], "annotate": {...}}
+    node_changes: dict[str, dict[str, Any]] = field(default_factory=dict)
     api_versions: dict[str, str] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
@@ -96,8 +121,14 @@ class KubernetesPublishReport:
         """True when the cluster now matches the desired state (warnings allowed)."""
         return not (self.errors or self.nodes_failed or self.nodes_not_attempted or self.objects_held)
 
+    @property
+    def drift(self) -> int:
+        """Objects and nodes found edited by hand since topocast last wrote them (the ``Drift`` metric)."""
+        return len(self.objects_drifted) + len(self.nodes_drifted)
+
     def counts(self) -> dict[str, int]:
         return {
+            "drift": self.drift,
             "nodes_patched": len(self.nodes_patched),
             "nodes_unchanged": self.nodes_unchanged,
             "nodes_missing_in_cluster": len(self.nodes_missing_in_cluster),
@@ -118,6 +149,10 @@ class KubernetesPublishReport:
         c = self.counts()
         parts = [f"{k.replace('_', ' ')}={v}" for k, v in c.items() if v]
         text = ("ok: " if self.ok else "INCOMPLETE: ") + (", ".join(parts) or "nothing to do")
+        if self.dry_run != "off":
+            text = f"dry run ({self.dry_run}, nothing written) " + text.replace("patched", "to patch").replace(
+                "applied", "to apply"
+            ).replace("deleted", "to delete")
         if self.nodes_missing_in_cluster:
             text += f"; not in cluster: {_sample(self.nodes_missing_in_cluster)}"
         if self.nodes_missing_in_graph:
@@ -135,6 +170,23 @@ class K8sPublishResult(PublishResult):
     """The shared :class:`PublishResult` plus the full report."""
 
     report: KubernetesPublishReport = field(default_factory=KubernetesPublishReport)
+
+    @property
+    def drift(self) -> int:
+        return self.report.drift
+
+    @property
+    def metrics(self) -> dict[str, int]:
+        """Counts for the pipeline to emit (``Drift`` = hand edits found and repaired)."""
+        c = self.report.counts()
+        return {
+            "Drift": c["drift"],
+            "NodesPatched": c["nodes_patched"],
+            "ObjectsApplied": c["objects_applied"],
+            "ObjectsDeleted": c["objects_deleted"],
+            "ApiRequests": c["api_requests"],
+            "Throttled": int(self.report.api_calls.get("throttled", 0)),
+        }
 
     @classmethod
     def of(cls, report: KubernetesPublishReport) -> K8sPublishResult:
@@ -282,6 +334,7 @@ class KubernetesPublisher:
         arts = {f: a for f, a in _by_format(artifacts).items() if f in cfg.formats}
         if report is None:
             report = KubernetesPublishReport()
+        report.dry_run = cfg.dry_run
         started = time.monotonic()
         kc = self._client_factory()
         try:
@@ -289,7 +342,12 @@ class KubernetesPublisher:
                 report.warnings.extend(f"{art.format}: {w}" for w in art.warnings)
             obj_report = ObjectReport()
             objects = ObjectPublisher(
-                kc, obj_report, self._discovery_cache(), cfg.max_conflict_retries, cfg.recreate_immutable_topology
+                kc,
+                obj_report,
+                self._discovery_cache(),
+                cfg.max_conflict_retries,
+                cfg.recreate_immutable_topology,
+                cfg.dry_run,
             )
             pending: list[PendingObject] = []
             for fmt in OBJECT_FORMATS:
@@ -302,6 +360,7 @@ class KubernetesPublisher:
             if "k8s-labels" in arts:
                 annotations = self._node_annotations(node_annotations, graph, report)
                 labels_ok = self._publish_labels(kc, arts["k8s-labels"], annotations, report)
+            after: list[PendingObject] = []
             for obj in pending:
                 if obj.before_labels:
                     continue
@@ -312,11 +371,14 @@ class KubernetesPublisher:
                         "(its new levels would hide unlabelled nodes); the next publish retries"
                     )
                     continue
-                objects.apply(obj)
+                after.append(obj)
+            # Hundreds of HyperNodes: applied `concurrency` at a time, like the node PATCHes.
+            objects.apply_all(after, cfg.concurrency)
             objects.collect_garbage()
             report.objects_applied = obj_report.applied
             report.objects_unchanged = obj_report.unchanged
             report.objects_deleted = obj_report.deleted
+            report.objects_drifted = obj_report.drifted
             report.api_versions = obj_report.api_versions
             report.warnings += obj_report.warnings
             report.errors += obj_report.errors
@@ -378,13 +440,28 @@ class KubernetesPublisher:
             report.errors.append(f"listing nodes failed: {detail}")
             return False
         plan = plan_labels(cluster, desired, self._owns(), cfg.match_by, cfg.instance_annotation)
-        outcome = send_patches(kc, plan.patches, cfg.concurrency, cfg.max_consecutive_failures)
+        if cfg.dry_run == "client":
+            outcome = PatchOutcome(patched=sorted(p.node for p in plan.patches))
+        else:
+            outcome = send_patches(
+                kc, plan.patches, cfg.concurrency, cfg.max_consecutive_failures, dry_run=cfg.dry_run == "server"
+            )
+        if cfg.dry_run != "off":
+            report.node_changes = {
+                p.node: {
+                    "set": dict(p.set_labels),
+                    "remove": list(p.remove_labels),
+                    "annotate": dict(p.set_annotations),
+                }
+                for p in plan.patches
+            }
         done = set(outcome.patched)
         for patch in plan.patches:
             if patch.node in done:
                 report.labels_set += len(patch.set_labels)
                 report.labels_removed += len(patch.remove_labels)
         report.nodes_patched = outcome.patched
+        report.nodes_drifted = sorted(p.node for p in plan.patches if p.drifted and p.node in done)
         report.nodes_unchanged = len(plan.unchanged)
         report.nodes_gone = outcome.gone
         report.nodes_failed = outcome.failed

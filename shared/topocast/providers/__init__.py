@@ -19,6 +19,7 @@ PROVIDERS: dict[str, str] = {
     "gcp": "topocast.providers.gcp",
     "ibnetdiscover": "topocast.providers.ibnetdiscover",
     "netq": "topocast.providers.netq",
+    "k8s-labels": "topocast.providers.k8s_labels",
 }
 
 

@@ -52,8 +52,22 @@ class LabelScheme(BaseModel):
     subdomain_key: str = DEFAULT_SUBDOMAIN_KEY
 
 
+class SlinkyNaming(BaseModel):
+    """How slurm-operator names the Slurm node that runs on a Kubernetes node (see renderers/slinky.py)."""
+
+    model_config = ConfigDict(extra="forbid")
+    mode: Literal["hostname", "hostname-override", "ordinal", "map"] = "hostname"
+    #: ordinal mode: the NodeSet's name; Slurm nodes are ``<nodeset>-<ordinal>``
+    nodeset: str | None = None
+    #: ordinal mode: Kubernetes node -> ordinal of the NodeSet pod running there
+    ordinals: dict[str, int] = Field(default_factory=dict)
+    #: map mode: Kubernetes node -> Slurm node name
+    names: dict[str, str] = Field(default_factory=dict)
+
+
 class SlinkyOptions(BaseModel):
     model_config = ConfigDict(extra="forbid")
+    naming: SlinkyNaming = Field(default_factory=SlinkyNaming)
     namespace: str = "slurm"
     configmap: str = "slurm-config-extra"
     key: str = "topology.conf"

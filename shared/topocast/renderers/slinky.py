@@ -1,10 +1,31 @@
 """Slinky (Slurm on Kubernetes): the topology file as a ConfigMap, and per-node spec annotations.
 
-slurm-operator mounts extra config files from a ConfigMap (``<release>-config-extra``
-by default) into ``/etc/slurm``; we render that ConfigMap with one key
-(``options.slinky.key``, e.g. ``topology.conf``) holding the Slurm artifact named
-by ``options.slinky.content`` (tree, block or topology.yaml, rendered by the
-Slurm renderers with the same options, so ``skeleton_only`` applies too).
+slurm-operator's ``slurm`` Helm chart renders the values' ``configFiles`` map into
+the ConfigMap ``<fullname>-config-extra`` and mounts it into ``/etc/slurm`` (the
+Controller's ``configFileRefs``), and only when ``configFiles`` is non-empty; we
+render that ConfigMap with one key (``options.slinky.key``: ``topology.conf`` or
+``topology.yaml``) holding the Slurm artifact named by ``options.slinky.content``
+(tree, block or topology.yaml, rendered by the Slurm renderers with the same
+options, so ``skeleton_only`` applies too). A key that contradicts its content
+(YAML under ``topology.conf``, a tree file under ``topology.yaml``) is an error:
+slurmctld would read the file by its name and fail to parse it.
+
+Node names. The graph names Kubernetes nodes; the file must name *Slurm* nodes,
+which slurm-operator names after the slurmd pod's hostname
+(``options.slinky.naming``):
+
+* ``hostname`` (default): the first DNS label of the Kubernetes node name
+  (``ip-10-0-0-1.ec2.internal`` -> ``ip-10-0-0-1``), what a pod with the node's
+  hostname gets;
+* ``hostname-override``: the ``nodeset.slinky.slurm.net/hostname-override``
+  annotation of the node where present (the ``k8s-labels`` provider records it
+  in the graph node's ``labels``), else the first DNS label;
+* ``ordinal``: StatefulSet NodeSets name pods ``<nodeset>-<ordinal>``; ``ordinals``
+  says which ordinal runs on which Kubernetes node;
+* ``map``: an explicit Kubernetes node -> Slurm node map.
+
+Nodes without a Slurm name (not in the map, no ordinal) are left out with a
+warning; two Kubernetes nodes mapping to one Slurm name are an error.
 
 The object has no timestamps, so equal graphs render byte-identical ConfigMaps;
 the publisher adds the generation and time when it writes. Annotations mirror
@@ -23,7 +44,7 @@ from typing import Any
 from topocast import renderers
 from topocast.errors import RenderError
 from topocast.graph import TopologyGraph
-from topocast.renderers.base import Artifact, RenderOptions
+from topocast.renderers.base import Artifact, RenderOptions, SlinkyNaming
 from topocast.renderers.k8s_common import (
     MANAGED_BY,
     MANAGED_BY_LABEL,
@@ -41,6 +62,9 @@ ANNOTATION_PREFIX = "topocast.dev/"
 #: etcd / API server limit for a ConfigMap's data.
 MAX_CONFIGMAP_BYTES = 1024 * 1024
 PLUGINS = {"slurm-tree": "topology/tree", "slurm-block": "topology/block"}
+HOSTNAME_OVERRIDE = "nodeset.slinky.slurm.net/hostname-override"
+#: which file (by the ConfigMap key's suffix) holds which Slurm format
+KEY_CONTENT = {".conf": ("slurm-tree", "slurm-block"), ".yaml": ("slurm-yaml",), ".yml": ("slurm-yaml",)}
 
 _BLOCK_SIZES = re.compile(r"^BlockSizes=(\S+)$", re.MULTILINE)
 
@@ -54,13 +78,82 @@ def _block_sizes(content_format: str, content: str, options: RenderOptions) -> s
     return None
 
 
+def check_key_content(key: str, content: str) -> None:
+    """``topology.conf`` holds tree/block, ``topology.yaml`` holds topology.yaml: anything else is refused."""
+    suffix = next((sfx for sfx in KEY_CONTENT if key.endswith(sfx)), None)
+    if suffix is None:
+        raise RenderError(
+            f"slinky.key {key!r}: slurmctld reads topology.conf or topology.yaml; name the key after one of them"
+        )
+    if content not in KEY_CONTENT[suffix]:
+        wants = " or ".join(KEY_CONTENT[suffix])
+        raise RenderError(
+            f"slinky.key {key!r} names a {suffix[1:]} file but slinky.content is {content} "
+            f"(a {key} must hold {wants}); slurmctld would fail to parse it"
+        )
+
+
+def _first_label(name: str) -> str:
+    return name.split(".", 1)[0]
+
+
+def slurm_node_names(graph: TopologyGraph, naming: SlinkyNaming) -> tuple[dict[str, str], list[str]]:
+    """Kubernetes node -> Slurm node name under ``naming``, and the nodes that have none."""
+    names: dict[str, str] = {}
+    unnamed: list[str] = []
+    if naming.mode == "ordinal" and not naming.nodeset:
+        raise RenderError("slinky.naming.mode ordinal needs slinky.naming.nodeset (the NodeSet's name)")
+    for node in graph.nodes:
+        if naming.mode == "hostname":
+            name: str | None = _first_label(node.name)
+        elif naming.mode == "hostname-override":
+            name = node.labels.get(HOSTNAME_OVERRIDE) or _first_label(node.name)
+        elif naming.mode == "ordinal":
+            ordinal = naming.ordinals.get(node.name)
+            name = None if ordinal is None else f"{naming.nodeset}-{ordinal}"
+        else:
+            name = naming.names.get(node.name)
+        if name is None:
+            unnamed.append(node.name)
+        else:
+            names[node.name] = name
+    seen: dict[str, str] = {}
+    for k8s_name, slurm_name in names.items():
+        check_dns_label(slurm_name, f"Slurm node name for {k8s_name}")
+        if slurm_name in seen:
+            raise RenderError(
+                f"Kubernetes nodes {seen[slurm_name]!r} and {k8s_name!r} both map to Slurm node {slurm_name!r} "
+                f"(slinky.naming.mode {naming.mode}); use mode map or hostname-override to tell them apart"
+            )
+        seen[slurm_name] = k8s_name
+    return names, sorted(unnamed)
+
+
+def slurm_graph(graph: TopologyGraph, naming: SlinkyNaming) -> tuple[TopologyGraph, list[str]]:
+    """The graph with Slurm node names (nodes without one left out) and the warnings about it."""
+    names, unnamed = slurm_node_names(graph, naming)
+    warnings = []
+    if unnamed:
+        warnings.append(
+            f"{len(unnamed)} node(s) have no Slurm node name under slinky.naming.mode {naming.mode} and are left "
+            f"out of the Slinky file: {', '.join(unnamed[:5])}{' ...' if len(unnamed) > 5 else ''}"
+        )
+    if not unnamed and all(k == v for k, v in names.items()):
+        return graph, warnings
+    # The names were checked above (DNS labels, unique), so the copies skip re-validation.
+    nodes = [n.model_copy(update={"name": names[n.name]}) for n in graph.nodes if n.name in names]
+    return graph.model_copy(update={"nodes": nodes}), warnings
+
+
 def configmap(graph: TopologyGraph, options: RenderOptions) -> tuple[dict[str, Any], list[str]]:
     """The ConfigMap object and the warnings of the Slurm artifact inside it."""
     s = options.slinky
     check_dns_label(s.namespace, "slinky.namespace")
     check_dns_subdomain(s.configmap, "slinky.configmap")
     check_configmap_key(s.key, "slinky.key")
-    inner = renderers.render(graph, s.content, options)
+    check_key_content(s.key, s.content)
+    named, naming_warnings = slurm_graph(graph, s.naming)
+    inner = renderers.render(named, s.content, options)
     size = len(inner.content.encode())
     if size > MAX_CONFIGMAP_BYTES:
         raise RenderError(
@@ -80,6 +173,7 @@ def configmap(graph: TopologyGraph, options: RenderOptions) -> tuple[dict[str, A
         annotations[f"{ANNOTATION_PREFIX}block-sizes"] = sizes
     if options.skeleton_only:
         annotations[f"{ANNOTATION_PREFIX}skeleton-only"] = "true"
+    annotations[f"{ANNOTATION_PREFIX}node-naming"] = s.naming.mode
     obj = {
         "apiVersion": "v1",
         "kind": "ConfigMap",
@@ -91,7 +185,7 @@ def configmap(graph: TopologyGraph, options: RenderOptions) -> tuple[dict[str, A
         },
         "data": {s.key: inner.content},
     }
-    return obj, list(inner.warnings)
+    return obj, [*naming_warnings, *inner.warnings]
 
 
 def node_annotations(graph: TopologyGraph, options: RenderOptions) -> dict[str, dict[str, str]]:

@@ -1,0 +1,175 @@
+"""Topology from the labels the cloud (or another tool) already put on the Kubernetes Nodes.
+
+No cloud API access at all: one LIST of Nodes (done by :mod:`topocast.k8s.node_source`,
+passed in here as plain data) is turned into a graph. For each node the first
+scheme whose fabric keys it carries wins, in ``schemes`` order:
+
+* ``custom``: the configured ``fabric_keys``, closest switch first;
+* ``topograph``: ``fabric.topograph.run/tier-0``, ``-1``, ... (tier 0 = closest),
+  accelerator ``accelerator.topograph.run/domain``;
+* ``eks``: ``topology.k8s.aws/network-node-layer-N`` down to ``-1`` (layer 1 is
+  the top; the highest N present is the closest switch: 3 on most instance
+  types, 4 on p6-b200/p6-b300);
+* ``gke``: ``cloud.google.com/gce-topology-subblock`` then ``-block`` (there is
+  no cluster-level label; ``gce-topology-host`` is one physical host, not a
+  switch, and is kept in the node's ``labels``); the sub-block is also the
+  accelerator domain (the NVLink domain on A4X), as the GCP provider does.
+
+The accelerator domain is, in this order: the configured ``accelerator_key``,
+``nvidia.com/gpu.clique`` (set by the NVIDIA GPU operator's feature discovery on
+NVLink-connected systems, ``<cluster UUID>.<clique ID>``), the scheme's own key.
+A sub-domain comes from ``accelerator.topograph.run/sub-domain`` (or the
+configured ``subdomain_key``).
+
+Each node's ID is the last segment of ``spec.providerID`` (the EC2 instance ID,
+the GCE instance name), so the Kubernetes publisher matches nodes by it. Zone and
+instance type come from the well-known ``topology.kubernetes.io/zone`` and
+``node.kubernetes.io/instance-type``. Nodes with none of the keys are kept
+without topology and reported. The slurm-operator
+``nodeset.slinky.slurm.net/hostname-override`` annotation is copied into the
+node's ``labels`` so the Slinky renderer's ``hostname-override`` mode finds it.
+
+The EKS layer values are the network node IDs of ``DescribeInstanceTopology``, so
+a graph from labels equals the AWS provider's graph (Topograph reads the same
+``topology.k8s.aws`` keys in its Kubernetes-labels mode).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from topocast.graph import TopologyGraph, graph_from_data
+from topocast.providers.base import DiscoveryResult
+
+Scheme = Literal["custom", "topograph", "eks", "gke"]
+DEFAULT_SCHEMES: tuple[Scheme, ...] = ("custom", "topograph", "eks", "gke")
+
+EKS_LAYER = re.compile(r"^topology\.k8s\.aws/network-node-layer-([1-9][0-9]*)$")
+GKE_BLOCK = "cloud.google.com/gce-topology-block"
+GKE_SUBBLOCK = "cloud.google.com/gce-topology-subblock"
+GKE_HOST = "cloud.google.com/gce-topology-host"
+GPU_CLIQUE = "nvidia.com/gpu.clique"
+TOPOGRAPH_TIER = re.compile(r"^fabric\.topograph\.run/tier-([0-9]+)$")
+TOPOGRAPH_DOMAIN = "accelerator.topograph.run/domain"
+TOPOGRAPH_SUBDOMAIN = "accelerator.topograph.run/sub-domain"
+ZONE = "topology.kubernetes.io/zone"
+INSTANCE_TYPE = "node.kubernetes.io/instance-type"
+HOSTNAME_OVERRIDE = "nodeset.slinky.slurm.net/hostname-override"
+#: the node annotations worth reading (the node source asks only for these)
+ANNOTATIONS = (HOSTNAME_OVERRIDE,)
+
+
+class NodeLabelsConfig(BaseModel):
+    """How to read topology from node labels (CLI flags and the function's settings map onto this)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    cluster: str = "default"
+    schemes: list[Scheme] = Field(default_factory=lambda: list(DEFAULT_SCHEMES), min_length=1)
+    fabric_keys: list[str] = Field(default_factory=list, description="custom scheme: label keys, closest first.")
+    accelerator_key: str | None = Field(None, description="Label key of the accelerator domain (any scheme).")
+    subdomain_key: str = TOPOGRAPH_SUBDOMAIN
+    node_selector: dict[str, str] | None = Field(None, description="Only nodes with these labels.")
+
+
+@dataclass(frozen=True)
+class ClusterNodeInfo:
+    """What this provider needs of one Kubernetes Node (plain data; see topocast.k8s.node_source)."""
+
+    name: str
+    labels: Mapping[str, str] = field(default_factory=dict)
+    annotations: Mapping[str, str] = field(default_factory=dict)
+    provider_id: str | None = None
+
+
+def _instance(provider_id: str | None) -> str | None:
+    if not provider_id:
+        return None
+    parts = [p for p in provider_id.split("://", 1)[-1].split("/") if p]
+    return parts[-1] if parts else None
+
+
+def fabric_of(labels: Mapping[str, str], scheme: Scheme, config: NodeLabelsConfig) -> list[str]:
+    """The node's switch path closest-first under ``scheme`` (empty when the node has none of its keys)."""
+    if scheme == "custom":
+        path = [labels.get(k, "") for k in config.fabric_keys]
+    elif scheme == "topograph":
+        tiers = dict((int(m.group(1)), v) for k, v in labels.items() if (m := TOPOGRAPH_TIER.match(k)))
+        path = [tiers.get(i, "") for i in range(max(tiers) + 1)] if tiers else []
+    elif scheme == "eks":
+        layers = dict((int(m.group(1)), v) for k, v in labels.items() if (m := EKS_LAYER.match(k)))
+        path = [layers.get(i, "") for i in range(max(layers), 0, -1)] if layers else []
+    else:
+        path = [labels.get(GKE_SUBBLOCK, ""), labels.get(GKE_BLOCK, "")]
+    # A path with holes (layer 2 missing, sub-block without block) is no path: the tree would be wrong.
+    return path if path and all(path) else []
+
+
+def _accelerator(labels: Mapping[str, str], scheme: Scheme | None, config: NodeLabelsConfig) -> str | None:
+    for key in (config.accelerator_key, GPU_CLIQUE):
+        if key and labels.get(key):
+            return labels[key]
+    if scheme == "topograph":
+        return labels.get(TOPOGRAPH_DOMAIN) or None
+    if scheme == "gke":
+        return labels.get(GKE_SUBBLOCK) or None
+    return None
+
+
+def graph_from_nodes(nodes: Iterable[ClusterNodeInfo], config: NodeLabelsConfig) -> DiscoveryResult:
+    """Pure: the listed Nodes as a graph, plus what looked wrong."""
+    rows: list[dict[str, Any]] = []
+    used: dict[str, int] = {}
+    partial: list[str] = []
+    for node in sorted(nodes, key=lambda n: n.name):
+        labels = node.labels
+        scheme: Scheme | None = None
+        path: list[str] = []
+        for candidate in config.schemes:
+            if candidate == "custom" and not config.fabric_keys:
+                continue
+            path = fabric_of(labels, candidate, config)
+            if path:
+                scheme = candidate
+                break
+        if scheme is None and any(EKS_LAYER.match(k) or k in (GKE_BLOCK, GKE_SUBBLOCK) for k in labels):
+            partial.append(node.name)
+        used[scheme or "none"] = used.get(scheme or "none", 0) + 1
+        accelerator = _accelerator(labels, scheme, config)
+        extra = {k: v for k, v in node.annotations.items() if k == HOSTNAME_OVERRIDE}
+        if labels.get(GKE_HOST):
+            extra[GKE_HOST] = labels[GKE_HOST]
+        rows.append(
+            {
+                "name": node.name,
+                "id": _instance(node.provider_id),
+                "fabric": path,
+                "accelerator": accelerator,
+                "subdomain": (labels.get(config.subdomain_key) or None) if accelerator else None,
+                "zone": labels.get(ZONE),
+                "instance_type": labels.get(INSTANCE_TYPE),
+                "labels": extra,
+            }
+        )
+    warnings: list[str] = []
+    if partial:
+        warnings.append(
+            f"{len(partial)} node(s) carry only part of a topology label set (a missing layer); kept without "
+            f"topology: {', '.join(partial[:5])}{' ...' if len(partial) > 5 else ''}"
+        )
+    if used.get("none"):
+        warnings.append(
+            f"{used['none']} of {len(rows)} node(s) carry no topology labels of the schemes {config.schemes}"
+        )
+    graph: TopologyGraph = graph_from_data(
+        {"cluster": config.cluster, "provider": "k8s-labels", "nodes": rows}, "node labels"
+    )
+    return DiscoveryResult(graph, {}, warnings)
+
+
+__all__ = ["ANNOTATIONS", "ClusterNodeInfo", "NodeLabelsConfig", "fabric_of", "graph_from_nodes"]
