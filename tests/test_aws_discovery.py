@@ -463,10 +463,9 @@ def test_state_change_event(state: str, action: str) -> None:
         action,  # type: ignore[arg-type]
         "aws.ec2/EC2 Instance State-change Notification",
         datetime(2021, 11, 11, 21, 29, 54, tzinfo=UTC),
-        state,
-        "us-east-1",
         "7bf73129-1428-4cd3-a780-95db273d1602",
     )
+    assert isinstance(change, InstanceChange) and change.detail == {"state": state, "region": "us-east-1"}
 
 
 def test_documented_samples_parse() -> None:
@@ -475,11 +474,12 @@ def test_documented_samples_parse() -> None:
     launch_ = parse_event(ASG_LAUNCH)
     terminate = parse_event(json.dumps(ASG_TERMINATE).encode())
     assert isinstance(launch_, InstanceChange) and isinstance(terminate, InstanceChange)
-    assert (launch_.instance_id, launch_.action, launch_.region) == ("i-1234567890abcdef0", "upsert", "us-west-2")
-    assert (terminate.instance_id, terminate.action) == ("i-1234567890abcdef0", "remove")
+    assert (launch_.instance, launch_.action) == ("i-1234567890abcdef0", "upsert")
+    assert launch_.detail["region"] == "us-west-2"
+    assert (terminate.instance, terminate.action) == ("i-1234567890abcdef0", "remove")
     sched = parse_event(SCHEDULED)
     assert isinstance(sched, Reconcile)
-    assert sched.rule == "arn:aws:events:us-east-1:123456789012:rule/SampleRule" and sched.reason == "schedule"
+    assert sched.reason == "schedule arn:aws:events:us-east-1:123456789012:rule/SampleRule"
     custom = parse_event({"source": "topocast", "detail-type": "Reconcile"})
     assert isinstance(custom, Reconcile) and custom.cluster is None and custom.time is None
     targeted = parse_event({"source": "topocast", "detail-type": "Reconcile", "detail": {"cluster": "c1"}})

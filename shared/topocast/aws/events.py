@@ -22,13 +22,12 @@ without alarm. Only pydantic is imported; no AWS SDK.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from topocast.errors import TopocastError
+from topocast import changes
 from topocast.validation import load_json, validate
 
 STATE_CHANGE = "EC2 Instance State-change Notification"
@@ -49,37 +48,13 @@ STATE_ACTIONS: dict[str, Literal["upsert", "remove"]] = {
 _INSTANCE_ID = r"^i-[0-9a-f]{8,17}$"
 
 
-class MalformedEvent(TopocastError):
-    """An event body is not a valid EventBridge envelope of a kind topocast handles."""
-
-
-class UnsupportedEvent(MalformedEvent):
-    """A well-formed event of a source/detail-type topocast does not act on."""
-
-
-@dataclass(frozen=True)
-class InstanceChange:
-    """One instance to re-discover (``upsert``) or drop from the graph (``remove``)."""
-
-    instance_id: str
-    action: Literal["upsert", "remove"]
-    source: str  # event source + detail-type, e.g. "aws.ec2/EC2 Instance State-change Notification"
-    time: datetime | None = None
-    state: str | None = None  # the EC2 state named by a state-change event
-    region: str | None = None
-    event_id: str | None = None
-
-
-@dataclass(frozen=True)
-class Reconcile:
-    """Rediscover the whole cluster (schedule or operator request)."""
-
-    source: str
-    time: datetime | None = None
-    cluster: str | None = None
-    reason: str | None = None
-    rule: str | None = None  # the schedule rule ARN for "Scheduled Event"
-    event_id: str | None = None
+# the neutral outcome types; the old names stay importable from here
+MalformedEvent = changes.MalformedEvent
+UnsupportedEvent = changes.UnsupportedEvent
+InstanceChange = changes.InstanceChange
+Reconcile = changes.Reconcile
+Noted = changes.Noted
+Ignored = changes.Ignored
 
 
 # ----- pydantic models (aliases are the wire names, so error paths read like the JSON) -----------
@@ -115,6 +90,10 @@ class ReconcileDetail(_Model):
     reason: str | None = None
 
 
+def _detail(**facts: str | None) -> dict[str, str]:
+    return {k: v for k, v in facts.items() if v}
+
+
 def _validate(model: type[_Model], data: Any, prefix: str, kind: str) -> Any:
     return validate(model, data, f"{kind} event", MalformedEvent, prefix)
 
@@ -129,23 +108,36 @@ def _load(raw: dict[str, Any] | str | bytes) -> dict[str, Any]:
     return body
 
 
-def parse_event(body: dict[str, Any] | str | bytes) -> InstanceChange | Reconcile:
-    """Parse one EventBridge envelope (dict or JSON text, e.g. an SQS message body)."""
-    env = _validate(Envelope, _load(body), "", "EventBridge")
+def parse_event(body: dict[str, Any] | str | bytes) -> changes.EventOutcome:
+    """Parse one SQS message body / EventBridge envelope (dict or JSON text) into its outcome."""
+    data = _load(body)
+    if "detail-type" not in data:
+        if data.get("Event") == "s3:TestEvent":  # sent once when the bucket notification is configured
+            return Ignored("aws.s3/s3:TestEvent", "S3 test event (bucket notification configured)")
+        if "Records" in data:  # an S3 event notification (on-prem uploads)
+            return Reconcile("aws.s3/ObjectCreated", "upload")
+    env = _validate(Envelope, data, "", "EventBridge")
     kind = f"{env.source}/{env.detail_type}"
     if env.source == "aws.ec2" and env.detail_type == STATE_CHANGE:
         d = _validate(StateChangeDetail, env.detail, "detail", kind)
-        return InstanceChange(d.instance_id, STATE_ACTIONS[d.state], kind, env.time, d.state, env.region, env.id)
+        return InstanceChange(
+            d.instance_id,
+            STATE_ACTIONS[d.state],
+            kind,
+            env.time,
+            env.id,
+            detail=_detail(state=d.state, region=env.region),
+        )
     if env.source == "aws.autoscaling" and env.detail_type in (ASG_LAUNCH, ASG_TERMINATE):
         a = _validate(AutoScalingDetail, env.detail, "detail", kind)
         action: Literal["upsert", "remove"] = "upsert" if env.detail_type == ASG_LAUNCH else "remove"
-        return InstanceChange(a.ec2_instance_id, action, kind, env.time, None, env.region, env.id)
+        return InstanceChange(a.ec2_instance_id, action, kind, env.time, env.id, detail=_detail(region=env.region))
     if env.source == "aws.events" and env.detail_type == SCHEDULED:
         rule = env.resources[0] if env.resources else None
-        return Reconcile(kind, env.time, None, "schedule", rule, env.id)
+        return Reconcile(kind, f"schedule {rule}" if rule else "schedule", None, env.time, env.id)
     if env.source == "topocast" and env.detail_type == RECONCILE:
         r = _validate(ReconcileDetail, env.detail, "detail", kind)
-        return Reconcile(kind, env.time, r.cluster, r.reason or "requested", None, env.id)
+        return Reconcile(kind, r.reason or "requested", r.cluster, env.time, env.id)
     raise UnsupportedEvent(
         f"unsupported event source={env.source!r} detail-type={env.detail_type!r}; topocast handles "
         f"aws.ec2/{STATE_CHANGE}, aws.autoscaling/{ASG_LAUNCH}, aws.autoscaling/{ASG_TERMINATE}, "

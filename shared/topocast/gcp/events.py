@@ -41,7 +41,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from topocast.errors import TopocastError
+from topocast import changes
 from topocast.validation import load_json, validate
 
 AUDIT_LOG = "google.cloud.audit.log.v1.written"
@@ -71,34 +71,13 @@ _SYSTEM_METHODS = frozenset(
 _MIG_AGENT = re.compile(r"^\d+@cloudservices\.gserviceaccount\.com$")
 
 
-class MalformedEvent(TopocastError):
-    """A CloudEvent is not valid for the type it claims."""
-
-
-class UnsupportedEvent(MalformedEvent):
-    """A CloudEvent of a type topocast does not handle."""
-
-
-@dataclass(frozen=True)
-class InstanceChange:
-    project: str  # as written in resourceName: an ID or a number
-    zone: str
-    instance: str
-    action: Literal["upsert", "remove"]
-    method: str
-    instance_id: str | None = None
-    #: "api" (a user or tool), "mig" (a managed instance group / Google APIs agent), "system" (a system event)
-    origin: str = "api"
-    event_id: str | None = None
-    time: datetime | None = None
-
-
-@dataclass(frozen=True)
-class Reconcile:
-    source: str
-    cluster: str | None = None
-    reason: str = "schedule"
-    event_id: str | None = None
+# the neutral outcome types; the old names stay importable from here
+MalformedEvent = changes.MalformedEvent
+UnsupportedEvent = changes.UnsupportedEvent
+InstanceChange = changes.InstanceChange
+Reconcile = changes.Reconcile
+Noted = changes.Noted
+Ignored = changes.Ignored
 
 
 @dataclass(frozen=True)
@@ -130,14 +109,7 @@ class ObjectWritten:
     event_id: str | None = None
 
 
-@dataclass(frozen=True)
-class Ignored:
-    reason: str
-    type: str = ""
-    event_id: str | None = None
-
-
-Command = InstanceChange | Reconcile | DiscoverWindow | DebounceTimer | PublishRequest | ObjectWritten | Ignored
+Command = changes.EventOutcome | DiscoverWindow | DebounceTimer | PublishRequest | ObjectWritten
 
 
 # ----- pydantic models of the payloads (aliases are the wire names, so errors read like the JSON) ------
@@ -261,22 +233,24 @@ def _audit(attrs: dict[str, Any], data: Any) -> Command:
     entry: LogEntryData = _validate(LogEntryData, _object(data, "data"), "data", "audit log")
     log = entry.proto_payload
     if log.service_name != COMPUTE:
-        return Ignored(f"audit log of {log.service_name}, not {COMPUTE}", AUDIT_LOG, event_id)
+        return Ignored(log.method_name, f"audit log of {log.service_name}, not {COMPUTE}", event_id)
     action = METHOD_ACTIONS.get(log.method_name)
     if action is None:
-        return Ignored(f"method {log.method_name} does not change cluster membership", AUDIT_LOG, event_id)
+        return Ignored(log.method_name, f"method {log.method_name} does not change cluster membership", event_id)
     op = entry.operation
     if op is not None and not op.last:
         step = "first" if op.first else "intermediate"
         return Ignored(
+            log.method_name,
             f"{step} entry of operation {op.id or '?'} ({log.method_name}); acting on its last entry",
-            AUDIT_LOG,
             event_id,
         )
     if log.status.code != 0:
-        return Ignored(f"{log.method_name} failed (code {log.status.code}: {log.status.message})", AUDIT_LOG, event_id)
+        return Ignored(
+            log.method_name, f"{log.method_name} failed (code {log.status.code}: {log.status.message})", event_id
+        )
     if action == "reconcile":
-        return Reconcile(AUDIT_LOG, None, f"{log.method_name} creates many VMs", event_id)
+        return Reconcile(log.method_name, f"{log.method_name} creates many VMs", event_id=event_id)
     m = _RESOURCE.match(log.resource_name)
     if not m:
         raise MalformedEvent(
@@ -298,16 +272,15 @@ def _audit(attrs: dict[str, Any], data: Any) -> Command:
         origin = "mig"  # a MIG (or autohealing) acts as the Google APIs service agent, unversioned method
     else:
         origin = "api"
+    facts = {"project": m.group("project"), "zone": m.group("zone"), "name": m.group("name")}
     return InstanceChange(
-        project=m.group("project"),
-        zone=m.group("zone"),
-        instance=m.group("name"),
+        instance=f"{facts['project']}/{facts['zone']}/{facts['name']}",
         action=action,
-        method=log.method_name,
-        instance_id=instance_id,
-        origin=origin,
-        event_id=event_id,
+        kind=log.method_name,
         time=entry.timestamp,
+        event_id=event_id,
+        detail={**facts, "method": log.method_name, "origin": origin}
+        | ({"instance_id": instance_id} if instance_id else {}),
     )
 
 
@@ -322,15 +295,15 @@ def _pubsub(attrs: dict[str, Any], data: Any) -> Command:
         body = _json(raw, "Pub/Sub event: data.message.data")
     if body is None:
         return Reconcile(
-            PUBSUB, msg.attributes.get("cluster"), msg.attributes.get("reason", "schedule"), attrs.get("id")
+            PUBSUB, msg.attributes.get("reason", "schedule"), msg.attributes.get("cluster"), event_id=attrs.get("id")
         )
     if not isinstance(body, dict):
         raise MalformedEvent("Pub/Sub event: data.message.data: expected a JSON object (or nothing)")
     kind = body.get("kind", "topocast.reconcile")
     if kind != "topocast.reconcile":
-        return Ignored(f"Pub/Sub message of kind {kind!r}; only topocast.reconcile is handled", PUBSUB, attrs.get("id"))
+        return Ignored(PUBSUB, f"Pub/Sub message of kind {kind!r}; only topocast.reconcile is handled", attrs.get("id"))
     r = _validate(_TopocastReconcile, body, "data.message.data", "Pub/Sub")
-    return Reconcile(PUBSUB, r.cluster, r.reason if "reason" in body else "schedule", attrs.get("id"))
+    return Reconcile(PUBSUB, r.reason if "reason" in body else "schedule", r.cluster, event_id=attrs.get("id"))
 
 
 def parse_cloud_event(event: Any) -> Command:
@@ -347,7 +320,7 @@ def parse_cloud_event(event: Any) -> Command:
     if ce_type == RECONCILE:
         body = _json(data, "data") or {}
         r = _validate(_TopocastReconcile, body, "data", "reconcile")
-        return Reconcile(RECONCILE, r.cluster, r.reason, event_id)
+        return Reconcile(RECONCILE, r.reason, r.cluster, event_id=event_id)
     if ce_type == DISCOVER_WINDOW:
         w = _validate(_Window, _object(data, "data"), "data", "discover window")
         return DiscoverWindow(w.cluster, w.window, event_id)

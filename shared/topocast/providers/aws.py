@@ -55,7 +55,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from topocast.aws.ec2_calls import Ec2Calls
-from topocast.aws.events import InstanceChange
+from topocast.changes import InstanceChange
 from topocast.errors import ProviderError, TopocastError
 from topocast.graph import Node, TopologyGraph
 from topocast.names import check_node_name
@@ -403,9 +403,9 @@ def discover_instances(
     api = Ec2Calls(ec2, config.cluster, config.region)
     latest: dict[str, InstanceChange] = {}
     for ch in changes:  # last event per instance wins; event time decides when both have one
-        cur = latest.get(ch.instance_id)
+        cur = latest.get(ch.instance)
         if cur is None or cur.time is None or ch.time is None or ch.time >= cur.time:
-            latest[ch.instance_id] = ch
+            latest[ch.instance] = ch
     by_id = {n.id: n for n in previous.nodes if n.id}
     keep = [n for n in previous.nodes if not n.id]  # nodes from elsewhere (no instance ID) stay as they are
     warnings: list[str] = []
