@@ -51,8 +51,7 @@ Route = Literal[
     "s3-notification",  # the bucket's upload notification -> events queue
     "schedule",  # the reconcile schedule (EventBridge rule / Cloud Scheduler job)
     "eventarc-audit-log",  # one Eventarc trigger per methodName (Admin Activity audit logs)
-    "log-sink",  # Logging sink -> Pub/Sub topic -> Eventarc Pub/Sub trigger (System Event audit logs)
-    "pubsub",  # an Eventarc Pub/Sub trigger on the reconcile topic
+    "log-sink",  # Logging sink -> the events Pub/Sub topic -> Eventarc Pub/Sub trigger (System Event audit logs)
 ]
 
 

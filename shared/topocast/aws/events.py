@@ -319,10 +319,8 @@ def parse_event(body: dict[str, Any] | str | bytes, *, uploads: str | None = Non
         return table.outcome_of(
             _row(kind), reason=r.reason or "requested", cluster=r.cluster, time=env.time, event_id=env.id
         )
-    handled = sorted(
-        k.kind.partition("#")[0] for k in table.TABLE if k.cloud == "aws" and "/" in k.kind and k.action != "rejected"
-    )
+    sources = sorted({k.kind.partition("/")[0] for k in table.TABLE if k.cloud == "aws" and k.kind.startswith("aws.")})
     raise UnsupportedEvent(
-        f"unsupported event source={env.source!r} detail-type={env.detail_type!r}; topocast handles "
-        + ", ".join(dict.fromkeys(h for h in handled if not h.startswith(("s3/", "scheduler/", "text/"))))
+        f"unsupported event source={env.source!r} detail-type={env.detail_type!r}; docs/events.md lists the "
+        f"kinds topocast handles (sources {', '.join(sources)} and topocast/{RECONCILE})"
     )
