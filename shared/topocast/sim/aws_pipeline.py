@@ -163,8 +163,8 @@ class LocalAwsPipeline:
 
     def emit_event(self, source: str, detail_type: str, detail: dict[str, Any], resources: Iterable[str] = ()) -> None:
         """Put any event on the default bus; the module's rules decide whether the events queue gets it."""
-        entry = {"Source": source, "DetailType": detail_type, "Detail": json.dumps(detail)}
-        entry["Resources"] = list(resources)  # type: ignore[assignment]
+        entry: dict[str, Any] = {"Source": source, "DetailType": detail_type, "Detail": json.dumps(detail)}
+        entry["Resources"] = list(resources)
         resp = self.events.put_events(Entries=[entry])
         if resp.get("FailedEntryCount"):
             raise RuntimeError(f"PutEvents rejected the {detail_type} event")
