@@ -216,8 +216,9 @@ TABLE: tuple[EventKind, ...] = (
     _gcp(
         "google.cloud.pubsub.topic.v1.messagePublished",
         "reconcile",
-        "the reconcile topic (JSON, text or empty)",
-        "pubsub",
+        "a reconcile request on the events topic (JSON, the text 'reconcile', or empty); an audit-log entry"
+        " from the Logging sink takes its method's row",
+        "log-sink",
     ),
     _gcp("dev.topocast.reconcile.v1", "reconcile", "a Cloud Scheduler HTTP job", "schedule"),
     _gcp("gcp/*", "rejected", "a CloudEvent type topocast does not handle", None),

@@ -103,11 +103,14 @@ def reserved_nodes(
                 nodes.append(
                     Node(
                         name=name,
+                        id=None,  # not launched: no instance yet
                         fabric=fabric,
                         accelerator=(entry or {}).get("CapacityBlockId") or None,
                         zone=(entry or {}).get("AvailabilityZone"),
                         instance_type=(entry or {}).get("InstanceType"),
                         labels=labels,
+                        subdomain=None,
+                        accelerator_pending=False,
                     )
                 )
             except (ValidationError, TopocastError) as exc:
