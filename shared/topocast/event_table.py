@@ -172,13 +172,13 @@ TABLE: tuple[EventKind, ...] = (
     # ----- GCP: Admin Activity audit logs (Eventarc, one trigger per methodName) -------------------------------
     *(
         _gcp(f"{v}compute.instances.insert", "upsert", "VM created: re-read it", _ADMIN)
-        for v in ("v1.", "beta.", "")  # unversioned: MIG- and system-driven creates
+        for v in ("v1.", "beta.", "")  # unversioned: what a MIG (the Google APIs service agent) writes
     ),
-    *(_gcp(f"{v}compute.instances.start", "upsert", _REREAD, _ADMIN) for v in ("v1.", "beta.")),
-    *(_gcp(f"{v}compute.instances.resume", "upsert", _REREAD, _ADMIN) for v in ("v1.", "beta.")),
+    *(_gcp(f"{v}compute.instances.start", "upsert", _REREAD, _ADMIN) for v in ("v1.", "beta.", "")),
+    *(_gcp(f"{v}compute.instances.resume", "upsert", _REREAD, _ADMIN) for v in ("v1.", "beta.", "")),
     *(_gcp(f"{v}compute.instances.delete", "remove", "VM deleted", _ADMIN) for v in ("v1.", "beta.", "")),
-    *(_gcp(f"{v}compute.instances.stop", "remove", "VM stopped", _ADMIN) for v in ("v1.", "beta.")),
-    *(_gcp(f"{v}compute.instances.suspend", "remove", "VM suspended", _ADMIN) for v in ("v1.", "beta.")),
+    *(_gcp(f"{v}compute.instances.stop", "remove", "VM stopped", _ADMIN) for v in ("v1.", "beta.", "")),
+    *(_gcp(f"{v}compute.instances.suspend", "remove", "VM suspended", _ADMIN) for v in ("v1.", "beta.", "")),
     *(
         _gcp(f"{v}compute.instances.bulkInsert", "reconcile", "creates many VMs at once", _ADMIN)
         for v in ("v1.", "beta.")
