@@ -197,3 +197,22 @@ def test_docs_carry_the_code_table() -> None:
     gcp_doc = (REPO / "docs" / "gcp.md").read_text()
     for method in table.gcp_methods("log-sink"):
         assert method.rpartition(".")[2] in gcp_doc, f"docs/gcp.md does not mention {method}"
+
+
+@pytest.mark.parametrize("method", table.gcp_methods("eventarc-audit-log"))
+def test_every_eventarc_method_explains_as_its_row(method: str) -> None:
+    from topocast.events_cli import explain_delivery
+
+    entry = {
+        "protoPayload": {"serviceName": "compute.googleapis.com", "methodName": method,
+                         "resourceName": "projects/p/zones/z/instances/vm-1"},
+        "logName": "projects/p/logs/cloudaudit.googleapis.com%2Factivity",
+        "resource": {"type": "gce_instance", "labels": {"instance_id": "1"}},
+        "operation": {"id": "operation-1", "last": True},
+    }  # fmt: skip
+    event = {"specversion": "1.0", "id": "1", "source": "//cloudaudit.googleapis.com/projects/p/logs/activity",
+             "type": "google.cloud.audit.log.v1.written", "data": entry}  # fmt: skip
+    lines, code = explain_delivery(json.dumps(event))
+    row = table.lookup("gcp", method)
+    assert row is not None and code == 0
+    assert [(line["kind"], line["action"]) for line in lines] == [(method, row.action)]
