@@ -333,6 +333,11 @@ def test_admin_activity_methods_through_eventarc(method: str, action: str) -> No
     assert out.follow == (method == "compute.instances.repair.recreateInstance")
 
 
+def test_upcoming_maintenance_is_noted() -> None:
+    out = parse_cloud_event(messaged(json.dumps(log_entry("compute.instances.upcomingMaintenance")).encode()))
+    assert isinstance(out, changes.Noted) and out.instances == ("ml-prod/us-central1-a/a4-7",)
+
+
 def test_plain_text_and_empty_pubsub_messages_reconcile() -> None:
     out = parse_cloud_event(messaged(b"reconcile"))
     assert isinstance(out, changes.Reconcile) and out.kind == "google.cloud.pubsub.topic.v1.messagePublished"

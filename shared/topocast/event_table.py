@@ -192,6 +192,12 @@ TABLE: tuple[EventKind, ...] = (
     ),
     # ----- GCP: System Event audit logs (Logging sink -> Pub/Sub -> discover) -----------------------------------
     _gcp("compute.instances.preempted", "remove", "Compute Engine preempted the (Spot) VM", _SYSTEM),
+    _gcp(
+        "compute.instances.upcomingMaintenance",
+        "noted",
+        "host maintenance is scheduled; the terminate / restart entries that follow move the VM",
+        _SYSTEM,
+    ),
     _gcp("compute.instances.hostError", "upsert", "host error: " + _MAINTENANCE, _SYSTEM, True),
     _gcp(
         "compute.instances.automaticRestart", "upsert", "restarted after a host event: " + _MAINTENANCE, _SYSTEM, True

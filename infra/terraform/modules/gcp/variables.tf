@@ -249,6 +249,7 @@ variable "system_event_methods" {
   type        = list(string)
   default = [
     "compute.instances.preempted",
+    "compute.instances.upcomingMaintenance",
     "compute.instances.hostError",
     "compute.instances.automaticRestart",
     "compute.instances.terminateOnHostMaintenance",
