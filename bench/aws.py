@@ -96,7 +96,7 @@ def main() -> None:
     from moto.server import ThreadedMotoServer
 
     from topocast.aws.clients import ec2_client
-    from topocast.aws.events import InstanceChange
+    from topocast.changes import InstanceChange
     from topocast.providers.aws import AwsDiscoveryConfig, discover_full, discover_instances
     from topocast.sim import ec2 as sim
 

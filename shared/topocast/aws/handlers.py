@@ -234,23 +234,6 @@ def lambda_entry(fn: Any) -> Any:
 
 
 # ----- discover -----------------------------------------------------------------------------
-def _parse_record(body: str) -> Any:
-    """An SQS body: an EventBridge envelope, an S3 event notification (on-prem uploads), or None for
-    S3's ``s3:TestEvent`` (sent once when the bucket notification is configured)."""
-    from topocast.aws.events import Reconcile, parse_event
-
-    try:
-        data = json.loads(body)
-    except (json.JSONDecodeError, TypeError):
-        data = body  # parse_event explains what is wrong
-    if isinstance(data, dict) and "detail-type" not in data:
-        if data.get("Event") == "s3:TestEvent":
-            return None
-        if "Records" in data:
-            return Reconcile("aws.s3/ObjectCreated", None, None, "upload", None, None)
-    return parse_event(data)
-
-
 def _to_dlq(rt: AwsRuntime, record: dict[str, Any], reason: str) -> bool:
     if not rt.settings.dlq_url:
         return False
@@ -264,7 +247,8 @@ def _to_dlq(rt: AwsRuntime, record: dict[str, Any], reason: str) -> bool:
 
 def discover_batch(event: dict[str, Any], rt: AwsRuntime | None = None) -> dict[str, Any]:
     """Core of the discover Lambda (no Powertools wrapping): returns the partial batch response."""
-    from topocast.aws.events import InstanceChange, MalformedEvent, Reconcile, UnsupportedEvent
+    from topocast.aws.events import parse_event
+    from topocast.changes import Ignored, InstanceChange, MalformedEvent, Noted, Reconcile, UnsupportedEvent
 
     rt = rt or runtime()
     records = event.get("Records") or []
@@ -276,7 +260,7 @@ def discover_batch(event: dict[str, Any], rt: AwsRuntime | None = None) -> dict[
     for rec in records:
         mid = rec.get("messageId", "?")
         try:
-            parsed = _parse_record(rec.get("body", ""))
+            parsed = parse_event(rec.get("body", ""))
         except MalformedEvent as exc:
             rt.counters.events += 1
             rt.counters.malformed += 1
@@ -290,7 +274,8 @@ def discover_batch(event: dict[str, Any], rt: AwsRuntime | None = None) -> dict[
                 log.error("could not send event %s to the DLQ: %s", mid, dlq_exc)
                 failures.append(mid)
             continue
-        if parsed is None:
+        if isinstance(parsed, (Ignored, Noted)):
+            log.info("%s event %s: %s", type(parsed).__name__.lower(), mid, parsed.reason, extra={"kind": parsed.kind})
             continue
         rt.counters.events += 1
         valid.append(mid)

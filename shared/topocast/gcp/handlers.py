@@ -315,18 +315,21 @@ def _instance_change(rt: GcpRuntime, cmd: ev.InstanceChange) -> dict[str, Any]:
     from topocast.providers.gcp import InstanceRef
 
     s = rt.settings
-    if cmd.project != s.gcp_project and not cmd.project.isdigit():
-        return {"ignored": f"event for project {cmd.project}; this function serves {s.gcp_project}"}
-    if s.gcp_zones and cmd.zone not in s.gcp_zones:
-        return {"ignored": f"zone {cmd.zone} is not one of {s.gcp_zones}"}
+    project, zone, name = cmd.instance.split("/", 2)  # the GCP parser's key: project/zone/name
+    instance_id = cmd.detail.get("instance_id") or None
+    if project != s.gcp_project and not project.isdigit():
+        return {"ignored": f"event for project {project}; this function serves {s.gcp_project}"}
+    if s.gcp_zones and zone not in s.gcp_zones:
+        return {"ignored": f"zone {zone} is not one of {s.gcp_zones}"}
     batched = s.discover_window > 0 and rt.queue is not None and bool(s.discover_url)
     if not batched:
-        return _incremental(rt, [InstanceRef(cmd.zone, cmd.instance, cmd.instance_id)])
-    meta = {"instance_id": cmd.instance_id or "", "method": cmd.method, "origin": cmd.origin}
-    body = json.dumps({"zone": cmd.zone, "instance": cmd.instance, "event_id": cmd.event_id, **meta}).encode()
-    rt.objects.put(_marker_key(rt, cmd.zone, cmd.instance), body, content_type="application/json", metadata=meta)
+        return _incremental(rt, [InstanceRef(zone, name, instance_id)])
+    meta = {"instance_id": instance_id or "", "method": cmd.detail.get("method", cmd.kind)}
+    meta["origin"] = cmd.detail.get("origin", "api")
+    body = json.dumps({"zone": zone, "instance": name, "event_id": cmd.event_id, **meta}).encode()
+    rt.objects.put(_marker_key(rt, zone, name), body, content_type="application/json", metadata=meta)
     window = _arm_window(rt, time.time())
-    return {"action": "queued", "vm": f"{cmd.zone}/{cmd.instance}", "window_task": window}
+    return {"action": "queued", "vm": f"{zone}/{name}", "window_task": window}
 
 
 def _take_lease(rt: GcpRuntime, seconds: float) -> int | None:
@@ -516,6 +519,10 @@ def handle(function: Function, cloud_event: Any, rt: GcpRuntime | None = None) -
         )
         return {"outcome": "rejected", "reason": str(exc)}
     event_id = getattr(cmd, "event_id", None)
+    if isinstance(cmd, ev.Noted):
+        count("noted")
+        _emit(logging.WARNING, f"noted: {cmd.reason}", function=function, event_id=event_id, outcome="noted")
+        return {"outcome": "noted", "reason": cmd.reason}
     if isinstance(cmd, ev.Ignored):
         count("ignored")
         _emit(logging.INFO, f"ignored: {cmd.reason}", function=function, event_id=event_id, outcome="ignored")
