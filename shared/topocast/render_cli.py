@@ -10,7 +10,7 @@ import yaml
 
 from topocast.errors import InvalidGraphError, RenderError
 from topocast.graph import TopologyGraph, graph_from_json, load_graph
-from topocast.renderers import RENDERERS, RenderOptions, render
+from topocast.renderers import RENDERERS, RenderOptions, render_many
 from topocast.validation import validate
 
 
@@ -78,7 +78,7 @@ def run_render(
     if missing:
         shown = ", ".join(missing[:10]) + (f" and {len(missing) - 10} more" if len(missing) > 10 else "")
         print(f"topocast: warning: {len(missing)} node(s) without topology: {shown}", file=sys.stderr)
-    artifacts = [render(graph, f, options) for f in fmts]  # render all before writing any
+    artifacts = render_many(graph, fmts, options)  # render all before writing any
     for art in artifacts:
         for w in art.warnings:
             print(f"topocast: warning: {art.format}: {w}", file=sys.stderr)

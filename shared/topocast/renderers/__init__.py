@@ -2,14 +2,22 @@
 
 Each format is a module exposing ``FILENAME``, ``MEDIA_TYPE`` and
 ``render(graph, options) -> Artifact``. Modules load lazily on first use.
+
+:func:`render_many` renders several formats of one graph in one pass: the derived
+views (switch tree, domains, block layout) are built once and shared by every
+format (:func:`topocast.fabric.shared_views`), and the garbage collector is paused
+while the many small per-node containers are built.
 """
 
 from __future__ import annotations
 
 import importlib
+from collections.abc import Sequence
 from types import ModuleType
 
 from topocast.errors import RenderError
+from topocast.fabric import shared_views
+from topocast.gc_pause import paused_gc
 from topocast.graph import TopologyGraph
 from topocast.renderers.base import Artifact, RenderOptions
 
@@ -36,7 +44,16 @@ def renderer_module(fmt: str) -> ModuleType:
 
 
 def render(graph: TopologyGraph, fmt: str, options: RenderOptions | None = None) -> Artifact:
-    return renderer_module(fmt).render(graph, options or RenderOptions())
+    with paused_gc():
+        return renderer_module(fmt).render(graph, options or RenderOptions())
 
 
-__all__ = ["RENDERERS", "Artifact", "RenderOptions", "render", "renderer_module"]
+def render_many(graph: TopologyGraph, formats: Sequence[str], options: RenderOptions | None = None) -> list[Artifact]:
+    """Every format of ``formats`` (in that order), sharing one pass over the graph."""
+    opts = options or RenderOptions()
+    modules = [renderer_module(f) for f in formats]  # unknown formats fail before any work
+    with shared_views(), paused_gc():
+        return [m.render(graph, opts) for m in modules]
+
+
+__all__ = ["RENDERERS", "Artifact", "RenderOptions", "render", "render_many", "renderer_module"]

@@ -25,7 +25,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from topocast.errors import NotApplicableError, RenderError
-from topocast.fabric import NO_TOPOLOGY, FabricTree, build_domains
+from topocast.fabric import NO_TOPOLOGY, FabricTree, build_domains, shared
 from topocast.graph import TopologyGraph
 from topocast.hostlist import compact_str
 from topocast.renderers.base import Artifact, BlockNameOptions, RenderOptions
@@ -56,6 +56,10 @@ def domain_order(graph: TopologyGraph, tree: FabricTree | None = None) -> list[s
     position is (BFS rank of its leaf switch, instance ID), so only the switch skeleton is
     walked; ``tree`` is reused when the caller has already built it.
     """
+    return list(shared(graph, "domain_order", lambda: _domain_order(graph, tree)))
+
+
+def _domain_order(graph: TopologyGraph, tree: FabricTree | None) -> list[str]:
     if not any(n.fabric for n in graph.nodes):
         return sorted({n.accelerator for n in graph.nodes if n.accelerator is not None})
     rank = _switch_ranks(graph, tree)
@@ -119,14 +123,25 @@ def no_domains_error(graph: TopologyGraph) -> RenderError:
     )
 
 
-def cluster_layout(graph: TopologyGraph, options: RenderOptions, order: list[str] | None = None) -> BlockLayout:
-    """The cluster-wide block layout (also the source of ``default:blockNNN`` Slinky specs)."""
+def cluster_layout(graph: TopologyGraph, options: RenderOptions) -> BlockLayout:
+    """The cluster-wide block layout (also the source of ``default:blockNNN`` Slinky specs).
+
+    Shared within one render call by every format that needs it (block, topology.yaml, Slinky).
+    """
     domains = build_domains(graph)
     if not domains.members:
         raise no_domains_error(graph)
-    if order is None:
-        order = domain_order(graph)
-    return layout(domains.members, order, options.block_sizes, options.block_name, "block%03d", alphabetical_ids=True)
+
+    def build() -> BlockLayout:
+        sizes, name = options.block_sizes, options.block_name
+        return layout(domains.members, domain_order(graph), sizes, name, "block%03d", alphabetical_ids=True)
+
+    key = (
+        "cluster_layout",
+        tuple(options.block_sizes or ()),
+        options.block_name and options.block_name.model_dump_json(),
+    )
+    return shared(graph, key, build)
 
 
 def render_layout(lay: BlockLayout, skeleton: bool) -> str:
