@@ -16,6 +16,7 @@ precise error message a per-node check would.
 from __future__ import annotations
 
 from itertools import pairwise
+from operator import itemgetter
 from typing import TYPE_CHECKING
 
 from topocast.names import (
@@ -32,6 +33,8 @@ if TYPE_CHECKING:
     from topocast.graph import TopologyGraph
 
 __all__ = ["check_graph"]
+
+_FIELDS = itemgetter("name", "id", "fabric", "accelerator", "subdomain")
 
 
 def check_graph(graph: TopologyGraph) -> None:
@@ -54,15 +57,19 @@ def _switch_parents(paths: set[tuple[str, ...]]) -> set[tuple[str, str | None]]:
 
 
 def _looks_consistent(graph: TopologyGraph) -> bool:
-    nodes = graph.nodes
-    names = [n.name for n in nodes]
+    # One C-level pass pulls the five checked fields out of every node (vars: pydantic keeps
+    # fields in the instance dict); everything after works on sets of distinct values.
+    if not graph.nodes:
+        return all_safe(list(graph.switch_names.values()), MAX_SWITCH_NAME, remember=True)
+    names, ids, fabrics, domains, subdomains = zip(*map(_FIELDS, map(vars, graph.nodes)), strict=True)
     name_set = set(names)
-    if len(name_set) != len(names) or not all_safe(names, MAX_NODE_NAME):
+    if len(name_set) != len(names) or not all_safe(names, MAX_NODE_NAME, cached=False):
         return False
-    ids = [n.id for n in nodes if n.id is not None]
-    if len(set(ids)) != len(ids):
+    id_set = set(ids)
+    id_set.discard(None)
+    if len(id_set) != len(ids) - ids.count(None):
         return False
-    paths = {tuple(n.fabric) for n in nodes}
+    paths = set(map(tuple, fabrics))
     paths.discard(())
     if any(len(set(p)) != len(p) for p in paths):
         return False
@@ -70,11 +77,13 @@ def _looks_consistent(graph: TopologyGraph) -> bool:
     switches = {sw for sw, _ in pairs}
     if len(switches) != len(pairs) or not all_safe(switches, MAX_SWITCH_NAME, remember=True) or name_set & switches:
         return False
-    subdomains = {n.subdomain for n in nodes if n.subdomain is not None}
-    if subdomains and any(n.subdomain is not None and n.accelerator is None for n in nodes):
+    sub_set = set(subdomains)
+    sub_set.discard(None)
+    if sub_set and any(sub is not None and dom is None for dom, sub in zip(domains, subdomains, strict=True)):
         return False
-    domains = {n.accelerator for n in nodes if n.accelerator is not None}
-    if not all_safe(domains | subdomains, MAX_DOMAIN_NAME, remember=True):
+    domain_set = set(domains)
+    domain_set.discard(None)
+    if not all_safe(domain_set | sub_set, MAX_DOMAIN_NAME, remember=True):
         return False
     return all_safe(list(graph.switch_names.values()), MAX_SWITCH_NAME, remember=True)
 
