@@ -6,8 +6,6 @@ import json
 import sys
 from pathlib import Path
 
-import yaml
-
 from topocast.errors import InvalidGraphError, RenderError
 from topocast.graph import TopologyGraph, graph_from_json, load_graph
 from topocast.renderers import RENDERERS, RenderOptions, render_many
@@ -17,6 +15,8 @@ from topocast.validation import validate
 def load_options(path: Path | None) -> dict:
     if path is None:
         return {}
+    import yaml  # only options files need it: keeps `topocast render` startup lean
+
     try:
         data = yaml.safe_load(path.read_text())  # YAML is a superset of JSON
     except (OSError, yaml.YAMLError) as exc:
@@ -87,10 +87,15 @@ def run_render(
             raise RenderError("several formats need --out DIR")
         sys.stdout.write(artifacts[0].content)
         return
-    out.mkdir(parents=True, exist_ok=True)
-    manifest = []
-    for art in artifacts:
-        (out / art.filename).write_text(art.content)
-        manifest.append({"format": art.format, "file": art.filename, "sha256": art.sha256, "nodes": art.node_count})
-    (out / "manifest.json").write_text(json.dumps({"artifacts": manifest}, indent=2) + "\n")
+    manifest = [
+        {"format": art.format, "file": art.filename, "sha256": art.sha256, "nodes": art.node_count} for art in artifacts
+    ]
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        for art in artifacts:
+            (out / art.filename).write_text(art.content)
+        (out / "manifest.json").write_text(json.dumps({"artifacts": manifest}, indent=2) + "\n")
+    except OSError as exc:
+        where = exc.filename or out
+        raise RenderError(f"--out {out}: cannot write {where} ({exc.strerror or exc})") from None
     print(f"wrote {len(artifacts)} file(s) to {out}", file=sys.stderr)
