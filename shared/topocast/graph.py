@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from operator import attrgetter
 from pathlib import Path
 from typing import Any, Literal
 
@@ -104,9 +105,24 @@ def canonical_json(graph: TopologyGraph) -> str:
 
 
 def dump_graph(graph: TopologyGraph, indent: int | None = 2) -> str:
+    """The graph as JSON, nodes sorted by name (what the store and ``-f graph`` write).
+
+    Equal to ``json.dumps(graph.model_dump(mode="json") with sorted nodes, indent=indent)``;
+    indented output is serialized by pydantic-core (the stdlib encoder is pure Python when
+    indenting), which prints the same bytes whenever the text is ASCII.
+    """
+    ordered = sorted(graph.nodes, key=_by_name)
+    if indent is not None:
+        with paused_gc():
+            text = graph.model_copy(update={"nodes": ordered}).model_dump_json(indent=indent)
+        if text.isascii():
+            return text + "\n"
     data = graph.model_dump(mode="json", exclude_defaults=False)
-    data["nodes"] = sorted(data["nodes"], key=lambda n: n["name"])
+    data["nodes"] = [n.model_dump(mode="json") for n in ordered]
     return json.dumps(data, indent=indent, sort_keys=False) + "\n"
+
+
+_by_name = attrgetter("name")
 
 
 def graph_from_data(data: Any, source: str = "graph") -> TopologyGraph:
