@@ -375,6 +375,17 @@ def package(a: Namespace) -> None:
         print(f"{name}: {path} ({path.stat().st_size / 1e6:.1f} MB)")
 
 
+@command("diff")
+@option("old", metavar="OLD", help="The earlier graph JSON ('-' = stdin).")
+@option("new", metavar="NEW", help="The later graph JSON ('-' = stdin).")
+@option("--json", dest="as_json", flag=True, help="Print the differences as JSON.")
+def diff(a: Namespace) -> int:
+    """Show nodes added, removed, moved (old -> new switches) and domains changed; exit 1 if they differ."""
+    from topocast.diff_cli import run_diff
+
+    return run_diff(a.old, a.new, a.as_json)
+
+
 def main() -> None:  # console-script entry point
     sys.exit(run())
 
