@@ -216,12 +216,13 @@ def _formats_epilog() -> str:
 @option("--options", dest="options_file", type=Path, help="JSON/YAML file with RenderOptions (topologies, labels...).")
 @option("--skeleton", flag=True, help="Omit node lists (Slinky dynamic nodes).")
 @option("--out", type=Path, metavar="DIR", help="Directory to write one file per format (and manifest.json).")
+@option("--previous", type=Path, metavar="FILE", help="html: highlight what changed since this earlier graph JSON.")
 def render(a: Namespace) -> None:
     """Render a graph or a Topograph model to scheduler configs."""
     from topocast.render_cli import run_render
 
     sizes = _parse_sizes(a.block_sizes)
-    run_render(a.graph, a.model, a.fmt or ["slurm-tree"], sizes, a.options_file, a.skeleton, a.out)
+    run_render(a.graph, a.model, a.fmt or ["slurm-tree"], sizes, a.options_file, a.skeleton, a.out, a.previous)
 
 
 @command("validate-slurm")

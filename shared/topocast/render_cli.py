@@ -70,15 +70,23 @@ def run_render(
     options_file: Path | None,
     skeleton: bool,
     out: Path | None,
+    previous: Path | None = None,
 ) -> None:
     fmts = expand_formats(formats)
+    if previous is not None and "html" not in fmts:
+        raise RenderError("--previous only applies to the html format (add -f html)")
     options = build_options(load_options(options_file), block_sizes, skeleton)
     graph = load_input(graph_path, model_path)
+    before = load_graph(previous) if previous is not None else None
     missing = graph.nodes_without_topology()
     if missing:
         shown = ", ".join(missing[:10]) + (f" and {len(missing) - 10} more" if len(missing) > 10 else "")
         print(f"topocast: warning: {len(missing)} node(s) without topology: {shown}", file=sys.stderr)
     artifacts = render_many(graph, fmts, options)  # render all before writing any
+    if before is not None:
+        from topocast.renderers.html import render_with_previous
+
+        artifacts = [render_with_previous(graph, before, options) if a.format == "html" else a for a in artifacts]
     for art in artifacts:
         for w in art.warnings:
             print(f"topocast: warning: {art.format}: {w}", file=sys.stderr)
