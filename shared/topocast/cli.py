@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from argparse import Namespace
 from collections.abc import Callable, Sequence
@@ -49,6 +50,8 @@ class Command:
     options: list[tuple[tuple[str, ...], dict[str, Any]]]
     error_code: int = 2
     epilog: Callable[[], str] | None = None
+    #: may skip interpreter teardown on exit (see :func:`main`)
+    fast_exit: bool = False
 
     @property
     def summary(self) -> str:
@@ -88,15 +91,21 @@ def group(name: str, help_text: str) -> None:
     GROUPS.setdefault(name, Group(help_text)).help = help_text
 
 
-def command(name: str, *, error_code: int = 2, epilog: Callable[[], str] | None = None) -> Callable[[Handler], Handler]:
-    """Register ``handler`` as ``topocast <name>`` (``name`` may be ``"group sub"``)."""
+def command(
+    name: str, *, error_code: int = 2, epilog: Callable[[], str] | None = None, fast_exit: bool = False
+) -> Callable[[Handler], Handler]:
+    """Register ``handler`` as ``topocast <name>`` (``name`` may be ``"group sub"``).
+
+    ``fast_exit``: the command only reads and writes files (closed when it returns), so the
+    process may end without freeing every object one by one (a fifth of a 100k-node render).
+    """
 
     def register(handler: Handler) -> Handler:
         path = tuple(name.split())
         if len(path) > 1:
             GROUPS.setdefault(path[0], Group("")).commands.append(path[1])
         options = list(reversed(getattr(handler, "__cli_options__", [])))  # decorators apply bottom-up
-        COMMANDS[path] = Command(path, handler, options, error_code, epilog)
+        COMMANDS[path] = Command(path, handler, options, error_code, epilog, fast_exit)
         return handler
 
     return register
@@ -145,6 +154,7 @@ def run(argv: Sequence[str] | None = None) -> int:
         prefix = (args.pop(0),)
     if args and not args[0].startswith("-"):
         cmd = COMMANDS[(*prefix, args.pop(0))]
+        _ran.append(cmd)
     else:
         sys.stdout.write(_top_help(prefix))
         return 0 if args and args[0] in ("-h", "--help") else 2
@@ -165,6 +175,10 @@ def run(argv: Sequence[str] | None = None) -> int:
         if isinstance(exc, TopocastError):
             return _error(str(exc), cmd.error_code)
         raise
+
+
+#: the commands :func:`run` started in this process (main() looks at the last one)
+_ran: list[Command] = []
 
 
 class _Exit(Exception):
@@ -201,7 +215,7 @@ def _formats_epilog() -> str:
 # ----- commands ------------------------------------------------------------------------------
 
 
-@command("render", epilog=_formats_epilog)
+@command("render", epilog=_formats_epilog, fast_exit=True)
 @option("--graph", type=Path, metavar="FILE", help="Normalized graph JSON ('-' = stdin).")
 @option("--model", type=Path, metavar="FILE", help="Topograph simulation model YAML.")
 @option(
@@ -376,7 +390,7 @@ def package(a: Namespace) -> None:
         print(f"{name}: {path} ({path.stat().st_size / 1e6:.1f} MB)")
 
 
-@command("diff")
+@command("diff", fast_exit=True)
 @option("old", metavar="OLD", help="The earlier graph JSON ('-' = stdin).")
 @option("new", metavar="NEW", help="The later graph JSON ('-' = stdin).")
 @option("--json", dest="as_json", flag=True, help="Print the differences as JSON.")
@@ -388,7 +402,14 @@ def diff(a: Namespace) -> int:
 
 
 def main() -> None:  # console-script entry point
-    sys.exit(run())
+    code = run()
+    if _ran and _ran[-1].fast_exit:
+        # Tearing down a 100k-node graph object by object costs ~0.2 s of CPU for nothing: the
+        # command's files are written and closed, so flush the standard streams and leave.
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    sys.exit(code)
 
 
 if __name__ == "__main__":
