@@ -12,7 +12,8 @@ while the many small per-node containers are built.
 from __future__ import annotations
 
 import importlib
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from types import ModuleType
 
 from topocast.errors import RenderError
@@ -48,12 +49,22 @@ def render(graph: TopologyGraph, fmt: str, options: RenderOptions | None = None)
         return renderer_module(fmt).render(graph, options or RenderOptions())
 
 
+@contextmanager
+def one_pass() -> Iterator[None]:
+    """Inside the block, renders of one graph share its derived views and run with the GC paused.
+
+    For callers that render format by format themselves (e.g. to handle each one's errors).
+    """
+    with shared_views(), paused_gc():
+        yield
+
+
 def render_many(graph: TopologyGraph, formats: Sequence[str], options: RenderOptions | None = None) -> list[Artifact]:
     """Every format of ``formats`` (in that order), sharing one pass over the graph."""
     opts = options or RenderOptions()
     modules = [renderer_module(f) for f in formats]  # unknown formats fail before any work
-    with shared_views(), paused_gc():
+    with one_pass():
         return [m.render(graph, opts) for m in modules]
 
 
-__all__ = ["RENDERERS", "Artifact", "RenderOptions", "render", "render_many", "renderer_module"]
+__all__ = ["RENDERERS", "Artifact", "RenderOptions", "one_pass", "render", "render_many", "renderer_module"]
