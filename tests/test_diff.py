@@ -99,3 +99,19 @@ def test_bad_input_exits_2_with_one_line(
     assert result.exit_code == 2
     errors = [ln for ln in result.stderr.splitlines() if ln.startswith("topocast: error:")]
     assert len(errors) == 1 and message in errors[0], result.stderr
+
+
+def test_two_stored_generations_diff_by_uri(aws_env: str, files: tuple[Path, Path]) -> None:
+    import boto3
+
+    s3 = boto3.client("s3")
+    s3.create_bucket(Bucket="topocast-diff")
+    keys = []
+    for i, path in enumerate(files, start=41):
+        key = f"topocast/c1/graphs/{i:012d}.json"
+        s3.put_object(Bucket="topocast-diff", Key=key, Body=path.read_bytes(), Metadata={"generation": str(i)})
+        keys.append(f"s3://topocast-diff/{key}")
+    result = invoke(["diff", "--json", *keys])
+    assert result.exit_code == 1, result.output
+    assert json.loads(result.stdout)["added"] == ["gpu-5"]
+    assert invoke(["diff", keys[0], files[0].as_uri()]).exit_code == 0  # the same graph, from a file:// URI

@@ -391,8 +391,8 @@ def package(a: Namespace) -> None:
 
 
 @command("diff", fast_exit=True)
-@option("old", metavar="OLD", help="The earlier graph JSON ('-' = stdin).")
-@option("new", metavar="NEW", help="The later graph JSON ('-' = stdin).")
+@option("old", metavar="OLD", help="The earlier graph: a file, '-' (stdin), or s3://, gs://, file:// URI.")
+@option("new", metavar="NEW", help="The later graph, the same ways.")
 @option("--json", dest="as_json", flag=True, help="Print the differences as JSON.")
 def diff(a: Namespace) -> int:
     """Show nodes added, removed, moved (old -> new switches) and domains changed; exit 1 if they differ."""

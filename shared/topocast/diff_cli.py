@@ -2,7 +2,11 @@
 
 Exit 0 when the graphs are the same, 1 when they differ; bad input raises a
 :class:`~topocast.errors.TopocastError` (the CLI prints one line and exits 2).
-``-`` reads one of the two graphs from stdin.
+
+A side is a graph file, ``-`` (stdin, one side only), or a stored generation by URI, fetched
+and sha256-verified the way the pull agent fetches (``s3://bucket/<prefix>/<cluster>/graphs/
+000000000042.json``, ``gs://...``, ``file:///...``): two generations of one deployment diff
+directly.
 """
 
 from __future__ import annotations
@@ -18,9 +22,13 @@ __all__ = ["load_source", "run_diff"]
 
 
 def load_source(source: str) -> TopologyGraph:
-    """A graph file, or ``-`` for stdin."""
+    """A graph file, ``-`` for stdin, or an ``s3://``, ``gs://``/``gcs://`` or ``file://`` URI."""
     if source == "-":
         return graph_from_json(sys.stdin.buffer.read(), "<stdin>")
+    if "://" in source:
+        from topocast.pull import fetch  # the pull agent's verified fetch (cloud SDKs load only here)
+
+        return graph_from_json(fetch(source).content, source)
     return load_graph(source)
 
 
