@@ -35,6 +35,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from topocast.errors import TopocastError
+
 __all__ = ["command", "group", "main", "option", "run"]
 
 PROG = "topocast"
@@ -169,12 +171,10 @@ def run(argv: Sequence[str] | None = None) -> int:
     except OSError as exc:
         where = f"{exc.filename}: " if exc.filename else ""
         return _error(f"{where}{exc.strerror or exc}", cmd.error_code)
-    except Exception as exc:
-        from topocast.errors import TopocastError
-
-        if isinstance(exc, TopocastError):
-            return _error(str(exc), cmd.error_code)
-        raise
+    except TopocastError as exc:
+        return _error(str(exc), cmd.error_code)
+    except KeyboardInterrupt:
+        return _error("interrupted", 130)
 
 
 #: the commands :func:`run` started in this process (main() looks at the last one)
