@@ -159,3 +159,27 @@ def test_gcp_demo_through_the_cli_writes_the_same_outputs(tmp_path: Path) -> Non
 def test_demo_rejects_an_unknown_cloud() -> None:
     result = invoke(["demo", "--cloud", "azure"])
     assert result.exit_code != 0 and "--cloud must be aws or gcp" in result.stderr
+
+
+def test_top_level_help_lists_every_command_and_group() -> None:
+    result = invoke(["--help"])
+    assert result.exit_code == 0
+    for name in ("render", "validate-slurm", "schema", "discover", "pull", "demo", "package", "diff", "collect"):
+        assert f"\n  {name} " in result.stdout, name
+    sub = invoke(["collect", "--help"])
+    assert sub.exit_code == 0 and "ibnetdiscover" in sub.stdout
+
+
+def test_unknown_command_is_one_line_exit_2() -> None:
+    result = invoke(["rendr", "--graph", "x"])
+    assert result.exit_code == 2
+    assert result.stderr.strip() == "topocast: error: unknown command 'rendr' (see 'topocast --help')"
+
+
+def test_importing_the_cli_loads_no_command_dependencies() -> None:
+    """`topocast render` starts fast because the CLI module imports nothing a command needs."""
+    code = (
+        "import sys, topocast.cli; print(sorted(m for m in ('pydantic', 'yaml', 'typer', 'boto3') if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
