@@ -61,3 +61,11 @@ def test_unwritable_out_is_one_line_without_a_traceback(target: str, tmp_path: P
     errors = [ln for ln in result.stderr.splitlines() if not ln.startswith("topocast: warning:")]
     assert len(errors) == 1 and errors[0].startswith(f"topocast: error: --out {out}: cannot write"), result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_file_only_rendering_drops_api_objects_but_not_content() -> None:
+    g = cluster()
+    with_objects = render_many(g, ["k8s-labels", "volcano"])
+    files_only = render_many(g, ["k8s-labels", "volcano"], objects=False)
+    assert all(a.objects for a in with_objects) and not any(a.objects for a in files_only)
+    assert [a.content for a in files_only] == [a.content for a in with_objects]

@@ -82,7 +82,7 @@ def run_render(
     if missing:
         shown = ", ".join(missing[:10]) + (f" and {len(missing) - 10} more" if len(missing) > 10 else "")
         print(f"topocast: warning: {len(missing)} node(s) without topology: {shown}", file=sys.stderr)
-    artifacts = render_many(graph, fmts, options)  # render all before writing any
+    artifacts = render_many(graph, fmts, options, objects=False)  # render all before writing any
     if before is not None:
         from topocast.renderers.html import render_with_previous
 
