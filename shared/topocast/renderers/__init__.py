@@ -21,7 +21,7 @@ from topocast.errors import RenderError
 from topocast.fabric import shared_views
 from topocast.gc_pause import paused_gc
 from topocast.graph import TopologyGraph
-from topocast.renderers.base import Artifact, RenderOptions
+from topocast.renderers.base import OBJECTS_WANTED, Artifact, RenderOptions
 
 #: format name -> module. The order is the order ``--format all`` renders in.
 RENDERERS: dict[str, str] = {
@@ -70,10 +70,14 @@ def render_many(
     """
     opts = options or RenderOptions()
     modules = [renderer_module(f) for f in formats]  # unknown formats fail before any work
-    with one_pass():
-        if objects:
-            return [m.render(graph, opts) for m in modules]
-        return [dataclasses.replace(m.render(graph, opts), objects=[]) for m in modules]
+    token = OBJECTS_WANTED.set(objects)
+    try:
+        with one_pass():
+            if objects:
+                return [m.render(graph, opts) for m in modules]
+            return [dataclasses.replace(m.render(graph, opts), objects=[]) for m in modules]
+    finally:
+        OBJECTS_WANTED.reset(token)
 
 
 __all__ = ["RENDERERS", "Artifact", "RenderOptions", "one_pass", "render", "render_many", "renderer_module"]

@@ -31,7 +31,7 @@ from topocast.fabric import NO_TOPOLOGY
 from topocast.gc_pause import paused_gc
 from topocast.graph import TopologyGraph
 from topocast.hostlist import compact_str
-from topocast.renderers.base import Artifact, LabelScheme, RenderOptions
+from topocast.renderers.base import OBJECTS_WANTED, Artifact, LabelScheme, RenderOptions
 from topocast.renderers.k8s_common import HOSTNAME_LABEL, check_label_key, label_value
 
 FILENAME = "labels.json"
@@ -194,15 +194,19 @@ def _render(graph: TopologyGraph, keys: LabelKeys) -> Artifact:
         warnings.append(f"{len(bare)} node(s) have no topology and get {label}: {sample(bare)}")
     pending_set = set(pending)
     keep = [keys.accelerator, keys.subdomain]
-    objects: list[dict[str, Any]] = [
-        {
-            "node": n.name,
-            "id": n.id,
-            "labels": labels[n.name],  # shared between nodes of one leaf: read-only
-            # Owned keys whose value is unknown right now (not gone): a publisher leaves them as they are.
-            "keep": list(keep) if n.name in pending_set else [],
-        }
-        for n in nodes
-    ]
+    objects: list[dict[str, Any]] = (
+        []
+        if not OBJECTS_WANTED.get()
+        else [
+            {
+                "node": n.name,
+                "id": n.id,
+                "labels": labels[n.name],  # shared between nodes of one leaf: read-only
+                # Owned keys whose value is unknown right now (not gone): a publisher leaves them as they are.
+                "keep": list(keep) if n.name in pending_set else [],
+            }
+            for n in nodes
+        ]
+    )
     content = _json(labels, [n.name for n in nodes])
     return Artifact(FORMAT, FILENAME, content, MEDIA_TYPE, len(graph.nodes), objects, warnings)
