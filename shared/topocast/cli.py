@@ -20,7 +20,15 @@ long flag's name (``--block-sizes`` -> ``a.block_sizes``), ``flag=True`` makes a
 ``--x/--no-x`` pair (default False unless ``default=True``), ``many=True`` a repeatable
 option collected into a list (empty when not given). A :class:`~topocast.errors.TopocastError`
 raised by a command prints as one line and exits ``error_code`` (2 by default); so does an
-``OSError`` (a file that cannot be read or written).
+``OSError`` (a file that cannot be read or written); ``raise fail("message", code)`` does the
+same for a check in the command itself. ``group("events", "one line of help")`` declares a
+command group; ``@command("events explain")`` then adds to it.
+
+Porting a typer-style command: ``x: Annotated[T, typer.Option("--x", help=H)] = D`` becomes
+``@option("--x", type=T, default=D, help=H)`` (and ``a.x`` in the body); a ``bool`` option becomes
+``flag=True``; ``list[T] | None`` becomes ``many=True``; ``typer.echo(...)`` becomes ``print(...)``
+(``file=sys.stderr`` for ``err=True``); ``raise typer.Exit(n)`` becomes ``return n``; and the
+``try/except TopocastError`` around the call goes away.
 """
 
 from __future__ import annotations
@@ -37,7 +45,7 @@ from typing import Any
 
 from topocast.errors import TopocastError
 
-__all__ = ["command", "group", "main", "option", "run"]
+__all__ = ["command", "fail", "group", "main", "option", "run"]
 
 PROG = "topocast"
 DESCRIPTION = "Tell GPU schedulers where the wires are: discover, render and publish cluster topology."

@@ -23,7 +23,6 @@ and the nodes without topology.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import re
 from collections import Counter
@@ -42,12 +41,6 @@ FORMAT = "html"
 
 #: node flags in the page data (``--previous``)
 ADDED, MOVED, REDOMAINED = 1, 2, 3
-
-
-def domain_colour(domain: str) -> str:
-    """A stable colour per domain name, for places without the page's numbering."""
-    h = hashlib.sha256(domain.encode()).digest()
-    return f"hsl({int.from_bytes(h[:2], 'big') % 360},{55 + h[2] % 3 * 10}%,{42 + h[3] % 3 * 8}%)"
 
 
 def natural_key(text: str) -> list[tuple[int, int | str]]:

@@ -26,7 +26,7 @@ function fill(segs, total) {
       '">' + (w >= 9 && d >= 0 ? "#" + (d + 1) : "") + "</i>";
   }).join("") + "</span>";
 }
-function header(label, cls, count, segs, changed) {
+function header(label, count, segs, changed) {
   return '<div class="hd"><span class="tw">&#9656;</span><span class="nm">' + esc(label) + '</span><span class="ct">' + count +
     "</span>" + (segs ? fill(segs, segs.reduce((a, s) => a + s[1], 0)) : "") +
     (changed ? '<span class="chg">' + changed + " changed</span>" : "") + "</div>";
@@ -40,7 +40,7 @@ function group(sw) {
     (kids ? " \u00b7 " + kids + (leaves ? (kids === 1 ? " leaf" : " leaves") : (kids === 1 ? " switch" : " switches")) : "") +
     " \u00b7 " + s[9] + " domain" + (s[9] === 1 ? "" : "s") +
     (s[11] ? " (" + (s[11] === s[9] ? (s[9] === 1 ? "" : "all ") : s[11] + " ") + "also under other switches)" : "");
-  el.innerHTML = header(s[0] + (s[0] !== s[1] ? " (" + s[1] + ")" : ""), "", what, s[8], s[10]);
+  el.innerHTML = header(s[0] + (s[0] !== s[1] ? " (" + s[1] + ")" : ""), what, s[8], s[10]);
   el.firstChild.title = "switch " + s[1] + "\n" + path(sw) + "\nclick to open or close";
   el.firstChild.onclick = () => toggle(el);
   return el;
@@ -48,7 +48,7 @@ function group(sw) {
 function bareGroup() {
   const [a, b] = D.bare, el = document.createElement("div");
   el.className = "grp bare"; el.dataset.bare = "1";
-  el.innerHTML = header("no topology", "", (b - a) + " node(s) without switches", null, 0);
+  el.innerHTML = header("no topology", (b - a) + " node(s) without switches", null, 0);
   el.firstChild.onclick = () => toggle(el);
   return el;
 }
