@@ -212,12 +212,11 @@ def test_pull_agent_installs_into_a_real_controller(pipeline: LocalAwsPipeline, 
 
 
 def test_demo_command_writes_its_outputs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from typer.testing import CliRunner
 
-    from topocast.cli import app
+    from cli_runner import invoke
 
     out = tmp_path / "demo"
-    result = CliRunner().invoke(app, ["demo", "--nodes", "64", "--events", "200", "--out", str(out), "--quiet", "1"])
+    result = invoke(["demo", "--nodes", "64", "--events", "200", "--out", str(out), "--quiet", "1"])
     assert result.exit_code == 0, result.output
     report = json.loads((out / "report.json").read_text())
     assert report["events"] == 200

@@ -8,13 +8,10 @@ import sys
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
+from cli_runner import invoke
 
-from topocast.cli import app
 from topocast.hostlist import expand
 from topocast.renderers import RENDERERS
-
-runner = CliRunner()
 
 GRAPH = {
     "schema_version": 1,
@@ -36,7 +33,7 @@ def graph_file(tmp_path: Path) -> Path:
 
 
 def test_render_one_format_to_stdout(graph_file: Path) -> None:
-    result = runner.invoke(app, ["render", "--graph", str(graph_file), "-f", "slurm-tree"])
+    result = invoke(["render", "--graph", str(graph_file), "-f", "slurm-tree"])
     assert result.exit_code == 0
     assert "SwitchName=leaf-0 Nodes=gpu-[000-003]" in result.stdout
     assert "SwitchName=no-topology Nodes=login-1" in result.stdout
@@ -44,9 +41,7 @@ def test_render_one_format_to_stdout(graph_file: Path) -> None:
 
 def test_render_all_formats_writes_files_and_a_manifest(graph_file: Path, tmp_path: Path) -> None:
     out = tmp_path / "out"
-    result = runner.invoke(
-        app, ["render", "--graph", str(graph_file), "-f", "all", "--block-sizes", "8,16", "--out", str(out)]
-    )
+    result = invoke(["render", "--graph", str(graph_file), "-f", "all", "--block-sizes", "8,16", "--out", str(out)])
     assert result.exit_code == 0, result.output
     manifest = json.loads((out / "manifest.json").read_text())
     assert {a["format"] for a in manifest["artifacts"]} == set(RENDERERS)
@@ -75,7 +70,7 @@ def test_bad_input_exits_non_zero_with_one_line(
     argv = ["render"] + [a.format(graph=graph_file, bad=bad) for a in args]
     if "-f" not in argv and "--block-sizes" in argv:
         argv += ["-f", "slurm-block"]
-    result = runner.invoke(app, argv)
+    result = invoke(argv)
     assert result.exit_code != 0
     lines = [ln for ln in result.stderr.splitlines() if ln.startswith("topocast: error:")]
     assert len(lines) == 1 and message in lines[0], result.stderr
@@ -108,8 +103,7 @@ def test_discover_aws_against_moto(aws_env: str, tmp_path: Path) -> None:
     ec2_sim.generate_cluster(ec2, 20, cluster_tag=("topocast:cluster", "c1"))
     ec2_sim.generate_cluster(ec2, 5, cluster_tag=("topocast:cluster", "other"), name_prefix="x-")
     out = tmp_path / "g.json"
-    result = runner.invoke(
-        app,
+    result = invoke(
         ["discover", "--provider", "aws", "--cluster", "c1", "--filter", "tag:topocast:cluster=c1",
          "--name-from", "tag:Name", "--out", str(out)],
     )  # fmt: skip
@@ -123,7 +117,7 @@ def test_discover_aws_without_permission_is_one_clear_line(aws_env: str) -> None
     from topocast.sim import ec2 as ec2_sim
 
     ec2_sim.inject_faults(1.0, code="UnauthorizedOperation", status=403)
-    result = runner.invoke(app, ["discover", "--provider", "aws", "--cluster", "c1"])
+    result = invoke(["discover", "--provider", "aws", "--cluster", "c1"])
     assert result.exit_code != 0
     assert "ec2:DescribeInstances" in result.stderr
 
@@ -139,7 +133,7 @@ def test_model_not_in_the_repo_renders_and_loads_into_slurmctld(tmp_path: Path, 
         "- {switch: tor-2, nodes: ['h[005-006]'], annotations: {accelerator.topology.test/domain: nvl-a}}\n"
         "- {switch: tor-3, nodes: ['h[007-010]'], annotations: {accelerator.topology.test/domain: nvl-b}}\n"
     )
-    result = runner.invoke(app, ["render", "--model", str(model), "-f", "slurm-tree"])
+    result = invoke(["render", "--model", str(model), "-f", "slurm-tree"])
     assert result.exit_code == 0, result.output
     ctl = slurm_controller_factory([f"h{i:03d}" for i in range(1, 11)], result.stdout)
     shown = ctl.show_topology()
@@ -150,7 +144,7 @@ def test_model_not_in_the_repo_renders_and_loads_into_slurmctld(tmp_path: Path, 
 
 def test_gcp_demo_through_the_cli_writes_the_same_outputs(tmp_path: Path) -> None:
     out = tmp_path / "demo-gcp"
-    result = runner.invoke(app, ["demo", "--cloud", "gcp", "--nodes", "32", "--out", str(out), "--quiet", "1"])
+    result = invoke(["demo", "--cloud", "gcp", "--nodes", "32", "--out", str(out), "--quiet", "1"])
     assert result.exit_code == 0, result.output
     report = json.loads((out / "report.json").read_text())
     for key in ("events", "discover_runs", "api_calls", "renders", "publishes", "nodes", "nodes_without_topology"):
@@ -163,5 +157,29 @@ def test_gcp_demo_through_the_cli_writes_the_same_outputs(tmp_path: Path) -> Non
 
 
 def test_demo_rejects_an_unknown_cloud() -> None:
-    result = runner.invoke(app, ["demo", "--cloud", "azure"])
+    result = invoke(["demo", "--cloud", "azure"])
     assert result.exit_code != 0 and "--cloud must be aws or gcp" in result.stderr
+
+
+def test_top_level_help_lists_every_command_and_group() -> None:
+    result = invoke(["--help"])
+    assert result.exit_code == 0
+    for name in ("render", "validate-slurm", "schema", "discover", "pull", "demo", "package", "diff", "collect"):
+        assert f"\n  {name} " in result.stdout, name
+    sub = invoke(["collect", "--help"])
+    assert sub.exit_code == 0 and "ibnetdiscover" in sub.stdout
+
+
+def test_unknown_command_is_one_line_exit_2() -> None:
+    result = invoke(["rendr", "--graph", "x"])
+    assert result.exit_code == 2
+    assert result.stderr.strip() == "topocast: error: unknown command 'rendr' (see 'topocast --help')"
+
+
+def test_importing_the_cli_loads_no_command_dependencies() -> None:
+    """`topocast render` starts fast because the CLI module imports nothing a command needs."""
+    code = (
+        "import sys, topocast.cli; print(sorted(m for m in ('pydantic', 'yaml', 'typer', 'boto3') if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"

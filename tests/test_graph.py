@@ -149,3 +149,61 @@ def test_exported_schema_matches_the_model(tmp_path) -> None:
 
     committed = Path(__file__).resolve().parent.parent / "schemas" / "graph-v1.schema.json"
     assert json.loads(committed.read_text()) == json_schema(), "run: topocast schema --out schemas/graph-v1.schema.json"
+
+
+# ----- the set-level fast path must reject exactly what a node-by-node check rejects -----------------
+
+
+def big_graph(n: int = 500, **changes: dict) -> str:
+    nodes = [
+        {
+            "name": f"gpu-{i:04d}",
+            "id": f"i-{i}",
+            "fabric": [f"leaf-{i // 10}", f"spine-{i // 100}"],
+            "accelerator": "d1",
+        }
+        for i in range(n)
+    ]
+    for name, change in changes.items():
+        nodes[int(name.removeprefix("n"))].update(change)
+    return graph_json(nodes)
+
+
+@pytest.mark.parametrize(
+    ("change", "error", "message"),
+    [
+        ({"n321": {"name": "gpu 321"}}, UnsafeNameError, "node name 'gpu 321' of node 'gpu 321' contains whitespace"),
+        ({"n321": {"name": "gpu-1\ngpu-2"}}, UnsafeNameError, "contains a newline"),  # not two names when joined
+        ({"n77": {"fabric": ["leaf-7", "spine 0"]}}, UnsafeNameError, "switch name 'spine 0' of node 'gpu-0077'"),
+        ({"n400": {"accelerator": "d,1"}}, UnsafeNameError, "accelerator domain 'd,1' of node 'gpu-0400'"),
+        ({"n12": {"id": "i-11"}}, InvalidGraphError, "instance id 'i-11' is used by nodes 'gpu-0011' and 'gpu-0012'"),
+        ({"n499": {"name": "gpu-0000"}}, InvalidGraphError, "node name 'gpu-0000' appears twice"),
+        (
+            {"n250": {"fabric": ["leaf-25", "spine-9"]}},
+            InvalidGraphError,
+            "switch 'leaf-25' has parent 'spine-9' for node 'gpu-0250' but 'spine-2'",
+        ),
+        ({"n3": {"fabric": ["leaf-0", "spine-0", "leaf-0"]}}, InvalidGraphError, "has a switch twice"),
+        ({"n5": {"fabric": ["gpu-0006"]}}, InvalidGraphError, "'gpu-0006' is both a node and a switch"),
+        ({"n6": {"subdomain": "r1", "accelerator": None}}, InvalidGraphError, "sub-domain but no accelerator"),
+    ],
+)
+def test_one_bad_node_among_many_is_found_and_named(change: dict, error: type, message: str) -> None:
+    with pytest.raises(error) as exc:
+        graph_from_json(big_graph(**change), "big.json")
+    assert message in str(exc.value) and str(exc.value).startswith("big.json: ")
+
+
+def test_a_good_big_graph_loads_with_every_field() -> None:
+    g = graph_from_json(big_graph())
+    assert len(g.nodes) == 500 and g.nodes[123].fabric == ["leaf-12", "spine-1"]
+
+
+def test_names_found_safe_are_remembered_but_never_beyond_their_limit() -> None:
+    from topocast import names
+
+    long_domain = "d" * 100  # a fine domain name, too long for a switch
+    graph_from_json(graph_json([{"name": "a", "fabric": ["leaf-1"], "accelerator": long_domain}]))
+    assert "leaf-1" in names._KNOWN_SAFE and long_domain not in names._KNOWN_SAFE
+    with pytest.raises(UnsafeNameError, match="limit 64"):
+        graph_from_json(graph_json([{"name": "a", "fabric": [long_domain]}]))

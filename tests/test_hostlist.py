@@ -57,3 +57,48 @@ def test_expand_rejects_malformed(bad: str) -> None:
 def test_compact_then_expand_is_identity(nums: set[int], prefix: str) -> None:
     names = {f"{prefix}{n:04d}" for n in nums}
     assert sorted(expand(compact_str(names))) == sorted(names)
+
+
+def _reference_compact(names: list[str]) -> list[str]:
+    """The hostlist rule written out plainly (the regex split, every run one by one)."""
+    import re
+
+    groups: dict[str, dict[str, int]] = {}
+    for name in names:
+        m = re.match(r"^(.*?)(0*\d+)$", name, re.DOTALL)
+        if m is None:
+            groups.setdefault(name, {})
+        else:
+            groups.setdefault(m.group(1), {})[m.group(2)] = int(m.group(2))
+    out = []
+    for prefix in sorted(groups):
+        nums = sorted(groups[prefix].items(), key=lambda kv: (kv[1], kv[0]))
+        if not nums:
+            out.append(prefix)
+        elif len(nums) == 1:
+            out.append(prefix + nums[0][0])
+        else:
+            runs = [[nums[0]]]
+            for item in nums[1:]:
+                if item[1] == runs[-1][-1][1] + 1:
+                    runs[-1].append(item)
+                else:
+                    runs.append([item])
+            body = ",".join(r[0][0] if len(r) == 1 else f"{r[0][0]}-{r[-1][0]}" for r in runs)
+            out.append(f"{prefix}[{body}]")
+    return out
+
+
+@given(
+    st.lists(
+        st.builds(
+            lambda p, n, w: p + (str(n).zfill(w) if n is not None else ""),
+            st.sampled_from(["gpu-", "n", "rack1-n", "", "x.y"]),
+            st.one_of(st.none(), st.integers(0, 40)),
+            st.integers(1, 3),
+        ),
+        max_size=40,
+    )
+)
+def test_compact_matches_the_plain_rule(names: list[str]) -> None:
+    assert compact(names) == _reference_compact(names)

@@ -17,11 +17,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from cli_runner import invoke
 from test_k8s_publish_cli import kubeconfig
 from test_k8s_publisher import DOMAIN, MANAGED, TIER, make_graph
-from typer.testing import CliRunner
 
-from topocast.cli import app
 from topocast.graph import TopologyGraph, dump_graph
 
 kmock = pytest.importorskip("kmock", reason="kmock (the third-party emulator) is in the dev extra")
@@ -89,7 +88,7 @@ def publish(tmp_path: Path, cluster: KmockCluster, graph: TopologyGraph, *extra:
     path = tmp_path / f"graph-{len(graph.nodes)}.json"
     path.write_text(dump_graph(graph))
     args = ["publish", "--graph", str(path), "--kubeconfig", str(kubeconfig(tmp_path, cluster.url)), *extra]
-    result = CliRunner().invoke(app, args)
+    result = invoke(args)
     assert "Traceback" not in result.output
     return result
 

@@ -8,11 +8,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from cli_runner import invoke
 from k8s_fake_apiserver import NODES, FakeKubeApiServer
 from test_k8s_publish_cli import kubeconfig
-from typer.testing import CliRunner
 
-from topocast.cli import app
 from topocast.graph import TopologyGraph
 from topocast.k8s.client import ClientSettings, K8sConnection, build_client
 from topocast.k8s.node_source import discover
@@ -159,8 +158,7 @@ def test_registered_provider_and_the_discover_command(fake: FakeKubeApiServer, t
     assert provider_module("k8s-labels").__name__ == "topocast.providers.k8s_labels"
     eks_nodes(fake)
 
-    result = CliRunner().invoke(
-        app,
+    result = invoke(
         [
             "discover",
             "--provider",
@@ -204,13 +202,10 @@ def test_labels_the_cloud_set_become_topocast_labels_and_a_kueue_topology(
 
     eks_nodes(fake)
     kc = str(kubeconfig(tmp_path, fake.url))
-    runner = CliRunner()
-    found = runner.invoke(
-        app, ["discover", "--provider", "k8s-labels", "--kubeconfig", kc, "--out", str(tmp_path / "g.json")]
-    )
+    found = invoke(["discover", "--provider", "k8s-labels", "--kubeconfig", kc, "--out", str(tmp_path / "g.json")])
     assert found.exit_code == 0, found.output
 
-    published = runner.invoke(app, ["publish", "--graph", str(tmp_path / "g.json"), "--kubeconfig", kc])
+    published = invoke(["publish", "--graph", str(tmp_path / "g.json"), "--kubeconfig", kc])
 
     assert published.exit_code == 0, published.output
     labels = fake.get(NODES, "ip-10-0-1-0.ec2.internal")["metadata"]["labels"]  # type: ignore[index]
@@ -221,5 +216,5 @@ def test_labels_the_cloud_set_become_topocast_labels_and_a_kueue_topology(
     levels = [lv["nodeLabel"] for lv in fake.get(KUEUE_TOPOLOGY, "topocast")["spec"]["levels"]]  # type: ignore[index]
     assert levels[-1] == "kubernetes.io/hostname" and levels[0] == "fabric.topograph.run/tier-3"
     # matched by provider ID: the graph carries the instance IDs the labels' nodes have
-    again = runner.invoke(app, ["publish", "--graph", str(tmp_path / "g.json"), "--kubeconfig", kc, "--dry-run"])
+    again = invoke(["publish", "--graph", str(tmp_path / "g.json"), "--kubeconfig", kc, "--dry-run"])
     assert "nodes to patch: 0 (7 already current, 0 drifted)" in again.stdout

@@ -9,11 +9,10 @@ from typing import Any
 
 import pytest
 import yaml
+from cli_runner import invoke
 from k8s_fake_apiserver import CONFIGMAPS, KUEUE_TOPOLOGY, NODES, VOLCANO_HYPERNODE, FakeKubeApiServer
 from test_k8s_publisher import DOMAIN, MANAGED, TIER, add_cluster_nodes, make_graph
-from typer.testing import CliRunner
 
-from topocast.cli import app
 from topocast.graph import dump_graph
 
 
@@ -41,7 +40,7 @@ def kubeconfig(tmp_path: Path, server: str, token: str = "cli-token") -> Path:
 
 
 def run(*args: Any) -> Any:
-    return CliRunner().invoke(app, ["publish", *map(str, args)])
+    return invoke(["publish", *map(str, args)])
 
 
 def test_dry_run_prints_the_plan_and_writes_nothing_then_publish_and_repair(

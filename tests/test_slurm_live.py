@@ -287,29 +287,24 @@ def test_a_wrong_sha256_is_refused_before_planning(tmp_path: Path) -> None:
 
 
 def test_node_topology_cli_by_hostname_and_by_instance_id(tmp_path: Path) -> None:
-    from typer.testing import CliRunner
-
-    from topocast.cli import app
+    from cli_runner import invoke
 
     topo = tmp_path / "topology-tree.conf"
     topo.write_text(TREE)
     graph = tmp_path / "graph.json"
     nodes = [Node(name="n10", id="i-0abc", fabric=["leaf3", "spine2", "root"])]
     graph.write_text(TopologyGraph(cluster="c", provider="aws", nodes=nodes).model_dump_json())
-    runner = CliRunner()
     src = f"file://{topo}"
-    by_name = runner.invoke(app, ["node-topology", "--source", src, "--hostname", "n5"])
+    by_name = invoke(["node-topology", "--source", src, "--hostname", "n5"])
     assert by_name.exit_code == 0 and by_name.stdout.strip() == "default:root:spine1:leaf2"
     args = ["node-topology", "--source", src, "--instance-id", "i-0abc", "--graph", f"file://{graph}", "--json"]
-    by_id = runner.invoke(app, args)
+    by_id = invoke(args)
     assert by_id.exit_code == 0, by_id.output
     assert '"node": "n10"' in by_id.stdout and '"topology": "default:root:spine2:leaf3"' in by_id.stdout
-    missing = runner.invoke(
-        app, ["node-topology", "--source", src, "--instance-id", "i-none", "--graph", f"file://{graph}"]
-    )
+    missing = invoke(["node-topology", "--source", src, "--instance-id", "i-none", "--graph", f"file://{graph}"])
     assert missing.exit_code == 2 and "i-none" in missing.output and "Traceback" not in missing.output
-    templ = runner.invoke(
-        app, ["node-topology", "--source", src, "--instance-id", "i-0abc", "--graph", "file:///x/{generation}/g.json"]
+    templ = invoke(
+        ["node-topology", "--source", src, "--instance-id", "i-0abc", "--graph", "file:///x/{generation}/g.json"]
     )
     assert templ.exit_code == 2 and "carries no generation" in templ.output
 

@@ -12,10 +12,9 @@ from collections import defaultdict
 from pathlib import Path
 
 import pytest
+from cli_runner import invoke
 from slurm_fixtures import DEFAULT_TOPOLOGY, ControllerFactory, requires_slurm
-from typer.testing import CliRunner
 
-from topocast.cli import app
 from topocast.graph import Node, TopologyGraph
 from topocast.renderers import render
 from topocast.slurm.controller import SlurmController, SwitchInfo
@@ -184,7 +183,7 @@ def run_cli(tmp_path: Path, topology: str, with_conf: bool) -> tuple[int, str]:
         conf = tmp_path / "slurm.conf"
         conf.write_text("NodeName=n[1-8] CPUs=1\nPartitionName=p Nodes=ALL\n")
         args += ["--slurm-conf", str(conf)]
-    result = CliRunner().invoke(app, args)
+    result = invoke(args)
     return result.exit_code, result.output
 
 

@@ -8,9 +8,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
-
-from topocast.cli import app
+from cli_runner import invoke
 
 INFRA = Path(__file__).resolve().parent.parent / "infra"
 UNITS = [
@@ -28,7 +26,7 @@ def exec_start(service: str) -> str:
 def test_unit_flags_exist_in_the_cli(folder: Path, unit: str, command: list[str]) -> None:
     line = exec_start((folder / f"{unit}.service").read_text())
     assert line.split()[1 : 1 + len(command)] == command
-    help_text = CliRunner().invoke(app, [*command, "--help"], env={"COLUMNS": "200"}).output
+    help_text = invoke([*command, "--help"], env={"COLUMNS": "200"}).output
     for flag in re.findall(r"(--[a-z][a-z-]+)", line):
         assert flag in help_text, f"{unit}.service passes {flag}, which `topocast {' '.join(command)}` lacks"
 

@@ -20,13 +20,16 @@ from __future__ import annotations
 
 import hashlib
 import json
+from operator import attrgetter
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from topocast.errors import InvalidGraphError
-from topocast.names import check_domain_name, check_node_name, check_switch_name
+from topocast.errors import InvalidGraphError, TopocastError
+from topocast.gc_pause import paused_gc
+from topocast.graph_checks import check_graph
+from topocast.names import check_node_name
 from topocast.validation import validate
 
 SCHEMA_VERSION = 1
@@ -52,25 +55,6 @@ class Node(BaseModel):
     zone: str | None = None
     instance_type: str | None = None
     labels: dict[str, str] = Field(default_factory=dict, description="Extra provider labels (informational).")
-
-    @field_validator("name")
-    @classmethod
-    def _name(cls, v: str) -> str:
-        return check_node_name(v)
-
-    @model_validator(mode="after")
-    def _names(self) -> Node:
-        for sw in self.fabric:
-            check_switch_name(sw, self.name)
-        if len(set(self.fabric)) != len(self.fabric):
-            raise ValueError(f"node {self.name!r} has a switch twice in its fabric path {self.fabric}")
-        if self.accelerator is not None:
-            check_domain_name(self.accelerator, self.name)
-        if self.subdomain is not None:
-            check_domain_name(self.subdomain, self.name, "sub-domain")
-            if self.accelerator is None:
-                raise ValueError(f"node {self.name!r} has a sub-domain but no accelerator domain")
-        return self
 
     @property
     def has_topology(self) -> bool:
@@ -98,45 +82,7 @@ class TopologyGraph(BaseModel):
 
     @model_validator(mode="after")
     def _consistent(self) -> TopologyGraph:
-        seen_names: set[str] = set()
-        seen_ids: dict[str, str] = {}
-        # A switch must sit at one tier under one parent everywhere, or the paths don't form a tree.
-        tier_of: dict[str, tuple[int, str | None, str]] = {}
-        leaf_path: dict[str, tuple[str, ...]] = {}
-        for node in self.nodes:
-            if node.name in seen_names:
-                raise ValueError(f"node name {node.name!r} appears twice")
-            seen_names.add(node.name)
-            if node.id is not None:
-                if node.id in seen_ids:
-                    raise ValueError(
-                        f"instance id {node.id!r} is used by nodes {seen_ids[node.id]!r} and {node.name!r}"
-                    )
-                seen_ids[node.id] = node.name
-            path = tuple(node.fabric)
-            if not path:
-                continue
-            known = leaf_path.get(path[0])
-            if known == path:
-                continue  # same leaf, same path: already checked (the common case, kept fast)
-            leaf_path.setdefault(path[0], path)
-            depth = len(path)
-            for i, sw in enumerate(path):
-                parent = node.fabric[i + 1] if i + 1 < depth else None
-                height = depth - 1 - i  # distance from the root of this node's path
-                prev = tier_of.get(sw)
-                if prev is None:
-                    tier_of[sw] = (height, parent, node.name)
-                elif prev[:2] != (height, parent):
-                    raise ValueError(
-                        f"switch {sw!r} has parent {prev[1]!r} for node {prev[2]!r} but {parent!r} for node "
-                        f"{node.name!r}: fabric paths must form a tree"
-                    )
-        if seen_names & set(tier_of):
-            clash = sorted(seen_names & set(tier_of))[0]
-            raise ValueError(f"{clash!r} is both a node and a switch")
-        for sw, name in self.switch_names.items():
-            check_switch_name(name, f"switch {sw}")
+        check_graph(self)
         return self
 
     # ----- queries -----------------------------------------------------------------
@@ -159,9 +105,24 @@ def canonical_json(graph: TopologyGraph) -> str:
 
 
 def dump_graph(graph: TopologyGraph, indent: int | None = 2) -> str:
+    """The graph as JSON, nodes sorted by name (what the store and ``-f graph`` write).
+
+    Equal to ``json.dumps(graph.model_dump(mode="json") with sorted nodes, indent=indent)``;
+    indented output is serialized by pydantic-core (the stdlib encoder is pure Python when
+    indenting), which prints the same bytes whenever the text is ASCII.
+    """
+    ordered = sorted(graph.nodes, key=_by_name)
+    if indent is not None:
+        with paused_gc():
+            text = graph.model_copy(update={"nodes": ordered}).model_dump_json(indent=indent)
+        if text.isascii():
+            return text + "\n"
     data = graph.model_dump(mode="json", exclude_defaults=False)
-    data["nodes"] = sorted(data["nodes"], key=lambda n: n["name"])
+    data["nodes"] = [n.model_dump(mode="json") for n in ordered]
     return json.dumps(data, indent=indent, sort_keys=False) + "\n"
+
+
+_by_name = attrgetter("name")
 
 
 def graph_from_data(data: Any, source: str = "graph") -> TopologyGraph:
@@ -173,10 +134,23 @@ def graph_from_data(data: Any, source: str = "graph") -> TopologyGraph:
         raise InvalidGraphError(
             f"{source}: schema_version {version!r} is not supported (this topocast reads {SCHEMA_VERSION})"
         )
-    return validate(TopologyGraph, data, source, InvalidGraphError)
+    with paused_gc():
+        return validate(TopologyGraph, data, source, InvalidGraphError)
 
 
 def graph_from_json(text: str | bytes, source: str = "graph") -> TopologyGraph:
+    """Parse and validate graph JSON straight from the bytes (pydantic-core, no Python dicts in between).
+
+    Only a graph pydantic rejects takes the slower route through :func:`json.loads` and
+    :func:`graph_from_data`, which words the error (not JSON, not an object, schema version).
+    """
+    with paused_gc():
+        try:
+            return TopologyGraph.model_validate_json(text)
+        except ValidationError:
+            pass  # reworded below
+        except TopocastError as exc:  # our own checks (unsafe names): keep the class, add the source
+            raise type(exc)(f"{source}: {exc}") from None
     try:
         data = json.loads(text)
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:

@@ -20,15 +20,58 @@ EXPAND_LIMIT = 500_000
 _SPLIT = re.compile(r"^(.*?)(0*\d+)$", re.DOTALL)
 
 
+_DIGITS = "0123456789"
+
+
+#: one name per line: (lazy prefix, trailing ASCII digits)
+_LINES = re.compile(r"^(.*?)([0-9]*)$", re.MULTILINE)
+
+
+def _one_run(names: list[str]) -> list[str] | None:
+    """The answer for the common case, in C-speed steps: one prefix, consecutive numbers.
+
+    (A leaf's nodes, an NVLink domain, a spine's leaves.) None when it is not that case.
+    """
+    joined = "\n".join(names)
+    if not joined.isascii() or joined.count("\n") != len(names) - 1:
+        return None
+    pairs = _LINES.findall(joined)
+    prefixes = {p for p, _ in pairs}
+    if len(prefixes) != 1:
+        return None
+    digits = [d for _, d in pairs]
+    if "" in digits:
+        return None
+    values = list(map(int, digits))
+    low, high = min(values), max(values)
+    if high - low != len(values) - 1 or len(set(values)) != len(values):
+        return None  # gaps, or the same number twice (n1 and n01)
+    return [f"{prefixes.pop()}[{digits[values.index(low)]}-{digits[values.index(high)]}]"]
+
+
 def compact(names: Iterable[str]) -> list[str]:
     """Compress names into hostlist groups, one string per prefix, prefixes sorted."""
+    names = names if isinstance(names, list) else list(names)
+    if len(names) > 2:
+        fast = _one_run(names)
+        if fast is not None:
+            return fast
     groups: dict[str, dict[str, int]] = {}
     for name in names:
-        m = _SPLIT.match(name)
-        if m is None:
-            groups.setdefault(name, {})
-            continue
-        prefix, digits = m.group(1), m.group(2)
+        # For ASCII names (every graph name is) rstrip finds the split the lazy regex finds,
+        # at a fraction of the cost: compaction runs once per node per format.
+        if name.isascii():
+            prefix = name.rstrip(_DIGITS)
+            if len(prefix) == len(name):
+                groups.setdefault(name, {})
+                continue
+            digits = name[len(prefix) :]
+        else:  # \d also matches other Unicode digits: keep the regex's answer
+            m = _SPLIT.match(name)
+            if m is None:
+                groups.setdefault(name, {})
+                continue
+            prefix, digits = m.group(1), m.group(2)
         groups.setdefault(prefix, {})[digits] = int(digits)
     out: list[str] = []
     for prefix in sorted(groups):
@@ -36,11 +79,14 @@ def compact(names: Iterable[str]) -> list[str]:
         if not nums:
             out.append(prefix)
             continue
-        ordered = sorted(nums.items(), key=lambda kv: (kv[1], kv[0]))
+        if len(nums) == 1:
+            out.append(prefix + next(iter(nums)))
+            continue
+        ordered = sorted([(v, s) for s, v in nums.items()])
         runs: list[tuple[str, str]] = []
-        start_s = prev_s = ordered[0][0]
-        prev_v = ordered[0][1]
-        for s, v in ordered[1:]:
+        prev_v, start_s = ordered[0]
+        prev_s = start_s
+        for v, s in ordered[1:]:
             if v == prev_v + 1:
                 prev_s, prev_v = s, v
                 continue
@@ -49,9 +95,6 @@ def compact(names: Iterable[str]) -> list[str]:
             start_s = prev_s = s
             prev_v = v
         runs.append((start_s, prev_s))
-        if len(ordered) == 1:
-            out.append(prefix + ordered[0][0])
-            continue
         body = ",".join(a if a == b else f"{a}-{b}" for a, b in runs)
         out.append(f"{prefix}[{body}]")
     return out

@@ -6,17 +6,17 @@ import json
 import sys
 from pathlib import Path
 
-import yaml
-
 from topocast.errors import InvalidGraphError, RenderError
 from topocast.graph import TopologyGraph, graph_from_json, load_graph
-from topocast.renderers import RENDERERS, RenderOptions, render
+from topocast.renderers import RENDERERS, RenderOptions, render_many
 from topocast.validation import validate
 
 
 def load_options(path: Path | None) -> dict:
     if path is None:
         return {}
+    import yaml  # only options files need it: keeps `topocast render` startup lean
+
     try:
         data = yaml.safe_load(path.read_text())  # YAML is a superset of JSON
     except (OSError, yaml.YAMLError) as exc:
@@ -75,15 +75,23 @@ def run_render(
     skeleton: bool,
     out: Path | None,
     topograph_compat: bool = False,
+    previous: Path | None = None,
 ) -> None:
     fmts = expand_formats(formats)
+    if previous is not None and "html" not in fmts:
+        raise RenderError("--previous only applies to the html format (add -f html)")
     options = build_options(load_options(options_file), block_sizes, skeleton, topograph_compat)
     graph = load_input(graph_path, model_path)
+    before = load_graph(previous) if previous is not None else None
     missing = graph.nodes_without_topology()
     if missing:
         shown = ", ".join(missing[:10]) + (f" and {len(missing) - 10} more" if len(missing) > 10 else "")
         print(f"topocast: warning: {len(missing)} node(s) without topology: {shown}", file=sys.stderr)
-    artifacts = [render(graph, f, options) for f in fmts]  # render all before writing any
+    artifacts = render_many(graph, fmts, options, objects=False)  # render all before writing any
+    if before is not None:
+        from topocast.renderers.html import render_with_previous
+
+        artifacts = [render_with_previous(graph, before, options) if a.format == "html" else a for a in artifacts]
     for art in artifacts:
         for w in art.warnings:
             print(f"topocast: warning: {art.format}: {w}", file=sys.stderr)
@@ -92,10 +100,15 @@ def run_render(
             raise RenderError("several formats need --out DIR")
         sys.stdout.write(artifacts[0].content)
         return
-    out.mkdir(parents=True, exist_ok=True)
-    manifest = []
-    for art in artifacts:
-        (out / art.filename).write_text(art.content)
-        manifest.append({"format": art.format, "file": art.filename, "sha256": art.sha256, "nodes": art.node_count})
-    (out / "manifest.json").write_text(json.dumps({"artifacts": manifest}, indent=2) + "\n")
+    manifest = [
+        {"format": art.format, "file": art.filename, "sha256": art.sha256, "nodes": art.node_count} for art in artifacts
+    ]
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        for art in artifacts:
+            (out / art.filename).write_text(art.content)
+        (out / "manifest.json").write_text(json.dumps({"artifacts": manifest}, indent=2) + "\n")
+    except OSError as exc:
+        where = exc.filename or out
+        raise RenderError(f"--out {out}: cannot write {where} ({exc.strerror or exc})") from None
     print(f"wrote {len(artifacts)} file(s) to {out}", file=sys.stderr)

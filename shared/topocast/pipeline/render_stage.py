@@ -23,7 +23,7 @@ from datetime import UTC, datetime
 from topocast.errors import NotApplicableError, RenderError
 from topocast.pipeline.artifacts import ArtifactStore, Manifest, ManifestEntry
 from topocast.pipeline.store import GraphStore, StoredGraph
-from topocast.renderers import Artifact, RenderOptions, render
+from topocast.renderers import Artifact, RenderOptions, one_pass, render
 
 
 @dataclass(frozen=True)
@@ -45,21 +45,22 @@ def _render_all(
 ) -> list[Artifact]:
     artifacts: list[Artifact] = []
     seen: dict[str, str] = {}
-    for fmt in formats:
-        try:
-            artifact = render(stored.graph, fmt, options)
-        except NotApplicableError as exc:  # e.g. block topology of a cluster without NVLink domains
-            skipped.append(f"{fmt}: skipped: {exc}")
-            continue
-        except Exception as exc:
-            raise RenderError(f"generation {stored.generation}: format {fmt!r} failed: {exc}") from exc
-        if artifact.filename in seen:
-            raise RenderError(
-                f"formats {seen[artifact.filename]!r} and {fmt!r} both write {artifact.filename!r}; "
-                "configure only one of them"
-            )
-        seen[artifact.filename] = fmt
-        artifacts.append(artifact)
+    with one_pass():  # the formats share one pass: tree, domains and block layout are built once
+        for fmt in formats:
+            try:
+                artifact = render(stored.graph, fmt, options)
+            except NotApplicableError as exc:  # e.g. block topology of a cluster without NVLink domains
+                skipped.append(f"{fmt}: skipped: {exc}")
+                continue
+            except Exception as exc:
+                raise RenderError(f"generation {stored.generation}: format {fmt!r} failed: {exc}") from exc
+            if artifact.filename in seen:
+                raise RenderError(
+                    f"formats {seen[artifact.filename]!r} and {fmt!r} both write {artifact.filename!r}; "
+                    "configure only one of them"
+                )
+            seen[artifact.filename] = fmt
+            artifacts.append(artifact)
     return artifacts
 
 

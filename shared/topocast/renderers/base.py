@@ -8,6 +8,7 @@ each renderer reads only the fields it needs.
 from __future__ import annotations
 
 import hashlib
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -118,3 +119,8 @@ class Artifact:
     @property
     def sha256(self) -> str:
         return hashlib.sha256(self.content.encode()).hexdigest()
+
+
+#: False while :func:`topocast.renderers.render_many` renders for files only: a renderer whose API
+#: objects are extra work (not the source of its text) may then leave ``Artifact.objects`` empty.
+OBJECTS_WANTED: ContextVar[bool] = ContextVar("OBJECTS_WANTED", default=True)

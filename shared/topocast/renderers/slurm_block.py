@@ -25,7 +25,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from topocast.errors import NotApplicableError, RenderError
-from topocast.fabric import NO_TOPOLOGY, FabricTree, build_domains
+from topocast.fabric import FabricTree, build_domains, build_tree, shared
 from topocast.graph import TopologyGraph
 from topocast.hostlist import compact_str
 from topocast.renderers.base import Artifact, BlockNameOptions, RenderOptions
@@ -53,42 +53,21 @@ def domain_order(graph: TopologyGraph, tree: FabricTree | None = None) -> list[s
     """Accelerator domains in the order a BFS of the fabric first meets one of their nodes.
 
     Without any fabric (e.g. a DRA-style source) the order is alphabetical. A node's BFS
-    position is (BFS rank of its leaf switch, instance ID), so only the switch skeleton is
-    walked; ``tree`` is reused when the caller has already built it.
+    position is (BFS rank of its leaf switch, instance ID). The fabric tree is the one the
+    tree formats of the same render call use (``tree``, or the shared one).
     """
+    return list(shared(graph, "domain_order", lambda: _domain_order(graph, tree)))
+
+
+def _domain_order(graph: TopologyGraph, tree: FabricTree | None) -> list[str]:
     if not any(n.fabric for n in graph.nodes):
         return sorted({n.accelerator for n in graph.nodes if n.accelerator is not None})
-    rank = _switch_ranks(graph, tree)
-    first: dict[str, tuple[int, str]] = {}
-    for node in graph.nodes:
-        if node.accelerator is None:
-            continue
-        pos = (rank[node.fabric[0] if node.fabric else NO_TOPOLOGY], node.id if node.id is not None else node.name)
-        if node.accelerator not in first or pos < first[node.accelerator]:
-            first[node.accelerator] = pos
-    return sorted(first, key=first.__getitem__)
-
-
-def _switch_ranks(graph: TopologyGraph, tree: FabricTree | None) -> dict[str, int]:
-    """switch -> breadth-first rank (roots and siblings in sorted-ID order, like build_tree)."""
     if tree is None:
-        children: dict[str | None, set[str]] = {}
-        known: set[str] = set()
-        for node in graph.nodes:
-            path = node.fabric or [NO_TOPOLOGY]
-            for i, sw in enumerate(path):
-                if sw in known:
-                    break  # the rest of the path is known (paths are validated to form a tree)
-                known.add(sw)
-                children.setdefault(path[i + 1] if i + 1 < len(path) else None, set()).add(sw)
-        roots = sorted(children.get(None, ()))
-        kids = {k: sorted(v) for k, v in children.items() if k is not None}
-    else:
-        roots, kids = tree.roots, tree.child_switches
-    order = list(roots)
-    for sw in order:  # the list grows while we walk it: a breadth-first queue
-        order.extend(kids.get(sw, ()))
-    return {sw: i for i, sw in enumerate(order)}
+        tree = build_tree(graph)  # shared with the tree formats of the same render call
+    domain_of = {n.name: n.accelerator for n in graph.nodes if n.accelerator is not None}
+    # The tree lists each switch's nodes by (instance ID, name), so walking it breadth-first
+    # meets every node in BFS position order: the first node met decides a domain's place.
+    return list(dict.fromkeys(domain_of[n] for n in tree.bfs_nodes() if n in domain_of))
 
 
 def layout(
@@ -120,22 +99,33 @@ def no_domains_error(graph: TopologyGraph) -> RenderError:
     )
 
 
-def cluster_layout(graph: TopologyGraph, options: RenderOptions, order: list[str] | None = None) -> BlockLayout:
-    """The cluster-wide block layout (also the source of ``default:blockNNN`` Slinky specs)."""
+def cluster_layout(graph: TopologyGraph, options: RenderOptions) -> BlockLayout:
+    """The cluster-wide block layout (also the source of ``default:blockNNN`` Slinky specs).
+
+    Shared within one render call by every format that needs it (block, topology.yaml, Slinky).
+    """
     domains = build_domains(graph)
     if not domains.members:
         raise no_domains_error(graph)
-    if order is None:
-        order = domain_order(graph)
-    return layout(
-        domains.members,
-        order,
-        options.block_sizes,
-        options.block_name,
-        "block%03d",
-        alphabetical_ids=True,
-        topograph_compat=options.topograph_compat,
+    def build() -> BlockLayout:
+        sizes, name = options.block_sizes, options.block_name
+        return layout(
+            domains.members,
+            domain_order(graph),
+            sizes,
+            name,
+            "block%03d",
+            alphabetical_ids=True,
+            topograph_compat=options.topograph_compat,
+        )
+
+    key = (
+        "cluster_layout",
+        tuple(options.block_sizes or ()),
+        options.block_name and options.block_name.model_dump_json(),
+        options.topograph_compat,
     )
+    return shared(graph, key, build)
 
 
 def render_layout(lay: BlockLayout, skeleton: bool) -> str:

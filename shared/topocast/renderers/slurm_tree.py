@@ -36,7 +36,7 @@ import dataclasses
 import hashlib
 
 from topocast.errors import RenderError
-from topocast.fabric import NO_TOPOLOGY, FabricTree, build_tree
+from topocast.fabric import NO_TOPOLOGY, FabricTree, build_tree, shared
 from topocast.graph import TopologyGraph
 from topocast.hostlist import compact_str
 from topocast.renderers.base import Artifact, RenderOptions
@@ -123,10 +123,14 @@ def split_mixed_switches(tree: FabricTree) -> tuple[FabricTree, list[str]]:
 
 def slurm_tree_view(graph: TopologyGraph) -> tuple[FabricTree, list[str]]:
     """The FabricTree as Slurm's tree plugin needs it: checked names, no mixed switches."""
-    check_reserved_names(graph)
-    tree = build_tree(graph)
-    check_display_names(tree)
-    return split_mixed_switches(tree)
+    def build() -> tuple[FabricTree, list[str]]:
+        check_reserved_names(graph)
+        tree = build_tree(graph)
+        check_display_names(tree)
+        return split_mixed_switches(tree)
+
+    tree, notes = shared(graph, "slurm_tree_view", build)
+    return tree, list(notes)  # callers extend their warnings
 
 
 def node_paths(graph: TopologyGraph) -> dict[str, str]:

@@ -157,7 +157,7 @@ class _Context:
         units = [self.tree_unit("tree", TopologySpec(plugin="tree", cluster_default=wanted == "tree"))]
         units.append(Unit("flat", wanted == "flat", flat=True))
         if self.order:
-            lay = cluster_layout(self.graph, self.options, self.order)
+            lay = cluster_layout(self.graph, self.options)
             self.warnings.extend(lay.warnings)
             units.append(
                 Unit(

@@ -22,6 +22,7 @@ from typing import Any
 
 from topocast.errors import RenderError
 from topocast.fabric import build_tree
+from topocast.gc_pause import paused_gc
 from topocast.graph import TopologyGraph
 from topocast.renderers.base import Artifact, RenderOptions
 from topocast.renderers.k8s_common import (
@@ -31,7 +32,6 @@ from topocast.renderers.k8s_common import (
     dns_name,
     dump_yaml,
     is_dns_subdomain,
-    paused_gc,
 )
 from topocast.renderers.k8s_labels import sample
 

@@ -1,0 +1,161 @@
+"""What changed between two graphs: nodes added, removed, moved, domains changed.
+
+The first question after every event is "what moved?". :func:`diff_graphs` answers it
+for any two graphs (two files, two generations in the store) as plain data; the CLI
+(``topocast diff``), the HTML view (``--previous``) and the pull agent's report use it.
+
+* **added / removed**: node names present in only one graph;
+* **moved**: a node in both whose fabric path (its switches) changed, old -> new;
+* **domain changed**: a node in both whose accelerator domain or sub-domain changed;
+* **domains added / removed**: accelerator domains present in only one graph.
+
+Pure and deterministic: every list is sorted by node (or domain) name.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from topocast.graph import Node, TopologyGraph
+from topocast.hostlist import compact_str
+
+__all__ = ["DomainChange", "GraphDiff", "Move", "diff_graphs", "format_text"]
+
+
+@dataclass(frozen=True)
+class Move:
+    """A node whose switches changed; paths are closest-first, as in the graph (``()`` = no topology)."""
+
+    node: str
+    old: tuple[str, ...]
+    new: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class DomainChange:
+    """A node whose accelerator domain or sub-domain changed (None = none)."""
+
+    node: str
+    old: tuple[str | None, str | None]
+    new: tuple[str | None, str | None]
+
+
+@dataclass(frozen=True)
+class GraphDiff:
+    old_nodes: int
+    new_nodes: int
+    added: list[str] = field(default_factory=list)
+    removed: list[str] = field(default_factory=list)
+    moved: list[Move] = field(default_factory=list)
+    domain_changed: list[DomainChange] = field(default_factory=list)
+    domains_added: list[str] = field(default_factory=list)
+    domains_removed: list[str] = field(default_factory=list)
+
+    @property
+    def same(self) -> bool:
+        """True when nothing a scheduler sees differs (no node or domain change of any kind)."""
+        changes = (self.added, self.removed, self.moved, self.domain_changed, self.domains_added, self.domains_removed)
+        return not any(changes)
+
+    def changed_nodes(self) -> set[str]:
+        """Nodes of the new graph that are new or changed (what a view highlights)."""
+        return {*self.added, *(m.node for m in self.moved), *(c.node for c in self.domain_changed)}
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "same": self.same,
+            "old_nodes": self.old_nodes,
+            "new_nodes": self.new_nodes,
+            "added": self.added,
+            "removed": self.removed,
+            "moved": [{"node": m.node, "old": list(m.old), "new": list(m.new)} for m in self.moved],
+            "domain_changed": [
+                {
+                    "node": c.node,
+                    "old": {"accelerator": c.old[0], "subdomain": c.old[1]},
+                    "new": {"accelerator": c.new[0], "subdomain": c.new[1]},
+                }
+                for c in self.domain_changed
+            ],
+            "domains_added": self.domains_added,
+            "domains_removed": self.domains_removed,
+        }
+
+
+def _domain(node: Node) -> tuple[str | None, str | None]:
+    return node.accelerator, node.subdomain
+
+
+def diff_graphs(old: TopologyGraph, new: TopologyGraph) -> GraphDiff:
+    """Everything that differs between ``old`` and ``new``, node by node."""
+    before = {n.name: n for n in old.nodes}
+    after = {n.name: n for n in new.nodes}
+    moved: list[Move] = []
+    domains: list[DomainChange] = []
+    for name in sorted(before.keys() & after.keys()):
+        a, b = before[name], after[name]
+        if a.fabric != b.fabric:
+            moved.append(Move(name, tuple(a.fabric), tuple(b.fabric)))
+        if _domain(a) != _domain(b):
+            domains.append(DomainChange(name, _domain(a), _domain(b)))
+    old_domains = {n.accelerator for n in old.nodes if n.accelerator is not None}
+    new_domains = {n.accelerator for n in new.nodes if n.accelerator is not None}
+    return GraphDiff(
+        old_nodes=len(before),
+        new_nodes=len(after),
+        added=sorted(after.keys() - before.keys()),
+        removed=sorted(before.keys() - after.keys()),
+        moved=moved,
+        domain_changed=domains,
+        domains_added=sorted(new_domains - old_domains),
+        domains_removed=sorted(old_domains - new_domains),
+    )
+
+
+def _path(path: tuple[str, ...]) -> str:
+    """Root first, the way people read a fabric: ``core-1 > spine-2 > leaf-7``."""
+    return " > ".join(reversed(path)) if path else "(no topology)"
+
+
+def _dom(value: tuple[str | None, str | None]) -> str:
+    domain, sub = value
+    if domain is None:
+        return "(none)"
+    return domain if sub is None else f"{domain}/{sub}"
+
+
+def format_text(d: GraphDiff, old_label: str = "old", new_label: str = "new", limit: int = 50) -> str:
+    """A report for people: hostlists for added/removed nodes, one line per moved node (first ``limit``)."""
+    lines = [f"--- {old_label} ({d.old_nodes} nodes)", f"+++ {new_label} ({d.new_nodes} nodes)"]
+    if d.same:
+        lines.append("no differences")
+        return "\n".join(lines) + "\n"
+
+    def listed(what: str, rows: list[str]) -> None:
+        lines.append(f"{what}:")
+        lines.extend(f"  {r}" for r in rows[:limit])
+        if len(rows) > limit:
+            lines.append(f"  ... and {len(rows) - limit} more (--json lists all)")
+
+    if d.added:
+        lines.append(f"added {len(d.added)} node(s): {compact_str(d.added)}")
+    if d.removed:
+        lines.append(f"removed {len(d.removed)} node(s): {compact_str(d.removed)}")
+    if d.moved:
+        listed(f"moved {len(d.moved)} node(s)", [f"{m.node}: {_path(m.old)} -> {_path(m.new)}" for m in d.moved])
+    if d.domain_changed:
+        rows = [f"{c.node}: {_dom(c.old)} -> {_dom(c.new)}" for c in d.domain_changed]
+        listed(f"domain changed for {len(d.domain_changed)} node(s)", rows)
+    if d.domains_added:
+        lines.append(f"domains added ({len(d.domains_added)}): {', '.join(d.domains_added[:limit])}")
+    if d.domains_removed:
+        lines.append(f"domains removed ({len(d.domains_removed)}): {', '.join(d.domains_removed[:limit])}")
+    counts = [
+        f"{len(d.added)} added",
+        f"{len(d.removed)} removed",
+        f"{len(d.moved)} moved",
+        f"{len(d.domain_changed)} domain changed",
+    ]
+    lines.append("summary: " + ", ".join(counts))
+    return "\n".join(lines) + "\n"

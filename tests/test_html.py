@@ -1,0 +1,157 @@
+"""The HTML fabric view: one self-contained file that stays usable at 10,000 nodes.
+
+The page data is checked directly; the ``browser`` tests open the real page in headless
+Chromium, take screenshots at 256, 2,000 and 10,000 nodes, and check that it renders within
+a time bound and that a search (driven by the URL fragment) finds the node.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+import pytest
+from cli_runner import invoke
+
+from topocast.graph import Node, TopologyGraph
+from topocast.renderers import render
+from topocast.renderers.html import page_data, render_page
+
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+HEADLESS = [
+    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+    "--disable-background-networking", "--disable-component-update", "--disable-sync",
+]  # fmt: skip
+#: Anything that could reach the network or another file.
+EXTERNAL = re.compile(r"https?:|//|\bsrc=|\bhref=|url\(|@import|<link|<img|<iframe", re.IGNORECASE)
+
+
+def fat_tree(n: int, per_leaf: int = 18, fanout: int = 8, domain: int = 72) -> TopologyGraph:
+    """``n`` nodes gpu-000000.. under leaf-00000.. -> t1 -> t2 (root), NVLink domains of ``domain`` nodes."""
+    nodes = [
+        Node(
+            name=f"gpu-{i:06d}",
+            id=f"i-{i:08x}",
+            fabric=[
+                f"leaf-{i // per_leaf:05d}",
+                f"t1-{i // per_leaf // fanout:04d}",
+                f"t2-{i // per_leaf // fanout**2}",
+            ],
+            accelerator=f"nvl-{i // domain:04d}",
+        )
+        for i in range(n)
+    ]
+    return TopologyGraph(cluster="c1", provider="test", nodes=nodes)
+
+
+def test_page_is_one_file_with_nothing_from_the_network() -> None:
+    g = TopologyGraph(
+        cluster="c1",
+        provider="test",
+        nodes=[*fat_tree(40).nodes, Node(name="lost-1"), Node(name="lost-2", accelerator_pending=True)],
+    )
+    page = render(g, "html").content
+    assert page.startswith("<!DOCTYPE html>")
+    assert not EXTERNAL.search(page), EXTERNAL.search(page)
+    assert not re.search(r"<script[^>]*\bsrc", page)
+    assert re.search(r"<b>42</b><span>nodes</span>", page)
+    assert re.search(r"<b>2</b><span>nodes without topology</span>", page)
+    assert "lost-[1-2]" in page  # the alert box names them without any script
+
+
+def test_leaves_and_nodes_are_in_natural_name_order() -> None:
+    names = ["n10", "n9", "n2", "n1"]
+    g = TopologyGraph(cluster="c", provider="t", nodes=[Node(name=x, fabric=[f"leaf-{x[1:]}", "spine"]) for x in names])
+    data = page_data(g)
+    spine = data["switches"][data["roots"][0]]  # type: ignore[index]
+    leaves = [data["switches"][k][0] for k in spine[4]]  # type: ignore[index]
+    assert leaves == ["leaf-1", "leaf-2", "leaf-9", "leaf-10"]
+    assert [row[0] for row in data["nodes"]] == ["n1", "n2", "n9", "n10"]  # type: ignore[index]
+
+
+def test_groups_carry_counts_and_domain_fill() -> None:
+    data = page_data(fat_tree(2000))
+    switches = data["switches"]
+    root = switches[data["roots"][0]]  # type: ignore[index]
+    assert [switches[r][0] for r in data["roots"]] == ["t2-0", "t2-1"]  # type: ignore[index]
+    assert root[7] == 18 * 8 * 8 and len(root[4]) == 8  # 1152 nodes under 8 t1 switches
+    leaf = next(s for s in switches if s[0] == "leaf-00004")  # type: ignore[union-attr]
+    # leaf 4 = gpu-000072..089: all in domain nvl-0001 (index 1), which also spans leaves 5-7
+    assert leaf[7] == 18 and leaf[8] == [[1, 18]] and leaf[9] == 1 and leaf[11] == 1
+    assert len(data["domains"]) == 28  # type: ignore[arg-type]
+
+
+def test_previous_graph_marks_what_changed(tmp_path: Path) -> None:
+    old = fat_tree(72)
+    # gone: gpu-000000; moved: gpu-000001 (leaf 0 -> leaf 3); new domain: gpu-000002; new: gpu-new
+    changed = {
+        "gpu-000001": {"fabric": ["leaf-00003", "t1-0000", "t2-0"]},
+        "gpu-000002": {"accelerator": "nvl-9999"},
+    }
+    kept = [n.model_copy(update=changed.get(n.name, {})) for n in old.nodes[1:]]
+    extra = Node(name="gpu-new", fabric=["leaf-00000", "t1-0000", "t2-0"], accelerator="nvl-0000")
+    new = TopologyGraph(cluster="c1", provider="test", nodes=[*kept, extra])
+    (tmp_path / "old.json").write_text(old.model_dump_json())
+    (tmp_path / "new.json").write_text(new.model_dump_json())
+    result = invoke(["render", "--graph", tmp_path / "new.json", "-f", "html", "--previous", tmp_path / "old.json"])
+    assert result.exit_code == 0, result.output
+    page = result.stdout
+    assert "Changes since the previous graph" in page and "removed 1 node(s): gpu-000000" in page
+    blob = re.search(r'<script type="application/json" id="topology">(.*?)</script>', page)
+    assert blob
+    data = json.loads(blob.group(1))
+    flags = {row[0]: row[5] for row in data["nodes"] if row[5]}
+    assert flags == {"gpu-new": 1, "gpu-000001": 2, "gpu-000002": 3}  # added, moved, domain changed
+    assert data["removed"] == ["gpu-000000"]
+    leaf3 = next(s for s in data["switches"] if s[0] == "leaf-00003")
+    assert leaf3[10] == 1  # the group counts its one changed node
+    assert all(row[5] == 0 for row in page_data(new)["nodes"])  # type: ignore[union-attr]
+
+
+# ----- in a real browser ------------------------------------------------------------------
+
+browser = pytest.mark.browser
+
+
+def chromium(args: list[str], timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    if not Path(CHROMIUM).is_file():
+        pytest.skip(f"chromium not found at {CHROMIUM}")
+    with tempfile.TemporaryDirectory() as profile:
+        return subprocess.run(
+            [CHROMIUM, *HEADLESS, f"--user-data-dir={profile}", "--window-size=1400,1000", *args],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
+
+
+@browser
+@pytest.mark.parametrize(
+    ("n", "target", "bound_ms"), [(256, "gpu-000200", 1500), (2000, "gpu-001234", 2000), (10_000, "gpu-009876", 4000)]
+)
+def test_view_renders_in_time_and_search_finds_the_node(n: int, target: str, bound_ms: int, tmp_path: Path) -> None:
+    page = tmp_path / f"view-{n}.html"
+    page.write_text(render_page(fat_tree(n)))
+    url = f"{page.as_uri()}#search={target}"
+    dom = chromium(["--dump-dom", url]).stdout
+    body = re.search(r'<body[^>]*data-render-ms="(\d+)"[^>]*>', dom)
+    assert body, "the page script did not finish"
+    assert int(body.group(1)) < bound_ms, f"rendering took {body.group(1)} ms"
+    assert re.search(r'id="results" data-count="1"', dom)
+    assert re.search(rf'<span class="n [^"]*\bhit\b[^"]*" id="n\d+" title="{target}', dom), "node not revealed"
+    shot = tmp_path / f"view-{n}.png"
+    chromium([f"--screenshot={shot}", url])
+    assert shot.is_file() and shot.stat().st_size > 20_000  # a drawn page, not a blank one
+
+
+@browser
+def test_hostlist_search_lists_every_match(tmp_path: Path) -> None:
+    page = tmp_path / "view.html"
+    page.write_text(render_page(fat_tree(2000)))
+    dom = chromium(["--dump-dom", f"{page.as_uri()}#search=gpu-[000010-000014,001999]"]).stdout
+    assert re.search(r'id="results" data-count="6"', dom)
+    assert "gpu-001999</a> — t2-1 &gt; t1-0013 &gt; leaf-00111 — nvl-0027 (#28)" in dom
