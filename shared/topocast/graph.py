@@ -26,8 +26,9 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from topocast.errors import InvalidGraphError
+from topocast.limits import MAX_GRAPH_BYTES, check_size, read_capped
 from topocast.names import check_domain_name, check_node_name, check_switch_name
-from topocast.validation import validate
+from topocast.validation import check_json_depth, validate
 
 SCHEMA_VERSION = 1
 
@@ -177,17 +178,24 @@ def graph_from_data(data: Any, source: str = "graph") -> TopologyGraph:
 
 
 def graph_from_json(text: str | bytes, source: str = "graph") -> TopologyGraph:
+    check_size(len(text), MAX_GRAPH_BYTES, source, InvalidGraphError)
     try:
+        if isinstance(text, bytes | bytearray):
+            text = text.decode("utf-8")
+        check_json_depth(text, source, InvalidGraphError)
         data = json.loads(text)
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise InvalidGraphError(f"{source}: not valid JSON ({exc})") from None
+    except (RecursionError, MemoryError, ValueError) as exc:
+        raise InvalidGraphError(f"{source}: not usable JSON ({type(exc).__name__})") from None
     return graph_from_data(data, source)
 
 
 def load_graph(path: str | Path) -> TopologyGraph:
     p = Path(path)
     try:
-        text = p.read_bytes()
+        with p.open("rb") as fh:
+            text = read_capped(fh, MAX_GRAPH_BYTES, str(p), InvalidGraphError)
     except OSError as exc:
         raise InvalidGraphError(f"{p}: cannot read ({exc.strerror})") from None
     return graph_from_json(text, str(p))

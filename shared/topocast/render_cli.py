@@ -6,11 +6,11 @@ import json
 import sys
 from pathlib import Path
 
-import yaml
-
 from topocast.errors import InvalidGraphError, RenderError
 from topocast.graph import TopologyGraph, graph_from_json, load_graph
+from topocast.limits import MAX_YAML_BYTES, read_capped
 from topocast.renderers import RENDERERS, RenderOptions, render
+from topocast.safe_yaml import load_yaml
 from topocast.validation import validate
 
 
@@ -18,9 +18,11 @@ def load_options(path: Path | None) -> dict:
     if path is None:
         return {}
     try:
-        data = yaml.safe_load(path.read_text())  # YAML is a superset of JSON
-    except (OSError, yaml.YAMLError) as exc:
-        raise RenderError(f"{path}: cannot read options ({exc})") from None
+        with path.open("rb") as fh:
+            text = read_capped(fh, MAX_YAML_BYTES, f"{path}: options", RenderError)
+    except OSError as exc:
+        raise RenderError(f"{path}: cannot read options ({exc.strerror})") from None
+    data = load_yaml(text, f"{path}: options", RenderError)  # YAML is a superset of JSON
     if not isinstance(data, dict):
         raise RenderError(f"{path}: options must be a mapping")
     return data
