@@ -200,13 +200,28 @@ def pull(
     validate: Annotated[bool, typer.Option(help="Check with a throwaway slurmctld before installing.")] = True,
     slurm_conf: Annotated[Path | None, typer.Option(help="slurm.conf (node list for validation, SLURM_CONF).")] = None,
     state_file: Annotated[Path | None, typer.Option(help="Remember the installed generation here.")] = None,
+    pointer_bucket: Annotated[
+        str | None, typer.Option(help="The only bucket an SSM envelope may point at (the publisher's).")
+    ] = None,
+    pointer_prefix: Annotated[str | None, typer.Option(help="The key prefix such a pointer must be under.")] = None,
+    allow_node_loss: Annotated[
+        bool, typer.Option(help="Install even if the new file drops >10% of the installed file's nodes.")
+    ] = False,
 ) -> None:
     """Head-node pull agent: fetch, verify sha256, validate, install atomically, reconfigure."""
     from topocast.pull import pull as run_pull
 
     try:
         outcome = run_pull(
-            source, dest, reconfigure=reconfigure, validate=validate, slurm_conf=slurm_conf, state_file=state_file
+            source,
+            dest,
+            reconfigure=reconfigure,
+            validate=validate,
+            slurm_conf=slurm_conf,
+            state_file=state_file,
+            pointer_bucket=pointer_bucket,
+            pointer_prefix=pointer_prefix,
+            allow_node_loss=allow_node_loss,
         )
     except TopocastError as exc:
         raise _fail(str(exc)) from None

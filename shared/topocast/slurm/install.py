@@ -15,23 +15,25 @@ the sha256 the manifest promised. The steps, and what each failure leaves:
    topology`` must list exactly the new switches. If any fails, the previous file
    is put back the same atomic way and the controller reconfigured again.
 
-Installs into one directory are serialised with ``flock`` on the directory.
+Installs into one directory are serialised with ``flock`` on the directory. The
+destination must not be a symlink and its directory must be writable only by the
+user running the install (:mod:`topocast.safe_files`): the agent runs as root.
 """
 
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import hashlib
 import os
 import tempfile
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
 from topocast.errors import TopocastError
+from topocast.limits import MAX_PUBLISHED_BYTES
+from topocast.safe_files import UnsafePathError, check_destination, dir_lock, read_nofollow
 from topocast.slurm import scontrol as ctl
 from topocast.slurm.topofile import parse_topology
 from topocast.slurm.validate import ValidationResult, validate_topology_text
@@ -80,8 +82,6 @@ def install_topology(
     scontrol uses its own default / the inherited environment).
     """
     dest = Path(dest)
-    if dest.is_symlink():
-        dest = dest.resolve()  # replace the file the link points at, keep the operator's link
     digest = hashlib.sha256(content).hexdigest()
 
     def result(ok: bool, action: Action, message: str, step: str | None = None, **kw: object) -> InstallResult:
@@ -97,13 +97,15 @@ def install_topology(
         )
     if not dest.parent.is_dir():
         return result(False, "refused", f"directory {dest.parent} does not exist; nothing written", "write")
-    with _dir_lock(dest.parent):
+    try:  # root writes here: no symlink at dest, a directory only we can write (topocast.safe_files)
+        check_destination(dest)
+    except UnsafePathError as exc:
+        return result(False, "refused", str(exc), "write")
+    with dir_lock(dest.parent):
         try:
-            old = dest.read_bytes()
-        except FileNotFoundError:
-            old = None
-        except OSError as exc:
-            return result(False, "refused", f"cannot read the current file ({exc.strerror})", "write")
+            old = read_nofollow(dest, MAX_PUBLISHED_BYTES)
+        except UnsafePathError as exc:
+            return result(False, "refused", f"cannot read the current file ({exc})", "write")
         if old == content:
             return result(True, "unchanged", "already up to date (sha256 " + digest[:12] + "); nothing to do")
 
@@ -233,17 +235,6 @@ def _wait_ping(scontrol: str, env: dict[str, str] | None, timeout: float) -> boo
         if time.monotonic() >= deadline:
             return False
         time.sleep(0.05)
-
-
-@contextlib.contextmanager
-def _dir_lock(directory: Path) -> Iterator[None]:
-    """Exclusive flock on the directory itself: no lock file left in /etc/slurm."""
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        yield
-    finally:
-        os.close(fd)  # closing drops the lock
 
 
 def _atomic_write(path: Path, data: bytes, like: Path) -> None:
