@@ -205,7 +205,7 @@ def decode(env: Envelope, source: str, fetch_uri: Callable[[str], bytes]) -> byt
     where = f"{source} -> {env.uri}" if env.encoding == "s3" else source
     if len(content) != env.size:
         raise EnvelopeError(
-            f"{where}: content is {'more than ' if len(content) > env.size else ''}{len(content)} bytes, "
+            f"{where}: content is {f'more than {env.size}' if len(content) > env.size else len(content)} bytes, "
             f"the envelope says {env.size} (generation {env.generation}); refusing it"
         )
     digest = hashlib.sha256(content).hexdigest()
