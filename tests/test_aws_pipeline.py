@@ -176,6 +176,7 @@ def test_malformed_events_go_to_the_dlq_with_the_reason(pipeline: LocalAwsPipeli
     pl = pipeline
     ids = launch(pl, 4)
     pl.sqs.send_message(QueueUrl=pl.queues.events, MessageBody="{not json")
+    pl.sqs.send_message(QueueUrl=pl.queues.events, MessageBody="[" * 100_000)  # RecursionError in json.loads
     pl.sqs.send_message(
         QueueUrl=pl.queues.events,
         MessageBody=json.dumps(
@@ -187,10 +188,11 @@ def test_malformed_events_go_to_the_dlq_with_the_reason(pipeline: LocalAwsPipeli
     assert len(graph_names(pl)) == 4  # the valid events in the same batch were processed
     dead = pl.dlq_messages()
     reasons = sorted(m["MessageAttributes"]["topocast-reject-reason"]["StringValue"] for m in dead)
-    assert len(dead) == 2
+    assert len(dead) == 3
     assert any("not JSON" in r for r in reasons)
+    assert any("nested deeper than 64 levels" in r for r in reasons)
     assert any("detail.instance-id" in r or "detail.state" in r for r in reasons)
-    assert pl.runtime.counters.malformed == 2
+    assert pl.runtime.counters.malformed == 3
 
 
 def test_pull_agent_installs_into_a_real_controller(pipeline: LocalAwsPipeline, slurm_controller_factory) -> None:

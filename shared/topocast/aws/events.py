@@ -130,7 +130,21 @@ def _load(raw: dict[str, Any] | str | bytes) -> dict[str, Any]:
 
 
 def parse_event(body: dict[str, Any] | str | bytes) -> InstanceChange | Reconcile:
-    """Parse one EventBridge envelope (dict or JSON text, e.g. an SQS message body)."""
+    """Parse one EventBridge envelope (dict or JSON text, e.g. an SQS message body).
+
+    Every failure is a :class:`MalformedEvent`, so the caller dead-letters this
+    record with its reason and the rest of the batch goes on; a shape no
+    validator foresaw (TypeError, RecursionError...) included.
+    """
+    try:
+        return _parse_event(body)
+    except MalformedEvent:
+        raise
+    except (RecursionError, MemoryError, TypeError, ValueError, AttributeError, KeyError) as exc:
+        raise MalformedEvent(f"unusable event body ({type(exc).__name__}: {str(exc)[:200]})") from None
+
+
+def _parse_event(body: dict[str, Any] | str | bytes) -> InstanceChange | Reconcile:
     env = _validate(Envelope, _load(body), "", "EventBridge")
     kind = f"{env.source}/{env.detail_type}"
     if env.source == "aws.ec2" and env.detail_type == STATE_CHANGE:

@@ -237,12 +237,10 @@ def lambda_entry(fn: Any) -> Any:
 def _parse_record(body: str) -> Any:
     """An SQS body: an EventBridge envelope, an S3 event notification (on-prem uploads), or None for
     S3's ``s3:TestEvent`` (sent once when the bucket notification is configured)."""
-    from topocast.aws.events import Reconcile, parse_event
+    from topocast.aws.events import MalformedEvent, Reconcile, parse_event
+    from topocast.validation import load_json
 
-    try:
-        data = json.loads(body)
-    except (json.JSONDecodeError, TypeError):
-        data = body  # parse_event explains what is wrong
+    data = load_json(body, "SQS message body", MalformedEvent)  # never RecursionError: dead-letter this record
     if isinstance(data, dict) and "detail-type" not in data:
         if data.get("Event") == "s3:TestEvent":
             return None
@@ -460,7 +458,7 @@ def publish_record(body: str, rt: AwsRuntime | None = None) -> Any:
     try:
         msg = json.loads(body)
         generation = int(msg["generation"])
-    except (ValueError, KeyError, TypeError) as exc:
+    except (ValueError, KeyError, TypeError, RecursionError) as exc:
         raise InvalidGraphError(f"publish message is not {{'generation': N}}: {exc}") from None
     manifest = rt.artifacts.get_manifest(generation)
     latest = rt.artifacts.latest_manifest()
