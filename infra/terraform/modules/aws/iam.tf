@@ -110,9 +110,10 @@ data "aws_iam_policy_document" "discover" {
   }
 
   statement {
+    # the hold record only: state/published.json is what the guard trusts, and only publish writes it
     sid       = "WriteGraphsAndHold"
     actions   = ["s3:PutObject"]
-    resources = [local.objects.graphs, local.objects.state]
+    resources = [local.objects.graphs, "${local.bucket_arn}/${local.key_base}/state/guard-hold.json"]
   }
 
   statement {
