@@ -50,8 +50,7 @@ class Queues:
 
 #: Lambda's synchronous invocation payload limit, what ends an SQS batch before batch_size
 LAMBDA_PAYLOAD_LIMIT = 6 * 1024 * 1024
-#: SQS's largest message body, and what a record adds around its body (ids, receipt handle, attributes)
-MAX_BODY = 256 * 1024
+#: what an SQS record adds around its body in the invocation (ids, receipt handle, attributes, ARN)
 _RECORD_OVERHEAD = 700
 
 
@@ -85,9 +84,9 @@ class LocalAwsPipeline:
         extra_settings: dict[str, Any] | None = None,
     ) -> None:
         from topocast.aws.clients import client
-        from topocast.sim import sqs as sqs_sim
+        from topocast.sim import moto_fast
 
-        sqs_sim.install()  # moto's SQS is O(n^2) to drain; an in-process server gets the fast paths
+        moto_fast.install()  # moto's SQS is O(n^2) to fill and drain; an in-process server gets fast paths
         self.cluster = cluster
         self.region = region
         self._client = lambda svc: client(svc, region)
@@ -219,6 +218,7 @@ class LocalAwsPipeline:
         out: list[dict[str, Any]] = []
         payload = 0
         first: float | None = None
+        largest = 0  # the next receive may bring 10 records this big: stop before it could pass 6 MB
         while len(out) < batch_size and (first is None or time.monotonic() - first < hold):
             resp = self.sqs.receive_message(
                 QueueUrl=url, MaxNumberOfMessages=min(10, batch_size - len(out)), WaitTimeSeconds=0
@@ -229,7 +229,8 @@ class LocalAwsPipeline:
             first = first if first is not None else time.monotonic()
             out.extend(msgs)
             payload += sum(len(m["Body"]) + _RECORD_OVERHEAD for m in msgs)
-            if payload >= LAMBDA_PAYLOAD_LIMIT - 10 * (MAX_BODY + _RECORD_OVERHEAD):
+            largest = max(largest, *(len(m["Body"]) for m in msgs))
+            if payload + 10 * (largest + _RECORD_OVERHEAD) > LAMBDA_PAYLOAD_LIMIT:
                 break
         self.stats.max_held_seconds = max(self.stats.max_held_seconds, time.monotonic() - first if first else 0.0)
         return out
