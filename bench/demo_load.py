@@ -44,8 +44,15 @@ def run_case(nodes: int, events: int, hog: bool) -> dict[str, object]:
             out = Path(tmp) / "demo"
             started = time.monotonic()
             proc = subprocess.run(
-                [sys.executable, "-m", "topocast.cli", "demo", "--nodes", str(nodes), "--events", str(events)]
-                + ["--out", str(out)],
+                [
+                    sys.executable,
+                    "-m",
+                    "topocast.cli",
+                    "demo",
+                    *("--nodes", str(nodes), "--events", str(events)),
+                    "--out",
+                    str(out),
+                ],
                 capture_output=True,
                 text=True,
                 check=False,
