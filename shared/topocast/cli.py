@@ -282,7 +282,11 @@ def package(
 
 
 def main() -> None:  # console-script entry point
-    app()
+    try:
+        app()
+    except (RecursionError, MemoryError) as exc:  # a last line of defence: the inputs are capped where read
+        typer.echo(f"topocast: error: input too large or nested too deeply ({type(exc).__name__})", err=True)
+        sys.exit(2)
 
 
 if __name__ == "__main__":
