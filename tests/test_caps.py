@@ -118,3 +118,27 @@ def test_bombs_through_the_cli_under_a_3_gb_address_space_limit(tmp_path: Path, 
     assert "MemoryError" not in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
     assert proc.returncode in (1, 2), proc.stderr
     assert "500000" in proc.stdout + proc.stderr
+
+
+def test_a_stored_object_over_the_graph_cap_is_refused_by_its_length_unread() -> None:
+    from topocast.aws.s3_objects import S3Objects
+
+    class Body:
+        reads = 0
+
+        def read(self, n: int = -1) -> bytes:
+            Body.reads += 1
+            return b"{}"
+
+        def close(self) -> None:
+            pass
+
+    class S3:
+        def get_object(self, Bucket: str, Key: str) -> dict:
+            return {"Body": Body(), "ContentLength": 224 * 1024 * 1024, "ETag": '"e"'}
+
+    with pytest.raises(
+        InvalidGraphError, match=r"s3://b/graphs/x\.json: 234881024 bytes exceeds the 67108864 byte limit"
+    ):
+        S3Objects("b", S3()).get("graphs/x.json")
+    assert Body.reads == 0
