@@ -168,3 +168,18 @@ def test_mistyped_topology_is_a_provider_error(data: object) -> None:
 def test_mistyped_compute_nodes_are_a_provider_error() -> None:
     with pytest.raises(ProviderError, match=r"^NMX-M compute-nodes: "):
         parse_compute_nodes([{"Name": "n1", "DomainUUID": ["not", "a", "string"]}, 5])
+
+
+def test_a_server_trickling_its_headers_fails_by_the_deadline() -> None:
+    def trickle_headers(h: BaseHTTPRequestHandler) -> None:
+        h.wfile.write(b"HTTP/1.1 200 OK\r\n")
+        for _ in range(100):  # an endless header line, a byte at a time: no socket timeout ever trips
+            h.wfile.write(b"X")
+            h.wfile.flush()
+            time.sleep(0.2)
+
+    with serve(trickle_headers) as (netq, _):
+        started = time.monotonic()
+        with pytest.raises(ProviderError, match=r"within the 1\.5 s deadline"):
+            client(netq, timeout=5.0, deadline=1.5).login()
+        assert time.monotonic() - started < 4.0

@@ -31,10 +31,13 @@ credential.
 from __future__ import annotations
 
 import base64
+import contextlib
 import email.utils
 import http.client
 import json
+import socket
 import ssl
+import threading
 import time
 import urllib.error
 import urllib.parse
@@ -92,6 +95,66 @@ def _origin(url: str) -> tuple[str, str, int | None]:
     return parts.scheme, (parts.hostname or "").lower(), port
 
 
+class _Deadline:
+    """Cuts a connection at the call's deadline, whatever phase it is in (connect, headers, body).
+
+    A socket timeout bounds each wait, not the call: a server sending a byte every
+    few seconds never trips it. Each connection this opener makes gets a timer
+    that shuts its socket down at ``at`` (monotonic), which ends any blocked read.
+    """
+
+    def __init__(self) -> None:
+        self.at = float("inf")
+        self._timers: list[threading.Timer] = []
+
+    def connection(self, base: type[http.client.HTTPConnection]) -> Callable[..., http.client.HTTPConnection]:
+        def make(host: str, **kw: Any) -> http.client.HTTPConnection:
+            conn = base(host, **kw)
+            connect = conn.connect
+
+            def connect_with_deadline() -> None:
+                connect()
+                sock = conn.sock
+                timer = threading.Timer(max(0.0, self.at - time.monotonic()), _shutdown, (sock,))
+                timer.daemon = True
+                timer.start()
+                self._timers.append(timer)
+
+            conn.connect = connect_with_deadline  # type: ignore[method-assign]
+            return conn
+
+        return make
+
+    def done(self) -> None:
+        for timer in self._timers:
+            timer.cancel()
+        self._timers.clear()
+
+
+def _shutdown(sock: Any) -> None:
+    with contextlib.suppress(OSError):
+        sock.shutdown(socket.SHUT_RDWR)
+
+
+class _DeadlineHttp(urllib.request.HTTPHandler):
+    def __init__(self, deadline: _Deadline) -> None:
+        super().__init__()
+        self.deadline = deadline
+
+    def http_open(self, req: Any) -> Any:
+        return self.do_open(self.deadline.connection(http.client.HTTPConnection), req)  # type: ignore[arg-type]
+
+
+class _DeadlineHttps(urllib.request.HTTPSHandler):
+    def __init__(self, deadline: _Deadline, context: ssl.SSLContext) -> None:
+        super().__init__(context=context)
+        self.deadline, self.ctx = deadline, context
+
+    def https_open(self, req: Any) -> Any:
+        factory = self.deadline.connection(http.client.HTTPSConnection)
+        return self.do_open(factory, req, context=self.ctx)  # type: ignore[arg-type]
+
+
 class _SameOriginRedirects(urllib.request.HTTPRedirectHandler):
     """Follow a redirect only to the configured scheme, host and port.
 
@@ -147,8 +210,11 @@ class NetqClient:
         if not verify_tls:
             self.ssl_context.check_hostname = False
             self.ssl_context.verify_mode = ssl.CERT_NONE
+        self._deadline = _Deadline()
         self._opener = urllib.request.build_opener(
-            urllib.request.HTTPSHandler(context=self.ssl_context), _SameOriginRedirects(self.url)
+            _DeadlineHttp(self._deadline),
+            _DeadlineHttps(self._deadline, self.ssl_context),
+            _SameOriginRedirects(self.url),
         )
         self._login_token: str | None = None
         self._premises: list[Premise] = []
@@ -171,8 +237,17 @@ class NetqClient:
     def _send(self, op: str, method: str, path: str, headers: dict[str, str], body: bytes | None) -> Any:
         """One call with retries, all within ``deadline`` seconds; returns parsed JSON. Raises _Unauthorized on 401."""
         url = self.url + path
-        data = b""
         started = time.monotonic()
+        self._deadline.at = started + self.deadline
+        try:
+            return self._attempts(op, method, url, path, headers, body, started)
+        finally:
+            self._deadline.done()
+
+    def _attempts(
+        self, op: str, method: str, url: str, path: str, headers: dict[str, str], body: bytes | None, started: float
+    ) -> Any:
+        data = b""
         for attempt in range(self.max_attempts):
             self.calls[op] += 1
             remaining = self.deadline - (time.monotonic() - started)
