@@ -319,6 +319,10 @@ class NetqClient:
                 sock.settimeout(min(self.timeout, remaining))  # each wait ends by the deadline, not per byte
             chunk = resp.read1(65536)
             if not chunk:
+                if time.monotonic() - started >= self.deadline:
+                    raise TimeoutError("deadline")  # the deadline timer cut the connection
+                if declared and declared.isdigit() and size < int(declared):
+                    raise http.client.IncompleteRead(b"".join(chunks), int(declared) - size)
                 return b"".join(chunks)
             size += len(chunk)
             if size > self.max_response_bytes:
