@@ -208,6 +208,7 @@ def run_demo(
                 validate=slurmctld,
                 slurm_conf=None,
                 pointer_bucket=pipeline.bucket,
+                pointer_prefix=f"{pipeline.runtime.settings.prefix}/{CLUSTER}/published",
             )
             stored = pipeline.runtime.graphs.latest()
             copy_outputs(pipeline.runtime.artifacts, out)
