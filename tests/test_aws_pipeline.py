@@ -176,6 +176,7 @@ def test_malformed_events_go_to_the_dlq_with_the_reason(pipeline: LocalAwsPipeli
     pl = pipeline
     ids = launch(pl, 4)
     pl.sqs.send_message(QueueUrl=pl.queues.events, MessageBody="{not json")
+    pl.sqs.send_message(QueueUrl=pl.queues.events, MessageBody="[" * 100_000)  # RecursionError in json.loads
     pl.sqs.send_message(
         QueueUrl=pl.queues.events,
         MessageBody=json.dumps(
@@ -187,10 +188,11 @@ def test_malformed_events_go_to_the_dlq_with_the_reason(pipeline: LocalAwsPipeli
     assert len(graph_names(pl)) == 4  # the valid events in the same batch were processed
     dead = pl.dlq_messages()
     reasons = sorted(m["MessageAttributes"]["topocast-reject-reason"]["StringValue"] for m in dead)
-    assert len(dead) == 2
+    assert len(dead) == 3
     assert any("not JSON" in r for r in reasons)
+    assert any("nested deeper than 64 levels" in r for r in reasons)
     assert any("detail.instance-id" in r or "detail.state" in r for r in reasons)
-    assert pl.runtime.counters.malformed == 2
+    assert pl.runtime.counters.malformed == 3
 
 
 def test_pull_agent_installs_into_a_real_controller(pipeline: LocalAwsPipeline, slurm_controller_factory) -> None:
@@ -304,7 +306,7 @@ def test_lambda_entry_point_logs_json_with_cluster_and_emits_emf_metrics(
     pl = LocalAwsPipeline(CLUSTER, quiet=1.0, max_wait=4.0)
     ids = launch(pl, 6)
     pl.emit_state_changes(ids)
-    messages = pl._receive_all(pl.queues.events, 100)
+    messages = pl._receive_batch(pl.queues.events, 100, 300.0)
     event = {"Records": [{"messageId": m["MessageId"], "body": m["Body"]} for m in messages]}
     spec = importlib.util.spec_from_file_location(
         "handler", Path(handlers.__file__).parents[3] / "functions" / "discover" / "handler.py"
@@ -352,3 +354,31 @@ def test_onprem_domains_file_gives_nodes_their_nvlink_domain(
     assert nodes["a06-p1-dgx-02-c01"].accelerator is None
     block = fetch("ssm:///topocast/dgx/slurm/topology-block.conf", ssm=pl.ssm, s3=pl.s3).content.decode()
     assert "a05-p1-dgx-01-c[01,03]" in block
+
+
+def test_the_event_source_cuts_batches_like_lambda(pipeline: LocalAwsPipeline, monkeypatch: pytest.MonkeyPatch) -> None:
+    """6 MB of records per invocation at most, and never held past half the visibility timeout (60 s)."""
+    import topocast.sim.aws_pipeline as sim
+
+    pl = pipeline
+    pl.sqs.purge_queue(QueueUrl=pl.queues.events)  # S3's s3:TestEvent from provisioning
+    body = "x" * 200_000
+    for _ in range(40):
+        pl.sqs.send_message(QueueUrl=pl.queues.events, MessageBody=body)
+    first = pl._receive_batch(pl.queues.events, 10_000, 300.0)
+    assert 20 <= len(first) <= 30, "40 records of 200 kB are 8 MB: the first batch stops below 6 MB"
+    assert sum(len(m["Body"]) + 700 for m in first) <= 6 * 1024 * 1024
+    rest = pl._receive_batch(pl.queues.events, 10_000, 300.0)
+    ids = [m["MessageId"] for m in first + rest]
+    assert len(ids) == len(set(ids)) == 40, "the remainder is the next batch, nothing redelivered"
+
+    for _ in range(10):
+        pl.sqs.send_message_batch(
+            QueueUrl=pl.queues.events, Entries=[{"Id": str(i), "MessageBody": "small"} for i in range(10)]
+        )
+    clock = iter(range(0, 10_000, 10))  # each receive takes "10 s": the window must end at 30 s, not 300 s
+    monkeypatch.setattr(sim.time, "monotonic", lambda: float(next(clock)))
+    held = pl._receive_batch(pl.queues.events, 10_000, 300.0)
+    monkeypatch.undo()
+    assert len(held) <= 40, f"received {len(held)} messages over more than the 30 s half visibility timeout"
+    assert pl.stats.max_held_seconds <= 40

@@ -176,3 +176,52 @@ def test_gcs_upload_and_skip(gcs: Any, example: Path, tmp_path: Path) -> None:
     assert not collect_ibnetdiscover(later, f"gs://{BUCKET}/fabric", host="ufm-01", gcs_client=gcs).uploaded
     uploads = read_uploads(f"gs://{BUCKET}/fabric", gcs_client=gcs)
     assert list(uploads) == [first.uri] and uploads[first.uri] == example.read_bytes()
+
+
+def test_a_bad_upload_is_quarantined_and_the_hosts_last_good_upload_stands_in(s3: Any, example: Path) -> None:
+    from topocast.collect import read_good_uploads
+
+    uploads = f"s3://{BUCKET}/topocast/c1/uploads"
+    good = example.read_bytes()
+    collect_ibnetdiscover(example, uploads, host="ufm-01", s3_client=s3)
+    collect_ibnetdiscover(example, uploads, host="ufm-02", s3_client=s3)
+    first = read_good_uploads(uploads, ibnetdiscover.parse, s3_client=s3)
+    assert first.quarantined == [] and sorted(first.texts) == [
+        f"{uploads}/ufm-01/ibnetdiscover.out",
+        f"{uploads}/ufm-02/ibnetdiscover.out",
+    ]
+    # any writer to uploads/ leaves garbage for ufm-01
+    s3.put_object(Bucket=BUCKET, Key="topocast/c1/uploads/ufm-01/ibnetdiscover.out", Body=b"\x00garbage\n")
+    second = read_good_uploads(uploads, ibnetdiscover.parse, s3_client=s3)
+    assert [uri for uri, _ in second.quarantined] == [f"{uploads}/ufm-01/ibnetdiscover.out"]
+    assert second.fallbacks == ["ufm-01"]
+    assert second.texts == {
+        f"{uploads}/ufm-02/ibnetdiscover.out": good,
+        f"s3://{BUCKET}/topocast/c1/last-good/ufm-01/ibnetdiscover.out": good,
+    }
+    listed = [o["Key"] for o in s3.list_objects_v2(Bucket=BUCKET, Prefix="topocast/c1/quarantine/")["Contents"]]
+    assert len(listed) == 1 and re.fullmatch(
+        r"topocast/c1/quarantine/ufm-01/\d{8}T\d{6}Z-ibnetdiscover\.out", listed[0]
+    )
+    head = s3.head_object(Bucket=BUCKET, Key=listed[0])
+    assert "line 1" in head["Metadata"]["reason"] or ":1:" in head["Metadata"]["reason"], head["Metadata"]
+    assert s3.get_object(Bucket=BUCKET, Key=listed[0])["Body"].read() == b"\x00garbage\n"
+    # moved, not copied: the next discovery sees no bad upload, only the last good input
+    third = read_good_uploads(uploads, ibnetdiscover.parse, s3_client=s3)
+    assert third.quarantined == [] and len(third.texts) == 1
+    assert ibnetdiscover.discover(texts=second.texts).graph.nodes, "discovery goes on with the good inputs"
+
+
+def test_an_oversized_upload_is_quarantined_by_its_listed_size_before_reading(s3: Any, example: Path) -> None:
+    from topocast.collect import read_good_uploads
+
+    uploads = f"s3://{BUCKET}/topocast/c1/uploads"
+    s3.put_object(Bucket=BUCKET, Key="topocast/c1/uploads/ufm-09/ibnetdiscover.out", Body=b"x" * 5000)
+    got = read_good_uploads(uploads, ibnetdiscover.parse, s3_client=s3, limit=1000)
+    assert got.texts == {} and got.fallbacks == []
+    assert got.quarantined == [
+        (
+            f"{uploads}/ufm-09/ibnetdiscover.out",
+            f"{uploads}/ufm-09/ibnetdiscover.out: 5000 bytes exceeds the 1000 byte limit",
+        )
+    ]

@@ -119,6 +119,7 @@ def test_malformed_and_misrouted_events_are_answered_200_with_the_reason(
     cases = [
         (attrs, no_method, "data.protoPayload.methodName: is required"),
         ({**attrs, "datacontenttype": "text/plain"}, "{oops", "not JSON"),
+        ({**attrs, "datacontenttype": "text/plain"}, "[" * 100_000, "nested deeper than 64 levels"),
         ({**attrs, "type": "com.example.unknown"}, {}, "unsupported CloudEvent type"),
         ({**attrs, "type": "dev.topocast.publish.v1"}, {"cluster": "c1", "generation": 1}, "not for the discover"),
     ]

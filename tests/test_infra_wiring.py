@@ -304,7 +304,8 @@ def test_s3_areas_granted_are_where_the_stores_write() -> None:
 
     objects = load_module(AWS_MODULE)["locals"]["objects"]
     areas = literal_set(objects.split(":")[0])
-    assert areas == {"graphs", "rendered", "published", "state", "uploads"}, objects
+    # quarantine/ and last-good/: topocast.collect.read_good_uploads (tests/test_collect.py checks the keys)
+    assert areas == {"graphs", "rendered", "published", "state", "uploads", "quarantine", "last-good"}, objects
     base = "topocast/c1"
     assert S3GraphStore("b", "topocast", "c1", None).generation_key(1).startswith(f"{base}/graphs/")
     assert S3ArtifactStore("b", "topocast", "c1", None).key(1, "topology.conf").startswith(f"{base}/rendered/")

@@ -118,6 +118,11 @@ def test_custom_tier_prefix() -> None:
         (LabelScheme(fabric_keys=["a.io/x", "a.io/x"]), "unique"),
         (LabelScheme(fabric_keys=[HOSTNAME]), "identifies the node"),
         (LabelScheme(tier_prefix="example.com/" + "t" * 63), "63"),
+        # every scheme key is owned (removed when not set): Kubernetes' own namespaces are never ours
+        (LabelScheme(accelerator_key="node-role.kubernetes.io/control-plane"), "accelerator_key .* reserves"),
+        (LabelScheme(fabric_keys=["topology.kubernetes.io/zone"]), r"fabric_keys\[0\] .* reserves"),
+        (LabelScheme(tier_prefix="node-role.kubernetes.io/t"), "tier_prefix .* reserves"),
+        (LabelScheme(subdomain_key="k8s.io/rack"), "subdomain_key .* reserves"),
     ],
 )
 def test_bad_schemes_are_refused_with_the_field_named(scheme: LabelScheme, message: str) -> None:
@@ -143,6 +148,16 @@ def test_long_and_invalid_values_are_hashed_like_topograph() -> None:
     for node in labels.values():
         for value in node.values():
             assert len(value) <= 63 and re.fullmatch(r"([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]", value)
+
+
+def test_two_values_with_one_label_value_are_a_render_error_not_a_warning() -> None:
+    long_id = "s" * 64
+    g = graph(
+        Node(name="a", fabric=[long_id, "spine"]),
+        Node(name="b", fabric=[fnv64a(long_id), "spine"]),  # a literal leaf ID equal to a's hashed value
+    )
+    with pytest.raises(RenderError, match="both become the label value 'x"):
+        render(g, "k8s-labels")
 
 
 def test_shrinking_fabric_drops_tier_keys_that_owns_key_claims() -> None:

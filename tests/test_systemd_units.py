@@ -48,3 +48,21 @@ def test_units_verify(folder: Path, unit: str, command: list[str], tmp_path: Pat
         check=False,
     )
     assert proc.returncode == 0, proc.stderr
+
+
+def unit_settings(text: str) -> dict[str, list[str]]:
+    settings: dict[str, list[str]] = {}
+    for line in text.replace("\\\n", " ").splitlines():
+        if "=" in line and not line.startswith(("#", "[")):
+            key, _, value = line.partition("=")
+            settings.setdefault(key.strip(), []).append(value.strip())
+    return settings
+
+
+def test_pull_unit_confines_the_root_agent() -> None:
+    s = unit_settings((INFRA / "slurm" / "topocast-pull.service").read_text())
+    # the only shared path root may write is the Slurm config directory: no /tmp, no /var/lib (StateDirectory)
+    assert s["ReadWritePaths"] == ["/etc/slurm"]
+    assert s["ProtectSystem"] == ["strict"] and s["PrivateTmp"] == ["true"] and s["StateDirectory"] == ["topocast"]
+    assert s["MemoryMax"] == ["512M"], "a runaway input must hit a memory cap, not the head node"
+    assert "--state-file /var/lib/topocast/" in exec_start((INFRA / "slurm" / "topocast-pull.service").read_text())

@@ -424,6 +424,9 @@ def _share(text: str) -> float:
 @option("--forbid-reconfigure", flag=True, help="With --live: never reconfigure; hold and exit 1 with an ALARM.")
 @option("--live-max-share", type=_share, default=0.1, help="With --live: most nodes (share) that may move live.")
 @option("--slurm-root", type=Path, help=_SLURM_ROOT_HELP)
+@option("--pointer-bucket", help="The only bucket an SSM envelope may point at (the publisher's).")
+@option("--pointer-prefix", help="The key prefix such a pointer must be under.")
+@option("--allow-node-loss", flag=True, help="Install even if the new file drops >10% of the installed file's nodes.")
 def pull(a: Namespace) -> int:
     """Head-node pull agent: fetch, verify sha256, validate, install atomically, reconfigure or update live."""
     from topocast.pull import pull as run_pull
@@ -440,6 +443,9 @@ def pull(a: Namespace) -> int:
         allow_reconfigure=not a.forbid_reconfigure,
         live_max_share=a.live_max_share,
         slurm=find_slurm(a.slurm_root, None, None),
+        pointer_bucket=a.pointer_bucket,
+        pointer_prefix=a.pointer_prefix,
+        allow_node_loss=a.allow_node_loss,
     )
     print(f"{a.dest}: {outcome.action} (generation {outcome.generation}): {outcome.detail}")
     return 0 if outcome.ok else 1
@@ -505,7 +511,11 @@ def diff(a: Namespace) -> int:
 
 
 def main() -> None:  # console-script entry point
-    code = run()
+    try:
+        code = run()
+    except (RecursionError, MemoryError) as exc:  # a last line of defence: the inputs are capped where read
+        print(f"{PROG}: error: input too large or nested too deeply ({type(exc).__name__})", file=sys.stderr)
+        code = 2
     if _ran and _ran[-1].fast_exit:
         # Tearing down a 100k-node graph object by object costs ~0.2 s of CPU for nothing: the
         # command's files are written and closed, so flush the standard streams and leave.

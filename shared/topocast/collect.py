@@ -29,14 +29,15 @@ import shlex
 import socket
 import subprocess
 import urllib.parse
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from topocast import __version__
 from topocast.errors import ProviderError, TopocastError
+from topocast.limits import MAX_UPLOAD_BYTES, check_size, read_capped
 from topocast.names import check_node_name
 from topocast.providers.ibnetdiscover import Fabric, parse
 
@@ -163,13 +164,92 @@ def read_uploads(prefix_uri: str, *, s3_client: Any = None, gcs_client: Any = No
     """
     scheme, bucket, prefix = split_uri(prefix_uri)
     store = _S3(s3_client) if scheme == "s3" else _Gcs(gcs_client)
+    return {f"{scheme}://{bucket}/{key}": store.get(bucket, key) for key, _ in _upload_keys(store, bucket, prefix)}
+
+
+def _upload_keys(store: _Store, bucket: str, prefix: str) -> list[tuple[str, int | None]]:
+    """(key, size) of every upload under ``prefix``, newest first."""
     found = [
-        (when, key)
-        for key, when in store.list(bucket, f"{prefix}/" if prefix else "")
+        (when, key, size)
+        for key, when, size in store.list_sized(bucket, f"{prefix}/" if prefix else "")
         if key.endswith(f"/{UPLOAD_NAME}") and key.count("/") == (prefix.count("/") + 2 if prefix else 1)
     ]
     found.sort(key=lambda item: (-item[0].timestamp(), item[1]))
-    return {f"{scheme}://{bucket}/{key}": store.get(bucket, key) for _, key in found}
+    return [(key, size) for _, key, size in found]
+
+
+@dataclass
+class UploadSet:
+    """What discovery may use: each host's upload, or its last good one when the upload is bad."""
+
+    #: source uri -> content, newest first (a fallback is named by its last-good/ uri)
+    texts: dict[str, bytes]
+    #: (upload uri, reason) of every upload moved to quarantine/ by this read
+    quarantined: list[tuple[str, str]]
+    #: hosts whose last good upload stands in for a bad one
+    fallbacks: list[str]
+
+
+def read_good_uploads(
+    prefix_uri: str,
+    check: Callable[[bytes, str], object],
+    *,
+    s3_client: Any = None,
+    gcs_client: Any = None,
+    limit: int = MAX_UPLOAD_BYTES,
+) -> UploadSet:
+    """The uploads under ``prefix_uri`` that ``check(content, uri)`` accepts; bad ones are quarantined.
+
+    ``<base>/uploads/<host>/ibnetdiscover.out`` is good when it is at most
+    ``limit`` bytes (checked by its listed size, before reading) and ``check``
+    does not raise. A good upload is copied to ``<base>/last-good/<host>/`` (when
+    it changed); a bad one is moved to ``<base>/quarantine/<host>/<time>-ibnetdiscover.out``
+    with its reason in the object's metadata, and the host's last good copy
+    is used instead. So one writer leaving garbage in ``uploads/`` neither blocks
+    discovery nor loses that host's fabric.
+    """
+    scheme, bucket, prefix = split_uri(prefix_uri)
+    store: _Store = _S3(s3_client) if scheme == "s3" else _Gcs(gcs_client)
+    base = prefix.rsplit("/", 1)[0] if "/" in prefix else ""
+
+    def sibling(area: str, host: str, name: str = UPLOAD_NAME) -> str:
+        return "/".join(p for p in (base, area, host, name) if p)
+
+    out = UploadSet({}, [], [])
+    for key, size in _upload_keys(store, bucket, prefix):
+        uri = f"{scheme}://{bucket}/{key}"
+        host = key.rsplit("/", 2)[-2]
+        try:
+            check_size(size, limit, uri, ProviderError)
+            content = store.get(bucket, key, limit)
+            check(content, uri)
+        except (TopocastError, UnicodeDecodeError, ValueError) as exc:
+            reason = " ".join(str(exc).split())[:500]
+            stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+            store.move(bucket, key, sibling("quarantine", host, f"{stamp}-{UPLOAD_NAME}"), {"reason": reason})
+            out.quarantined.append((uri, reason))
+            good_key = sibling("last-good", host)
+            good = store.get_if_exists(bucket, good_key, limit)
+            if good is not None:
+                out.texts[f"{scheme}://{bucket}/{good_key}"] = good
+                out.fallbacks.append(host)
+            continue
+        digest = hashlib.sha256(content).hexdigest()
+        good_key = sibling("last-good", host)
+        if store.stored_content_digest(bucket, good_key) != digest:
+            store.put(bucket, good_key, content, {"content-sha256": digest, "source": key})
+        out.texts[uri] = content
+    return out
+
+
+class _Store(Protocol):
+    def stored_digest(self, bucket: str, key: str) -> str | None: ...
+    def stored_content_digest(self, bucket: str, key: str) -> str | None: ...
+    def put(self, bucket: str, key: str, data: bytes, metadata: dict[str, str]) -> None: ...
+    def list_sized(self, bucket: str, prefix: str) -> list[tuple[str, datetime, int | None]]: ...
+    def get(self, bucket: str, key: str, limit: int = MAX_UPLOAD_BYTES) -> bytes: ...
+    def get_if_exists(self, bucket: str, key: str, limit: int = MAX_UPLOAD_BYTES) -> bytes | None: ...
+    def move(self, bucket: str, key: str, to: str, metadata: dict[str, str]) -> None: ...
 
 
 class _S3:
@@ -206,14 +286,52 @@ class _S3:
         except (BotoCoreError, ClientError) as exc:
             raise CollectError(f"s3://{bucket}/{key}: upload failed ({exc})") from None
 
-    def list(self, bucket: str, prefix: str) -> list[tuple[str, datetime]]:
+    def list_sized(self, bucket: str, prefix: str) -> list[tuple[str, datetime, int | None]]:
         out = []
         for page in self.c.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):
-            out += [(o["Key"], o["LastModified"]) for o in page.get("Contents", [])]
+            out += [(o["Key"], o["LastModified"], o.get("Size")) for o in page.get("Contents", [])]
         return out
 
-    def get(self, bucket: str, key: str) -> bytes:
-        return bytes(self.c.get_object(Bucket=bucket, Key=key)["Body"].read())
+    def get(self, bucket: str, key: str, limit: int = MAX_UPLOAD_BYTES) -> bytes:
+        resp = self.c.get_object(Bucket=bucket, Key=key)
+        uri = f"s3://{bucket}/{key}"
+        try:  # ContentLength before reading: an oversized upload costs no memory
+            check_size(resp.get("ContentLength"), limit, uri, ProviderError)
+            return read_capped(resp["Body"], limit, uri, ProviderError)
+        finally:
+            resp["Body"].close()
+
+    def get_if_exists(self, bucket: str, key: str, limit: int = MAX_UPLOAD_BYTES) -> bytes | None:
+        from botocore.exceptions import ClientError
+
+        try:
+            return self.get(bucket, key, limit)
+        except ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") in ("404", "NoSuchKey", "NotFound"):
+                return None
+            raise
+
+    def stored_content_digest(self, bucket: str, key: str) -> str | None:
+        from botocore.exceptions import ClientError
+
+        try:
+            head = self.c.head_object(Bucket=bucket, Key=key)
+        except ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") in ("404", "NoSuchKey", "NotFound"):
+                return None
+            raise
+        return head.get("Metadata", {}).get("content-sha256")
+
+    def move(self, bucket: str, key: str, to: str, metadata: dict[str, str]) -> None:
+        """Copy to ``to`` with ``metadata`` (the reason), then delete: S3 has no rename."""
+        self.c.copy_object(
+            Bucket=bucket,
+            Key=to,
+            CopySource={"Bucket": bucket, "Key": key},
+            Metadata={k: _ascii(v) for k, v in metadata.items()},
+            MetadataDirective="REPLACE",
+        )
+        self.c.delete_object(Bucket=bucket, Key=key)
 
 
 class _Gcs:
@@ -236,8 +354,30 @@ class _Gcs:
         except Exception as exc:  # google.api_core exceptions; the message names the cause
             raise CollectError(f"gs://{bucket}/{key}: upload failed ({exc})") from None
 
-    def list(self, bucket: str, prefix: str) -> list[tuple[str, datetime]]:
-        return [(b.name, b.updated) for b in self.c.list_blobs(bucket, prefix=prefix)]
+    def list_sized(self, bucket: str, prefix: str) -> list[tuple[str, datetime, int | None]]:
+        return [(b.name, b.updated, b.size) for b in self.c.list_blobs(bucket, prefix=prefix)]
 
-    def get(self, bucket: str, key: str) -> bytes:
-        return bytes(self.c.bucket(bucket).blob(key).download_as_bytes())
+    def get(self, bucket: str, key: str, limit: int = MAX_UPLOAD_BYTES) -> bytes:
+        data = bytes(self.c.bucket(bucket).blob(key).download_as_bytes(end=limit))  # end is inclusive: limit + 1
+        check_size(len(data), limit, f"gs://{bucket}/{key}", ProviderError)
+        return data
+
+    def get_if_exists(self, bucket: str, key: str, limit: int = MAX_UPLOAD_BYTES) -> bytes | None:
+        blob = self.c.bucket(bucket).get_blob(key)
+        return None if blob is None else self.get(bucket, key, limit)
+
+    def stored_content_digest(self, bucket: str, key: str) -> str | None:
+        blob = self.c.bucket(bucket).get_blob(key)
+        return None if blob is None else (blob.metadata or {}).get("content-sha256")
+
+    def move(self, bucket: str, key: str, to: str, metadata: dict[str, str]) -> None:
+        b = self.c.bucket(bucket)
+        copy = b.copy_blob(b.blob(key), b, to)
+        copy.metadata = metadata
+        copy.patch()
+        b.delete_blob(key)
+
+
+def _ascii(text: str) -> str:
+    """S3 user metadata travels in HTTP headers: ASCII only."""
+    return text.encode("ascii", "replace").decode()

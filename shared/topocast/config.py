@@ -20,7 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from topocast.errors import TopocastError
 from topocast.renderers.base import RenderOptions
-from topocast.validation import describe
+from topocast.validation import check_json_depth, describe
 
 DEFAULT_FORMATS = ["slurm-tree", "slurm-block", "slurm-yaml", "k8s-labels", "graph", "html"]
 
@@ -161,8 +161,9 @@ def settings_from_env(env: Mapping[str, str] | None = None) -> Settings:
             data[field] = _split(raw, field)
         elif field in _JSON or (field == "reserved_nodes" and raw.lstrip().startswith("{")):
             try:
+                check_json_depth(raw, var, TopocastError)
                 data[field] = json.loads(raw)
-            except json.JSONDecodeError as exc:
+            except (json.JSONDecodeError, RecursionError) as exc:
                 raise TopocastError(f"{var} is not valid JSON: {exc}") from None
         elif field == "ssm_advanced_tier":
             data[field] = raw.strip().lower() in {"1", "true", "yes", "on"}

@@ -21,6 +21,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from topocast.errors import TopocastError
+
 CLUSTER = "demo"
 
 
@@ -121,6 +123,30 @@ class _Progress:
             self._progress.__exit__(*exc)
 
 
+class DemoNotSettled(TopocastError):
+    """The simulated pipeline still had work queued when the demo's wait ran out."""
+
+
+def settle_timeout(events: int, max_wait: float) -> float:
+    """How long the demo waits for the pipeline: the debounce's worst case, and more for a large storm."""
+    return max(60.0, 4 * max_wait, events / 40)
+
+
+def not_settled(pipeline: Any, waited: float, idle: bool) -> str:
+    """One line saying what is still pending, instead of a ParameterNotFound from the pull later."""
+    pending = pipeline.pending_by_queue()
+    parts = [
+        f"{queue} queue {counts['visible']} visible, {counts['in_flight']} in flight, {counts['delayed']} delayed"
+        for queue, counts in pending.items()
+        if any(counts.values())
+    ]
+    counters = pipeline.runtime.counters
+    done = f"{counters.discover_runs} discover run(s), {counters.renders} render(s), {counters.publishes} publish(es)"
+    if idle:
+        return f"the pipeline settled after {waited:.0f} s but published nothing ({done}); see the held/failed log"
+    return f"the pipeline did not settle within {waited:.0f} s: {'; '.join(parts) or 'nothing queued'} ({done})"
+
+
 def run_demo(
     nodes: int = 256,
     events: int | None = None,
@@ -168,7 +194,11 @@ def run_demo(
             prog.step(f"launch burst: {len(burst)} EC2 state-change events through EventBridge")
             pipeline.emit_state_changes(burst)
             prog.step(f"discover -> render (quiet window {quiet:g} s) -> publish")
-            idle = pipeline.run_until_idle(timeout=max(60.0, 4 * max_wait))
+            settle = settle_timeout(len(burst), max_wait)
+            settle_started = time.monotonic()
+            idle = pipeline.run_until_idle(timeout=settle)
+            if not idle or pipeline.runtime.counters.publishes == 0:
+                raise DemoNotSettled(not_settled(pipeline, time.monotonic() - settle_started, idle))
             prog.step("pull agent: SSM -> verify -> validate -> install")
             slurmctld = shutil.which("slurmctld") is not None
             pulled = pull(
@@ -177,6 +207,8 @@ def run_demo(
                 reconfigure=False,
                 validate=slurmctld,
                 slurm_conf=None,
+                pointer_bucket=pipeline.bucket,
+                pointer_prefix=f"{pipeline.runtime.settings.prefix}/{CLUSTER}/published",
             )
             stored = pipeline.runtime.graphs.latest()
             copy_outputs(pipeline.runtime.artifacts, out)
@@ -201,6 +233,9 @@ def run_demo(
                     "sha256": pulled.sha256,
                 },
                 "idle": idle,
+                "settle_seconds": round(time.monotonic() - settle_started, 2),
+                "discover_invocations": pipeline.stats.discover_invocations,
+                "max_batch_held_seconds": round(pipeline.stats.max_held_seconds, 2),
             }
         finally:
             server.stop()

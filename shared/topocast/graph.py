@@ -29,8 +29,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from topocast.errors import InvalidGraphError, TopocastError
 from topocast.gc_pause import paused_gc
 from topocast.graph_checks import check_graph
+from topocast.limits import MAX_GRAPH_BYTES, check_size, read_capped
 from topocast.names import check_node_name
-from topocast.validation import validate
+from topocast.validation import check_json_depth, validate
 
 SCHEMA_VERSION = 1
 
@@ -141,9 +142,12 @@ def graph_from_data(data: Any, source: str = "graph") -> TopologyGraph:
 def graph_from_json(text: str | bytes, source: str = "graph") -> TopologyGraph:
     """Parse and validate graph JSON straight from the bytes (pydantic-core, no Python dicts in between).
 
+    The size is capped first (:data:`~topocast.limits.MAX_GRAPH_BYTES`).
+
     Only a graph pydantic rejects takes the slower route through :func:`json.loads` and
     :func:`graph_from_data`, which words the error (not JSON, not an object, schema version).
     """
+    check_size(len(text), MAX_GRAPH_BYTES, source, InvalidGraphError)
     with paused_gc():
         try:
             return TopologyGraph.model_validate_json(text)
@@ -152,16 +156,22 @@ def graph_from_json(text: str | bytes, source: str = "graph") -> TopologyGraph:
         except TopocastError as exc:  # our own checks (unsafe names): keep the class, add the source
             raise type(exc)(f"{source}: {exc}") from None
     try:
+        if isinstance(text, bytes | bytearray):
+            text = text.decode("utf-8")
+        check_json_depth(text, source, InvalidGraphError)
         data = json.loads(text)
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise InvalidGraphError(f"{source}: not valid JSON ({exc})") from None
+    except (RecursionError, MemoryError, ValueError) as exc:
+        raise InvalidGraphError(f"{source}: not usable JSON ({type(exc).__name__})") from None
     return graph_from_data(data, source)
 
 
 def load_graph(path: str | Path) -> TopologyGraph:
     p = Path(path)
     try:
-        text = p.read_bytes()
+        with p.open("rb") as fh:
+            text = read_capped(fh, MAX_GRAPH_BYTES, str(p), InvalidGraphError)
     except OSError as exc:
         raise InvalidGraphError(f"{p}: cannot read ({exc.strerror})") from None
     return graph_from_json(text, str(p))

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from topocast.errors import InvalidGraphError, RenderError
 from topocast.graph import TopologyGraph, graph_from_json, load_graph
+from topocast.limits import MAX_YAML_BYTES, read_capped
 from topocast.renderers import RENDERERS, RenderOptions, render_many
 from topocast.validation import validate
 
@@ -15,12 +16,14 @@ from topocast.validation import validate
 def load_options(path: Path | None) -> dict:
     if path is None:
         return {}
-    import yaml  # only options files need it: keeps `topocast render` startup lean
-
     try:
-        data = yaml.safe_load(path.read_text())  # YAML is a superset of JSON
-    except (OSError, yaml.YAMLError) as exc:
-        raise RenderError(f"{path}: cannot read options ({exc})") from None
+        with path.open("rb") as fh:
+            text = read_capped(fh, MAX_YAML_BYTES, f"{path}: options", RenderError)
+    except OSError as exc:
+        raise RenderError(f"{path}: cannot read options ({exc.strerror})") from None
+    from topocast.safe_yaml import load_yaml  # only options files need YAML: keeps `render` startup lean
+
+    data = load_yaml(text, f"{path}: options", RenderError)  # YAML is a superset of JSON
     if not isinstance(data, dict):
         raise RenderError(f"{path}: options must be a mapping")
     return data

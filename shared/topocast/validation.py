@@ -9,11 +9,13 @@ bodies are decoded through :func:`load_json`.
 from __future__ import annotations
 
 import json
+import re
 from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
 from topocast.errors import TopocastError
+from topocast.limits import MAX_JSON_DEPTH
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -58,11 +60,37 @@ def validate(
         raise (type(exc) if keep_class else error)(f"{source}: {exc}") from None
 
 
+_JSON_STRING = re.compile(r'"(?:[^"\\]|\\.)*"')
+_NOT_BRACKET = re.compile(r"[^\[\]{}]+")
+
+
+def check_json_depth(text: str, what: str, error: type[TopocastError], limit: int = MAX_JSON_DEPTH) -> None:
+    """Raise ``error`` if ``text`` nests arrays/objects deeper than ``limit``, without recursing.
+
+    ``json.loads`` (and pydantic after it) recurse once per level: 100,000 ``[``
+    end in RecursionError, which is no ValueError and escaped every handler. A text
+    with fewer brackets than the limit cannot be too deep, so most inputs cost two
+    ``str.count`` calls; the rest are scanned once with strings blanked out.
+    """
+    if text.count("[") + text.count("{") <= limit:
+        return
+    depth = 0
+    for ch in _NOT_BRACKET.sub("", _JSON_STRING.sub('""', text)):
+        if ch in "[{":
+            depth += 1
+            if depth > limit:
+                raise error(f"{what}: nested deeper than {limit} levels")
+        else:
+            depth -= 1
+
+
 def load_json(data: Any, what: str, error: type[TopocastError]) -> Any:
     """Decode JSON text or UTF-8 bytes (anything else is returned as is); blank text is None.
 
-    Failures raise ``error("<what>: not UTF-8 (byte N)")`` or
-    ``error("<what>: not JSON (<reason> at line L column C)")``.
+    Failures raise ``error("<what>: not UTF-8 (byte N)")``,
+    ``error("<what>: not JSON (<reason> at line L column C)")`` or
+    ``error("<what>: nested deeper than N levels")``: never RecursionError or
+    MemoryError, so one bad record can be rejected while the rest of its batch goes on.
     """
     if isinstance(data, bytes | bytearray):
         try:
@@ -72,8 +100,11 @@ def load_json(data: Any, what: str, error: type[TopocastError]) -> Any:
     if isinstance(data, str):
         if not data.strip():
             return None
+        check_json_depth(data, what, error)
         try:
             return json.loads(data)
         except json.JSONDecodeError as exc:
             raise error(f"{what}: not JSON ({exc.msg} at line {exc.lineno} column {exc.colno})") from None
+        except (RecursionError, MemoryError, ValueError) as exc:  # ValueError: e.g. int too long
+            raise error(f"{what}: not usable JSON ({type(exc).__name__}: {str(exc)[:120]})") from None
     return data

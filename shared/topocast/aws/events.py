@@ -290,7 +290,19 @@ def parse_event(body: dict[str, Any] | str | bytes, *, uploads: str | None = Non
     """Parse one SQS message body (dict, JSON text, or the text ``reconcile``) into its outcome.
 
     ``uploads`` (``s3://bucket/prefix``): objects created outside it are ignored, not a reconcile.
+    Every failure is a :class:`MalformedEvent`, so the caller dead-letters this record with its
+    reason and the rest of the batch goes on; a shape no validator foresaw (TypeError,
+    RecursionError...) included.
     """
+    try:
+        return _parse_event(body, uploads)
+    except MalformedEvent:
+        raise
+    except (RecursionError, MemoryError, TypeError, ValueError, AttributeError, KeyError) as exc:
+        raise MalformedEvent(f"unusable event body ({type(exc).__name__}: {str(exc)[:200]})") from None
+
+
+def _parse_event(body: dict[str, Any] | str | bytes, uploads: str | None) -> changes.EventOutcome:
     if _is_reconcile_text(body):
         return table.outcome_of(_row("text/reconcile"))
     data = _load(body)

@@ -35,6 +35,7 @@ from topocast.errors import ProviderError, StaleGenerationError, TopocastError
 log = logging.getLogger("topocast")
 
 #: Metrics names (EMF, namespace from POWERTOOLS_METRICS_NAMESPACE, default "topocast").
+M_QUARANTINED = "QuarantinedUploads"
 M_EVENTS, M_MALFORMED, M_DISCOVER_RUNS, M_API_CALLS = "EventsReceived", "MalformedEvents", "DiscoverRuns", "Ec2ApiCalls"
 M_NODES, M_NO_TOPO, M_GENERATIONS = "Nodes", "NodesWithoutTopology", "GraphGenerations"
 M_RENDERS, M_RENDER_FAILED, M_PUBLISHES, M_HELD = "Renders", "RenderFailures", "Publishes", "PublishHeld"
@@ -313,10 +314,14 @@ def discover_graph(rt: AwsRuntime, changes: list[Any], reconcile: bool, previous
 
         domains = parse_domains(_read_operator_file(rt, s.domains_uri), s.domains_uri)
     if s.provider == "ibnetdiscover":
-        from topocast.collect import read_uploads
+        from topocast.collect import read_good_uploads
         from topocast.providers import ibnetdiscover
 
-        texts = read_uploads(s.uploads_uri, s3_client=rt.s3)
+        uploads = read_good_uploads(s.uploads_uri, ibnetdiscover.parse, s3_client=rt.s3)  # bad ones quarantined
+        for uri, reason in uploads.quarantined:
+            log.error("quarantined upload %s (using the host's last good upload): %s", uri, reason)
+            _metric(M_QUARANTINED, 1)
+        texts = uploads.texts
         if not texts:
             raise ProviderError(f"no ibnetdiscover uploads under {s.uploads_uri}: run `topocast collect` first")
         kwargs: dict[str, Any] = {"host_regex": s.ib_host_regex} if s.ib_host_regex else {}
@@ -445,7 +450,7 @@ def publish_record(body: str, rt: AwsRuntime | None = None) -> Any:
     try:
         msg = json.loads(body)
         generation = int(msg["generation"])
-    except (ValueError, KeyError, TypeError) as exc:
+    except (ValueError, KeyError, TypeError, RecursionError) as exc:
         raise InvalidGraphError(f"publish message is not {{'generation': N}}: {exc}") from None
     manifest = rt.artifacts.get_manifest(generation)
     latest = rt.artifacts.latest_manifest()

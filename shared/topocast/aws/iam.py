@@ -37,7 +37,8 @@ CALLS: dict[str, frozenset[str]] = {
             "ec2:DescribeInstanceTopology",
             "ec2:DescribeCapacityReservationTopology",  # topology before launch (reserved_nodes)
             "s3:GetObject",  # graphs/ (store), rendered/ + state/ (reconcile confirms a held publish), uploads/
-            "s3:PutObject",  # graphs/, state/guard-hold.json
+            "s3:PutObject",  # graphs/, state/guard-hold.json; on-prem: last-good/, quarantine/ (bad uploads)
+            "s3:DeleteObject",  # on-prem only: a bad upload moved out of uploads/ into quarantine/
             "s3:ListBucket",  # uploads/ listing (on-prem ibnetdiscover)
             "dynamodb:GetItem",  # debounce state
             "dynamodb:PutItem",
@@ -99,6 +100,10 @@ CONDITIONAL: dict[str, dict[str, Conditional]] = {
             frozenset({"netq_credentials_arn", "domains_uri"}),
             "NetQ credentials in an SSM parameter, or an ssm:// NVLink domains file",
         ),
+        "s3:DeleteObject": Conditional(
+            frozenset({"topology_source", "enable_upload_events"}),
+            "on-prem uploads (a bad one is moved to quarantine/)",
+        ),
         "kms:Decrypt": Conditional(
             frozenset({"netq_credentials_kms_key_arn"}),
             "the customer key of the NetQ credentials (Secrets Manager / SSM decrypt with the caller's grant)",
@@ -139,6 +144,7 @@ PLATFORM: frozenset[str] = frozenset(
 #: S3 operations authorised by another action
 S3_ACTION_ALIASES = {
     "HeadObject": "GetObject",
+    "CopyObject": "PutObject",  # and s3:GetObject on the source, which the same role reads anyway
     "ListObjectsV2": "ListBucket",
     "ListObjects": "ListBucket",
     "HeadBucket": "ListBucket",

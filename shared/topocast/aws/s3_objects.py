@@ -17,6 +17,8 @@ from __future__ import annotations
 from typing import Any
 
 from topocast.aws.retry import error_code, with_retries
+from topocast.errors import InvalidGraphError
+from topocast.limits import MAX_GRAPH_BYTES, check_size, read_capped
 from topocast.pipeline.objects import MUST_NOT_EXIST, ObjectInfo, StoredObject
 
 _MISSING = {"NoSuchKey", "404", "NotFound"}
@@ -54,7 +56,9 @@ class S3Objects:
             if error_code(exc) in _MISSING:
                 return None
             raise
-        data = resp["Body"].read()
+        # every object topocast stores is at most a graph; a bigger one is refused by its length, unread
+        check_size(resp.get("ContentLength"), MAX_GRAPH_BYTES, self.uri(key), InvalidGraphError)
+        data = read_capped(resp["Body"], MAX_GRAPH_BYTES, self.uri(key), InvalidGraphError)
         return StoredObject(key, data, resp["ETag"], dict(resp.get("Metadata") or {}), resp.get("LastModified"))
 
     def put(

@@ -319,7 +319,21 @@ def _pubsub(attrs: dict[str, Any], data: Any) -> Command:
 
 
 def parse_cloud_event(event: Any) -> Command:
-    """Parse one CloudEvent (see the module docstring)."""
+    """Parse one CloudEvent (see the module docstring).
+
+    Every failure is a :class:`MalformedEvent` (answered 200, never redelivered):
+    a shape no validator foresaw (TypeError, RecursionError...) is this event's
+    fault, not a transient one.
+    """
+    try:
+        return _parse_cloud_event(event)
+    except MalformedEvent:
+        raise
+    except (RecursionError, MemoryError, TypeError, ValueError, AttributeError, KeyError) as exc:
+        raise MalformedEvent(f"unusable CloudEvent ({type(exc).__name__}: {str(exc)[:200]})") from None
+
+
+def _parse_cloud_event(event: Any) -> Command:
     attrs, data = _split(event)
     ce_type = attrs.get("type")
     if not isinstance(ce_type, str) or not ce_type:

@@ -18,6 +18,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from topocast.errors import InvalidGraphError
+from topocast.limits import MAX_GRAPH_BYTES, check_size
 from topocast.pipeline.objects import ObjectInfo, StoredObject
 
 __all__ = ["GcsObjects", "ObjectInfo", "StoredObject"]
@@ -56,6 +58,8 @@ class GcsObjects:
             if blob is None:
                 return None
             generation, metadata = int(blob.generation), dict(blob.metadata or {})
+            # every object topocast stores is at most a graph; a bigger one is refused by its size, unread
+            check_size(blob.size, MAX_GRAPH_BYTES, self.uri(key), InvalidGraphError)
             try:
                 data = blob.download_as_bytes(if_generation_match=generation, retry=self._retry())
             except (gexc.PreconditionFailed, gexc.NotFound):

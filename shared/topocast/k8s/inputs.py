@@ -15,15 +15,14 @@ label objects and uses them if they hash to the very same file.
 from __future__ import annotations
 
 import hashlib
-import json
 from collections.abc import Iterable, Mapping
 from typing import Any
-
-import yaml
 
 from topocast.errors import TopocastError
 from topocast.graph import TopologyGraph
 from topocast.renderers.base import Artifact, RenderOptions
+from topocast.safe_yaml import load_yaml_all
+from topocast.validation import load_json
 
 
 class PublishInputError(TopocastError):
@@ -46,14 +45,14 @@ def decode_files(manifest: Any, files: Mapping[str, bytes], formats: Iterable[st
         try:
             text = raw.decode()
             objects = _label_objects(text) if entry.format == "k8s-labels" else _yaml_objects(text)
-        except (UnicodeDecodeError, ValueError, yaml.YAMLError) as exc:
+        except (UnicodeDecodeError, ValueError, RecursionError, PublishInputError) as exc:
             raise PublishInputError(f"{where}: {exc}") from None
         out[entry.format] = Artifact(entry.format, entry.file, text, entry.media_type, entry.node_count, objects)
     return out
 
 
 def _label_objects(text: str) -> list[dict[str, Any]]:
-    data = json.loads(text)
+    data = load_json(text, "labels", PublishInputError)
     if isinstance(data, list):  # already the object form
         return data
     if not isinstance(data, dict) or not all(isinstance(v, dict) for v in data.values()):
@@ -62,7 +61,7 @@ def _label_objects(text: str) -> list[dict[str, Any]]:
 
 
 def _yaml_objects(text: str) -> list[dict[str, Any]]:
-    docs = [d for d in yaml.safe_load_all(text) if d is not None]
+    docs = [d for d in load_yaml_all(text, "YAML", PublishInputError) if d is not None]
     for i, doc in enumerate(docs):
         if not isinstance(doc, dict) or not doc.get("kind") or not (doc.get("metadata") or {}).get("name"):
             raise ValueError(f"YAML document {i + 1} is not a Kubernetes object (kind, metadata.name)")

@@ -74,8 +74,8 @@ def parse_timer(body: Any) -> dict[str, Any]:
     if isinstance(body, str | bytes | bytearray):
         try:
             body = json.loads(body)
-        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-            raise ValueError(f"timer message is not JSON ({exc})") from None
+        except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as exc:
+            raise ValueError(f"timer message is not JSON ({type(exc).__name__}: {str(exc)[:120]})") from None
     if not isinstance(body, Mapping) or body.get("kind") != TIMER_KIND:
         raise ValueError(f"not a {TIMER_KIND} message: {str(body)[:200]}")
     if not isinstance(body.get("cluster"), str) or not isinstance(body.get("timer_id"), str):

@@ -54,6 +54,7 @@ from pathlib import Path
 from topocast.errors import ProviderError, UnsafeNameError
 from topocast.graph import Node, TopologyGraph
 from topocast.hostlist import compact_str
+from topocast.limits import MAX_UPLOAD_BYTES, check_size, read_capped
 from topocast.names import MAX_SWITCH_NAME, check_name, check_node_name, check_switch_name
 from topocast.providers.base import DiscoveryResult
 from topocast.providers.clos import Collapse, collapse, summarize_choices
@@ -113,7 +114,12 @@ class Fabric:
 
 # ----- parsing --------------------------------------------------------------------------
 def parse(text: str | bytes, source: str = "ibnetdiscover") -> Fabric:
-    """Parse one ibnetdiscover output; raises :class:`ProviderError` ``source:line: what``."""
+    """Parse one ibnetdiscover output; raises :class:`ProviderError` ``source:line: what``.
+
+    Inputs over :data:`~topocast.limits.MAX_UPLOAD_BYTES` are refused before parsing: the
+    parse holds about 4x its input, and a discover function has 512 MB.
+    """
+    check_size(len(text), MAX_UPLOAD_BYTES, source, ProviderError)
     if isinstance(text, bytes):
         try:
             text = text.decode("utf-8")
@@ -428,7 +434,8 @@ def discover(
     sources: list[tuple[str, str | bytes]] = []
     for p in [paths] if isinstance(paths, str | Path) else list(paths):
         try:
-            sources.append((str(p), Path(p).read_bytes()))
+            with Path(p).open("rb") as fh:
+                sources.append((str(p), read_capped(fh, MAX_UPLOAD_BYTES, str(p), ProviderError)))
         except OSError as exc:
             raise ProviderError(f"{p}: cannot read ibnetdiscover output ({exc.strerror})") from None
     sources.extend((texts or {}).items())

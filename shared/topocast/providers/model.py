@@ -21,11 +21,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from topocast.errors import InvalidGraphError, TopocastError
 from topocast.graph import TopologyGraph, graph_from_data
-from topocast.hostlist import expand
+from topocast.hostlist import expand, name_budget
+from topocast.limits import MAX_YAML_BYTES, read_capped
+from topocast.safe_yaml import load_yaml
 
 DOMAIN_KEY = "accelerator.topology.test/domain"
 SUBDOMAIN_KEY = "accelerator.topology.test/sub-domain"
@@ -55,6 +55,13 @@ def model_to_graph(
     out, requested instances the model lacks become nodes without topology.
     ``instance_id_prefix`` reproduces Topograph's test provider (``i-<host>``).
     """
+    with name_budget(what=source):  # one node-name cap across every block, not per block
+        return _model_to_graph(model, source, cluster, instances, instance_id_prefix)
+
+
+def _model_to_graph(
+    model: Any, source: str, cluster: str, instances: dict[str, str] | None, instance_id_prefix: str
+) -> TopologyGraph:
     top = _as_map(model, source)
     unknown = set(top) - {"switches", "blocks", "capacity_blocks"}
     if unknown:
@@ -137,11 +144,9 @@ def model_to_graph(
 def load_model(path: str | Path, cluster: str | None = None, **kwargs: Any) -> TopologyGraph:
     p = Path(path)
     try:
-        text = p.read_text()
+        with p.open("rb") as fh:
+            text = read_capped(fh, MAX_YAML_BYTES, str(p), InvalidGraphError)
     except OSError as exc:
         raise InvalidGraphError(f"{p}: cannot read ({exc.strerror})") from None
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise InvalidGraphError(f"{p}: not valid YAML ({exc})") from None
+    data = load_yaml(text, str(p), InvalidGraphError)
     return model_to_graph(data, str(p), cluster or p.stem, **kwargs)

@@ -30,10 +30,10 @@ import json
 import os
 import stat
 from collections import defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from topocast.errors import ProviderError, UnsafeNameError
 from topocast.graph import Node, TopologyGraph
@@ -57,6 +57,7 @@ __all__ = [
 ]
 
 PROVIDER = "netq"
+T = TypeVar("T")
 HOST_TIER = -1
 
 
@@ -142,11 +143,26 @@ def _expect(cond: bool, source: str, where: str, what: str) -> None:
         raise ProviderError(f"{source}: {where}: {what}")
 
 
+def _shape_errors_as_provider_errors(source: str, parse: Callable[[], T]) -> T:
+    """A value of the wrong type somewhere deep (a number where a list belongs) is the source's fault:
+    one ProviderError naming the source, not a TypeError traceback."""
+    try:
+        return parse()
+    except (TypeError, AttributeError, KeyError, ValueError, RecursionError) as exc:
+        raise ProviderError(f"{source}: unexpected shape ({type(exc).__name__}: {str(exc)[:120]})") from None
+
+
 def parse_topology(data: Any, source: str = "NetQ topology") -> NetqFabric:
     """The ``fetch-topology`` answer (a list with one ``{nodes, links}`` object) -> :class:`NetqFabric`."""
+    return _shape_errors_as_provider_errors(source, lambda: _parse_topology(data, source))
+
+
+def _parse_topology(data: Any, source: str) -> NetqFabric:
     _expect(isinstance(data, list) and len(data) == 1, source, "top level", "expected a JSON list with one object")
     body = data[0]
     _expect(isinstance(body, dict), source, "[0]", "expected an object with 'nodes' and 'links'")
+    for key in ("nodes", "links"):
+        _expect(isinstance(body.get(key) or [], list), source, f"[0].{key}", "expected a list")
     fab = NetqFabric()
     for i, group in enumerate(body.get("nodes") or []):
         members = group.get("compounded_nodes") if isinstance(group, dict) else None
@@ -192,6 +208,10 @@ def parse_topology(data: Any, source: str = "NetQ topology") -> NetqFabric:
 
 def parse_compute_nodes(data: Any, source: str = "NMX-M compute-nodes") -> dict[str, HostDomain]:
     """NMX-M compute nodes -> host name -> NVLink domain (``DomainUUID``); nodes without one are skipped."""
+    return _shape_errors_as_provider_errors(source, lambda: _parse_compute_nodes(data, source))
+
+
+def _parse_compute_nodes(data: Any, source: str) -> dict[str, HostDomain]:
     _expect(isinstance(data, list), source, "top level", "expected a JSON list")
     out: dict[str, HostDomain] = {}
     for i, n in enumerate(data):

@@ -23,16 +23,22 @@ import binascii
 import gzip
 import hashlib
 import json
+import posixpath
+import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
+from urllib.parse import unquote, urlparse
 
 from topocast.errors import TopocastError
+from topocast.limits import MAX_PUBLISHED_BYTES
 
 SCHEMA = "topocast.envelope/v1"
 STANDARD_LIMIT = 4096
 ADVANCED_LIMIT = 8192
 LIMITS = {"Standard": STANDARD_LIMIT, "Advanced": ADVANCED_LIMIT}
+#: what :func:`parse` reads at most: an envelope is a parameter value (8 KB), never more
+MAX_ENVELOPE_CHARS = 64 * 1024
 
 Encoding = Literal["raw", "gzip+base64", "s3"]
 Tier = Literal["Standard", "Advanced"]
@@ -116,9 +122,11 @@ def plan_value(
 
 def parse(value: str, source: str) -> Envelope:
     """Read an envelope; errors name ``source`` (e.g. the parameter name)."""
+    if len(value) > MAX_ENVELOPE_CHARS:
+        raise EnvelopeError(f"{source}: value is {len(value)} characters, not a topocast envelope")
     try:
         data = json.loads(value)
-    except json.JSONDecodeError as exc:
+    except (json.JSONDecodeError, RecursionError) as exc:
         raise EnvelopeError(f"{source}: value is not a topocast envelope (not JSON: {exc})") from None
     if not isinstance(data, dict) or data.get("schema") != SCHEMA:
         raise EnvelopeError(f"{source}: value is not a topocast envelope (schema {SCHEMA!r} expected)")
@@ -136,6 +144,8 @@ def parse(value: str, source: str) -> Envelope:
         )
     except (KeyError, TypeError, ValueError) as exc:
         raise EnvelopeError(f"{source}: malformed envelope ({exc!r})") from None
+    if not 0 <= env.size <= MAX_PUBLISHED_BYTES:
+        raise EnvelopeError(f"{source}: size {env.size} is outside 0..{MAX_PUBLISHED_BYTES} bytes")
     if env.encoding not in ("raw", "gzip+base64", "s3"):
         raise EnvelopeError(f"{source}: unknown encoding {env.encoding!r}")
     if env.encoding == "s3" and not (env.uri or "").startswith("s3://"):
@@ -145,20 +155,61 @@ def parse(value: str, source: str) -> Envelope:
     return env
 
 
+def check_pointer(env: Envelope, source: str, bucket: str | None = None, prefix: str | None = None) -> tuple[str, str]:
+    """The (bucket, key) an ``s3`` envelope points at, if it is where this reader expects.
+
+    The publisher writes ``s3://<bucket>/<prefix>/<generation:012d>/<file>``. The
+    key must end with the envelope's own generation and file (so a value cannot
+    point at another object of the bucket), must not climb out of its prefix,
+    and, when the reader is configured with them, must be in ``bucket`` under
+    ``prefix``.
+    """
+    parsed = urlparse(env.uri or "")
+    key = unquote(parsed.path.lstrip("/"))
+    where = f"{source} -> {env.uri}"
+    if parsed.scheme != "s3" or not parsed.netloc or not key:
+        raise EnvelopeError(f"{where}: not an s3://bucket/key pointer")
+    if posixpath.normpath("/" + key) != "/" + key or "//" in key:
+        raise EnvelopeError(f"{where}: the key is not a plain path (., .. or empty segments)")
+    if not key.endswith(f"{env.generation:012d}/{env.file}"):
+        raise EnvelopeError(f"{where}: the key does not name generation {env.generation} file {env.file!r}")
+    if bucket is not None and parsed.netloc != bucket:
+        raise EnvelopeError(f"{where}: bucket {parsed.netloc!r} is not the configured {bucket!r}")
+    if prefix and not key.startswith(prefix.strip("/") + "/"):
+        raise EnvelopeError(f"{where}: key is not under the configured prefix {prefix.strip('/')!r}/")
+    return parsed.netloc, key
+
+
+def _gunzip(data: str, size: int, source: str) -> bytes:
+    """Decompress at most ``size + 1`` bytes: a gzip bomb costs no more than the envelope declares."""
+    try:
+        d = zlib.decompressobj(wbits=31)
+        content = d.decompress(base64.b64decode(data, validate=True), size + 1)
+    except (binascii.Error, zlib.error) as exc:
+        raise EnvelopeError(f"{source}: gzip+base64 data does not decode ({exc})") from None
+    return content
+
+
 def decode(env: Envelope, source: str, fetch_uri: Callable[[str], bytes]) -> bytes:
-    """The file the envelope describes, verified against its sha256."""
+    """The file the envelope describes, verified against its size and sha256.
+
+    ``fetch_uri`` is called only for ``s3`` envelopes; it should read at most
+    ``env.size`` bytes (the pull agent checks ``ContentLength`` first).
+    """
     if env.encoding == "raw":
         content = (env.data or "").encode()
     elif env.encoding == "gzip+base64":
-        try:
-            content = gzip.decompress(base64.b64decode(env.data or "", validate=True))
-        except (binascii.Error, OSError, EOFError) as exc:
-            raise EnvelopeError(f"{source}: gzip+base64 data does not decode ({exc})") from None
+        content = _gunzip(env.data or "", env.size, source)
     else:
         content = fetch_uri(env.uri or "")
+    where = f"{source} -> {env.uri}" if env.encoding == "s3" else source
+    if len(content) != env.size:
+        raise EnvelopeError(
+            f"{where}: content is {f'more than {env.size}' if len(content) > env.size else len(content)} bytes, "
+            f"the envelope says {env.size} (generation {env.generation}); refusing it"
+        )
     digest = hashlib.sha256(content).hexdigest()
     if digest != env.sha256:
-        where = f"{source} -> {env.uri}" if env.encoding == "s3" else source
         raise EnvelopeError(
             f"{where}: content sha256 {digest} does not match the envelope's {env.sha256} "
             f"(generation {env.generation}); refusing it"

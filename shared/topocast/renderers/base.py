@@ -12,7 +12,10 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from topocast.errors import HostlistError
+from topocast.hostlist import EXPAND_LIMIT, count
 
 DEFAULT_TIER_PREFIX = "fabric.topograph.run/tier-"
 DEFAULT_ACCELERATOR_KEY = "accelerator.topograph.run/domain"
@@ -102,6 +105,19 @@ class RenderOptions(BaseModel):
         if v is not None and not v:
             return None
         return v
+
+    @model_validator(mode="after")
+    def _node_cap(self) -> RenderOptions:
+        """One node-name cap across every topology's hostlists (counted, not expanded)."""
+        total = 0
+        for spec in (self.topologies or {}).values():
+            try:
+                total += count(spec.nodes or [])
+            except HostlistError:
+                continue  # the renderer names the topology and the bad hostlist
+            if total > EXPAND_LIMIT:
+                raise ValueError(f"topologies: the node lists expand to more than {EXPAND_LIMIT} names in total")
+        return self
 
 
 @dataclass(frozen=True)

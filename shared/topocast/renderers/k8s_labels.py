@@ -66,6 +66,8 @@ class LabelKeys:
             if key in seen:
                 raise RenderError(f"{what} {key!r} is the same key as {seen[key]}; label keys must be unique")
             seen[key] = what
+        for what, key in [("labels.tier_prefix", self.prefix)] * (self.fixed is None) + named:
+            _check_not_foreign(key, what)
 
     def fabric_key(self, tier: int) -> str | None:
         """Key of fabric tier ``tier`` (0 = closest switch), None when the scheme omits that tier."""
@@ -79,6 +81,25 @@ class LabelKeys:
     def fabric_levels(self, depth: int) -> int:
         """How many fabric tiers get a label when the deepest path has ``depth`` switches."""
         return depth if self.fixed is None else min(depth, len(self.fixed))
+
+
+#: label key prefixes Kubernetes reserves for itself (node-role.kubernetes.io/*, topology.kubernetes.io/*...)
+RESERVED_KEY_DOMAINS = ("kubernetes.io", "k8s.io")
+
+
+def _check_not_foreign(key: str, what: str) -> None:
+    """A scheme key (or tier prefix) must not be in a namespace Kubernetes owns.
+
+    Every key of the scheme is *owned*: the publisher deletes owned keys it does
+    not set. A scheme naming ``node-role.kubernetes.io/control-plane`` would strip
+    that label from every node, so such schemes are refused outright.
+    """
+    domain = key.partition("/")[0] if "/" in key else ""
+    if any(domain == d or domain.endswith("." + d) for d in RESERVED_KEY_DOMAINS):
+        raise RenderError(
+            f"{what} {key!r} is in the {domain} namespace, which Kubernetes reserves; topocast would remove "
+            "or overwrite labels it does not own there. Use your own prefix (e.g. fabric.example.com/)"
+        )
 
 
 def _is_tier_key(key: str, prefix: str) -> bool:
@@ -134,7 +155,27 @@ def node_labels(graph: TopologyGraph, keys: LabelKeys) -> tuple[dict[str, dict[s
                 if node.subdomain is not None:
                     labels[keys.subdomain] = value(node.subdomain)
         out[node.name] = labels
+    _check_no_collision(cache)
     return out, {raw: v for raw, v in cache.items() if raw != v}
+
+
+def _check_no_collision(values: dict[str, str]) -> None:
+    """Two different topology values must never end up as one label value.
+
+    Long or invalid values are hashed with Topograph's 64-bit FNV-1a (so label
+    values match Topograph's); FNV is not collision resistant, and crafted IDs
+    collide in minutes. Two switches sharing a label value would silently put
+    their nodes in one topology domain, so a collision is a render error.
+    """
+    owner: dict[str, str] = {}
+    for raw, label in values.items():
+        other = owner.setdefault(label, raw)
+        if other != raw:
+            a, b = sorted((other, raw))
+            raise RenderError(
+                f"topology values {a[:80]!r} and {b[:80]!r} both become the label value {label!r}; "
+                "rename one of them (a hash collision or a literal that looks like a hash)"
+            )
 
 
 def sample(names: list[str], limit: int = 160) -> str:

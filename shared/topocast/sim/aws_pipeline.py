@@ -9,9 +9,11 @@ records the handler did not report as failures. Used by ``topocast demo`` and
 by the end-to-end tests; it only needs ``AWS_ENDPOINT_URL`` pointing at moto.
 
 What it does not simulate: Lambda concurrency (handlers run one at a time, as
-the reserved concurrency of 1 in Terraform makes them), IAM, and the exact
-timing of an event source mapping's batching window (a pump takes everything
-visible at the moment it runs, which is what a window that covers a burst does).
+the reserved concurrency of 1 in Terraform makes them), IAM, and waiting out an
+idle batching window: a pump gathers like Lambda's poller (10 per receive, up to
+the batch size, the 6 MB payload limit or the window, never past half the
+visibility timeout) but invokes as soon as nothing more is visible, which is
+what a window that covers a burst does.
 """
 
 from __future__ import annotations
@@ -37,12 +39,20 @@ class Queues:
     publish: str
 
 
+#: Lambda's synchronous invocation payload limit, what ends an SQS batch before batch_size
+LAMBDA_PAYLOAD_LIMIT = 6 * 1024 * 1024
+#: what an SQS record adds around its body in the invocation (ids, receipt handle, attributes, ARN)
+_RECORD_OVERHEAD = 700
+
+
 @dataclass
 class PumpStats:
     discover_invocations: int = 0
     render_invocations: int = 0
     publish_invocations: int = 0
     failed_records: int = 0
+    #: the longest time a gathered batch was held before its invocation (must stay < visibility timeout)
+    max_held_seconds: float = 0.0
     log: list[str] = field(default_factory=list)
 
 
@@ -65,7 +75,9 @@ class LocalAwsPipeline:
         extra_settings: dict[str, Any] | None = None,
     ) -> None:
         from topocast.aws.clients import client
+        from topocast.sim import moto_fast
 
+        moto_fast.install()  # moto's SQS is O(n^2) to fill and drain; an in-process server gets fast paths
         self.cluster = cluster
         self.region = region
         self._client = lambda svc: client(svc, region)
@@ -95,6 +107,7 @@ class LocalAwsPipeline:
             settings["formats"] = list(formats)
         self.runtime = AwsRuntime(Settings.model_validate(settings), region=region)
         self.stats = PumpStats()
+        self._visibility_s: dict[str, float] = {}
 
     # ----- provisioning (what infra/terraform/modules/aws creates) ----------------------------
     def _provision(self, suffix: str) -> Queues:
@@ -185,16 +198,41 @@ class LocalAwsPipeline:
         self.sqs.send_message(QueueUrl=self.queues.events, MessageBody=json.dumps(body))
 
     # ----- event source mappings ---------------------------------------------------------------
-    def _receive_all(self, url: str, limit: int) -> list[dict[str, Any]]:
+    def _visibility(self, url: str) -> float:
+        if url not in self._visibility_s:
+            attrs = self.sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["VisibilityTimeout"])["Attributes"]
+            self._visibility_s[url] = float(attrs["VisibilityTimeout"])
+        return self._visibility_s[url]
+
+    def _receive_batch(self, url: str, batch_size: int, window: float) -> list[dict[str, Any]]:
+        """Gather one invocation's batch the way Lambda's SQS poller does.
+
+        ReceiveMessage returns at most 10 messages, so the poller keeps receiving
+        until the batch is full (``batch_size``), the payload would pass Lambda's
+        6 MB invocation limit, the queue has nothing visible, or the batching
+        window is over. The window never runs past half the queue's visibility
+        timeout (Lambda requires the timeout to exceed window + function timeout),
+        so no message becomes visible again while it is still held.
+        """
+        hold = min(window, self._visibility(url) / 2)
         out: list[dict[str, Any]] = []
-        while len(out) < limit:
+        payload = 0
+        first: float | None = None
+        largest = 0  # the next receive may bring 10 records this big: stop before it could pass 6 MB
+        while len(out) < batch_size and (first is None or time.monotonic() - first < hold):
             resp = self.sqs.receive_message(
-                QueueUrl=url, MaxNumberOfMessages=min(10, limit - len(out)), WaitTimeSeconds=0
+                QueueUrl=url, MaxNumberOfMessages=min(10, batch_size - len(out)), WaitTimeSeconds=0
             )
             msgs = resp.get("Messages", [])
             if not msgs:
                 break
+            first = first if first is not None else time.monotonic()
             out.extend(msgs)
+            payload += sum(len(m["Body"]) + _RECORD_OVERHEAD for m in msgs)
+            largest = max(largest, *(len(m["Body"]) for m in msgs))
+            if payload + 10 * (largest + _RECORD_OVERHEAD) > LAMBDA_PAYLOAD_LIMIT:
+                break
+        self.stats.max_held_seconds = max(self.stats.max_held_seconds, time.monotonic() - first if first else 0.0)
         return out
 
     def _invoke(self, url: str, messages: list[dict[str, Any]], fn: Callable[[dict[str, Any]], dict]) -> None:
@@ -242,26 +280,41 @@ class LocalAwsPipeline:
 
         return handler
 
-    def pump_discover(self, batch_size: int = 10_000) -> int:
-        msgs = self._receive_all(self.queues.events, batch_size)
+    def pump_discover(self, batch_size: int = 10_000, window: float = 300.0) -> int:
+        """One discover invocation (Terraform allows batch_size up to 10,000 and a window up to 300 s)."""
+        msgs = self._receive_batch(self.queues.events, batch_size, window)
         if msgs:
             self.stats.discover_invocations += 1
             self._invoke(self.queues.events, msgs, lambda ev: discover_batch(ev, self.runtime))
         return len(msgs)
 
     def pump_render(self) -> int:
-        msgs = self._receive_all(self.queues.timer, 10)
+        msgs = self._receive_batch(self.queues.timer, 10, 0.0)
         if msgs:
             self.stats.render_invocations += 1
             self._invoke(self.queues.timer, msgs, self._per_record(render_record))
         return len(msgs)
 
     def pump_publish(self) -> int:
-        msgs = self._receive_all(self.queues.publish, 10)
+        msgs = self._receive_batch(self.queues.publish, 10, 0.0)
         if msgs:
             self.stats.publish_invocations += 1
             self._invoke(self.queues.publish, msgs, self._per_record(publish_record))
         return len(msgs)
+
+    def pending_by_queue(self) -> dict[str, dict[str, int]]:
+        """Per pipeline queue: messages visible, in flight (received, not deleted) and delayed."""
+        names = {
+            "visible": "ApproximateNumberOfMessages",
+            "in_flight": "ApproximateNumberOfMessagesNotVisible",
+            "delayed": "ApproximateNumberOfMessagesDelayed",
+        }
+        out: dict[str, dict[str, int]] = {}
+        for queue in ("events", "timer", "publish"):
+            url = getattr(self.queues, queue)
+            attrs = self.sqs.get_queue_attributes(QueueUrl=url, AttributeNames=list(names.values()))["Attributes"]
+            out[queue] = {k: int(attrs.get(n, 0)) for k, n in names.items()}
+        return out
 
     def pending(self) -> int:
         """Messages visible, delayed or in flight on the pipeline's queues (not the DLQ)."""

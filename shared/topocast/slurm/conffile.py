@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from topocast.errors import HostlistError, TopocastError
-from topocast.hostlist import expand
+from topocast.hostlist import expand, name_budget
 
 _PAIR = re.compile(r'\s*([A-Za-z][A-Za-z0-9_]*)\s*=\s*("[^"]*"|[^\s"]*)')
 
@@ -151,18 +151,19 @@ def slurm_conf_nodes(path: Path) -> list[str]:
         raise TopocastError(f"{path}: cannot read slurm.conf ({exc.strerror})") from None
     names: list[str] = []
     seen: set[str] = set()
-    for line in parse_conf_text(text):
-        if not line.pairs or line.pairs[0][0].lower() != "nodename":
-            continue
-        expr = line.pairs[0][1]
-        if expr.upper() == "DEFAULT":
-            continue
-        try:
-            expanded = expand(expr)
-        except HostlistError as exc:
-            raise TopocastError(f"{path}:{line.lineno}: bad NodeName hostlist: {exc}") from None
-        for name in expanded:
-            if name not in seen:
-                seen.add(name)
-                names.append(name)
+    with name_budget(what=str(path)):  # one node-name cap for the whole file, not per line
+        for line in parse_conf_text(text):
+            if not line.pairs or line.pairs[0][0].lower() != "nodename":
+                continue
+            expr = line.pairs[0][1]
+            if expr.upper() == "DEFAULT":
+                continue
+            try:
+                expanded = expand(expr)
+            except HostlistError as exc:
+                raise TopocastError(f"{path}:{line.lineno}: bad NodeName hostlist: {exc}") from None
+            for name in expanded:
+                if name not in seen:
+                    seen.add(name)
+                    names.append(name)
     return names

@@ -20,23 +20,25 @@ The same steps install topology.conf (tree or block) and topology.yaml; a
 topology.yaml is refused for a controller older than 25.05 (it would ignore it).
 :mod:`topocast.slurm.live` builds the live (no reconfigure) path on top of this.
 
-Installs into one directory are serialised with ``flock`` on the directory.
+Installs into one directory are serialised with ``flock`` on the directory. The
+destination must not be a symlink and its directory must be writable only by the
+user running the install (:mod:`topocast.safe_files`): the agent runs as root.
 """
 
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import hashlib
 import os
 import tempfile
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
 from topocast.errors import TopocastError
+from topocast.limits import MAX_PUBLISHED_BYTES
+from topocast.safe_files import UnsafePathError, check_destination, dir_lock, read_nofollow
 from topocast.slurm import scontrol as ctl
 from topocast.slurm.conffile import slurm_conf_nodes
 from topocast.slurm.controller import SlurmInstall
@@ -102,8 +104,6 @@ def install_topology(
     slurm = slurm or SlurmInstall.find(None, None, scontrol if isinstance(scontrol, str) else None)
     scontrol = scontrol if scontrol is not None else slurm.scontrol_command
     dest = Path(dest)
-    if dest.is_symlink():
-        dest = dest.resolve()  # replace the file the link points at, keep the operator's link
     digest = hashlib.sha256(content).hexdigest()
 
     def result(ok: bool, action: Action, message: str, step: str | None = None, **kw: object) -> InstallResult:
@@ -119,13 +119,15 @@ def install_topology(
         )
     if not dest.parent.is_dir():
         return result(False, "refused", f"directory {dest.parent} does not exist; nothing written", "write")
-    with _dir_lock(dest.parent):
+    try:  # root writes here: no symlink at dest, a directory only we can write (topocast.safe_files)
+        check_destination(dest)
+    except UnsafePathError as exc:
+        return result(False, "refused", str(exc), "write")
+    with dir_lock(dest.parent):
         try:
-            old = dest.read_bytes()
-        except FileNotFoundError:
-            old = None
-        except OSError as exc:
-            return result(False, "refused", f"cannot read the current file ({exc.strerror})", "write")
+            old = read_nofollow(dest, MAX_PUBLISHED_BYTES)
+        except UnsafePathError as exc:
+            return result(False, "refused", f"cannot read the current file ({exc})", "write")
         if old == content:
             return result(True, "unchanged", "already up to date (sha256 " + digest[:12] + "); nothing to do")
 
@@ -284,17 +286,6 @@ def _wait_ping(scontrol: ctl.Command, env: dict[str, str] | None, timeout: float
         if time.monotonic() >= deadline:
             return False
         time.sleep(0.05)
-
-
-@contextlib.contextmanager
-def _dir_lock(directory: Path) -> Iterator[None]:
-    """Exclusive flock on the directory itself: no lock file left in /etc/slurm."""
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        yield
-    finally:
-        os.close(fd)  # closing drops the lock
 
 
 def _atomic_write(path: Path, data: bytes, like: Path) -> None:

@@ -11,12 +11,12 @@ the documented 64 characters. Messages start with ``file:line:``.
 from __future__ import annotations
 
 import itertools
-from collections import defaultdict
+from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from typing import Literal
 
 from topocast.errors import HostlistError, UnsafeNameError
-from topocast.hostlist import compact_str, expand
+from topocast.hostlist import compact_str, expand, name_budget
 from topocast.names import MAX_SWITCH_NAME, check_name
 from topocast.slurm.conffile import ConfLine, describe_char, parse_conf_text
 
@@ -85,8 +85,9 @@ class TopologyFile:
 def parse_topology(text: str, source: str = "topology.conf") -> TopologyFile:
     """Read the records of a topology.conf; syntax problems land in ``errors``."""
     topo = TopologyFile(source=source)
-    for line in parse_conf_text(text):
-        _read_line(topo, line)
+    with name_budget(what=source):  # one node-name cap for the whole file, not per line
+        for line in parse_conf_text(text):
+            _read_line(topo, line)
     if topo.switches and (topo.blocks or topo.block_sizes is not None):
         topo.errors.append(f"{source}: mixes SwitchName (topology/tree) and BlockName (topology/block) lines")
     topo.kind = "tree" if topo.switches else "block" if topo.blocks or topo.block_sizes is not None else "empty"
@@ -290,7 +291,7 @@ def _check_tree(topo: TopologyFile) -> None:
                 )
             else:
                 parents[child].append(sw.name)
-        dup = sorted({n for n in sw.nodes if sw.nodes.count(n) > 1})
+        dup = sorted(n for n, k in Counter(sw.nodes).items() if k > 1)  # list.count per node is quadratic
         if dup:
             topo.warnings.append(f"{where}: switch {sw.name!r} lists nodes more than once: {compact_str(dup)}")
     for child, ups in parents.items():

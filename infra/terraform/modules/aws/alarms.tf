@@ -62,3 +62,25 @@ resource "aws_cloudwatch_metric_alarm" "publish_held" {
   ok_actions          = local.alarm_actions
   tags                = local.common_tags
 }
+
+# The discover function emits QuarantinedUploads when an on-prem upload could not be read (too large,
+# not ibnetdiscover output): it was moved to <prefix>/<cluster>/quarantine/ with the reason in its
+# metadata, and discovery used that host's last good upload.
+resource "aws_cloudwatch_metric_alarm" "upload_quarantined" {
+  count = var.create_alarms && local.upload_events ? 1 : 0
+
+  alarm_name          = "${local.name}-upload-quarantined"
+  alarm_description   = "An on-prem upload for cluster ${var.cluster} was unusable and moved to ${local.key_base}/quarantine/ (reason in its metadata); discovery uses that host's last good upload."
+  namespace           = "topocast"
+  metric_name         = "QuarantinedUploads"
+  dimensions          = { service = "topocast" }
+  statistic           = "Sum"
+  period              = 300
+  evaluation_periods  = 1
+  comparison_operator = "GreaterThanThreshold"
+  threshold           = 0
+  treat_missing_data  = "notBreaching"
+  alarm_actions       = local.alarm_actions
+  ok_actions          = local.alarm_actions
+  tags                = local.common_tags
+}

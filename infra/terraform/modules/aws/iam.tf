@@ -8,7 +8,7 @@
 
 locals {
   bucket_arn = aws_s3_bucket.this.arn
-  objects    = { for area in ["graphs", "rendered", "published", "state", "uploads"] : area => "${local.bucket_arn}/${local.key_base}/${area}/*" }
+  objects    = { for area in ["graphs", "rendered", "published", "state", "uploads", "quarantine", "last-good"] : area => "${local.bucket_arn}/${local.key_base}/${area}/*" }
   ssm_arn    = "arn:${local.partition}:ssm:${local.region}:${local.account_id}:parameter"
   eks_arn    = var.eks_cluster_name == null ? null : "arn:${local.partition}:eks:${local.region}:${local.account_id}:cluster/${var.eks_cluster_name}"
 
@@ -111,15 +111,33 @@ data "aws_iam_policy_document" "discover" {
   }
 
   statement {
+    # the hold record only: state/published.json is what the guard trusts, and only publish writes it
     sid       = "WriteGraphsAndHold"
     actions   = ["s3:PutObject"]
-    resources = [local.objects.graphs, local.objects.state]
+    resources = [local.objects.graphs, "${local.bucket_arn}/${local.key_base}/state/guard-hold.json"]
   }
 
   statement {
     sid       = "MissingKeysAre404"
     actions   = ["s3:ListBucket"]
     resources = [local.bucket_arn]
+  }
+
+  # on-prem uploads: a bad upload is moved to quarantine/ (copy + delete), each host's last good one is
+  # kept in last-good/ and read back when its upload is bad (topocast.collect.read_good_uploads)
+  dynamic "statement" {
+    for_each = local.upload_events ? [1] : []
+    content {
+      sid       = "QuarantineUploads"
+      actions   = ["s3:DeleteObject"]
+      resources = [local.objects.uploads]
+    }
+  }
+
+  statement {
+    sid       = "LastGoodAndQuarantine"
+    actions   = ["s3:GetObject", "s3:PutObject"]
+    resources = [local.objects["last-good"], local.objects.quarantine]
   }
 
   statement {

@@ -484,6 +484,20 @@ variable "ssm_prefix" {
     condition     = var.ssm_prefix == null || can(regex("^(/[A-Za-z0-9_.-]+)+$", coalesce(var.ssm_prefix, "/x")))
     error_message = "ssm_prefix must be an SSM path like /topocast/c1/slurm (leading '/', no trailing '/')."
   }
+  # publish gets ssm:PutParameter on <ssm_prefix>/*: a path without the cluster's own segment (/topocast)
+  # would let it overwrite other clusters' files
+  validation {
+    condition     = var.ssm_prefix == null || contains(split("/", coalesce(var.ssm_prefix, "/x")), var.cluster)
+    error_message = "ssm_prefix must contain the cluster name as a path segment (e.g. /topocast/<cluster>/slurm): publish may write everything under it, so a shared path would cover other clusters' parameters."
+  }
+  # ... and must not cover the guard override, which only an operator may write
+  validation {
+    condition = var.ssm_prefix == null || !startswith(
+      "${coalesce(var.guard_override_parameter, "/topocast/${var.cluster}/guard/allow-generation")}/",
+      "${coalesce(var.ssm_prefix, "/x")}/"
+    )
+    error_message = "ssm_prefix must not contain the guard override parameter (guard_override_parameter): publish would be able to write its own override."
+  }
 }
 
 variable "ssm_advanced_tier" {

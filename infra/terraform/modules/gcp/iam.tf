@@ -27,13 +27,33 @@ resource "google_service_account" "trigger" {
   display_name = "topocast Eventarc triggers (${var.cluster})"
 }
 
-# ----- data bucket: read/write objects (graphs, rendered, state incl. debounce, slurm/) -----------------
+# ----- data bucket: objects under the prefixes each function uses, nothing else ------------------------
+# IAM conditions (uniform bucket-level access is on): resource.name is the object for object calls and the
+# bucket itself for a listing. Only publish may write slurm/ (what the pull agents install); render and
+# discover never touch it. Mirrors the AWS roles (modules/aws/iam.tf).
+locals {
+  object_areas = {
+    discover = ["graphs", "pending", "state", "rendered"] # markers in pending/, lease + debounce + hold in state/
+    render   = ["graphs", "rendered", "state"]            # debounce and the published record in state/
+    publish  = ["graphs", "rendered", "state", "slurm"]
+  }
+  bucket_resource = "projects/_/buckets/${google_storage_bucket.data.name}"
+}
+
 resource "google_storage_bucket_iam_member" "function_objects" {
   for_each = local.functions
 
   bucket = google_storage_bucket.data.name
   role   = "roles/storage.objectUser"
   member = google_service_account.function[each.key].member
+  condition {
+    title       = "topocast-${each.key}-areas"
+    description = "objects under ${join(", ", local.object_areas[each.key])} of ${local.key_base}, and listing the bucket"
+    expression = join(" || ", concat(
+      ["resource.name == \"${local.bucket_resource}\""],
+      [for area in local.object_areas[each.key] : "resource.name.startsWith(\"${local.bucket_resource}/objects/${local.key_base}/${area}/\")"],
+    ))
+  }
 }
 
 resource "google_storage_bucket_iam_member" "pull_agent" {

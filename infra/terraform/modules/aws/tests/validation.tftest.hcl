@@ -142,3 +142,35 @@ run "no_autoscaling_rule_for_an_on_prem_fabric" {
   }
   expect_failures = [var.autoscaling_group_names]
 }
+
+run "ssm_prefix_must_not_cover_other_clusters" {
+  command = plan
+  variables {
+    ssm_prefix = "/topocast"
+  }
+  expect_failures = [var.ssm_prefix]
+}
+
+run "ssm_prefix_must_not_cover_the_guard_override" {
+  command = plan
+  variables {
+    ssm_prefix = "/topocast/c1"
+  }
+  expect_failures = [var.ssm_prefix]
+}
+
+run "ssm_prefix_must_not_cover_a_custom_guard_override" {
+  command = plan
+  variables {
+    ssm_prefix               = "/hpc/c1/slurm"
+    guard_override_parameter = "/hpc/c1/slurm/allow"
+  }
+  expect_failures = [var.ssm_prefix]
+}
+
+run "ssm_prefix_of_its_own_cluster_is_fine" {
+  command = plan
+  variables {
+    ssm_prefix = "/hpc/c1/slurm"
+  }
+}

@@ -237,8 +237,16 @@ run "roles_grant_only_what_each_function_calls" {
     error_message = "publish writes parameters only under the cluster's SSM path"
   }
   assert {
-    condition     = one([for s in data.aws_iam_policy_document.discover.statement : s.resources if s.sid == "WriteGraphsAndHold"]) == toset(["${aws_s3_bucket.this.arn}/topocast/c1/graphs/*", "${aws_s3_bucket.this.arn}/topocast/c1/state/*"])
-    error_message = "discover writes only graphs/ and state/"
+    condition     = one([for s in data.aws_iam_policy_document.discover.statement : s.resources if s.sid == "WriteGraphsAndHold"]) == toset(["${aws_s3_bucket.this.arn}/topocast/c1/graphs/*", "${aws_s3_bucket.this.arn}/topocast/c1/state/guard-hold.json"])
+    error_message = "discover writes only graphs/ and the hold record, never state/published.json (what the guard trusts)"
+  }
+  assert {
+    condition     = one([for s in data.aws_iam_policy_document.discover.statement : s.resources if s.sid == "LastGoodAndQuarantine"]) == toset(["${aws_s3_bucket.this.arn}/topocast/c1/last-good/*", "${aws_s3_bucket.this.arn}/topocast/c1/quarantine/*"])
+    error_message = "discover keeps last good uploads and quarantined ones in their own areas"
+  }
+  assert {
+    condition     = length([for s in data.aws_iam_policy_document.discover.statement : s if s.sid == "QuarantineUploads"]) == 0
+    error_message = "without on-prem uploads discover may not delete anything"
   }
   assert {
     condition     = one([for s in data.aws_iam_policy_document.render.statement : s.resources if s.sid == "TimerAndPublish"]) == toset([aws_sqs_queue.main["timer"].arn, aws_sqs_queue.main["publish"].arn])
@@ -345,6 +353,10 @@ run "on_prem_uploads_drive_discover" {
   assert {
     condition     = length(aws_s3_bucket_notification.this) == 1 && one(aws_s3_bucket_notification.this[0].queue).events == toset(["s3:ObjectCreated:*"])
     error_message = "ibnetdiscover needs the upload notifications even without enable_upload_events"
+  }
+  assert {
+    condition     = one([for s in data.aws_iam_policy_document.discover.statement : s.resources if s.sid == "QuarantineUploads"]) == toset(["${aws_s3_bucket.this.arn}/topocast/c1/uploads/*"])
+    error_message = "discover may delete only uploads (moving a bad one to quarantine/)"
   }
   assert {
     condition     = one([for s in data.aws_iam_policy_document.events_queue.statement : s.principals if s.sid == "BucketUploads"]) != null
