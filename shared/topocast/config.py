@@ -120,6 +120,32 @@ class Settings(BaseModel):
         """Where on-prem collectors upload raw fabric dumps (their S3 events trigger discover)."""
         return f"s3://{self.bucket}/{self.prefix}/{self.cluster}/uploads"
 
+    def provider_options(self) -> dict[str, Any]:
+        """The options of the configured provider (``ProviderInputs.options``), by provider name."""
+        by_provider: dict[str, dict[str, Any]] = {
+            "aws": {
+                "filters": self.filters,
+                "instance_types": self.instance_types,
+                "zones": self.zones,
+                "name_from": self.name_from,
+            },
+            "gcp": {
+                "project": self.gcp_project,
+                "zones": self.gcp_zones,
+                "labels": self.gcp_labels,
+                "name_from": self.name_from,
+                "domain_tier": self.gcp_domain_tier,
+            },
+            "ibnetdiscover": {"host_regex": self.ib_host_regex, "domains_uri": self.domains_uri},
+            "netq": {
+                "url": self.netq_url,
+                "credentials": self.netq_credentials,
+                "premises": self.netq_premises,
+                "domains_uri": self.domains_uri,
+            },
+        }
+        return by_provider.get(self.provider, {})
+
     @property
     def ssm_path(self) -> str:
         return self.ssm_prefix or f"/topocast/{self.cluster}/slurm"

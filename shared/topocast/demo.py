@@ -186,7 +186,7 @@ def run_demo(
                 "cloud": "aws",
                 "events": len(burst),
                 "discover_runs": counters.discover_runs,
-                "ec2_api_calls": counters.ec2_api_calls,
+                "ec2_api_calls": counters.api_calls,
                 "renders": counters.renders,
                 "publishes": counters.publishes,
                 "held_publishes": counters.held,

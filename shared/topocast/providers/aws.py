@@ -54,22 +54,25 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from topocast.aws.ec2_calls import Ec2Calls
-from topocast.aws.events import InstanceChange
+from topocast.changes import InstanceChange
 from topocast.errors import ProviderError, TopocastError
 from topocast.graph import Node, TopologyGraph
 from topocast.names import check_node_name
 from topocast.providers import base
+from topocast.providers.base import ProviderInputs
+from topocast.providers.ec2_calls import Ec2Calls
 from topocast.validation import describe, validate
 
 __all__ = [
     "AwsDiscoveryConfig",
+    "AwsProvider",
     "DiscoveryResult",
     "Ec2Filter",
     "InstanceChange",
     "discover_full",
     "discover_instances",
     "parse_filter",
+    "provider",
 ]
 
 DEFAULT_ULTRASERVER_FAMILIES = ("p6e-gb200", "p6e-gb300", "trn2u")
@@ -403,9 +406,9 @@ def discover_instances(
     api = Ec2Calls(ec2, config.cluster, config.region)
     latest: dict[str, InstanceChange] = {}
     for ch in changes:  # last event per instance wins; event time decides when both have one
-        cur = latest.get(ch.instance_id)
+        cur = latest.get(ch.instance)
         if cur is None or cur.time is None or ch.time is None or ch.time >= cur.time:
-            latest[ch.instance_id] = ch
+            latest[ch.instance] = ch
     by_id = {n.id: n for n in previous.nodes if n.id}
     keep = [n for n in previous.nodes if not n.id]  # nodes from elsewhere (no instance ID) stay as they are
     warnings: list[str] = []
@@ -443,3 +446,30 @@ def discover_instances(
         by_id[node.id] = node  # type: ignore[index]
     graph = _graph(config, keep + list(by_id.values()), previous)
     return DiscoveryResult(graph, api.calls, warnings + name_warnings + node_warnings, api.retries, "ids")
+
+
+# ----- the Provider the functions and the CLI build through the registry -------------------------
+class AwsProvider:
+    """:class:`~topocast.providers.base.Provider` over an EC2 client the shell created (``sdk_client("ec2")``)."""
+
+    name = "aws"
+    incremental = True
+
+    def __init__(self, inputs: ProviderInputs) -> None:
+        data = {"cluster": inputs.cluster, **{k: v for k, v in inputs.options.items() if v not in (None, [])}}
+        self.config = AwsDiscoveryConfig.from_data(data, "AWS discovery settings (TOPOCAST_* / flags)")
+        self._client = inputs.sdk_client
+
+    def discover_full(self, previous: TopologyGraph | None) -> DiscoveryResult:
+        return discover_full(self._client("ec2"), self.config, previous)
+
+    def discover_changes(self, previous: TopologyGraph, changes: Sequence[InstanceChange]) -> DiscoveryResult:
+        return discover_instances(self._client("ec2"), self.config, previous, changes)
+
+    def scope(self, change: InstanceChange) -> str | None:
+        return None  # the EventBridge rule and the cluster filters (checked by DescribeInstances) scope it
+
+
+def provider(inputs: ProviderInputs) -> AwsProvider:
+    """Options: ``region``, ``filters``, ``instance_types``, ``zones``, ``name_from``, ``topology_strategy``."""
+    return AwsProvider(inputs)

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from topocast.aws.debounce import create_state_table
-from topocast.aws.handlers import AwsRuntime, discover_batch, publish_record, render_record
+from topocast.aws.handlers import AwsRuntime, discover_batch, publish_batch, render_batch
 from topocast.config import Settings
 
 EC2_PATTERN = {
@@ -229,19 +229,6 @@ class LocalAwsPipeline:
             ]
             self.sqs.change_message_visibility_batch(QueueUrl=url, Entries=entries)
 
-    def _per_record(self, fn: Callable[[str, AwsRuntime], Any]) -> Callable[[dict[str, Any]], dict]:
-        def handler(event: dict[str, Any]) -> dict:
-            failures = []
-            for rec in event["Records"]:
-                try:
-                    fn(rec["body"], self.runtime)
-                except Exception as exc:
-                    self.stats.log.append(f"{fn.__name__} failed: {exc}")
-                    failures.append({"itemIdentifier": rec["messageId"]})
-            return {"batchItemFailures": failures}
-
-        return handler
-
     def pump_discover(self, batch_size: int = 10_000) -> int:
         msgs = self._receive_all(self.queues.events, batch_size)
         if msgs:
@@ -253,14 +240,14 @@ class LocalAwsPipeline:
         msgs = self._receive_all(self.queues.timer, 10)
         if msgs:
             self.stats.render_invocations += 1
-            self._invoke(self.queues.timer, msgs, self._per_record(render_record))
+            self._invoke(self.queues.timer, msgs, lambda ev: render_batch(ev, self.runtime))
         return len(msgs)
 
     def pump_publish(self) -> int:
         msgs = self._receive_all(self.queues.publish, 10)
         if msgs:
             self.stats.publish_invocations += 1
-            self._invoke(self.queues.publish, msgs, self._per_record(publish_record))
+            self._invoke(self.queues.publish, msgs, lambda ev: publish_batch(ev, self.runtime))
         return len(msgs)
 
     def pending(self) -> int:
