@@ -630,7 +630,7 @@ def _ref(change: InstanceChange) -> InstanceRef:
 
 
 class GcpProvider:
-    """:class:`~topocast.providers.base.Provider` over a Compute client the shell created (``sdk_client("compute")``)."""
+    """:class:`~topocast.providers.base.Provider` over the shell's Compute client (``sdk_client("compute")``)."""
 
     name = "gcp"
     incremental = True
