@@ -60,7 +60,9 @@ def test_corrupt_graph_stops_render_and_the_last_publish_stays() -> None:
         rt.objects.put(rt.graphs.generation_key(stored.generation), b'{"schema_version": 1, "cluster": "c1", "no')
         rt.debouncer.note_change("c1", stored.generation + 1)  # as if discover wrote again
         assert pl.run_until_idle(timeout=15)
-        assert handlers.STATS["renders"] == 1 and handlers.STATS["render_failures"] == 1
+        # retried by the debouncer, then given up (dead-lettered): render_attempts failures in a row
+        assert handlers.STATS["renders"] == 1 and handlers.STATS["render_failures"] == 3
+        assert handlers.STATS["render_dead_lettered"] == 1
         assert published(pl).content == good.content
         pl.reconcile()  # a full scan finds the same VMs: the damaged generation is restored in place
         assert pl.run_until_idle(timeout=15)

@@ -60,6 +60,7 @@ ENV_VARS: dict[str, tuple[str, str]] = {
     "TOPOCAST_GCP_ZONES": ("gcp_zones", "zones to list (';'); empty: aggregatedList over all zones"),
     "TOPOCAST_GCP_LABEL": ("gcp_labels", "cluster membership, GCE labels KEY=VALUE (';', all must match)"),
     "TOPOCAST_GCP_DOMAIN_TIER": ("gcp_domain_tier", "NVLink domain from physicalHostTopology: subblock, block, none"),
+    "TOPOCAST_GCP_READ": ("gcp_read", "GCP: apply a window of changes by auto (cheaper of list/get), list or get"),
     "TOPOCAST_COMPUTE_ENDPOINT": ("compute_endpoint", "Compute Engine API endpoint override (tests, private endpoint)"),
     "TOPOCAST_CLOUDTASKS_ENDPOINT": ("cloudtasks_endpoint", "Cloud Tasks API endpoint override"),
     "TOPOCAST_TASK_QUEUE": ("task_queue", "Cloud Tasks queue projects/P/locations/L/queues/Q (timers, hand-offs)"),
@@ -106,6 +107,7 @@ class Settings(BaseModel):
     gcp_zones: list[str] = Field(default_factory=list)
     gcp_labels: list[str] = Field(default_factory=list)
     gcp_domain_tier: str = "subblock"
+    gcp_read: str = "auto"
     compute_endpoint: str | None = None
     cloudtasks_endpoint: str | None = None
     task_queue: str | None = None
@@ -135,6 +137,7 @@ class Settings(BaseModel):
                 "labels": self.gcp_labels,
                 "name_from": self.name_from,
                 "domain_tier": self.gcp_domain_tier,
+                "read": self.gcp_read,
             },
             "ibnetdiscover": {"host_regex": self.ib_host_regex, "domains_uri": self.domains_uri},
             "netq": {

@@ -109,6 +109,9 @@ class GcpDiscoveryConfig(BaseModel):
     domain_tier: Literal["subblock", "block", "none"] = "subblock"
     fabric_levels: list[Literal["subblock", "block", "cluster"]] = Field(default_factory=lambda: list(LEVELS))
     page_size: int = Field(MAX_PAGE, ge=1, le=MAX_PAGE)
+    read: Literal["auto", "list", "get"] = Field(
+        "auto", description="How a window of changed VMs is read: the cheaper of a listing and gets, or always one."
+    )
 
     @field_validator("cluster")
     @classmethod
@@ -645,7 +648,8 @@ class GcpProvider:
 
     def discover_changes(self, previous: TopologyGraph, changes: Sequence[InstanceChange]) -> DiscoveryResult:
         refs = [_ref(c) for c in changes]
-        if prefer_listing(self.config, previous, refs):
+        mode = self.config.read
+        if mode == "list" or (mode == "auto" and prefer_listing(self.config, previous, refs)):
             full = discover_full(self._client("compute"), self.config, previous)
             before = set(previous.node_names())
             full.upserted = sorted(set(full.graph.node_names()) - before)
