@@ -109,7 +109,7 @@ def aws_scan(stage: str) -> ScanResult:
 @cache
 def gcp_scan(stage: str) -> ScanResult:
     return CallScanner(REPO / "shared", unfollowed=GCP_UNFOLLOWED).scan_module(
-        "topocast.gcp.handlers", [stage, "handle", "GcpRuntime.from_settings"]
+        "topocast.gcp.handlers", [stage, "handle", "build"]
     )
 
 

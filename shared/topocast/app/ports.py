@@ -64,7 +64,7 @@ class PublishHandoff(Protocol):
 class GuardOverride(Protocol):
     """The operator's "let generation N through" value (env, SSM parameter, GCS object), or None."""
 
-    def read(self) -> str | None: ...
+    def allowed_generation(self) -> str | None: ...
 
 
 class Metrics(Protocol):

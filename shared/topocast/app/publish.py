@@ -47,7 +47,7 @@ def publish(ports: PublishPorts, generation: int) -> Outcome:
         graphs=ports.graphs,
         state=ports.publish_state,
         max_loss_fraction=ports.guard_max_loss,
-        override=ports.override.read(),
+        override=ports.override.allowed_generation(),
     )
     if outcome.held:
         ports.metrics.count(m.HELD)

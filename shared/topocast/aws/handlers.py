@@ -16,8 +16,11 @@ import os
 from types import SimpleNamespace
 from typing import Any
 
-from topocast import app
 from topocast.app import metrics as m
+from topocast.app.discover import discover as run_discover
+from topocast.app.outcome import Outcome
+from topocast.app.publish import publish as run_publish
+from topocast.app.render import render as run_render
 from topocast.aws.root import AwsRuntime, build
 from topocast.config import settings_from_env
 
@@ -96,10 +99,18 @@ def _to_dlq(rt: AwsRuntime, record: dict[str, Any], reason: str) -> bool:
     return True
 
 
-def _map(rt: AwsRuntime, record: dict[str, Any], outcome: app.Outcome, failures: list[str]) -> None:
+def _map(rt: AwsRuntime, record: dict[str, Any], outcome: Outcome, failures: list[str]) -> None:
+    """``drop`` goes to the DLQ now, with the reason (discover and render; their roles may send there)."""
     if outcome.status == "retry" or (outcome.status == "drop" and not _to_dlq(rt, record, outcome.reason)):
         failures.append(record.get("messageId", "?"))
     if outcome.status != "done":
+        log.warning("%s %s: %s", outcome.status, record.get("messageId"), outcome.reason)
+
+
+def _map_by_redrive(record: dict[str, Any], outcome: Outcome, failures: list[str]) -> None:
+    """``drop`` is left to the queue's redrive policy (publish: its role cannot send to the DLQ)."""
+    if outcome.status != "done":
+        failures.append(record.get("messageId", "?"))
         log.warning("%s %s: %s", outcome.status, record.get("messageId"), outcome.reason)
 
 
@@ -122,13 +133,13 @@ def discover_batch(event: dict[str, Any], rt: AwsRuntime | None = None) -> dict[
         except MalformedEvent as exc:
             rt.metrics.count(m.EVENTS)
             rt.metrics.count(m.MALFORMED)
-            _map(rt, rec, app.Outcome.drop(str(exc)), failures)
+            _map(rt, rec, Outcome.drop(str(exc)), failures)
             continue
         if parsed is not None:
             valid.append(rec)
             events.append(parsed)
     if events:
-        outcome = app.discover(rt.discover_ports(), events)
+        outcome = run_discover(rt.discover_ports(), events)
         for rec in valid if outcome.status != "done" else []:
             _map(rt, rec, outcome, failures)
     return _response(failures)
@@ -139,7 +150,7 @@ def render_batch(event: dict[str, Any], rt: AwsRuntime | None = None) -> dict[st
     rt = rt or runtime()
     failures: list[str] = []
     for rec in event.get("Records") or []:
-        _map(rt, rec, _guarded(lambda rec=rec: app.render(rt.render_ports(), rec.get("body", ""))), failures)
+        _map(rt, rec, _guarded(lambda rec=rec: run_render(rt.render_ports(), rec.get("body", ""))), failures)
     return _response(failures)
 
 
@@ -151,19 +162,19 @@ def publish_batch(event: dict[str, Any], rt: AwsRuntime | None = None) -> dict[s
         try:
             generation = int(json.loads(rec.get("body", ""))["generation"])
         except (ValueError, KeyError, TypeError) as exc:
-            _map(rt, rec, app.Outcome.drop(f"publish message is not {{'generation': N}}: {exc}"), failures)
+            _map_by_redrive(rec, Outcome.drop(f"publish message is not {{'generation': N}}: {exc}"), failures)
             continue
-        _map(rt, rec, _guarded(lambda g=generation: app.publish(rt.publish_ports(), g)), failures)
+        _map_by_redrive(rec, _guarded(lambda g=generation: run_publish(rt.publish_ports(), g)), failures)
     return _response(failures)
 
 
-def _guarded(run: Any) -> app.Outcome:
+def _guarded(run: Any) -> Outcome:
     """A use case's outcome; an error it did not decide about (storage down...) means: retry."""
     try:
-        outcome: app.Outcome = run()
+        outcome: Outcome = run()
     except Exception as exc:
         log.exception("failed, will be retried: %s", exc)
-        return app.Outcome.retry(str(exc))
+        return Outcome.retry(str(exc))
     return outcome
 
 

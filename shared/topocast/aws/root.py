@@ -61,7 +61,7 @@ class SsmGuardOverride:
     def __init__(self, cluster: str, ssm: Any, parameter: str | None) -> None:
         self.cluster, self.ssm, self.parameter = cluster, ssm, parameter
 
-    def read(self) -> str | None:
+    def allowed_generation(self) -> str | None:
         from topocast.aws.publish_state import read_override
 
         return read_override(self.cluster, self.ssm, self.parameter)

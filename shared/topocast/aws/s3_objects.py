@@ -98,7 +98,7 @@ class S3Objects:
             raise
         return True
 
-    def list(self, prefix: str) -> list[ObjectInfo]:
+    def list_prefix(self, prefix: str) -> list[ObjectInfo]:
         out: list[ObjectInfo] = []
         pages = self.s3.get_paginator("list_objects_v2").paginate(Bucket=self.bucket, Prefix=prefix)
         for page in self._call(f"list {self.uri(prefix)}", lambda: list(pages)):

@@ -18,8 +18,11 @@ import time
 from collections.abc import Callable
 from typing import Any, Literal
 
-from topocast import app
 from topocast.app import metrics as m
+from topocast.app.discover import discover as run_discover
+from topocast.app.outcome import Outcome
+from topocast.app.publish import publish as run_publish
+from topocast.app.render import render as run_render
 from topocast.changes import Ignored, InstanceChange, MalformedEvent
 from topocast.config import settings_from_env
 from topocast.errors import TopocastError
@@ -54,39 +57,37 @@ def runtime() -> GcpRuntime:
         return _RUNTIMES[key]
 
 
-def discover(cmd: Any, rt: GcpRuntime) -> app.Outcome:
+def discover(cmd: Any, rt: GcpRuntime) -> Outcome:
     if isinstance(cmd, ev.DiscoverWindow):
         if cmd.cluster != rt.settings.cluster:
-            return app.Outcome.done(
-                f"window task for cluster {cmd.cluster}; this function serves {rt.settings.cluster}"
-            )
-        return windows.close_window(rt, cmd.window, lambda changes: app.discover(rt.discover_ports(), changes))
+            return Outcome.done(f"window task for cluster {cmd.cluster}; this function serves {rt.settings.cluster}")
+        return windows.close_window(rt, cmd.window, lambda changes: run_discover(rt.discover_ports(), changes))
     change = neutral(cmd)
     if windows.batched(rt) and isinstance(change, InstanceChange):
         why = rt.provider().scope(change)
-        return app.Outcome.done(f"ignored: {why}") if why else windows.queue_change(rt, change)
-    return app.discover(rt.discover_ports(), [change])
+        return Outcome.done(f"ignored: {why}") if why else windows.queue_change(rt, change)
+    return run_discover(rt.discover_ports(), [change])
 
 
-def render(cmd: Any, rt: GcpRuntime) -> app.Outcome:
+def render(cmd: Any, rt: GcpRuntime) -> Outcome:
     if isinstance(cmd, ev.ObjectWritten):
         generation = rt.graphs.generation_of_key(cmd.name) if cmd.bucket == rt.settings.bucket else None
         if generation is None:
-            return app.Outcome.done(f"ignored: gs://{cmd.bucket}/{cmd.name} is not a graph generation")
-        return app.Outcome.done("noted", generation=generation, debounce=rt.debouncer.note_change(
+            return Outcome.done(f"ignored: gs://{cmd.bucket}/{cmd.name} is not a graph generation")
+        return Outcome.done("noted", generation=generation, debounce=rt.debouncer.note_change(
             rt.settings.cluster, generation).reason)  # fmt: skip
     if cmd.body.get("cluster") != rt.settings.cluster:
-        return app.Outcome.done(f"ignored: timer for cluster {cmd.body.get('cluster')!r}")
-    return app.render(rt.render_ports(), cmd.body)
+        return Outcome.done(f"ignored: timer for cluster {cmd.body.get('cluster')!r}")
+    return run_render(rt.render_ports(), cmd.body)
 
 
-def publish(cmd: ev.PublishRequest, rt: GcpRuntime) -> app.Outcome:
+def publish(cmd: ev.PublishRequest, rt: GcpRuntime) -> Outcome:
     if cmd.cluster != rt.settings.cluster:
-        return app.Outcome.done(f"ignored: publish request for cluster {cmd.cluster}")
-    return app.publish(rt.publish_ports(), cmd.generation)
+        return Outcome.done(f"ignored: publish request for cluster {cmd.cluster}")
+    return run_publish(rt.publish_ports(), cmd.generation)
 
 
-_HANDLERS: dict[str, Callable[[Any, GcpRuntime], app.Outcome]] = {
+_HANDLERS: dict[str, Callable[[Any, GcpRuntime], Outcome]] = {
     "discover": discover,
     "render": render,
     "publish": publish,

@@ -180,7 +180,7 @@ class GcpRuntime:
 class _Override:
     state: GcsPublishState
 
-    def read(self) -> str | None:
+    def allowed_generation(self) -> str | None:
         return self.state.read_override()
 
 

@@ -88,7 +88,7 @@ def _take_lease(rt: GcpRuntime, seconds: float) -> int | None:
 def close_window(rt: GcpRuntime, window: int, discover: Callable[[list[InstanceChange]], Outcome]) -> Outcome:
     """Run ``discover`` once on every pending marker; see the module docstring."""
     prefix = rt.pending_prefix()
-    markers = rt.objects.list(prefix)
+    markers = rt.objects.list_prefix(prefix)
     if not markers:
         return Outcome.done("nothing pending", window=window)
     lease = _take_lease(rt, DISCOVER_LEASE_SECONDS)
@@ -112,6 +112,6 @@ def close_window(rt: GcpRuntime, window: int, discover: Callable[[list[InstanceC
     finally:
         rt.objects.delete(_lease_key(rt), if_generation_match=lease)
     detail = dict(outcome.detail, window=window, vms=len(markers))
-    if rt.objects.list(prefix):
+    if rt.objects.list_prefix(prefix):
         detail["next_window"] = _arm(rt, time.time(), after=window)
     return Outcome(outcome.status, outcome.reason, detail)

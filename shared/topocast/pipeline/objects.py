@@ -79,7 +79,7 @@ class ObjectStore(Protocol):
         """Delete; False when ``if_generation_match`` did not hold (or, where the service says so, it was gone)."""
         ...
 
-    def list(self, prefix: str) -> list[ObjectInfo]:
+    def list_prefix(self, prefix: str) -> list[ObjectInfo]:
         """Every object whose key starts with ``prefix`` (all pages), with its token and ``updated``."""
         ...
 
@@ -114,7 +114,7 @@ def read_uploads(objects: ObjectStore, prefix: str) -> dict[str, bytes]:
     prefix = prefix.strip("/")
     depth = prefix.count("/") + 2 if prefix else 1
     found = [
-        o for o in objects.list(f"{prefix}/" if prefix else "")
+        o for o in objects.list_prefix(f"{prefix}/" if prefix else "")
         if o.key.endswith(f"/{UPLOAD_NAME}") and o.key.count("/") == depth
     ]  # fmt: skip
     found.sort(key=lambda o: (-(o.updated.timestamp() if o.updated else 0.0), o.key))
