@@ -19,7 +19,7 @@ from pathlib import Path
 
 from topocast.graph import dump_graph, load_graph
 from topocast.renderers import RENDERERS, RenderOptions, render
-from topocast.sim.synthetic import synthetic_graph
+from topocast_sim.synthetic import synthetic_graph
 
 GOAL_FORMATS = ("slurm-tree", "slurm-block", "k8s-labels")
 

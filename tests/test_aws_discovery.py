@@ -17,11 +17,13 @@ import pytest
 from botocore.exceptions import ClientError
 
 from topocast.aws.clients import USER_AGENT_EXTRA, ec2_client
+from topocast.aws.deliveries import neutral
 from topocast.aws.events import InstanceChange, MalformedEvent, Reconcile, UnsupportedEvent, parse_event
+from topocast.changes import InstanceChange as Change
 from topocast.errors import ProviderError
 from topocast.graph import Node, TopologyGraph
 from topocast.providers.aws import AwsDiscoveryConfig, discover_full, discover_instances, parse_filter
-from topocast.sim import ec2 as sim
+from topocast_sim import ec2 as sim
 
 REGION = "us-east-1"
 CLUSTER_FILTER = "tag:topocast:cluster=demo"
@@ -351,7 +353,7 @@ def test_one_launch_event_costs_at_most_two_calls(ec2: Any) -> None:
     sim.reset_counts()
     change = parse_event(state_change(new[0], "running"))
     assert isinstance(change, InstanceChange)
-    result = discover_instances(ec2, config(), base, [change])
+    result = discover_instances(ec2, config(), base, [neutral(change)])
     assert sum(result.api_calls.values()) <= 2 and sum(sim.call_counts().values()) <= 2
     assert {n.id for n in result.graph.nodes} == {n.id for n in base.nodes} | set(new)
     assert result.graph == discover_full(ec2, config()).graph  # same as rediscovering everything
@@ -366,18 +368,18 @@ def test_incremental_removes_and_ignores(ec2: Any) -> None:
     ec2.terminate_instances(InstanceIds=[ids[1]])
     ec2.stop_instances(InstanceIds=[ids[2]])
     changes = [
-        InstanceChange(ids[0], "remove", "test"),  # terminate event: no call needed
-        InstanceChange(ids[1], "upsert", "test"),  # stale upsert: EC2 says terminated
-        InstanceChange(ids[2], "upsert", "test"),  # stopped
-        InstanceChange(outsider[0], "upsert", "test"),
-        InstanceChange(ghost, "upsert", "test"),
+        Change(ids[0], "remove", "test"),  # terminate event: no call needed
+        Change(ids[1], "upsert", "test"),  # stale upsert: EC2 says terminated
+        Change(ids[2], "upsert", "test"),  # stopped
+        Change(outsider[0], "upsert", "test"),
+        Change(ghost, "upsert", "test"),
     ]
     result = discover_instances(ec2, config(), base, changes)
     assert {n.id for n in result.graph.nodes} == set(ids[3:])
     assert any(outsider[0] in w and "not matching" in w for w in result.warnings)
     assert result.api_calls.get("DescribeInstanceTopology", 0) == 0  # nothing left running to look up
 
-    removal_only = discover_instances(ec2, config(), base, [InstanceChange(ids[4], "remove", "test")])
+    removal_only = discover_instances(ec2, config(), base, [Change(ids[4], "remove", "test")])
     assert removal_only.api_calls == {} and ids[4] not in {n.id for n in removal_only.graph.nodes}
 
 
@@ -385,7 +387,7 @@ def test_incremental_name_clash_with_an_existing_node_falls_back(ec2: Any) -> No
     first = launch(ec2, "p5.48xlarge", 1, tags={"Name": "gpu-1"})
     base = discover_full(ec2, config(name_from="tag:Name")).graph
     second = launch(ec2, "p5.48xlarge", 1, tags={"Name": "gpu-1"})
-    result = discover_instances(ec2, config(name_from="tag:Name"), base, [InstanceChange(second[0], "upsert", "t")])
+    result = discover_instances(ec2, config(name_from="tag:Name"), base, [Change(second[0], "upsert", "t")])
     names = {n.id: n.name for n in result.graph.nodes}
     assert names == {first[0]: "gpu-1", second[0]: second[0]}
     assert any(second[0] in w for w in result.warnings)

@@ -1,7 +1,7 @@
 """The AWS pipeline end to end on a moto server: EventBridge -> SQS -> discover -> S3 -> render -> SSM.
 
 The real Lambda handlers run, invoked the way Lambda's SQS event source mapping
-invokes them (:class:`topocast.sim.aws_pipeline.LocalAwsPipeline`); EC2's topology
+invokes them (:class:`topocast_sim.aws_pipeline.LocalAwsPipeline`); EC2's topology
 call is topocast's wire-compatible simulator inside moto. Debounce windows are
 short and the sleeps real.
 """
@@ -17,8 +17,8 @@ import pytest
 
 from topocast.hostlist import expand
 from topocast.pull import fetch, pull
-from topocast.sim import ec2 as ec2_sim
-from topocast.sim.aws_pipeline import LocalAwsPipeline
+from topocast_sim import ec2 as ec2_sim
+from topocast_sim.aws_pipeline import LocalAwsPipeline
 
 CLUSTER = "c1"
 TAG = ("topocast:cluster", CLUSTER)

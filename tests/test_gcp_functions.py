@@ -28,7 +28,7 @@ from gcp_fixtures import QUEUE
 
 from topocast.gcp import handlers
 from topocast.gcp.gcs_store import GcsGraphStore
-from topocast.sim import eventarc
+from topocast_sim import eventarc
 
 REPO = Path(__file__).resolve().parent.parent
 LABEL = ("topocast-cluster", "c1")

@@ -3,7 +3,7 @@
 Fakes for the services (Compute REST endpoint, gcp-storage-emulator behind the
 precondition proxy, Cloud Tasks that deliver over HTTP) and the real functions
 loaded by functions-framework from ``functions/*/main.py``
-(:class:`topocast.sim.gcp_pipeline.LocalGcpPipeline`). Windows are short and the
+(:class:`topocast_sim.gcp_pipeline.LocalGcpPipeline`). Windows are short and the
 sleeps real.
 """
 
@@ -14,7 +14,7 @@ import time
 from gcp_pipeline_helpers import cluster, fresh_stats, names, published  # noqa: F401  (fresh_stats: autouse)
 
 from topocast.gcp import handlers
-from topocast.sim.gcp_pipeline import LocalGcpPipeline
+from topocast_sim.gcp_pipeline import LocalGcpPipeline
 
 
 def test_insert_storm_becomes_one_render_and_one_publish() -> None:

@@ -13,7 +13,7 @@ from topocast.errors import ProviderError
 from topocast.gcp.clients import RetryPolicy
 from topocast.providers.gcp import GcpDiscoveryConfig, InstanceRef, discover_full, discover_instances
 from topocast.renderers import RenderOptions, render
-from topocast.sim.gce import instance_json, placement
+from topocast_sim.gce import instance_json, placement
 
 LABEL = ("topocast-cluster", "c1")
 

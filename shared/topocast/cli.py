@@ -227,16 +227,20 @@ def demo(
     quiet: Annotated[float, typer.Option(help="Debounce quiet window in seconds.")] = 2.0,
 ) -> None:
     """Run the whole pipeline locally on a simulated cloud account (no credentials needed)."""
-    from topocast.demo import run_demo, summary
+    from topocast.demo_cli import missing_demo_extra
 
     if cloud not in ("aws", "gcp"):
         raise _fail(f"--cloud must be aws or gcp, got {cloud!r}")
+    if why := missing_demo_extra(cloud):
+        raise _fail(why)
+    from topocast_sim.demo import run_demo, summary
+
     target = out or Path("out/demo" if cloud == "aws" else "out/demo-gcp")
     try:
         if cloud == "aws":
             result = run_demo(nodes, events, target, report, quiet=quiet)
         else:
-            from topocast.gcp.demo import run_gcp_demo
+            from topocast_sim.gcp_demo import run_gcp_demo
 
             result = run_gcp_demo(nodes, events, target, report, quiet)
     except TopocastError as exc:

@@ -38,9 +38,9 @@ from typing import Any
 from topocast import __version__
 from topocast.errors import ProviderError, TopocastError
 from topocast.names import check_node_name
+from topocast.pipeline.objects import UPLOAD_NAME
 from topocast.providers.ibnetdiscover import Fabric, parse
 
-UPLOAD_NAME = "ibnetdiscover.out"
 #: metadata key holding the fabric digest that decides "changed or not"
 SHA_KEY = "sha256"
 
@@ -160,16 +160,20 @@ def read_uploads(prefix_uri: str, *, s3_client: Any = None, gcs_client: Any = No
     """Every ``<prefix>/<host>/ibnetdiscover.out`` under ``prefix_uri``, newest first: ``{uri: content}``.
 
     Feed it to ``ibnetdiscover.discover(texts=...)``, which merges them (first wins on conflicts).
+    The listing is :func:`topocast.pipeline.objects.read_uploads`, the one the functions run.
     """
+    from topocast.pipeline.objects import read_uploads as read_objects
+
     scheme, bucket, prefix = split_uri(prefix_uri)
-    store = _S3(s3_client) if scheme == "s3" else _Gcs(gcs_client)
-    found = [
-        (when, key)
-        for key, when in store.list(bucket, f"{prefix}/" if prefix else "")
-        if key.endswith(f"/{UPLOAD_NAME}") and key.count("/") == (prefix.count("/") + 2 if prefix else 1)
-    ]
-    found.sort(key=lambda item: (-item[0].timestamp(), item[1]))
-    return {f"{scheme}://{bucket}/{key}": store.get(bucket, key) for _, key in found}
+    if scheme == "s3":
+        from topocast.aws.s3_objects import S3Objects
+
+        objects: Any = S3Objects(bucket, _S3(s3_client).c)
+    else:
+        from topocast.gcp.gcs import GcsObjects
+
+        objects = GcsObjects(bucket, _Gcs(gcs_client).c)
+    return read_objects(objects, prefix)
 
 
 class _S3:
@@ -206,12 +210,6 @@ class _S3:
         except (BotoCoreError, ClientError) as exc:
             raise CollectError(f"s3://{bucket}/{key}: upload failed ({exc})") from None
 
-    def list(self, bucket: str, prefix: str) -> list[tuple[str, datetime]]:
-        out = []
-        for page in self.c.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):
-            out += [(o["Key"], o["LastModified"]) for o in page.get("Contents", [])]
-        return out
-
     def get(self, bucket: str, key: str) -> bytes:
         return bytes(self.c.get_object(Bucket=bucket, Key=key)["Body"].read())
 
@@ -235,9 +233,6 @@ class _Gcs:
             blob.upload_from_string(data, content_type="text/plain; charset=utf-8")
         except Exception as exc:  # google.api_core exceptions; the message names the cause
             raise CollectError(f"gs://{bucket}/{key}: upload failed ({exc})") from None
-
-    def list(self, bucket: str, prefix: str) -> list[tuple[str, datetime]]:
-        return [(b.name, b.updated) for b in self.c.list_blobs(bucket, prefix=prefix)]
 
     def get(self, bucket: str, key: str) -> bytes:
         return bytes(self.c.bucket(bucket).blob(key).download_as_bytes())

@@ -46,7 +46,7 @@ from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlparse
 
-from topocast.sim.http import LocalServer, QuietHandler
+from topocast_sim.http import LocalServer, QuietHandler
 
 _QUEUE = r"projects/[^/]+/locations/[^/]+/queues/[A-Za-z0-9-]+"
 _TASK_ID = re.compile(r"^[A-Za-z0-9_-]{1,500}$")
