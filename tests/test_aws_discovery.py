@@ -17,9 +17,7 @@ import pytest
 from botocore.exceptions import ClientError
 
 from topocast.aws.clients import USER_AGENT_EXTRA, ec2_client
-from topocast.aws.deliveries import neutral
-from topocast.aws.events import InstanceChange, MalformedEvent, Reconcile, UnsupportedEvent, parse_event
-from topocast.changes import InstanceChange as Change
+from topocast.aws.events import Ignored, InstanceChange, MalformedEvent, Reconcile, UnsupportedEvent, parse_event
 from topocast.errors import ProviderError
 from topocast.graph import Node, TopologyGraph
 from topocast.providers.aws import AwsDiscoveryConfig, discover_full, discover_instances, parse_filter
@@ -353,7 +351,7 @@ def test_one_launch_event_costs_at_most_two_calls(ec2: Any) -> None:
     sim.reset_counts()
     change = parse_event(state_change(new[0], "running"))
     assert isinstance(change, InstanceChange)
-    result = discover_instances(ec2, config(), base, [neutral(change)])
+    result = discover_instances(ec2, config(), base, [change])
     assert sum(result.api_calls.values()) <= 2 and sum(sim.call_counts().values()) <= 2
     assert {n.id for n in result.graph.nodes} == {n.id for n in base.nodes} | set(new)
     assert result.graph == discover_full(ec2, config()).graph  # same as rediscovering everything
@@ -368,18 +366,18 @@ def test_incremental_removes_and_ignores(ec2: Any) -> None:
     ec2.terminate_instances(InstanceIds=[ids[1]])
     ec2.stop_instances(InstanceIds=[ids[2]])
     changes = [
-        Change(ids[0], "remove", "test"),  # terminate event: no call needed
-        Change(ids[1], "upsert", "test"),  # stale upsert: EC2 says terminated
-        Change(ids[2], "upsert", "test"),  # stopped
-        Change(outsider[0], "upsert", "test"),
-        Change(ghost, "upsert", "test"),
+        InstanceChange(ids[0], "remove", "test"),  # terminate event: no call needed
+        InstanceChange(ids[1], "upsert", "test"),  # stale upsert: EC2 says terminated
+        InstanceChange(ids[2], "upsert", "test"),  # stopped
+        InstanceChange(outsider[0], "upsert", "test"),
+        InstanceChange(ghost, "upsert", "test"),
     ]
     result = discover_instances(ec2, config(), base, changes)
     assert {n.id for n in result.graph.nodes} == set(ids[3:])
     assert any(outsider[0] in w and "not matching" in w for w in result.warnings)
     assert result.api_calls.get("DescribeInstanceTopology", 0) == 0  # nothing left running to look up
 
-    removal_only = discover_instances(ec2, config(), base, [Change(ids[4], "remove", "test")])
+    removal_only = discover_instances(ec2, config(), base, [InstanceChange(ids[4], "remove", "test")])
     assert removal_only.api_calls == {} and ids[4] not in {n.id for n in removal_only.graph.nodes}
 
 
@@ -387,7 +385,7 @@ def test_incremental_name_clash_with_an_existing_node_falls_back(ec2: Any) -> No
     first = launch(ec2, "p5.48xlarge", 1, tags={"Name": "gpu-1"})
     base = discover_full(ec2, config(name_from="tag:Name")).graph
     second = launch(ec2, "p5.48xlarge", 1, tags={"Name": "gpu-1"})
-    result = discover_instances(ec2, config(name_from="tag:Name"), base, [Change(second[0], "upsert", "t")])
+    result = discover_instances(ec2, config(name_from="tag:Name"), base, [InstanceChange(second[0], "upsert", "t")])
     names = {n.id: n.name for n in result.graph.nodes}
     assert names == {first[0]: "gpu-1", second[0]: second[0]}
     assert any(second[0] in w for w in result.warnings)
@@ -455,7 +453,7 @@ def state_change(instance_id: str, state: str) -> dict[str, Any]:
 
 @pytest.mark.parametrize(
     ("state", "action"),
-    [("pending", "upsert"), ("running", "upsert"), ("stopping", "remove"), ("stopped", "remove"),
+    [("running", "upsert"), ("stopping", "remove"), ("stopped", "remove"),
      ("shutting-down", "remove"), ("terminated", "remove")],
 )  # fmt: skip
 def test_state_change_event(state: str, action: str) -> None:
@@ -463,25 +461,25 @@ def test_state_change_event(state: str, action: str) -> None:
     assert change == InstanceChange(
         "i-1234567890abcdef0",
         action,  # type: ignore[arg-type]
-        "aws.ec2/EC2 Instance State-change Notification",
+        f"aws.ec2/EC2 Instance State-change Notification#{state}",
         datetime(2021, 11, 11, 21, 29, 54, tzinfo=UTC),
-        state,
-        "us-east-1",
         "7bf73129-1428-4cd3-a780-95db273d1602",
     )
+    assert isinstance(change, InstanceChange) and change.detail == {"state": state, "region": "us-east-1"}
 
 
 def test_documented_samples_parse() -> None:
-    pending = parse_event(STATE_CHANGE)
-    assert isinstance(pending, InstanceChange) and pending.action == "upsert"
+    pending = parse_event(STATE_CHANGE)  # no topology before running: the running event re-reads it
+    assert isinstance(pending, Ignored) and "running" in pending.reason
     launch_ = parse_event(ASG_LAUNCH)
     terminate = parse_event(json.dumps(ASG_TERMINATE).encode())
     assert isinstance(launch_, InstanceChange) and isinstance(terminate, InstanceChange)
-    assert (launch_.instance_id, launch_.action, launch_.region) == ("i-1234567890abcdef0", "upsert", "us-west-2")
-    assert (terminate.instance_id, terminate.action) == ("i-1234567890abcdef0", "remove")
+    assert (launch_.instance, launch_.action) == ("i-1234567890abcdef0", "upsert")
+    assert launch_.detail["region"] == "us-west-2"
+    assert (terminate.instance, terminate.action) == ("i-1234567890abcdef0", "remove")
     sched = parse_event(SCHEDULED)
     assert isinstance(sched, Reconcile)
-    assert sched.rule == "arn:aws:events:us-east-1:123456789012:rule/SampleRule" and sched.reason == "schedule"
+    assert sched.reason == "schedule arn:aws:events:us-east-1:123456789012:rule/SampleRule"
     custom = parse_event({"source": "topocast", "detail-type": "Reconcile"})
     assert isinstance(custom, Reconcile) and custom.cluster is None and custom.time is None
     targeted = parse_event({"source": "topocast", "detail-type": "Reconcile", "detail": {"cluster": "c1"}})
@@ -510,8 +508,8 @@ def test_malformed_events_say_what_and_where(body: Any, needle: str) -> None:
 
 
 def test_unsupported_event_is_a_distinct_error() -> None:
-    with pytest.raises(UnsupportedEvent, match="EC2 Spot Instance Interruption Warning"):
-        parse_event({**STATE_CHANGE, "detail-type": "EC2 Spot Instance Interruption Warning"})
+    with pytest.raises(UnsupportedEvent, match="EC2 AMI Available"):
+        parse_event({**STATE_CHANGE, "detail-type": "EC2 AMI Available"})
 
 
 # ----- configuration --------------------------------------------------------------------------

@@ -49,16 +49,21 @@ ATTRS = {
 def test_documented_last_entry_of_a_mig_create() -> None:
     change = ev.parse_cloud_event(CloudEvent(ATTRS, DOCUMENTED_LAST_ENTRY))
     assert change == ev.InstanceChange(
-        project="123456789012",
-        zone="europe-west4-b",
-        instance="a4-pool-x7k2",
+        instance="123456789012/europe-west4-b/a4-pool-x7k2",
         action="upsert",
-        method="v1.compute.instances.insert",
-        instance_id="4849290215838427105",
-        origin="mig",
+        kind="v1.compute.instances.insert",
         event_id="abc123",
         time=change.time,
     )
+    assert isinstance(change, ev.InstanceChange)
+    assert change.detail == {
+        "project": "123456789012",
+        "zone": "europe-west4-b",
+        "name": "a4-pool-x7k2",
+        "method": "v1.compute.instances.insert",
+        "instance_id": "4849290215838427105",
+        "origin": "mig",
+    }
     assert change.time is not None and change.time.year == 2026
 
 
@@ -67,7 +72,7 @@ def test_only_the_last_entry_of_an_operation_counts() -> None:
     ignored = ev.parse_cloud_event(first)
     assert isinstance(ignored, ev.Ignored) and "first entry" in ignored.reason and "last entry" in ignored.reason
     change = ev.parse_cloud_event(last)
-    assert isinstance(change, ev.InstanceChange) and change.project == "123456789012"
+    assert isinstance(change, ev.InstanceChange) and change.instance.startswith("123456789012/")
     middle = audit_log_event(instance_id="42", **VM)
     middle[1]["operation"] = {"id": "op-1", "producer": "compute.googleapis.com"}
     assert "intermediate entry" in ev.parse_cloud_event(middle).reason
@@ -88,7 +93,7 @@ def test_only_the_last_entry_of_an_operation_counts() -> None:
 )
 def test_methods_map_to_actions(method: str, action: str) -> None:
     change = ev.parse_cloud_event(audit_log_event(method=method, instance_id="42", **VM))
-    assert isinstance(change, ev.InstanceChange) and change.action == action and change.method == method
+    assert isinstance(change, ev.InstanceChange) and change.action == action and change.kind == method
 
 
 def test_bulk_insert_asks_for_a_reconcile() -> None:
@@ -147,7 +152,7 @@ def test_unknown_type_is_unsupported_and_says_what_is_handled() -> None:
 
 def test_scheduler_messages_through_pubsub() -> None:
     cmd = ev.parse_cloud_event(pubsub_event("p", "topocast-reconcile", {"cluster": "c1"}))
-    assert cmd == ev.Reconcile(ev.PUBSUB, "c1", "schedule", cmd.event_id)
+    assert cmd == ev.Reconcile(ev.PUBSUB, "schedule", "c1", event_id=cmd.event_id)
     empty = ev.parse_cloud_event(pubsub_event("p", "topocast-reconcile"))
     assert isinstance(empty, ev.Reconcile) and empty.cluster is None
     other = ev.parse_cloud_event(pubsub_event("p", "t", {"kind": "billing.alert"}))

@@ -165,6 +165,23 @@ def discover(
         raise _fail(str(exc)) from None
 
 
+events_app = typer.Typer(help="What the functions do with cloud events (docs/events.md).", no_args_is_help=True)
+app.add_typer(events_app, name="events")
+
+
+@events_app.command("explain")
+def events_explain(
+    delivery: Annotated[
+        Path | None, typer.Argument(help="One delivery as a function receives it ('-' = stdin).")
+    ] = None,
+    uploads: Annotated[str | None, typer.Option(help="s3://bucket/<prefix>/<cluster>/uploads (S3 uploads).")] = None,
+) -> None:
+    """One JSON line per event: cloud, kind, action, instances, reason. Exit 2 if it would be dead-lettered."""
+    from topocast.events_cli import explain
+
+    raise typer.Exit(explain(delivery, uploads))
+
+
 collect_app = typer.Typer(help="Collect raw fabric data on a fabric-attached host and upload it.", no_args_is_help=True)
 app.add_typer(collect_app, name="collect")
 

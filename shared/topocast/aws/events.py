@@ -1,85 +1,89 @@
-"""EventBridge events that drive AWS discovery, parsed into two small commands.
+"""What the AWS discover function receives, parsed into the neutral outcomes of ``topocast.changes``.
 
-An EventBridge rule delivers the *full envelope* (``version, id, detail-type,
-source, account, time, region, resources, detail``) to its target; with an SQS
-target that JSON is the message body. :func:`parse_event` takes the envelope
-(as a dict or the raw body) and returns:
+One SQS message body (or the dict it decodes to) is one of:
 
-* :class:`InstanceChange` for ``aws.ec2`` "EC2 Instance State-change
-  Notification" (``detail.instance-id``, ``detail.state``: pending/running ->
-  upsert; stopping/stopped/shutting-down/terminated -> remove) and for
-  ``aws.autoscaling`` "EC2 Instance Launch Successful" (upsert) /
-  "EC2 Instance Terminate Successful" (remove), ``detail.EC2InstanceId``;
-* :class:`Reconcile` for ``aws.events`` "Scheduled Event" (a schedule rule)
-  and for the custom ``{"source": "topocast", "detail-type": "Reconcile"}``
-  (optional ``detail.cluster`` and ``detail.reason``).
+* an **EventBridge envelope** (``version, id, detail-type, source, account, time, region,
+  resources, detail``): EC2 state changes, Auto Scaling group events, Spot / rebalance /
+  capacity-reservation warnings, Capacity Block notices, S3 "Object Created", a schedule rule's
+  "Scheduled Event", or topocast's own ``{"source": "topocast", "detail-type": "Reconcile"}``;
+* an **S3 event notification** (``{"Records": [{"eventSource": "aws:s3", ...}]}``, the bucket's
+  uploads notification) or S3's one-off ``s3:TestEvent``;
+* an **EventBridge Scheduler** target's own Input: any other JSON object (optional ``cluster``,
+  ``reason``) or the plain text ``reconcile``.
 
-Anything else raises :class:`MalformedEvent` naming the field path that is
-wrong (``detail.state: ...``); well-formed events of a kind topocast does not
-handle raise its subclass :class:`UnsupportedEvent`, so a caller can drop those
-without alarm. Only pydantic is imported; no AWS SDK.
+What each kind does comes from :mod:`topocast.event_table` (kinds ``<source>/<detail-type>``,
+``#<variant>`` where the detail decides, e.g. ``...State-change Notification#running``).
+A body that is none of these raises :class:`MalformedEvent` naming the field path
+(``detail.state: ...``); a well-formed event of a kind the table does not handle raises
+:class:`UnsupportedEvent`. Only pydantic is imported; no AWS SDK.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
+from urllib.parse import unquote_plus
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from topocast.errors import TopocastError
+from topocast import changes
+from topocast import event_table as table
 from topocast.validation import load_json, validate
 
 STATE_CHANGE = "EC2 Instance State-change Notification"
 ASG_LAUNCH = "EC2 Instance Launch Successful"
 ASG_TERMINATE = "EC2 Instance Terminate Successful"
+ASG_LAUNCH_HOOK = "EC2 Instance-launch Lifecycle Action"
+ASG_TERMINATE_HOOK = "EC2 Instance-terminate Lifecycle Action"
 SCHEDULED = "Scheduled Event"
 RECONCILE = "Reconcile"
+#: instance warnings: noted with the instance ID, the state change that follows moves the node
+INSTANCE_NOTICES = (
+    "EC2 Spot Instance Interruption Warning",
+    "EC2 Instance Rebalance Recommendation",
+    "EC2 Capacity Reservation Instance Interruption Warning",
+    "EC2 Interruptible Capacity Reservation Instance Interruption Warning",
+)
+#: capacity notices about a reservation (the docs spell them both ways)
+CAPACITY_NOTICES = (
+    "Capacity Block Delivered",
+    "Capacity Block Reservation Delivered",
+    "Capacity Block Expiration Warning",
+    "Capacity Block Reservation Expiration Warning",
+)
 
-#: EC2 instance state -> what discovery does with the node.
-STATE_ACTIONS: dict[str, Literal["upsert", "remove"]] = {
-    "pending": "upsert",
-    "running": "upsert",
-    "stopping": "remove",
-    "stopped": "remove",
-    "shutting-down": "remove",
-    "terminated": "remove",
+#: EC2 instance state -> what discovery does with the node (from the event table)
+STATE_ACTIONS: dict[str, changes.EventAction] = {
+    s: row.action
+    for s in ("pending", "running", "stopping", "stopped", "shutting-down", "terminated")
+    if (row := table.lookup("aws", f"{table.STATE}#{s}")) is not None
 }
 _INSTANCE_ID = r"^i-[0-9a-f]{8,17}$"
+_CAPACITY_ID = r"^cr-[0-9a-f]{8,17}$"
 
+# the neutral outcome types; the old names stay importable from here
+MalformedEvent = changes.MalformedEvent
+UnsupportedEvent = changes.UnsupportedEvent
+InstanceChange = changes.InstanceChange
+Reconcile = changes.Reconcile
+Noted = changes.Noted
+Ignored = changes.Ignored
 
-class MalformedEvent(TopocastError):
-    """An event body is not a valid EventBridge envelope of a kind topocast handles."""
-
-
-class UnsupportedEvent(MalformedEvent):
-    """A well-formed event of a source/detail-type topocast does not act on."""
-
-
-@dataclass(frozen=True)
-class InstanceChange:
-    """One instance to re-discover (``upsert``) or drop from the graph (``remove``)."""
-
-    instance_id: str
-    action: Literal["upsert", "remove"]
-    source: str  # event source + detail-type, e.g. "aws.ec2/EC2 Instance State-change Notification"
-    time: datetime | None = None
-    state: str | None = None  # the EC2 state named by a state-change event
-    region: str | None = None
-    event_id: str | None = None
-
-
-@dataclass(frozen=True)
-class Reconcile:
-    """Rediscover the whole cluster (schedule or operator request)."""
-
-    source: str
-    time: datetime | None = None
-    cluster: str | None = None
-    reason: str | None = None
-    rule: str | None = None  # the schedule rule ARN for "Scheduled Event"
-    event_id: str | None = None
+__all__ = [
+    "ASG_LAUNCH",
+    "ASG_TERMINATE",
+    "RECONCILE",
+    "SCHEDULED",
+    "STATE_ACTIONS",
+    "STATE_CHANGE",
+    "Ignored",
+    "InstanceChange",
+    "MalformedEvent",
+    "Noted",
+    "Reconcile",
+    "UnsupportedEvent",
+    "parse_event",
+]
 
 
 # ----- pydantic models (aliases are the wire names, so error paths read like the JSON) -----------
@@ -99,6 +103,11 @@ class Envelope(_Model):
     resources: list[str] = Field(default_factory=list)
     detail: dict[str, Any] = Field(default_factory=dict)
 
+    @field_validator("resources", mode="before")
+    @classmethod
+    def _one_resource(cls, value: Any) -> Any:
+        return [value] if isinstance(value, str) else value  # some documented samples carry one ARN as a string
+
 
 class StateChangeDetail(_Model):
     instance_id: str = Field(alias="instance-id", pattern=_INSTANCE_ID)
@@ -108,6 +117,32 @@ class StateChangeDetail(_Model):
 class AutoScalingDetail(_Model):
     ec2_instance_id: str = Field(alias="EC2InstanceId", pattern=_INSTANCE_ID)
     auto_scaling_group_name: str | None = Field(None, alias="AutoScalingGroupName")
+    origin: str | None = Field(None, alias="Origin")
+    destination: str | None = Field(None, alias="Destination")
+    action: str | None = Field(None, alias="Action")
+
+
+class InstanceNoticeDetail(_Model):
+    instance_id: str = Field(alias="instance-id", pattern=_INSTANCE_ID)
+    instance_action: str | None = Field(None, alias="instance-action")
+
+
+class CapacityDetail(_Model):
+    capacity_reservation_id: str | None = Field(None, alias="capacity-reservation-id")
+    end_date: str | None = Field(None, alias="end-date")
+
+
+class _Named(_Model):
+    name: str = Field(min_length=1)
+
+
+class _Key(_Model):
+    key: str = Field(min_length=1)
+
+
+class ObjectCreatedDetail(_Model):
+    bucket: _Named
+    object: _Key
 
 
 class ReconcileDetail(_Model):
@@ -115,8 +150,40 @@ class ReconcileDetail(_Model):
     reason: str | None = None
 
 
+class _S3Entity(_Model):
+    bucket: _Named
+    object: _Key
+
+
+class _S3Record(_Model):
+    event_source: str = Field("aws:s3", alias="eventSource")
+    event_name: str = Field(alias="eventName", min_length=1)
+    s3: _S3Entity
+
+
+class S3Notification(_Model):
+    records: list[_S3Record] = Field(alias="Records", min_length=1)
+
+
 def _validate(model: type[_Model], data: Any, prefix: str, kind: str) -> Any:
     return validate(model, data, f"{kind} event", MalformedEvent, prefix)
+
+
+def _row(kind: str) -> table.EventKind:
+    row = table.lookup("aws", kind)
+    assert row is not None, f"event table has no row {kind!r}"
+    return row
+
+
+def _detail(**facts: str | None) -> dict[str, str]:
+    return {k: v for k, v in facts.items() if v}
+
+
+# ----- what a body is ------------------------------------------------------------------------------
+def _is_reconcile_text(body: Any) -> bool:
+    if isinstance(body, bytes):
+        body = body.decode("utf-8", "replace")
+    return isinstance(body, str) and body.strip().lower() == "reconcile"
 
 
 def _load(raw: dict[str, Any] | str | bytes) -> dict[str, Any]:
@@ -126,28 +193,134 @@ def _load(raw: dict[str, Any] | str | bytes) -> dict[str, Any]:
         raise MalformedEvent(f"event body must be a JSON object, got {got}")
     if "detail-type" not in body and "body" in body and ("messageId" in body or "receiptHandle" in body):
         raise MalformedEvent("this is an SQS record, not an EventBridge envelope: pass record['body']")
+    records = body.get("Records")
+    if (
+        isinstance(records, list)
+        and records
+        and isinstance(records[0], dict)
+        and records[0].get("eventSource") == "aws:sqs"
+    ):
+        raise MalformedEvent("this is an SQS batch, not one message body: pass each record['body']")
+    if "detail-type" not in body and "detail_type" in body:
+        # the Capacity Block samples in the EC2 docs spell the envelope this way
+        body = {**body, "detail-type": body["detail_type"], "id": body.get("id") or body.get("customer_event_id")}
     return body
 
 
-def parse_event(body: dict[str, Any] | str | bytes) -> InstanceChange | Reconcile:
-    """Parse one EventBridge envelope (dict or JSON text, e.g. an SQS message body)."""
-    env = _validate(Envelope, _load(body), "", "EventBridge")
+def _under(uploads: str | None, bucket: str, key: str) -> bool:
+    if uploads is None:
+        return True  # no uploads prefix given: every object counts
+    where = uploads.removeprefix("s3://")
+    want_bucket, _, want_prefix = where.partition("/")
+    return bucket == want_bucket and key.startswith(want_prefix.rstrip("/") + "/")
+
+
+# ----- per kind ------------------------------------------------------------------------------------
+def _s3_records(data: dict[str, Any], uploads: str | None) -> changes.EventOutcome:
+    note = _validate(S3Notification, data, "", "S3 notification")
+    created = [r for r in note.records if r.event_name.startswith("ObjectCreated")]
+    inside = [r for r in created if _under(uploads, r.s3.bucket.name, unquote_plus(r.s3.object.key))]
+    if inside:
+        first = inside[0].s3
+        return table.outcome_of(
+            _row("s3/ObjectCreated"), reason=f"upload s3://{first.bucket.name}/{unquote_plus(first.object.key)}"
+        )
+    if created:
+        return changes.Ignored("s3/ObjectCreated", f"object(s) created outside the uploads ({uploads})")
+    if all(r.event_name.startswith("ObjectRemoved") for r in note.records):
+        return table.outcome_of(_row("s3/ObjectRemoved"))
+    names = sorted({r.event_name for r in note.records})
+    return changes.Ignored(f"s3/{names[0].partition(':')[0]}", f"S3 event(s) {names} do not change the fabric")
+
+
+def _scheduler_input(data: dict[str, Any]) -> changes.EventOutcome:
+    r = _validate(ReconcileDetail, data, "", "EventBridge Scheduler input")
+    return table.outcome_of(_row("scheduler/input"), reason=r.reason or "scheduler", cluster=r.cluster)
+
+
+def _autoscaling(env: Envelope, kind: str) -> changes.EventOutcome:
+    a: AutoScalingDetail = _validate(AutoScalingDetail, env.detail, "detail", kind)
+    facts = _detail(region=env.region, group=a.auto_scaling_group_name, origin=a.origin, destination=a.destination)
+    variant = ""
+    if env.detail_type == ASG_LAUNCH and a.destination == "WarmPool":
+        variant = "#WarmPool"
+    elif env.detail_type == ASG_TERMINATE_HOOK and a.action == "ReplaceRootVolume":
+        variant = "#ReplaceRootVolume"
+    return table.outcome_of(
+        _row(kind + variant), instance=a.ec2_instance_id, time=env.time, event_id=env.id, detail=facts
+    )
+
+
+def _instance_notice(env: Envelope, kind: str) -> changes.EventOutcome:
+    n: InstanceNoticeDetail = _validate(InstanceNoticeDetail, env.detail, "detail", kind)
+    row = _row(kind)
+    reason = f"{row.reason} (instance-action {n.instance_action})" if n.instance_action else row.reason
+    return table.outcome_of(row, instance=n.instance_id, reason=reason, event_id=env.id)
+
+
+def _capacity_notice(env: Envelope, kind: str) -> changes.EventOutcome:
+    c: CapacityDetail = _validate(CapacityDetail, env.detail, "detail", kind)
+    row = _row(kind)
+    reservation = c.capacity_reservation_id or next((r.rpartition("/")[2] for r in env.resources), None)
+    reason = f"{env.detail_type} {reservation}: {row.reason}" if reservation else row.reason
+    return table.outcome_of(row, reason=reason, time=env.time, event_id=env.id)
+
+
+def _object_created(env: Envelope, kind: str, uploads: str | None) -> changes.EventOutcome:
+    o: ObjectCreatedDetail = _validate(ObjectCreatedDetail, env.detail, "detail", kind)
+    if not _under(uploads, o.bucket.name, o.object.key):
+        return changes.Ignored(kind, f"s3://{o.bucket.name}/{o.object.key} is outside the uploads ({uploads})", env.id)
+    reason = f"upload s3://{o.bucket.name}/{o.object.key}"
+    return table.outcome_of(_row(kind), reason=reason, time=env.time, event_id=env.id)
+
+
+def parse_event(body: dict[str, Any] | str | bytes, *, uploads: str | None = None) -> changes.EventOutcome:
+    """Parse one SQS message body (dict, JSON text, or the text ``reconcile``) into its outcome.
+
+    ``uploads`` (``s3://bucket/prefix``): objects created outside it are ignored, not a reconcile.
+    """
+    if _is_reconcile_text(body):
+        return table.outcome_of(_row("text/reconcile"))
+    data = _load(body)
+    if "detail-type" not in data:
+        if data.get("Event") == "s3:TestEvent":
+            return table.outcome_of(_row("s3/TestEvent"))
+        if "Records" in data:
+            return _s3_records(data, uploads)
+        if not {"source", "detail"} & data.keys():
+            return _scheduler_input(data)
+    env: Envelope = _validate(Envelope, data, "", "EventBridge")
     kind = f"{env.source}/{env.detail_type}"
     if env.source == "aws.ec2" and env.detail_type == STATE_CHANGE:
-        d = _validate(StateChangeDetail, env.detail, "detail", kind)
-        return InstanceChange(d.instance_id, STATE_ACTIONS[d.state], kind, env.time, d.state, env.region, env.id)
-    if env.source == "aws.autoscaling" and env.detail_type in (ASG_LAUNCH, ASG_TERMINATE):
-        a = _validate(AutoScalingDetail, env.detail, "detail", kind)
-        action: Literal["upsert", "remove"] = "upsert" if env.detail_type == ASG_LAUNCH else "remove"
-        return InstanceChange(a.ec2_instance_id, action, kind, env.time, None, env.region, env.id)
+        d: StateChangeDetail = _validate(StateChangeDetail, env.detail, "detail", kind)
+        facts = _detail(state=d.state, region=env.region)
+        return table.outcome_of(
+            _row(f"{kind}#{d.state}"), instance=d.instance_id, time=env.time, event_id=env.id, detail=facts
+        )
+    if env.source == "aws.autoscaling" and env.detail_type in (
+        ASG_LAUNCH,
+        ASG_TERMINATE,
+        ASG_LAUNCH_HOOK,
+        ASG_TERMINATE_HOOK,
+    ):
+        return _autoscaling(env, kind)
+    if env.source == "aws.ec2" and env.detail_type in INSTANCE_NOTICES:
+        return _instance_notice(env, kind)
+    if env.source == "aws.ec2" and env.detail_type in CAPACITY_NOTICES:
+        return _capacity_notice(env, kind)
+    if env.source == "aws.s3" and env.detail_type == "Object Created":
+        return _object_created(env, kind, uploads)
     if env.source == "aws.events" and env.detail_type == SCHEDULED:
         rule = env.resources[0] if env.resources else None
-        return Reconcile(kind, env.time, None, "schedule", rule, env.id)
+        reason = f"schedule {rule}" if rule else "schedule"
+        return table.outcome_of(_row(kind), reason=reason, time=env.time, event_id=env.id)
     if env.source == "topocast" and env.detail_type == RECONCILE:
         r = _validate(ReconcileDetail, env.detail, "detail", kind)
-        return Reconcile(kind, env.time, r.cluster, r.reason or "requested", None, env.id)
+        return table.outcome_of(
+            _row(kind), reason=r.reason or "requested", cluster=r.cluster, time=env.time, event_id=env.id
+        )
+    sources = sorted({k.kind.partition("/")[0] for k in table.TABLE if k.cloud == "aws" and k.kind.startswith("aws.")})
     raise UnsupportedEvent(
-        f"unsupported event source={env.source!r} detail-type={env.detail_type!r}; topocast handles "
-        f"aws.ec2/{STATE_CHANGE}, aws.autoscaling/{ASG_LAUNCH}, aws.autoscaling/{ASG_TERMINATE}, "
-        f"aws.events/{SCHEDULED} and topocast/{RECONCILE}"
+        f"unsupported event source={env.source!r} detail-type={env.detail_type!r}; docs/events.md lists the "
+        f"kinds topocast handles (sources {', '.join(sources)} and topocast/{RECONCILE})"
     )

@@ -120,7 +120,7 @@ def _response(failures: list[str]) -> dict[str, Any]:
 
 def discover_batch(event: dict[str, Any], rt: AwsRuntime | None = None) -> dict[str, Any]:
     """Core of the discover Lambda: one discovery for every valid event of the batch."""
-    from topocast.aws.deliveries import parse_discover_record
+    from topocast.aws.events import parse_event
     from topocast.changes import MalformedEvent
 
     rt = rt or runtime()
@@ -129,15 +129,14 @@ def discover_batch(event: dict[str, Any], rt: AwsRuntime | None = None) -> dict[
     events = []
     for rec in event.get("Records") or []:
         try:
-            parsed = parse_discover_record(rec.get("body", ""))
+            parsed = parse_event(rec.get("body", ""), uploads=rt.settings.uploads_uri)
         except MalformedEvent as exc:
             rt.metrics.count(m.EVENTS)
             rt.metrics.count(m.MALFORMED)
             _map(rt, rec, Outcome.drop(str(exc)), failures)
             continue
-        if parsed is not None:
-            valid.append(rec)
-            events.append(parsed)
+        valid.append(rec)
+        events.append(parsed)
     if events:
         outcome = run_discover(rt.discover_ports(), events)
         for rec in valid if outcome.status != "done" else []:

@@ -37,11 +37,12 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from topocast.errors import TopocastError
+from topocast import changes
+from topocast import event_table as table
 from topocast.validation import load_json, validate
 
 AUDIT_LOG = "google.cloud.audit.log.v1.written"
@@ -53,52 +54,25 @@ DEBOUNCE_TIMER = "dev.topocast.debounce.timer.v1"
 PUBLISH = "dev.topocast.publish.v1"
 COMPUTE = "compute.googleapis.com"
 
-#: audit-log methodName -> what discovery does with the VM (re-check it, or rescan everything)
-METHOD_ACTIONS: dict[str, Literal["upsert", "remove", "reconcile"]] = {
-    **{f"{v}compute.instances.{m}": "upsert" for v in ("v1.", "beta.", "") for m in ("insert", "start", "resume")},
-    **{f"{v}compute.instances.{m}": "remove" for v in ("v1.", "beta.", "") for m in ("delete", "stop", "suspend")},
-    **{f"{v}compute.instances.bulkInsert": "reconcile" for v in ("v1.", "beta.")},
-    # system events: the VM was stopped by Compute Engine, or restarted on another host
-    "compute.instances.preempted": "remove",
-    "compute.instances.hostError": "upsert",
-    "compute.instances.migrateOnHostMaintenance": "upsert",
-    "compute.instances.repair.recreateInstance": "upsert",
+#: audit-log methodName -> what discovery does with the VM (from the event table)
+METHOD_ACTIONS: dict[str, changes.EventAction] = {
+    k.kind: k.action
+    for k in table.TABLE
+    if k.cloud == "gcp" and k.route in ("eventarc-audit-log", "log-sink") and "*" not in k.kind
 }
 _RESOURCE = re.compile(r"^projects/(?P<project>[^/]+)/zones/(?P<zone>[^/]+)/instances/(?P<name>[^/]+)$")
-_SYSTEM_METHODS = frozenset(
-    {"compute.instances.preempted", "compute.instances.hostError", "compute.instances.migrateOnHostMaintenance"}
-)
+#: System Event audit logs (written by Compute Engine itself; delivered through the Logging sink)
+_SYSTEM_METHODS = frozenset(table.gcp_methods("log-sink"))
 _MIG_AGENT = re.compile(r"^\d+@cloudservices\.gserviceaccount\.com$")
 
 
-class MalformedEvent(TopocastError):
-    """A CloudEvent is not valid for the type it claims."""
-
-
-class UnsupportedEvent(MalformedEvent):
-    """A CloudEvent of a type topocast does not handle."""
-
-
-@dataclass(frozen=True)
-class InstanceChange:
-    project: str  # as written in resourceName: an ID or a number
-    zone: str
-    instance: str
-    action: Literal["upsert", "remove"]
-    method: str
-    instance_id: str | None = None
-    #: "api" (a user or tool), "mig" (a managed instance group / Google APIs agent), "system" (a system event)
-    origin: str = "api"
-    event_id: str | None = None
-    time: datetime | None = None
-
-
-@dataclass(frozen=True)
-class Reconcile:
-    source: str
-    cluster: str | None = None
-    reason: str = "schedule"
-    event_id: str | None = None
+# the neutral outcome types; the old names stay importable from here
+MalformedEvent = changes.MalformedEvent
+UnsupportedEvent = changes.UnsupportedEvent
+InstanceChange = changes.InstanceChange
+Reconcile = changes.Reconcile
+Noted = changes.Noted
+Ignored = changes.Ignored
 
 
 @dataclass(frozen=True)
@@ -130,14 +104,7 @@ class ObjectWritten:
     event_id: str | None = None
 
 
-@dataclass(frozen=True)
-class Ignored:
-    reason: str
-    type: str = ""
-    event_id: str | None = None
-
-
-Command = InstanceChange | Reconcile | DiscoverWindow | DebounceTimer | PublishRequest | ObjectWritten | Ignored
+Command = changes.EventOutcome | DiscoverWindow | DebounceTimer | PublishRequest | ObjectWritten
 
 
 # ----- pydantic models of the payloads (aliases are the wire names, so errors read like the JSON) ------
@@ -256,36 +223,41 @@ def _object(data: Any, what: str) -> dict[str, Any]:
 
 
 # ----- per type --------------------------------------------------------------------------------
-def _audit(attrs: dict[str, Any], data: Any) -> Command:
+def _audit(attrs: dict[str, Any], data: Any, where: str = "data") -> Command:
+    """One audit-log LogEntry: from Eventarc (``data``) or from the Logging sink via Pub/Sub."""
     event_id = attrs.get("id")
-    entry: LogEntryData = _validate(LogEntryData, _object(data, "data"), "data", "audit log")
+    entry: LogEntryData = _validate(LogEntryData, _object(data, where), where, "audit log")
     log = entry.proto_payload
     if log.service_name != COMPUTE:
-        return Ignored(f"audit log of {log.service_name}, not {COMPUTE}", AUDIT_LOG, event_id)
-    action = METHOD_ACTIONS.get(log.method_name)
-    if action is None:
-        return Ignored(f"method {log.method_name} does not change cluster membership", AUDIT_LOG, event_id)
+        return Ignored(log.method_name, f"audit log of {log.service_name}, not {COMPUTE}", event_id)
+    row = table.lookup("gcp", log.method_name)
+    if row is None or row.action not in ("upsert", "remove", "reconcile"):
+        return Ignored(log.method_name, f"method {log.method_name} does not change cluster membership", event_id)
     op = entry.operation
     if op is not None and not op.last:
         step = "first" if op.first else "intermediate"
         return Ignored(
+            log.method_name,
             f"{step} entry of operation {op.id or '?'} ({log.method_name}); acting on its last entry",
-            AUDIT_LOG,
             event_id,
         )
     if log.status.code != 0:
-        return Ignored(f"{log.method_name} failed (code {log.status.code}: {log.status.message})", AUDIT_LOG, event_id)
-    if action == "reconcile":
-        return Reconcile(AUDIT_LOG, None, f"{log.method_name} creates many VMs", event_id)
+        return Ignored(
+            log.method_name, f"{log.method_name} failed (code {log.status.code}: {log.status.message})", event_id
+        )
+    if row.action == "reconcile":
+        return table.outcome_of(row, reason=f"{log.method_name} {row.reason}", event_id=event_id)
     m = _RESOURCE.match(log.resource_name)
     if not m:
         raise MalformedEvent(
-            f"audit log event: data.protoPayload.resourceName: expected projects/<project>/zones/<zone>/instances/"
+            f"audit log event: {where}.protoPayload.resourceName: expected projects/<project>/zones/<zone>/instances/"
             f"<name>, got {log.resource_name[:120]!r}"
         )
     instance_id = entry.resource.labels.get("instance_id") or None
     if instance_id is not None and not instance_id.isdigit():
-        raise MalformedEvent(f"audit log event: data.resource.labels.instance_id: not numeric ({instance_id[:40]!r})")
+        raise MalformedEvent(
+            f"audit log event: {where}.resource.labels.instance_id: not numeric ({instance_id[:40]!r})"
+        )
     principal = log.authentication_info.principal_email
     agent = log.request_metadata.caller_supplied_user_agent
     if "%2Fsystem_event" in entry.log_name or log.method_name in _SYSTEM_METHODS:
@@ -298,39 +270,52 @@ def _audit(attrs: dict[str, Any], data: Any) -> Command:
         origin = "mig"  # a MIG (or autohealing) acts as the Google APIs service agent, unversioned method
     else:
         origin = "api"
-    return InstanceChange(
-        project=m.group("project"),
-        zone=m.group("zone"),
-        instance=m.group("name"),
-        action=action,
-        method=log.method_name,
-        instance_id=instance_id,
-        origin=origin,
-        event_id=event_id,
+    facts = {"project": m.group("project"), "zone": m.group("zone"), "name": m.group("name")}
+    return table.outcome_of(
+        row,
+        instance=f"{facts['project']}/{facts['zone']}/{facts['name']}",
         time=entry.timestamp,
+        event_id=event_id,
+        detail={**facts, "method": log.method_name, "origin": origin}
+        | ({"instance_id": instance_id} if instance_id else {}),
     )
 
 
 def _pubsub(attrs: dict[str, Any], data: Any) -> Command:
+    """A Pub/Sub message: a reconcile request (JSON, the text ``reconcile``, or empty), or an audit-log
+    entry routed by the Logging sink (System Event logs: preemption, host errors, maintenance)."""
     msg = _validate(PubsubData, _object(data, "data"), "data", "Pub/Sub").message
+    event_id = attrs.get("id") or msg.message_id or None
     body: Any = None
     if msg.data:
         try:
             raw = base64.b64decode(msg.data, validate=True)
         except (binascii.Error, ValueError):
             raise MalformedEvent("Pub/Sub event: data.message.data: not base64") from None
-        body = _json(raw, "Pub/Sub event: data.message.data")
+        if raw.strip().lower() == b"reconcile":  # gcloud pubsub topics publish --message=reconcile
+            return Reconcile(
+                PUBSUB, msg.attributes.get("reason", "requested"), msg.attributes.get("cluster"), None, event_id
+            )
+        try:
+            body = _json(raw, "Pub/Sub event: data.message.data")
+        except MalformedEvent:
+            raise MalformedEvent(
+                "Pub/Sub event: data.message.data: neither JSON nor the text 'reconcile'"
+                f" ({raw[:40].decode('utf-8', 'replace')!r})"
+            ) from None
     if body is None:
         return Reconcile(
-            PUBSUB, msg.attributes.get("cluster"), msg.attributes.get("reason", "schedule"), attrs.get("id")
+            PUBSUB, msg.attributes.get("reason", "schedule"), msg.attributes.get("cluster"), event_id=event_id
         )
     if not isinstance(body, dict):
         raise MalformedEvent("Pub/Sub event: data.message.data: expected a JSON object (or nothing)")
+    if "protoPayload" in body and "logName" in body:  # a LogEntry from the system-event Logging sink
+        return _audit({**attrs, "id": event_id}, body, "data.message.data")
     kind = body.get("kind", "topocast.reconcile")
     if kind != "topocast.reconcile":
-        return Ignored(f"Pub/Sub message of kind {kind!r}; only topocast.reconcile is handled", PUBSUB, attrs.get("id"))
+        return Ignored(PUBSUB, f"Pub/Sub message of kind {kind!r}; only topocast.reconcile is handled", event_id)
     r = _validate(_TopocastReconcile, body, "data.message.data", "Pub/Sub")
-    return Reconcile(PUBSUB, r.cluster, r.reason if "reason" in body else "schedule", attrs.get("id"))
+    return Reconcile(PUBSUB, r.reason if "reason" in body else "schedule", r.cluster, event_id=event_id)
 
 
 def parse_cloud_event(event: Any) -> Command:
@@ -347,7 +332,7 @@ def parse_cloud_event(event: Any) -> Command:
     if ce_type == RECONCILE:
         body = _json(data, "data") or {}
         r = _validate(_TopocastReconcile, body, "data", "reconcile")
-        return Reconcile(RECONCILE, r.cluster, r.reason, event_id)
+        return Reconcile(RECONCILE, r.reason, r.cluster, event_id=event_id)
     if ce_type == DISCOVER_WINDOW:
         w = _validate(_Window, _object(data, "data"), "data", "discover window")
         return DiscoverWindow(w.cluster, w.window, event_id)

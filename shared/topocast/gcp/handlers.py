@@ -23,12 +23,11 @@ from topocast.app.discover import discover as run_discover
 from topocast.app.outcome import Outcome
 from topocast.app.publish import publish as run_publish
 from topocast.app.render import render as run_render
-from topocast.changes import Ignored, InstanceChange, MalformedEvent
+from topocast.changes import Ignored, InstanceChange, MalformedEvent, Noted, Reconcile
 from topocast.config import settings_from_env
 from topocast.errors import TopocastError
 from topocast.gcp import events as ev
 from topocast.gcp import windows
-from topocast.gcp.deliveries import NEUTRAL_TYPES, neutral
 from topocast.gcp.jsonlog import setup_logging
 from topocast.gcp.root import STATS, GcpRuntime, build
 
@@ -62,11 +61,10 @@ def discover(cmd: Any, rt: GcpRuntime) -> Outcome:
         if cmd.cluster != rt.settings.cluster:
             return Outcome.done(f"window task for cluster {cmd.cluster}; this function serves {rt.settings.cluster}")
         return windows.close_window(rt, cmd.window, lambda changes: run_discover(rt.discover_ports(), changes))
-    change = neutral(cmd)
-    if windows.batched(rt) and isinstance(change, InstanceChange):
-        why = rt.provider().scope(change)
-        return Outcome.done(f"ignored: {why}") if why else windows.queue_change(rt, change)
-    return run_discover(rt.discover_ports(), [change])
+    if windows.batched(rt) and isinstance(cmd, InstanceChange):
+        why = rt.provider().scope(cmd)
+        return Outcome.done(f"ignored: {why}") if why else windows.queue_change(rt, cmd)
+    return run_discover(rt.discover_ports(), [cmd])
 
 
 def render(cmd: Any, rt: GcpRuntime) -> Outcome:
@@ -93,7 +91,7 @@ _HANDLERS: dict[str, Callable[[Any, GcpRuntime], Outcome]] = {
     "publish": publish,
 }
 ACCEPTS: dict[str, tuple[type, ...]] = {
-    "discover": (ev.InstanceChange, ev.Reconcile, ev.DiscoverWindow, *NEUTRAL_TYPES),
+    "discover": (InstanceChange, Reconcile, Noted, ev.DiscoverWindow),
     "render": (ev.DebounceTimer, ev.ObjectWritten),
     "publish": (ev.PublishRequest,),
 }
@@ -108,18 +106,19 @@ def handle(function: Function, cloud_event: Any, rt: GcpRuntime | None = None) -
     STATS.count(m.EVENTS if function == "discover" else f"{function}_events")
     try:
         cmd = ev.parse_cloud_event(cloud_event)
-        if not isinstance(cmd, ACCEPTS[function] + (ev.Ignored, Ignored)):
+        if not isinstance(cmd, ACCEPTS[function] + (Ignored, Noted)):
             raise MalformedEvent(f"{type(cmd).__name__} events are not for the {function} function; check its trigger")
-    except (MalformedEvent, ev.MalformedEvent) as exc:
+    except MalformedEvent as exc:
         STATS.count("rejected")
         _emit(logging.ERROR, f"rejected event (answered 200 so it is not redelivered): {exc}", function=function,
               outcome="rejected")  # fmt: skip
         return {"outcome": "rejected", "reason": str(exc)}
     event_id = getattr(cmd, "event_id", None)
-    if isinstance(cmd, ev.Ignored | Ignored):
-        STATS.count(m.IGNORED)
-        _emit(logging.INFO, f"ignored: {cmd.reason}", function=function, event_id=event_id, outcome="ignored")
-        return {"outcome": "ignored", "reason": cmd.reason}
+    if isinstance(cmd, Ignored) or (isinstance(cmd, Noted) and function != "discover"):
+        STATS.count(m.IGNORED if isinstance(cmd, Ignored) else m.NOTED)
+        kind = type(cmd).__name__.lower()
+        _emit(logging.INFO, f"{kind}: {cmd.reason}", function=function, event_id=event_id, outcome=kind)
+        return {"outcome": kind, "reason": cmd.reason}
     rt = rt if rt is not None else runtime()
     started = time.monotonic()
     outcome = _HANDLERS[function](cmd, rt)

@@ -4,9 +4,13 @@
 # EC2 state-change events carry no tags, so the ec2-state rule cannot be narrowed to the cluster: the
 # discover function keeps only instances matching TOPOCAST_FILTERS. Auto Scaling events are filtered to
 # the cluster's groups here. "pending" is left out: topology is only known once an instance runs.
+# Interruption warnings are region-wide too; discover notes them (they change nothing).
 
 locals {
-  instance_states = ["running", "stopping", "stopped", "shutting-down", "terminated"]
+  # The event patterns come from the event table (shared/topocast/event_table.py, aws_rule_patterns):
+  # event-patterns.json is generated from it and tests/test_event_wiring.py keeps the two equal, so
+  # every kind the parser acts on is delivered and nothing it would reject is.
+  event_patterns = jsondecode(file("${path.module}/event-patterns.json"))
 
   event_rules = merge(
     # with topology_source = ibnetdiscover or netq, EC2 events say nothing about the fabric (and every
@@ -14,13 +18,17 @@ locals {
     !local.ec2_source ? {} : {
       ec2-state = {
         description = "EC2 instance state changes (discover keeps the cluster's instances)"
-        pattern = jsonencode({
-          source        = ["aws.ec2"]
-          "detail-type" = ["EC2 Instance State-change Notification"]
-          detail        = { state = local.instance_states }
-        })
-        schedule = null
-        input    = null
+        pattern     = jsonencode(local.event_patterns["ec2-state"])
+        schedule    = null
+        input       = null
+      }
+      # Spot / rebalance / capacity-reservation warnings are noted (counted, nothing moves); a delivered
+      # Capacity Block starts a reconcile
+      ec2-notices = {
+        description = "EC2 interruption warnings and Capacity Block notices"
+        pattern     = jsonencode(local.event_patterns["ec2-notices"])
+        schedule    = null
+        input       = null
       }
     },
     {
@@ -35,12 +43,10 @@ locals {
     },
     !local.ec2_source || length(var.autoscaling_group_names) == 0 ? {} : {
       autoscaling = {
-        description = "Auto Scaling launches and terminations of cluster ${var.cluster}"
-        pattern = jsonencode({
-          source        = ["aws.autoscaling"]
-          "detail-type" = ["EC2 Instance Launch Successful", "EC2 Instance Terminate Successful"]
-          detail        = { AutoScalingGroupName = var.autoscaling_group_names }
-        })
+        description = "Auto Scaling launches, terminations and terminate lifecycle actions of cluster ${var.cluster}"
+        pattern = jsonencode(merge(local.event_patterns["autoscaling"], {
+          detail = { AutoScalingGroupName = var.autoscaling_group_names }
+        }))
         schedule = null
         input    = null
       }

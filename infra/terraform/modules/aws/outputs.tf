@@ -39,7 +39,7 @@ output "state_table_name" {
 }
 
 output "event_rule_arns" {
-  description = "EventBridge rule ARNs by purpose (ec2-state, reconcile, autoscaling, uploads)."
+  description = "EventBridge rule ARNs by purpose (ec2-state, ec2-notices, reconcile, autoscaling)."
   value       = { for k, r in aws_cloudwatch_event_rule.this : k => r.arn }
 }
 

@@ -1,6 +1,7 @@
 # topocast on Google Cloud, one project and region per apply:
 #
 #   Compute Engine audit logs --Eventarc--> discover --(Cloud Tasks: discover window)--> discover
+#   System Event audit logs --Logging sink--> events topic --Eventarc--> discover
 #   Cloud Scheduler (reconcile CloudEvent) ----------> discover -> graph generation in GCS
 #   discover --(Cloud Tasks: debounce timer)--> render -> rendered files --(Cloud Tasks)--> publish
 #   publish -> <prefix>/<cluster>/slurm/ in the bucket (Slurm pull agent), GKE

@@ -1,4 +1,5 @@
-# What starts the functions: Eventarc on Compute Engine audit logs (discover), the Cloud Tasks queue
+# What starts the functions: Eventarc on Compute Engine audit logs (discover), a Logging sink of the
+# System Event audit logs to the events topic (discover), the Cloud Tasks queue
 # (discover windows, debounce timers, publish hand-offs), Cloud Scheduler (reconcile) and optionally
 # Eventarc on graph objects (render).
 
@@ -22,6 +23,74 @@ resource "google_eventarc_trigger" "audit" {
   matching_criteria {
     attribute = "methodName"
     value     = each.value
+  }
+
+  destination {
+    cloud_run_service {
+      service = google_cloudfunctions2_function.this["discover"].service_config[0].service
+      region  = var.region
+    }
+  }
+
+  depends_on = [google_project_iam_member.trigger_receiver]
+}
+
+# System Event audit logs (preemption, host errors, host maintenance, automatic restarts, guest
+# shutdowns) are written by Compute Engine itself, not by a caller. Eventarc's audit-log triggers
+# match Admin Activity and Data Access logs, so these go through a Logging sink to the events topic,
+# and an Eventarc Pub/Sub trigger hands each LogEntry to discover (topocast.gcp.events parses the
+# entry inside the message exactly like an Eventarc audit-log event). The same topic accepts a
+# reconcile request: `gcloud pubsub topics publish TOPIC --message=reconcile`.
+locals {
+  system_event_filter = join(" AND ", compact([
+    "logName=\"projects/${var.project_id}/logs/cloudaudit.googleapis.com%2Fsystem_event\"",
+    "protoPayload.serviceName=\"compute.googleapis.com\"",
+    "protoPayload.methodName=(${join(" OR ", [for m in var.system_event_methods : "\"${m}\""])})",
+    length(var.zones) == 0 ? "" : "resource.labels.zone=(${join(" OR ", [for z in var.zones : "\"${z}\""])})",
+  ]))
+}
+
+resource "google_pubsub_topic" "events" {
+  project = var.project_id
+  name    = "${local.name}-events"
+  labels  = local.common_labels
+}
+
+resource "google_logging_project_sink" "system_events" {
+  count = length(var.system_event_methods) > 0 ? 1 : 0
+
+  project                = var.project_id
+  name                   = "${local.name}-system-events"
+  destination            = "pubsub.googleapis.com/${google_pubsub_topic.events.id}"
+  filter                 = local.system_event_filter
+  unique_writer_identity = true
+}
+
+resource "google_pubsub_topic_iam_member" "sink_publishes" {
+  count = length(var.system_event_methods) > 0 ? 1 : 0
+
+  project = var.project_id
+  topic   = google_pubsub_topic.events.name
+  role    = "roles/pubsub.publisher"
+  member  = google_logging_project_sink.system_events[0].writer_identity
+}
+
+resource "google_eventarc_trigger" "events_topic" {
+  project         = var.project_id
+  location        = var.region
+  name            = "${local.name}-events"
+  service_account = google_service_account.trigger.email
+  labels          = local.common_labels
+
+  matching_criteria {
+    attribute = "type"
+    value     = "google.cloud.pubsub.topic.v1.messagePublished"
+  }
+
+  transport {
+    pubsub {
+      topic = google_pubsub_topic.events.id
+    }
   }
 
   destination {

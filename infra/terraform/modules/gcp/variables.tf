@@ -217,24 +217,44 @@ variable "discover_window_seconds" {
 }
 
 variable "audit_log_methods" {
-  description = "Compute Engine audit-log methodNames that trigger discover, one Eventarc trigger each (methods topocast.gcp.events.METHOD_ACTIONS handles)."
+  description = "Compute Engine Admin Activity audit-log methodNames that trigger discover, one Eventarc trigger each (the eventarc-audit-log rows of the event table, docs/events.md)."
   type        = list(string)
   default = [
     "v1.compute.instances.insert",
     "beta.compute.instances.insert",
     "compute.instances.insert",
+    "v1.compute.instances.start",
+    "beta.compute.instances.start",
+    "v1.compute.instances.resume",
+    "beta.compute.instances.resume",
     "v1.compute.instances.delete",
     "beta.compute.instances.delete",
-    "v1.compute.instances.start",
+    "compute.instances.delete",
     "v1.compute.instances.stop",
+    "beta.compute.instances.stop",
+    "v1.compute.instances.suspend",
+    "beta.compute.instances.suspend",
     "v1.compute.instances.bulkInsert",
+    "beta.compute.instances.bulkInsert",
+    "compute.instances.repair.recreateInstance",
+  ]
+}
+
+variable "system_event_methods" {
+  description = "Compute Engine System Event audit-log methodNames routed to discover through a Logging sink and a Pub/Sub topic (the log-sink rows of the event table, docs/events.md); empty = no sink."
+  type        = list(string)
+  default = [
     "compute.instances.preempted",
     "compute.instances.hostError",
+    "compute.instances.automaticRestart",
+    "compute.instances.terminateOnHostMaintenance",
+    "compute.instances.migrateOnHostMaintenance",
+    "compute.instances.guestTerminate",
   ]
 }
 
 variable "enable_data_access_audit_logs" {
-  description = "Also turn on Compute Engine DATA_WRITE audit logs. Not needed for the default methods: instance insert/delete/start/stop are Admin Activity logs and preemption/host errors System Event logs, which are always written."
+  description = "Also turn on Compute Engine DATA_WRITE audit logs. Not needed for the default methods: instance insert/delete/start/stop are Admin Activity logs and preemption, host errors and maintenance System Event logs, which are always written."
   type        = bool
   default     = false
 }

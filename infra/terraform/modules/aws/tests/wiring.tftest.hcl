@@ -91,7 +91,7 @@ run "event_rules_route_the_cluster_events_to_the_events_queue" {
     error_message = "the events queue carries the EventBridge policy"
   }
   assert {
-    condition     = one(one([for s in data.aws_iam_policy_document.events_queue.statement : s.condition if s.sid == "EventBridgeRules"])).values == tolist(["arn:aws:events:eu-west-1:111122223333:rule/topocast-c1-ec2-state", "arn:aws:events:eu-west-1:111122223333:rule/topocast-c1-reconcile"])
+    condition     = one(one([for s in data.aws_iam_policy_document.events_queue.statement : s.condition if s.sid == "EventBridgeRules"])).values == tolist(["arn:aws:events:eu-west-1:111122223333:rule/topocast-c1-ec2-notices", "arn:aws:events:eu-west-1:111122223333:rule/topocast-c1-ec2-state", "arn:aws:events:eu-west-1:111122223333:rule/topocast-c1-reconcile"])
     error_message = "the events queue accepts messages only from this module's rules"
   }
 }
@@ -109,8 +109,8 @@ run "optional_rules_are_filtered_to_the_cluster" {
     error_message = "the Auto Scaling rule must be filtered to the configured groups"
   }
   assert {
-    condition     = jsondecode(aws_cloudwatch_event_rule.this["autoscaling"].event_pattern)["detail-type"] == ["EC2 Instance Launch Successful", "EC2 Instance Terminate Successful"]
-    error_message = "the Auto Scaling rule must match launches and terminations"
+    condition     = jsondecode(aws_cloudwatch_event_rule.this["autoscaling"].event_pattern)["detail-type"] == ["EC2 Instance Launch Successful", "EC2 Instance Terminate Successful", "EC2 Instance-terminate Lifecycle Action"]
+    error_message = "the Auto Scaling rule must match launches, terminations and terminate lifecycle actions"
   }
   assert {
     condition     = one(aws_s3_bucket_notification.this[0].queue).filter_prefix == "topocast/c1/uploads/" && one(aws_s3_bucket_notification.this[0].queue).queue_arn == aws_sqs_queue.main["events"].arn

@@ -1,0 +1,299 @@
+"""The one table of cloud event kinds and what discovery does with each, for both clouds.
+
+Both parsers (``topocast.aws.events``, ``topocast.gcp.events``) decide what an event does by
+looking its kind up here; the Terraform modules deliver exactly the kinds listed with a
+:attr:`EventKind.route` (``tests/test_event_wiring.py`` compares them), and ``docs/events.md``
+carries :func:`markdown_table` verbatim (checked by a test). Change an action here, and the
+parsers, the wiring check and the docs follow.
+
+Actions (:data:`topocast.changes.EventAction`):
+
+* ``upsert`` - re-read the instance (``follow``: re-read until it is running again or gone,
+  bounded, for host maintenance and restarts, where one read can land between stop and start);
+* ``remove`` - drop it from the graph;
+* ``reconcile`` - rediscover the whole cluster;
+* ``noted`` - logged and counted, nothing changes (interruption warnings: the state change that
+  follows moves the node);
+* ``ignored`` - well-formed, nothing to do (the reason says why);
+* ``rejected`` - dead-lettered with the reason.
+
+Kinds are named ``<source>/<detail-type>`` on AWS (``#<variant>`` where one detail-type maps to
+several actions, e.g. the instance state) and by audit-log ``methodName`` or CloudEvent ``type``
+on GCP. Only plain data here: no cloud SDK, no parsing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Literal
+
+from topocast import changes
+from topocast.changes import EventAction
+
+__all__ = [
+    "AWS_RULES",
+    "TABLE",
+    "Cloud",
+    "EventKind",
+    "Route",
+    "aws_rule_patterns",
+    "gcp_methods",
+    "lookup",
+    "markdown_table",
+    "outcome_of",
+]
+
+Cloud = Literal["aws", "gcp"]
+#: how the Terraform modules deliver a kind; ``None``: accepted when an operator routes it, not wired by default
+Route = Literal[
+    "eventbridge",  # an EventBridge rule on the default bus -> events queue (modules/aws/event-patterns.json)
+    "s3-notification",  # the bucket's upload notification -> events queue
+    "schedule",  # the reconcile schedule (EventBridge rule / Cloud Scheduler job)
+    "eventarc-audit-log",  # one Eventarc trigger per methodName (Admin Activity audit logs)
+    "log-sink",  # Logging sink -> the events Pub/Sub topic -> Eventarc Pub/Sub trigger (System Event audit logs)
+]
+
+
+@dataclass(frozen=True)
+class EventKind:
+    cloud: Cloud
+    kind: str
+    action: EventAction
+    reason: str
+    #: upsert only: re-read until steady (running again, or gone), bounded
+    follow: bool = False
+    route: Route | None = None
+
+
+def _aws(kind: str, action: EventAction, reason: str, route: Route | None = "eventbridge") -> EventKind:
+    return EventKind("aws", kind, action, reason, False, route)
+
+
+def _gcp(kind: str, action: EventAction, reason: str, route: Route | None, follow: bool = False) -> EventKind:
+    return EventKind("gcp", kind, action, reason, follow, route)
+
+
+STATE = "aws.ec2/EC2 Instance State-change Notification"
+ASG = "aws.autoscaling"
+_ADMIN: Route = "eventarc-audit-log"
+_SYSTEM: Route = "log-sink"
+_REREAD = "a new host may mean a new place in the fabric: re-read the VM"
+_MAINTENANCE = "re-read until the VM runs again (possibly on another sub-block) or is gone"
+
+TABLE: tuple[EventKind, ...] = (
+    # ----- AWS: EventBridge (through the events queue) ---------------------------------------------------------
+    _aws(f"{STATE}#pending", "ignored", "no topology before running; the running event re-reads it", None),
+    _aws(f"{STATE}#running", "upsert", "re-read the instance and its topology"),
+    *(_aws(f"{STATE}#{s}", "remove", f"instance {s}") for s in ("stopping", "stopped", "shutting-down", "terminated")),
+    _aws(f"{ASG}/EC2 Instance Launch Successful", "upsert", "launched into the group: re-read it"),
+    _aws(
+        f"{ASG}/EC2 Instance Launch Successful#WarmPool",
+        "ignored",
+        "launched into the warm pool, not in service; it is added when it leaves the pool",
+    ),
+    _aws(f"{ASG}/EC2 Instance Terminate Successful", "remove", "terminated by the group"),
+    _aws(
+        f"{ASG}/EC2 Instance-launch Lifecycle Action",
+        "ignored",
+        "instance waits in Pending:Wait, not in service; Launch Successful or the running state adds it",
+        None,
+    ),
+    _aws(
+        f"{ASG}/EC2 Instance-terminate Lifecycle Action",
+        "remove",
+        "instance is leaving the group (Terminating:Wait or back to the warm pool): take it out of scheduling now",
+    ),
+    _aws(
+        f"{ASG}/EC2 Instance-terminate Lifecycle Action#ReplaceRootVolume",
+        "ignored",
+        "root volume replacement keeps the instance (and its host)",
+    ),
+    _aws(
+        "aws.ec2/EC2 Spot Instance Interruption Warning",
+        "noted",
+        "interruption in two minutes; the state change that follows removes the node",
+    ),
+    _aws(
+        "aws.ec2/EC2 Instance Rebalance Recommendation",
+        "noted",
+        "elevated interruption risk; nothing moves until the instance stops",
+    ),
+    _aws(
+        "aws.ec2/EC2 Capacity Reservation Instance Interruption Warning",
+        "noted",
+        "interruptible reservation reclaims the instance in two minutes; its termination removes it",
+    ),
+    _aws(
+        "aws.ec2/EC2 Interruptible Capacity Reservation Instance Interruption Warning",
+        "noted",
+        "interruptible reservation reclaims the instance in two minutes; its termination removes it",
+    ),
+    _aws(
+        "aws.ec2/Capacity Block Delivered",
+        "reconcile",
+        "new capacity: rediscover, including the before-launch topology of capacity reservations",
+    ),
+    _aws(
+        "aws.ec2/Capacity Block Reservation Delivered",
+        "reconcile",
+        "new capacity: rediscover, including the before-launch topology of capacity reservations",
+    ),
+    _aws(
+        "aws.ec2/Capacity Block Expiration Warning",
+        "noted",
+        "instances of the block terminate in about 10 minutes; their terminations remove them",
+    ),
+    _aws(
+        "aws.ec2/Capacity Block Reservation Expiration Warning",
+        "noted",
+        "instances of the block terminate in about 10 minutes; their terminations remove them",
+    ),
+    _aws("aws.events/Scheduled Event", "reconcile", "an EventBridge schedule rule", None),
+    _aws("topocast/Reconcile", "reconcile", "the reconcile schedule or an operator", "schedule"),
+    _aws("scheduler/input", "reconcile", "an EventBridge Scheduler target's own Input (any JSON object)", None),
+    _aws("text/reconcile", "reconcile", "a plain-text 'reconcile' message body", None),
+    _aws(
+        "aws.s3/Object Created",
+        "reconcile",
+        "an upload (S3 to EventBridge): rediscover from the uploads; objects outside the uploads are ignored",
+        None,
+    ),
+    # ----- AWS: S3 event notifications (the bucket's uploads notification) -------------------------------------
+    _aws(
+        "s3/ObjectCreated",
+        "reconcile",
+        "an on-prem upload: rediscover from the uploads; objects outside the uploads are ignored",
+        "s3-notification",
+    ),
+    _aws("s3/ObjectRemoved", "ignored", "removing an upload changes no fabric until the next upload", None),
+    _aws("s3/TestEvent", "ignored", "S3 sends one test event when the notification is configured", "s3-notification"),
+    _aws("aws/*", "rejected", "a source or detail-type topocast does not handle", None),
+    # ----- GCP: Admin Activity audit logs (Eventarc, one trigger per methodName) -------------------------------
+    *(
+        _gcp(f"{v}compute.instances.insert", "upsert", "VM created: re-read it", _ADMIN)
+        for v in ("v1.", "beta.", "")  # unversioned: MIG- and system-driven creates
+    ),
+    *(_gcp(f"{v}compute.instances.start", "upsert", _REREAD, _ADMIN) for v in ("v1.", "beta.")),
+    *(_gcp(f"{v}compute.instances.resume", "upsert", _REREAD, _ADMIN) for v in ("v1.", "beta.")),
+    *(_gcp(f"{v}compute.instances.delete", "remove", "VM deleted", _ADMIN) for v in ("v1.", "beta.", "")),
+    *(_gcp(f"{v}compute.instances.stop", "remove", "VM stopped", _ADMIN) for v in ("v1.", "beta.")),
+    *(_gcp(f"{v}compute.instances.suspend", "remove", "VM suspended", _ADMIN) for v in ("v1.", "beta.")),
+    *(
+        _gcp(f"{v}compute.instances.bulkInsert", "reconcile", "creates many VMs at once", _ADMIN)
+        for v in ("v1.", "beta.")
+    ),
+    _gcp(
+        "compute.instances.repair.recreateInstance",
+        "upsert",
+        "MIG autohealing recreated the VM: " + _MAINTENANCE,
+        _ADMIN,
+        True,
+    ),
+    # ----- GCP: System Event audit logs (Logging sink -> Pub/Sub -> discover) -----------------------------------
+    _gcp("compute.instances.preempted", "remove", "Compute Engine preempted the (Spot) VM", _SYSTEM),
+    _gcp("compute.instances.hostError", "upsert", "host error: " + _MAINTENANCE, _SYSTEM, True),
+    _gcp(
+        "compute.instances.automaticRestart", "upsert", "restarted after a host event: " + _MAINTENANCE, _SYSTEM, True
+    ),
+    _gcp(
+        "compute.instances.terminateOnHostMaintenance",
+        "upsert",
+        "GPU VMs stop for host maintenance: " + _MAINTENANCE,
+        _SYSTEM,
+        True,
+    ),
+    _gcp("compute.instances.migrateOnHostMaintenance", "upsert", "live-migrated: " + _MAINTENANCE, _SYSTEM, True),
+    _gcp(
+        "compute.instances.guestTerminate",
+        "upsert",
+        "the guest OS shut the VM down: re-read until it is out",
+        _SYSTEM,
+        True,
+    ),
+    _gcp("compute.instances.*", "ignored", "an audit-log method that does not change cluster membership", None),
+    # ----- GCP: other CloudEvents --------------------------------------------------------------------------------
+    _gcp(
+        "google.cloud.pubsub.topic.v1.messagePublished",
+        "reconcile",
+        "the reconcile topic (JSON, text or empty)",
+        "pubsub",
+    ),
+    _gcp("dev.topocast.reconcile.v1", "reconcile", "a Cloud Scheduler HTTP job", "schedule"),
+    _gcp("gcp/*", "rejected", "a CloudEvent type topocast does not handle", None),
+)
+
+_METHOD_PREFIXES = ("v1.compute.", "beta.compute.", "compute.")
+_BY_KIND: dict[tuple[str, str], EventKind] = {(k.cloud, k.kind): k for k in TABLE}
+assert len(_BY_KIND) == len(TABLE), "duplicate kinds in the event table"
+
+
+def lookup(cloud: Cloud, kind: str) -> EventKind | None:
+    """The row of ``kind`` (exact), or ``None`` when the table does not name it."""
+    return _BY_KIND.get((cloud, kind))
+
+
+def outcome_of(
+    row: EventKind,
+    *,
+    instance: str | None = None,
+    reason: str | None = None,
+    cluster: str | None = None,
+    time: datetime | None = None,
+    event_id: str | None = None,
+    detail: dict[str, str] | None = None,
+) -> changes.EventOutcome:
+    """The outcome the table's ``row`` prescribes (``rejected`` raises :class:`~topocast.changes.UnsupportedEvent`)."""
+    why = reason or row.reason
+    if row.action in ("upsert", "remove"):
+        if instance is None:
+            raise ValueError(f"{row.kind}: an {row.action} needs the instance")
+        return changes.InstanceChange(
+            instance, row.action, row.kind, time, event_id, row.follow and row.action == "upsert", detail or {}
+        )
+    if row.action == "reconcile":
+        return changes.Reconcile(row.kind, why, cluster, time, event_id)
+    if row.action == "noted":
+        return changes.Noted(row.kind, why, (instance,) if instance else (), event_id)
+    if row.action == "ignored":
+        return changes.Ignored(row.kind, why, event_id)
+    raise changes.UnsupportedEvent(why)
+
+
+def gcp_methods(route: Route) -> list[str]:
+    """Audit-log methodNames the GCP module delivers by ``route`` (``eventarc-audit-log`` or ``log-sink``)."""
+    return [k.kind for k in TABLE if k.cloud == "gcp" and k.route == route and k.kind.startswith(_METHOD_PREFIXES)]
+
+
+#: EventBridge rules of the AWS module (name -> source), each matching the table's ``eventbridge`` rows
+AWS_RULES: dict[str, str] = {"ec2-state": "aws.ec2", "ec2-notices": "aws.ec2", "autoscaling": ASG}
+
+
+def aws_rule_patterns() -> dict[str, dict[str, Any]]:
+    """The EventBridge event patterns that deliver exactly the table's ``eventbridge`` rows.
+
+    ``ec2-state`` carries the instance states (``detail.state``), ``ec2-notices`` the warnings and
+    capacity notices, ``autoscaling`` the group events (the module adds ``detail.AutoScalingGroupName``).
+    """
+    rows = [k for k in TABLE if k.cloud == "aws" and k.route == "eventbridge"]
+    states = [k.kind.partition("#")[2] for k in rows if k.kind.startswith(f"{STATE}#")]
+    notices = sorted({k.kind.partition("/")[2] for k in rows if k.kind.startswith("aws.ec2/") and "#" not in k.kind})
+    asg = sorted({k.kind.partition("/")[2].partition("#")[0] for k in rows if k.kind.startswith(f"{ASG}/")})
+    return {
+        "ec2-state": {
+            "source": ["aws.ec2"],
+            "detail-type": [STATE.partition("/")[2]],
+            "detail": {"state": states},
+        },
+        "ec2-notices": {"source": ["aws.ec2"], "detail-type": notices},
+        "autoscaling": {"source": [ASG], "detail-type": asg},
+    }
+
+
+def markdown_table() -> str:
+    """The table as Markdown, as ``docs/events.md`` carries it."""
+    lines = ["| cloud | kind | action | follow | delivered by | why |", "|---|---|---|---|---|---|"]
+    for k in TABLE:
+        follow = "yes" if k.follow else ""
+        lines.append(f"| {k.cloud} | `{k.kind}` | {k.action} | {follow} | {k.route or '-'} | {k.reason} |")
+    return "\n".join(lines) + "\n"
