@@ -217,7 +217,7 @@ class _S3:
 class _Gcs:
     def __init__(self, client: Any) -> None:
         if client is None:
-            from google.cloud import storage
+            from google.cloud import storage  # type: ignore[attr-defined]
 
             client = storage.Client()
         self.c = client

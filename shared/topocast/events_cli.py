@@ -98,7 +98,8 @@ def _gcp(event: Any) -> Line:
 
 def _pubsub_push(push: dict[str, Any]) -> dict[str, Any]:
     """A raw Pub/Sub push body as the CloudEvent functions-framework turns it into."""
-    message = push.get("message") if isinstance(push.get("message"), dict) else {}
+    raw = push.get("message")
+    message: dict[str, Any] = raw if isinstance(raw, dict) else {}
     return {
         "specversion": "1.0",
         "type": "google.cloud.pubsub.topic.v1.messagePublished",

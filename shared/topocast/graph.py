@@ -29,7 +29,7 @@ from topocast.errors import InvalidGraphError
 from topocast.names import check_domain_name, check_node_name, check_switch_name
 from topocast.validation import validate
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION: Literal[1] = 1
 
 
 class Node(BaseModel):

@@ -163,7 +163,7 @@ class FakeCloudTasks(LocalServer):
                 name=name,
                 schedule=schedule,
                 url=http["url"],
-                method=_METHODS.get(method, method) if isinstance(method, int) else str(method),
+                method=_METHODS.get(method, str(method)) if isinstance(method, int) else str(method),
                 headers=dict(http.get("headers") or {}),
                 body=base64.b64decode(http.get("body", "") or ""),
                 oidc=oidc,

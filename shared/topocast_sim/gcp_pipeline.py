@@ -170,7 +170,7 @@ class LocalGcpPipeline:
                 zone=str(inst["zone"]).rsplit("/", 1)[-1],
                 name=inst["name"],
                 instance_id=inst["id"],
-                origin=origin,  # type: ignore[arg-type]
+                origin=origin,
             )
         return out
 

@@ -91,7 +91,10 @@ def _run(ports: DiscoverPorts, provider: Provider, changes: list[InstanceChange]
         previous = current.graph if current else None
         whole = scan or previous is None
         try:
-            res = provider.discover_full(previous) if whole else provider.discover_changes(previous, changes)
+            if whole or previous is None:
+                res = provider.discover_full(previous)
+            else:
+                res = provider.discover_changes(previous, changes)
         except InvalidGraphError as exc:  # the provider's graph, not the store's: not a reason to heal
             raise ProviderError(str(exc)) from None
         results.append((res, whole))

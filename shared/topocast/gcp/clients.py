@@ -69,7 +69,7 @@ def compute_client(endpoint: str | None = None) -> Any:
 
 
 def storage_client(project: str | None = None, endpoint: str | None = None) -> Any:
-    from google.cloud import storage
+    from google.cloud import storage  # type: ignore[attr-defined]
 
     url = _endpoint(endpoint, STORAGE_EMULATOR_ENV)
     kwargs: dict[str, Any] = {"project": project}

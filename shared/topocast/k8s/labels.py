@@ -223,6 +223,8 @@ def list_cluster_nodes(
     out = []
     for node in kc.lk.list(Node, labels=dict(selector) if selector else None, chunk_size=page_size):
         meta = node.metadata
+        if meta is None or meta.name is None:  # the API server always sets both; lightkube types them optional
+            continue
         ann = meta.annotations or {}
         out.append(
             ClusterNode(

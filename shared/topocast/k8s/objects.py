@@ -227,7 +227,7 @@ class ObjectPublisher:
         try:
             live_by_name: dict[str, dict[str, Any]] | None = None
             if kind.collect_garbage:
-                selector = {MANAGED_BY_LABEL: MANAGED_BY}
+                selector: dict[str, Any] = {MANAGED_BY_LABEL: MANAGED_BY}
                 items = self.kc.lk.list(resource_class(kind, version), labels=selector)
                 live_by_name = {_as_dict(o)["metadata"]["name"]: _as_dict(o) for o in items}
             for manifest in manifests:

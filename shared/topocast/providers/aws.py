@@ -320,7 +320,7 @@ def _build_nodes(
         prev = prev_by_id.get(iid)
         accelerator, pending = block, False
         if block is None:
-            ultra = bool(itype) and itype.split(".", 1)[0] in config.ultraserver_families
+            ultra = itype is not None and str(itype).split(".", 1)[0] in config.ultraserver_families
             if ultra or (prev is not None and prev.accelerator):
                 accelerator, pending = (prev.accelerator if prev else None), True
                 pending_domain.append(iid)
@@ -439,7 +439,7 @@ def discover_instances(
     for iid in gone:  # terminated between the two calls
         live.pop(iid, None)
         by_id.pop(iid, None)
-    taken = {n.name: n.id for i, n in by_id.items() if i not in live}
+    taken = {n.name: i for i, n in by_id.items() if i not in live}
     names, name_warnings = _names(live, config.name_from, taken)
     nodes, node_warnings = _build_nodes(live, topo, names, config, previous)
     for node in nodes:

@@ -71,7 +71,7 @@ def client_config(max_attempts: int | None = None, *, service: str | None = None
         attempts = max_attempts if max_attempts is not None else max_attempts_from_env()
         # botocore's "max_attempts" counts retries only; "total_max_attempts" counts the first try too
         retries = {"mode": "adaptive", "total_max_attempts": attempts}
-    return Config(retries=retries, user_agent_extra=USER_AGENT_EXTRA, **overrides)  # type: ignore[arg-type]
+    return Config(retries=retries, user_agent_extra=USER_AGENT_EXTRA, **overrides)
 
 
 def read_secret_arn(ref: str, *, session: Any = None) -> tuple[str, str | None]:

@@ -76,7 +76,7 @@ __all__ = [
 MAX_PAGE = 500
 #: instances.get calls in flight during an incremental update
 GET_CONCURRENCY = 8
-LEVELS = ("subblock", "block", "cluster")
+LEVELS: tuple[Literal["subblock", "block", "cluster"], ...] = ("subblock", "block", "cluster")
 IAM_PERMISSIONS = {"list": "compute.instances.list", "get": "compute.instances.get"}
 _LABEL_KEY = re.compile(r"^[a-z][a-z0-9_-]{0,62}$")
 _LABEL_VALUE = re.compile(r"^[a-z0-9_-]{0,63}$")
@@ -280,11 +280,11 @@ class _Compute:
                 req = compute_v1.ListInstancesRequest(
                     project=cfg.project, zone=zone, max_results=cfg.page_size, filter=flt
                 )
-                for page in self._pages(
-                    "compute.instances.list",
-                    f"project {cfg.project} zone {zone}",
-                    lambda req=req: self.client.list(request=req, retry=self.retry),
-                ):
+
+                def start(req: Any = req) -> Any:
+                    return self.client.list(request=req, retry=self.retry)
+
+                for page in self._pages("compute.instances.list", f"project {cfg.project} zone {zone}", start):
                     vms.extend(_vm(i) for i in page.items)
             return vms
         req = compute_v1.AggregatedListInstancesRequest(project=cfg.project, max_results=cfg.page_size, filter=flt)

@@ -115,11 +115,12 @@ class Fabric:
 def parse(text: str | bytes, source: str = "ibnetdiscover") -> Fabric:
     """Parse one ibnetdiscover output; raises :class:`ProviderError` ``source:line: what``."""
     if isinstance(text, bytes):
+        data = text
         try:
-            text = text.decode("utf-8")
+            text = data.decode("utf-8")
         except UnicodeDecodeError as exc:
-            line = text.count(b"\n", 0, exc.start) + 1
-            raise ProviderError(f"{source}:{line}: not UTF-8 text (is this ibnetdiscover output?)") from None
+            at = data.count(b"\n", 0, exc.start) + 1
+            raise ProviderError(f"{source}:{at}: not UTF-8 text (is this ibnetdiscover output?)") from None
     fabric = Fabric()
     lines = text.split("\n")
     complete = text.endswith("\n")

@@ -133,7 +133,7 @@ def parse_topology(data: Any, source: str = "NetQ topology") -> NetqFabric:
     for i, group in enumerate(body.get("nodes") or []):
         members = group.get("compounded_nodes") if isinstance(group, dict) else None
         _expect(isinstance(members, list), source, f"[0].nodes[{i}]", "has no compounded_nodes list")
-        for j, n in enumerate(members):
+        for j, n in enumerate(members or []):
             where = f"[0].nodes[{i}].compounded_nodes[{j}]"
             ok = isinstance(n, dict) and isinstance(n.get("id"), str) and isinstance(n.get("name"), str)
             _expect(ok and isinstance(n.get("tier"), int), source, where, "needs string id, name and integer tier")

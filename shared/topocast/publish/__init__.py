@@ -90,7 +90,7 @@ def _target(name: str, table: dict[str, Any]) -> Any:
 def publisher_class(name: str) -> type[Any]:
     """The class registered under ``name``; a clear error when unknown or not installed."""
     name, target = _target(name, CLASSES)
-    return _load(name, target)  # type: ignore[no-any-return]
+    return _load(name, target)
 
 
 def build_publishers(names: Iterable[str], inputs: PublisherInputs) -> list[Publisher]:

@@ -135,7 +135,7 @@ def _json(labels: dict[str, dict[str, str]]) -> str:
     """``json.dumps(labels, indent=2, sort_keys=True) + "\\n"``, about 10x faster: the stdlib
     encoder drops to pure Python when indenting, and most nodes share their label set
     with the other nodes of their leaf switch, so each distinct body is formatted once."""
-    enc = json.encoder.encode_basestring_ascii  # type: ignore[attr-defined]
+    enc = json.encoder.encode_basestring_ascii
     bodies: dict[tuple[tuple[str, str], ...], str] = {}
     parts: list[str] = []
     for name in sorted(labels):

@@ -263,11 +263,11 @@ def _check_tree(topo: TopologyFile) -> None:
     for node, leaves in leaves_of.items():
         if len(leaves) > 1:
             by_leaves[tuple(leaves)].append(node)
-    for leaves, nodes in by_leaves.items():
+    for leaf_set, nodes in by_leaves.items():
         topo.errors.append(
             f"{src}: node{'s' if len(nodes) > 1 else ''} {compact_str(nodes)} "
             f"{'are' if len(nodes) > 1 else 'is'} in more than one leaf switch: "
-            + ", ".join(f"{name} (line {topo.switches[name].lineno})" for name in leaves)
+            + ", ".join(f"{name} (line {topo.switches[name].lineno})" for name in leaf_set)
         )
     roots = topo.roots()
     if len(roots) > 1 and not cycle:
@@ -319,8 +319,8 @@ def _check_blocks(topo: TopologyFile) -> None:
     for node, blocks in owner.items():
         if len(blocks) > 1:
             by_blocks[tuple(blocks)].append(node)
-    for blocks, nodes in by_blocks.items():
-        topo.errors.append(f"{src}: {compact_str(nodes)} in more than one block: {', '.join(blocks)}")
+    for block_set, nodes in by_blocks.items():
+        topo.errors.append(f"{src}: {compact_str(nodes)} in more than one block: {', '.join(block_set)}")
     base = topo.block_sizes[0] if topo.block_sizes else None
     for block in topo.blocks.values():
         where = f"{src}:{block.lineno}"

@@ -128,9 +128,9 @@ def _controller_check(
         return
     if topo.kind == "block":
         version = slurmctld_version(binary)
-        shown = f"{version[0]}.{version[1]:02d}" if version else "unknown version"
+        here = f"{version[0]}.{version[1]:02d}" if version else "unknown version"
         result.warnings.append(
-            f"slurmctld here is {shown}; topology/block needs Slurm >= 23.02, so only the structure of "
+            f"slurmctld here is {here}; topology/block needs Slurm >= 23.02, so only the structure of "
             f"{topo.source} was checked"
         )
         return
