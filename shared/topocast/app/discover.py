@@ -71,7 +71,7 @@ def _wanted(ports: DiscoverPorts, events: Sequence[EventOutcome]) -> tuple[bool,
 
 def discover(ports: DiscoverPorts, events: Sequence[EventOutcome]) -> Outcome:
     """Discover what ``events`` ask for and commit it; see the module docstring for the policies."""
-    ports.metrics.count(m.EVENTS, len(events))
+    ports.metrics.count(m.EVENTS, sum(not isinstance(ev, Noted | Ignored) for ev in events))
     reconcile, changes, skipped = _wanted(ports, events)
     if not reconcile and not changes:
         return Outcome.done("nothing to discover", acknowledged=skipped)

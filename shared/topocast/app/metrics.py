@@ -29,6 +29,7 @@ __all__ = [
     "MetricCounts",
 ]
 
+#: events that ask for discovery (instance changes, reconciles); Noted / Ignored count on their own
 EVENTS = "events"
 MALFORMED = "malformed"
 IGNORED = "ignored"

@@ -121,7 +121,7 @@ def _response(failures: list[str]) -> dict[str, Any]:
 def discover_batch(event: dict[str, Any], rt: AwsRuntime | None = None) -> dict[str, Any]:
     """Core of the discover Lambda: one discovery for every valid event of the batch."""
     from topocast.aws.events import parse_event
-    from topocast.changes import MalformedEvent
+    from topocast.changes import Ignored, MalformedEvent, Noted
 
     rt = rt or runtime()
     failures: list[str] = []
@@ -135,7 +135,8 @@ def discover_batch(event: dict[str, Any], rt: AwsRuntime | None = None) -> dict[
             rt.metrics.count(m.MALFORMED)
             _map(rt, rec, Outcome.drop(str(exc)), failures)
             continue
-        valid.append(rec)
+        if not isinstance(parsed, Ignored | Noted):  # acknowledged whatever discovery does
+            valid.append(rec)
         events.append(parsed)
     if events:
         outcome = run_discover(rt.discover_ports(), events)

@@ -103,7 +103,7 @@ def _emit(level: int, message: str, **fields: Any) -> None:
 
 def handle(function: Function, cloud_event: Any, rt: GcpRuntime | None = None) -> dict[str, Any]:
     """Parse ``cloud_event`` and run ``function`` on it; see the module docstring for what raises."""
-    STATS.count(m.EVENTS if function == "discover" else f"{function}_events")
+    STATS.count(f"{function}_deliveries")
     try:
         cmd = ev.parse_cloud_event(cloud_event)
         if not isinstance(cmd, ACCEPTS[function] + (Ignored, Noted)):
