@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
-from types import SimpleNamespace
 from typing import Any
 
 from topocast.app import metrics as m
@@ -21,15 +19,15 @@ from topocast.app.discover import discover as run_discover
 from topocast.app.outcome import Outcome
 from topocast.app.publish import publish as run_publish
 from topocast.app.render import render as run_render
+from topocast.aws.lambda_tools import lambda_entry, tools
 from topocast.aws.root import AwsRuntime, build
 from topocast.config import settings_from_env
 
 __all__ = ["AwsRuntime", "discover_batch", "discover_handler", "publish_batch", "publish_handler", "render_batch"]
-__all__ += ["render_handler", "runtime", "use_runtime"]
+__all__ += ["render_handler", "runtime", "tools", "use_runtime"]
 
 log = logging.getLogger("topocast")
 _RUNTIME: AwsRuntime | None = None
-_TOOLS: Any = None
 
 
 def runtime() -> AwsRuntime:
@@ -43,44 +41,6 @@ def runtime() -> AwsRuntime:
 def use_runtime(rt: AwsRuntime | None) -> None:
     global _RUNTIME
     _RUNTIME = rt
-
-
-def tools() -> Any:
-    """Powertools' Logger and Metrics (imported on first use so `import topocast.aws.handlers` stays cheap)."""
-    global _TOOLS
-    if _TOOLS is None:
-        from aws_lambda_powertools import Logger, Metrics
-
-        service = os.environ.get("POWERTOOLS_SERVICE_NAME", "topocast")
-        namespace = os.environ.get("POWERTOOLS_METRICS_NAMESPACE", "topocast")
-        _TOOLS = SimpleNamespace(logger=Logger(service=service), metrics=Metrics(namespace=namespace, service=service))
-    return _TOOLS
-
-
-def lambda_entry(fn: Any) -> Any:
-    """Wrap a handler body with Powertools' Logger context and EMF metric flushing."""
-
-    def wrapper(event: dict[str, Any], context: Any) -> Any:
-        from aws_lambda_powertools.metrics import MetricUnit
-
-        logger, metrics = tools().logger, tools().metrics
-        rt = runtime()
-        metrics.clear_metrics()  # one invocation, one EMF document: nothing carried over from earlier work
-        rt.metrics.sink = lambda name, value: metrics.add_metric(name=name, unit=MetricUnit.Count, value=value)
-
-        @metrics.log_metrics
-        @logger.inject_lambda_context(clear_state=True)
-        def inner(event: dict[str, Any], context: Any) -> Any:
-            logger.append_keys(cluster=rt.settings.cluster)
-            return fn(event, rt)
-
-        try:
-            return inner(event, context)
-        finally:
-            rt.metrics.sink = None
-
-    wrapper.__name__, wrapper.__doc__ = fn.__name__, fn.__doc__
-    return wrapper
 
 
 def _to_dlq(rt: AwsRuntime, record: dict[str, Any], reason: str) -> bool:
@@ -178,19 +138,19 @@ def _guarded(run: Any) -> Outcome:
     return outcome
 
 
-@lambda_entry
+@lambda_entry(runtime)
 def discover_handler(event: dict[str, Any], rt: AwsRuntime) -> dict[str, Any]:
     """Lambda: SQS batch of instance events -> one discovery -> new graph generation."""
     return discover_batch(event, rt)
 
 
-@lambda_entry
+@lambda_entry(runtime)
 def render_handler(event: dict[str, Any], rt: AwsRuntime) -> dict[str, Any]:
     """Lambda: debounce timers -> render the latest generation -> publish queue."""
     return render_batch(event, rt)
 
 
-@lambda_entry
+@lambda_entry(runtime)
 def publish_handler(event: dict[str, Any], rt: AwsRuntime) -> dict[str, Any]:
     """Lambda: manifests -> guard -> SSM / Kubernetes."""
     return publish_batch(event, rt)
