@@ -4,7 +4,8 @@ batching window gives the AWS discover function is done here.
 An instance event stores a **marker** object (``<prefix>/<cluster>/pending/<zone>/<vm>``, rewritten
 by later events of the same VM) and makes sure one **window task** exists for the current
 ``TOPOCAST_DISCOVER_WINDOW_SECONDS`` slot (a named Cloud Task: a thousand events create one). When
-the window closes, its task runs :func:`close_window`: one lease per cluster, the markers become
+the window closes, its task runs :func:`close_window`: while markers are still arriving (a storm) it
+waits for the next window (bounded, :data:`STORM_HOLD_WINDOWS`); then one lease per cluster, the markers become
 :class:`~topocast.changes.InstanceChange` values for one ``app.discover`` run, and only the markers
 that run saw are deleted (conditioned on their generation, so a VM changed meanwhile stays pending
 for the next window).
@@ -22,11 +23,16 @@ from topocast.changes import InstanceChange
 from topocast.gcp.gcs_store import cluster_base
 from topocast.gcp.root import GcpRuntime
 from topocast.gcp.tasks import task_id
+from topocast.pipeline.objects import ObjectInfo
 
-__all__ = ["DISCOVER_LEASE_SECONDS", "batched", "close_window", "queue_change"]
+__all__ = ["DISCOVER_LEASE_SECONDS", "STORM_HOLD_WINDOWS", "batched", "close_window", "queue_change"]
 
 #: longest a discover batch may hold the lease (a crashed batch frees it after this); keep >= the function timeout
 DISCOVER_LEASE_SECONDS = 540.0
+#: a window whose markers are still arriving (the newest younger than one window) waits for the next
+#: one, for at most this many windows after its oldest marker: a storm becomes one discovery whatever
+#: the window boundaries, and churn is still discovered every STORM_HOLD_WINDOWS windows
+STORM_HOLD_WINDOWS = 10
 
 
 def batched(rt: GcpRuntime) -> bool:
@@ -85,12 +91,23 @@ def _take_lease(rt: GcpRuntime, seconds: float) -> int | None:
     return rt.objects.put(_lease_key(rt), body, content_type="application/json", if_generation_match=token)
 
 
+def _storm_in_progress(rt: GcpRuntime, markers: list[ObjectInfo]) -> bool:
+    stamps = [m.updated.timestamp() for m in markers if m.updated is not None]
+    if not stamps:
+        return False
+    now, length = time.time(), rt.settings.discover_window
+    return now - max(stamps) < length and now - min(stamps) < STORM_HOLD_WINDOWS * length
+
+
 def close_window(rt: GcpRuntime, window: int, discover: Callable[[list[InstanceChange]], Outcome]) -> Outcome:
     """Run ``discover`` once on every pending marker; see the module docstring."""
     prefix = rt.pending_prefix()
     markers = rt.objects.list_prefix(prefix)
     if not markers:
         return Outcome.done("nothing pending", window=window)
+    if _storm_in_progress(rt, markers):
+        return Outcome.done("changes still arriving, re-armed", window=window, vms=len(markers),
+                            next_window=_arm(rt, time.time(), after=window))  # fmt: skip
     lease = _take_lease(rt, DISCOVER_LEASE_SECONDS)
     if lease is None:  # an earlier window is still working on these markers: look again one window later
         return Outcome.done("busy, re-armed", window=window, next_window=_arm(rt, time.time(), after=window))
