@@ -103,7 +103,7 @@ def run_gcp_demo(
             "nodes_without_topology": len(graph.nodes_without_topology()) if graph else 0,
             "generation": stored.generation if stored else None,
             "ignored_events": stats.get("ignored", 0),
-            "malformed_events": stats.get("rejected", 0),
+            "malformed_events": stats.get("malformed", 0),
             "tasks": dict(p.tasks.counts),
             "pull": {
                 "action": pulled.action,

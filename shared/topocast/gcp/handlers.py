@@ -109,7 +109,7 @@ def handle(function: Function, cloud_event: Any, rt: GcpRuntime | None = None) -
         if not isinstance(cmd, ACCEPTS[function] + (Ignored, Noted)):
             raise MalformedEvent(f"{type(cmd).__name__} events are not for the {function} function; check its trigger")
     except MalformedEvent as exc:
-        STATS.count("rejected")
+        STATS.count(m.MALFORMED)
         _emit(logging.ERROR, f"rejected event (answered 200 so it is not redelivered): {exc}", function=function,
               outcome="rejected")  # fmt: skip
         return {"outcome": "rejected", "reason": str(exc)}

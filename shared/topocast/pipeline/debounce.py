@@ -221,9 +221,10 @@ def on_render_failed(
         return Step(state, Decision("drop", reason="another timer took over"))
     failures = state.render_failures + 1
     if failures >= max_failures:
+        # the given-up generation counts as not noted: the same number written again (a healed store) renders
         idle = replace(
             state, phase="idle", timer_id=None, timer_due_at=None, lease_until=None, first_change_at=None,
-            render_failures=0,
+            render_failures=0, latest_generation=state.last_rendered_generation,
         )  # fmt: skip
         return Step(idle, Decision("drop", reason=f"render failed {failures} time(s) in a row; giving up"))
     # pending again, already quiet: the retry timer renders as soon as it fires
