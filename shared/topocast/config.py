@@ -72,55 +72,41 @@ ENV_VARS: dict[str, tuple[str, str]] = {
 }
 
 
-class Settings(BaseModel):
+class _Section(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
+
+class StorageSettings(_Section):
+    """Which cluster, and where its state lives (graphs, rendered files, guard records)."""
+
     cluster: str
-    provider: str = "aws"
     bucket: str | None = None
     prefix: str = "topocast"
-    filters: list[str] = Field(default_factory=list)
+
+
+class DiscoverySettings(_Section):
+    """Where the topology comes from (:meth:`provider_options` hands the provider its part)."""
+
+    provider: str = "aws"
+    full_scan_threshold: int = Field(100, ge=1)
     name_from: str | None = None
+    # aws
+    filters: list[str] = Field(default_factory=list)
     instance_types: list[str] = Field(default_factory=list)
     zones: list[str] = Field(default_factory=list)
-    full_scan_threshold: int = Field(100, ge=1)
-    formats: list[str] = Field(default_factory=lambda: list(DEFAULT_FORMATS))
-    render_options: RenderOptions = Field(default_factory=RenderOptions)
-    debounce_quiet: float = Field(15.0, gt=0)
-    debounce_max_wait: float = Field(120.0, gt=0)
-    state_table: str | None = None
-    timer_queue_url: str | None = None
-    publish_queue_url: str | None = None
-    dlq_url: str | None = None
-    publishers: list[str] = Field(default_factory=lambda: ["ssm"])
-    ssm_prefix: str | None = None
-    ssm_advanced_tier: bool = False
-    guard_max_loss: float = Field(0.10, ge=0, le=1)
-    guard_override_parameter: str | None = None
-    k8s_options: dict[str, Any] = Field(default_factory=dict)
+    # on-prem fabrics
     ib_host_regex: str | None = None
     domains_uri: str | None = None
     netq_url: str | None = None
     netq_credentials: str | None = None
     netq_premises: list[str] = Field(default_factory=list)
+    # gcp
     gcp_project: str | None = None
     gcp_zones: list[str] = Field(default_factory=list)
     gcp_labels: list[str] = Field(default_factory=list)
     gcp_domain_tier: str = "subblock"
     gcp_read: str = "auto"
     compute_endpoint: str | None = None
-    cloudtasks_endpoint: str | None = None
-    task_queue: str | None = None
-    discover_url: str | None = None
-    render_url: str | None = None
-    publish_url: str | None = None
-    tasks_service_account: str | None = None
-    discover_window: float = Field(5.0, ge=0)
-
-    @property
-    def uploads_uri(self) -> str:
-        """Where on-prem collectors upload raw fabric dumps (their S3 events trigger discover)."""
-        return f"s3://{self.bucket}/{self.prefix}/{self.cluster}/uploads"
 
     def provider_options(self) -> dict[str, Any]:
         """The options of the configured provider (``ProviderInputs.options``), by provider name."""
@@ -148,6 +134,66 @@ class Settings(BaseModel):
             },
         }
         return by_provider.get(self.provider, {})
+
+
+class RenderSettings(_Section):
+    """What render writes, and when (debounce)."""
+
+    formats: list[str] = Field(default_factory=lambda: list(DEFAULT_FORMATS))
+    render_options: RenderOptions = Field(default_factory=RenderOptions)
+    debounce_quiet: float = Field(15.0, gt=0)
+    debounce_max_wait: float = Field(120.0, gt=0)
+
+
+class PublishSettings(_Section):
+    """Where publish pushes to, and the blast-radius guard."""
+
+    publishers: list[str] = Field(default_factory=lambda: ["ssm"])
+    ssm_prefix: str | None = None
+    ssm_advanced_tier: bool = False
+    guard_max_loss: float = Field(0.10, ge=0, le=1)
+    guard_override_parameter: str | None = None
+    k8s_options: dict[str, Any] = Field(default_factory=dict)
+
+
+class AwsWiring(_Section):
+    """How the AWS functions reach each other (DynamoDB, SQS)."""
+
+    state_table: str | None = None
+    timer_queue_url: str | None = None
+    publish_queue_url: str | None = None
+    dlq_url: str | None = None
+
+
+class GcpWiring(_Section):
+    """How the GCP functions reach each other (Cloud Tasks, function URLs)."""
+
+    cloudtasks_endpoint: str | None = None
+    task_queue: str | None = None
+    discover_url: str | None = None
+    render_url: str | None = None
+    publish_url: str | None = None
+    tasks_service_account: str | None = None
+    discover_window: float = Field(5.0, ge=0)
+
+
+#: the concerns :class:`Settings` is made of; each ``TOPOCAST_*`` variable belongs to exactly one
+SECTIONS: tuple[type[_Section], ...] = (
+    StorageSettings, DiscoverySettings, RenderSettings, PublishSettings, AwsWiring, GcpWiring,
+)  # fmt: skip
+
+
+class Settings(StorageSettings, DiscoverySettings, RenderSettings, PublishSettings, AwsWiring, GcpWiring):
+    """Every function's configuration: the sections above, read from ``TOPOCAST_*`` by :func:`settings_from_env`.
+
+    Code that needs one concern takes that section's type (the publishers a ``PublishSettings``...);
+    the composition roots hold the whole.
+    """
+
+    @property
+    def uploads_uri(self) -> str:
+        """Where on-prem collectors upload raw fabric dumps (their S3 events trigger discover)."""
+        return f"s3://{self.bucket}/{self.prefix}/{self.cluster}/uploads"
 
     @property
     def ssm_path(self) -> str:
