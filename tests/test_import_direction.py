@@ -60,3 +60,22 @@ def test_the_checker_sees_an_outward_import() -> None:
         "topocast.render_cli",
     ]
     assert not outward("topocast.pipeline.store") and not outward("topocast.providers.aws_sdk")
+
+
+@pytest.mark.parametrize("stage", ["discover", "render", "publish"])
+def test_function_entry_points_reach_no_cli_agent_or_simulator(stage: str) -> None:
+    """What a function can import (statically, lazily too): never the CLI's collect, the pull agent,
+    a CLI module or the simulators (functions/<stage>/handler.py for AWS, gcp.handlers for GCP)."""
+    from callscan import CallScanner
+
+    repo = SHARED.parent
+    scans = {
+        "aws": CallScanner(SHARED).scan(repo / "functions" / stage / "handler.py", "handler"),
+        "gcp": CallScanner(SHARED).scan_module("topocast.gcp.handlers", [stage, "handle", "build"]),
+    }
+    for cloud, scan in scans.items():
+        assert scan.problems == [], scan.problems
+        assert "topocast.app.discover" in scan.modules  # the use cases are what runs
+        shells = ("topocast.aws", "topocast.gcp", "topocast.k8s", "topocast.publish")  # a function's own shell
+        bad = sorted(m for m in scan.modules if outward(m) and not m.startswith(shells))
+        assert bad == [], f"{cloud} {stage} function reaches {bad}"
