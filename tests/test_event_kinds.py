@@ -223,6 +223,15 @@ def test_scheduler_inputs_and_plain_text_reconcile(body: Any, cluster: str | Non
     assert isinstance(out, changes.Reconcile) and out.cluster == cluster
 
 
+def test_a_placeholder_time_does_not_dead_letter_a_documented_sample() -> None:
+    # the EC2 docs print the Spot and rebalance samples with "time": "yyyy-mm-ddThh:mm:ssZ"
+    out = parse_event({**REBALANCE, "time": "yyyy-mm-ddThh:mm:ssZ"})
+    assert isinstance(out, changes.Noted) and out.instances == (IID,)
+    change = parse_event(envelope("EC2 Instance State-change Notification", {"instance-id": IID, "state": "stopped"},
+                                  time="yesterday"))  # fmt: skip
+    assert isinstance(change, changes.InstanceChange) and change.time is None and change.action == "remove"
+
+
 def test_unknown_and_broken_aws_events_are_rejected() -> None:
     with pytest.raises(changes.UnsupportedEvent, match=r"docs/events\.md"):
         parse_event(envelope("EC2 AMI Available", {}))
@@ -322,6 +331,11 @@ def test_admin_activity_methods_through_eventarc(method: str, action: str) -> No
     )
     assert isinstance(out, changes.InstanceChange) and out.action == action
     assert out.follow == (method == "compute.instances.repair.recreateInstance")
+
+
+def test_upcoming_maintenance_is_noted() -> None:
+    out = parse_cloud_event(messaged(json.dumps(log_entry("compute.instances.upcomingMaintenance")).encode()))
+    assert isinstance(out, changes.Noted) and out.instances == ("ml-prod/us-central1-a/a4-7",)
 
 
 def test_plain_text_and_empty_pubsub_messages_reconcile() -> None:

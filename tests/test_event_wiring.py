@@ -144,7 +144,7 @@ def test_gcp_trigger_and_sink_methods_are_the_tables() -> None:
     assert not set(audit) & set(system), "a method both triggered by Eventarc and sunk would arrive twice"
     for method in audit + system:
         row = table.lookup("gcp", method)
-        assert row is not None and row.action in ("upsert", "remove", "reconcile"), method
+        assert row is not None and row.action in ("upsert", "remove", "reconcile", "noted"), method
 
 
 def test_system_event_sink_routes_to_the_events_topic_and_discover() -> None:
@@ -179,8 +179,11 @@ def test_a_sunk_entry_reaches_the_parser_as_its_row_says(method: str) -> None:
     out = parse_cloud_event({"specversion": "1.0", "id": "1", "source": "//pubsub",
                              "type": "google.cloud.pubsub.topic.v1.messagePublished", "data": data})  # fmt: skip
     row = table.lookup("gcp", method)
-    assert row is not None and isinstance(out, changes.InstanceChange)
-    assert (out.action, out.follow) == (row.action, row.follow)
+    assert row is not None
+    if row.action == "noted":
+        assert isinstance(out, changes.Noted) and out.instances == ("p/z/vm-1",)
+    else:
+        assert isinstance(out, changes.InstanceChange) and (out.action, out.follow) == (row.action, row.follow)
 
 
 # ----- docs -----------------------------------------------------------------------------------------------
@@ -197,3 +200,22 @@ def test_docs_carry_the_code_table() -> None:
     gcp_doc = (REPO / "docs" / "gcp.md").read_text()
     for method in table.gcp_methods("log-sink"):
         assert method.rpartition(".")[2] in gcp_doc, f"docs/gcp.md does not mention {method}"
+
+
+@pytest.mark.parametrize("method", table.gcp_methods("eventarc-audit-log"))
+def test_every_eventarc_method_explains_as_its_row(method: str) -> None:
+    from topocast.events_cli import explain_delivery
+
+    entry = {
+        "protoPayload": {"serviceName": "compute.googleapis.com", "methodName": method,
+                         "resourceName": "projects/p/zones/z/instances/vm-1"},
+        "logName": "projects/p/logs/cloudaudit.googleapis.com%2Factivity",
+        "resource": {"type": "gce_instance", "labels": {"instance_id": "1"}},
+        "operation": {"id": "operation-1", "last": True},
+    }  # fmt: skip
+    event = {"specversion": "1.0", "id": "1", "source": "//cloudaudit.googleapis.com/projects/p/logs/activity",
+             "type": "google.cloud.audit.log.v1.written", "data": entry}  # fmt: skip
+    lines, code = explain_delivery(json.dumps(event))
+    row = table.lookup("gcp", method)
+    assert row is not None and code == 0
+    assert [(line["kind"], line["action"]) for line in lines] == [(method, row.action)]

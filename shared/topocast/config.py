@@ -34,6 +34,10 @@ ENV_VARS: dict[str, tuple[str, str]] = {
     "TOPOCAST_NAME_FROM": ("name_from", "node name source: tag:<key>, private-dns, instance-id, template:<fmt>"),
     "TOPOCAST_INSTANCE_TYPES": ("instance_types", "optional instance-type allow list (';')"),
     "TOPOCAST_ZONES": ("zones", "optional zone allow list (';')"),
+    "TOPOCAST_RESERVED_NODES": (
+        "reserved_nodes",
+        "topology before launch: capacity reservation -> Slurm node names, cr-ID=HOSTLIST;... or a JSON object",
+    ),
     "TOPOCAST_FULL_SCAN_THRESHOLD": ("full_scan_threshold", "instance events in one batch above which discover scans"),
     "TOPOCAST_FORMATS": ("formats", "formats render writes (';' or ',')"),
     "TOPOCAST_RENDER_OPTIONS": ("render_options", "RenderOptions as JSON"),
@@ -94,6 +98,8 @@ class DiscoverySettings(_Section):
     filters: list[str] = Field(default_factory=list)
     instance_types: list[str] = Field(default_factory=list)
     zones: list[str] = Field(default_factory=list)
+    #: raw; AwsDiscoveryConfig.reserved_nodes validates it (providers/aws_capacity.parse_reserved_nodes)
+    reserved_nodes: str | dict[str, Any] | None = None
     # on-prem fabrics
     ib_host_regex: str | None = None
     domains_uri: str | None = None
@@ -116,6 +122,7 @@ class DiscoverySettings(_Section):
                 "instance_types": self.instance_types,
                 "zones": self.zones,
                 "name_from": self.name_from,
+                "reserved_nodes": self.reserved_nodes,
             },
             "gcp": {
                 "project": self.gcp_project,
@@ -228,7 +235,7 @@ def settings_from_env(env: Mapping[str, str] | None = None) -> Settings:
             continue
         if field in _LISTS:
             data[field] = _split(raw, field)
-        elif field in _JSON:
+        elif field in _JSON or (field == "reserved_nodes" and raw.lstrip().startswith("{")):
             try:
                 data[field] = json.loads(raw)
             except json.JSONDecodeError as exc:

@@ -173,13 +173,13 @@ TABLE: tuple[EventKind, ...] = (
     # ----- GCP: Admin Activity audit logs (Eventarc, one trigger per methodName) -------------------------------
     *(
         _gcp(f"{v}compute.instances.insert", "upsert", "VM created: re-read it", _ADMIN)
-        for v in ("v1.", "beta.", "")  # unversioned: MIG- and system-driven creates
+        for v in ("v1.", "beta.", "")  # unversioned: what a MIG (the Google APIs service agent) writes
     ),
-    *(_gcp(f"{v}compute.instances.start", "upsert", _REREAD, _ADMIN) for v in ("v1.", "beta.")),
-    *(_gcp(f"{v}compute.instances.resume", "upsert", _REREAD, _ADMIN) for v in ("v1.", "beta.")),
+    *(_gcp(f"{v}compute.instances.start", "upsert", _REREAD, _ADMIN) for v in ("v1.", "beta.", "")),
+    *(_gcp(f"{v}compute.instances.resume", "upsert", _REREAD, _ADMIN) for v in ("v1.", "beta.", "")),
     *(_gcp(f"{v}compute.instances.delete", "remove", "VM deleted", _ADMIN) for v in ("v1.", "beta.", "")),
-    *(_gcp(f"{v}compute.instances.stop", "remove", "VM stopped", _ADMIN) for v in ("v1.", "beta.")),
-    *(_gcp(f"{v}compute.instances.suspend", "remove", "VM suspended", _ADMIN) for v in ("v1.", "beta.")),
+    *(_gcp(f"{v}compute.instances.stop", "remove", "VM stopped", _ADMIN) for v in ("v1.", "beta.", "")),
+    *(_gcp(f"{v}compute.instances.suspend", "remove", "VM suspended", _ADMIN) for v in ("v1.", "beta.", "")),
     *(
         _gcp(f"{v}compute.instances.bulkInsert", "reconcile", "creates many VMs at once", _ADMIN)
         for v in ("v1.", "beta.")
@@ -193,6 +193,12 @@ TABLE: tuple[EventKind, ...] = (
     ),
     # ----- GCP: System Event audit logs (Logging sink -> Pub/Sub -> discover) -----------------------------------
     _gcp("compute.instances.preempted", "remove", "Compute Engine preempted the (Spot) VM", _SYSTEM),
+    _gcp(
+        "compute.instances.upcomingMaintenance",
+        "noted",
+        "host maintenance is scheduled; the terminate / restart entries that follow move the VM",
+        _SYSTEM,
+    ),
     _gcp("compute.instances.hostError", "upsert", "host error: " + _MAINTENANCE, _SYSTEM, True),
     _gcp(
         "compute.instances.automaticRestart", "upsert", "restarted after a host event: " + _MAINTENANCE, _SYSTEM, True
@@ -217,8 +223,9 @@ TABLE: tuple[EventKind, ...] = (
     _gcp(
         "google.cloud.pubsub.topic.v1.messagePublished",
         "reconcile",
-        "the reconcile topic (JSON, text or empty)",
-        "pubsub",
+        "a reconcile request on the events topic (JSON, the text 'reconcile', or empty); an audit-log entry"
+        " from the Logging sink takes its method's row",
+        "log-sink",
     ),
     _gcp("dev.topocast.reconcile.v1", "reconcile", "a Cloud Scheduler HTTP job", "schedule"),
     _gcp("gcp/*", "rejected", "a CloudEvent type topocast does not handle", None),

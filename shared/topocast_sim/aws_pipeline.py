@@ -26,16 +26,7 @@ from typing import Any
 from topocast.aws.debounce import create_state_table
 from topocast.aws.handlers import AwsRuntime, discover_batch, publish_batch, render_batch
 from topocast.config import Settings
-
-EC2_PATTERN = {
-    "source": ["aws.ec2"],
-    "detail-type": ["EC2 Instance State-change Notification"],
-    "detail": {"state": ["running", "stopping", "stopped", "shutting-down", "terminated"]},
-}
-ASG_PATTERN = {
-    "source": ["aws.autoscaling"],
-    "detail-type": ["EC2 Instance Launch Successful", "EC2 Instance Terminate Successful"],
-}
+from topocast.event_table import aws_rule_patterns
 
 
 @dataclass
@@ -145,7 +136,8 @@ class LocalAwsPipeline:
                 ]
             },
         )
-        for name, pattern in (("ec2", EC2_PATTERN), ("asg", ASG_PATTERN)):
+        # the module's rules, patterns from the event table (infra/terraform/modules/aws/event-patterns.json)
+        for name, pattern in aws_rule_patterns().items():
             rule = f"topocast-{self.cluster}-{name}-{suffix}"
             self.events.put_rule(Name=rule, EventPattern=json.dumps(pattern), State="ENABLED")
             self.events.put_targets(Rule=rule, Targets=[{"Id": "events-queue", "Arn": events_arn}])
@@ -168,6 +160,14 @@ class LocalAwsPipeline:
             if resp.get("FailedEntryCount"):
                 raise RuntimeError(f"PutEvents rejected {resp['FailedEntryCount']} event(s)")
         return len(entries)
+
+    def emit_event(self, source: str, detail_type: str, detail: dict[str, Any], resources: Iterable[str] = ()) -> None:
+        """Put any event on the default bus; the module's rules decide whether the events queue gets it."""
+        entry: dict[str, Any] = {"Source": source, "DetailType": detail_type, "Detail": json.dumps(detail)}
+        entry["Resources"] = list(resources)
+        resp = self.events.put_events(Entries=[entry])
+        if resp.get("FailedEntryCount"):
+            raise RuntimeError(f"PutEvents rejected the {detail_type} event")
 
     def request_reconcile(self) -> None:
         """What the schedule rule sends: a Reconcile event straight onto the events queue."""

@@ -37,9 +37,20 @@ answered in one response without ``NextToken`` (clients should follow a token
 anyway, topocast does); unknown or non-running IDs are silently left out; the
 ``NextToken`` format (opaque here too; garbage -> ``InvalidParameterValue``).
 
+``DescribeCapacityReservationTopology`` (topology *before launch*) answers from
+reservations registered with :func:`add_capacity_reservation` (moto has no Capacity
+Reservations): ``CapacityReservationIds`` (at most 10, else ``InvalidParameterValue``;
+unknown IDs -> ``InvalidCapacityReservationId.NotFound``), ``MaxResults`` (1..10, default
+10; not with IDs -> ``InvalidParameterCombination``), ``NextToken``, ``DryRun`` and
+``Filters`` ``availability-zone`` / ``instance-type`` (wildcards as above). Without IDs it
+lists every registered reservation, sorted by ID, paged. ``NetworkNodes`` are null unless
+the state is ``active`` or ``pending`` and the type reports topology (as documented);
+``CapacityBlockId`` as registered. The error codes for unknown IDs and for IDs with
+``MaxResults`` are our reading (the reference names neither).
+
 Not implemented: per-account hashing of node IDs, instance types added after
-:data:`SUPPORTED_FAMILIES` was written, ``DescribeCapacityReservationTopology``,
-and throttling of its own (use the fault injector).
+:data:`SUPPORTED_FAMILIES` was written, ``DescribeCapacityReservations`` (reservations live
+only in this simulator), and throttling of its own (use the fault injector).
 
 The fault injector (:func:`inject_faults`) makes a fraction of EC2 calls (any
 action, or the ones named) fail before moto handles them, with HTTP 503 and
@@ -207,6 +218,114 @@ def _describe_instance_topology(self: Any) -> Any:
     return ActionResult(result)
 
 
+# ----- the DescribeCapacityReservationTopology action ---------------------------------------
+_RESERVATIONS: dict[str, dict[str, Any]] = {}
+_RESERVATION_FILTERS = ("availability-zone", "instance-type")
+
+
+def add_capacity_reservation(
+    reservation_id: str,
+    *,
+    instance_type: str = "p5.48xlarge",
+    zone: str = "us-east-1a",
+    network_nodes: Iterable[str] = (),
+    capacity_block_id: str | None = None,
+    state: str = "active",
+    group_name: str | None = None,
+) -> None:
+    """Register a capacity reservation / block whose topology the simulated call returns (root first)."""
+    with _INSTALL_LOCK:
+        _RESERVATIONS[reservation_id] = {
+            "CapacityReservationId": reservation_id,
+            "InstanceType": instance_type,
+            "AvailabilityZone": zone,
+            "NetworkNodes": list(network_nodes),
+            "CapacityBlockId": capacity_block_id,
+            "State": state,
+            "GroupName": group_name,
+        }
+
+
+def clear_capacity_reservations() -> None:
+    with _INSTALL_LOCK:
+        _RESERVATIONS.clear()
+
+
+def _describe_capacity_reservation_topology(self: Any) -> Any:
+    """moto ``EC2Response`` method (see the module docstring)."""
+    from moto.core.responses import ActionResult
+    from moto.ec2.exceptions import (
+        DryRunClientError,
+        EC2ClientError,
+        InvalidParameterCombination,
+        InvalidParameterValue,
+    )
+
+    if self._get_param("DryRun"):
+        raise DryRunClientError()
+    ids: list[str] = list(self._get_param("CapacityReservationIds", []) or [])
+    max_results = self._get_param("MaxResults")
+    token = self._get_param("NextToken")
+    if len(ids) > 10:
+        raise InvalidParameterValue("capacityReservationIds cannot contain over 10 values")
+    if ids and max_results is not None:
+        raise InvalidParameterCombination(
+            "The parameter capacityReservationIds cannot be used with the parameter maxResults"
+        )
+    page_size = 10 if max_results is None else int(max_results)
+    if not 1 <= page_size <= 10:
+        raise InvalidParameterValue(f"Value ( {page_size} ) for parameter maxResults is invalid. Expecting 1-10.")
+    matchers: dict[str, list[re.Pattern[str]]] = {}
+    for flt in self._get_param("Filters", []) or []:
+        name = flt.get("Name")
+        if name not in _RESERVATION_FILTERS:
+            raise InvalidParameterValue(f"The filter '{name}' is invalid")
+        values = flt.get("Values") or []
+        pats = [_wildcard(v) if name == "instance-type" else re.compile(re.escape(v)) for v in values]
+        matchers.setdefault(name, []).extend(pats)
+    after = _untoken(token) if token else None
+    if token and after is None:
+        raise InvalidParameterValue(f"The token '{token}' is invalid.")
+    with _INSTALL_LOCK:
+        known = {k: dict(v) for k, v in _RESERVATIONS.items()}
+    unknown = [i for i in ids if i not in known]
+    if unknown:
+        raise EC2ClientError(
+            "InvalidCapacityReservationId.NotFound", f"The capacity reservation ID '{unknown[0]}' does not exist"
+        )
+    zone_ids = {z.name: z.zone_id for z in self.ec2_backend.describe_availability_zones()}
+    selected = []
+    for cr_id in sorted(ids or known):
+        cr = known[cr_id]
+        fields = {"availability-zone": cr["AvailabilityZone"], "instance-type": cr["InstanceType"]}
+        if all(any(p.fullmatch(fields[name]) for p in pats) for name, pats in matchers.items()):
+            selected.append(cr)
+    if after is not None:
+        selected = [c for c in selected if c["CapacityReservationId"] > after]
+    page = selected if ids else selected[:page_size]
+    out = []
+    for cr in page:
+        reports = cr["State"] in ("active", "pending") and family(cr["InstanceType"]) in SUPPORTED_FAMILIES
+        item = {
+            "CapacityReservationId": cr["CapacityReservationId"],
+            "State": cr["State"],
+            "InstanceType": cr["InstanceType"],
+            "AvailabilityZone": cr["AvailabilityZone"],
+            "AvailabilityZoneId": zone_ids.get(cr["AvailabilityZone"]),
+        }
+        if reports and cr["NetworkNodes"]:
+            item["NetworkNodes"] = cr["NetworkNodes"]
+        if cr["CapacityBlockId"]:
+            item["CapacityBlockId"] = cr["CapacityBlockId"]
+        if cr["GroupName"]:
+            item["GroupName"] = cr["GroupName"]
+        out.append(item)
+    result: dict[str, Any] = {"CapacityReservations": out}
+    if not ids and len(selected) > len(page):
+        result["NextToken"] = _token(page[-1]["CapacityReservationId"])
+    return ActionResult(result)
+
+
 # ----- fault injection and call counting -------------------------------------------------------
 class _Faults:
     """Shared by every request thread of the server, hence the lock."""
@@ -346,6 +465,7 @@ def install() -> None:
         # the cache must see the action added below
         moto_responses.method_names_from_class.cache_clear()  # type: ignore[attr-defined]
         EC2Response.describe_instance_topology = _describe_instance_topology  # type: ignore[attr-defined]
+        EC2Response.describe_capacity_reservation_topology = _describe_capacity_reservation_topology  # type: ignore[attr-defined]
         if not getattr(EC2Response.call_action, "_topocast_sim", False):
             EC2Response.call_action = _wrap_call_action(EC2Response.call_action)  # type: ignore[method-assign]
         TaggedEC2Resource.get_tags = _fast_get_tags  # type: ignore[method-assign]

@@ -132,6 +132,53 @@ def pubsub_event(project: str, topic: str, body: dict[str, Any] | None = None) -
     return attrs, data
 
 
+def system_event(
+    *, project: str, zone: str, name: str, instance_id: str, method: str, topic: str = "topocast-events"
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """A Compute Engine System Event audit-log entry (``compute.instances.hostError``, ...) as the Logging
+    sink publishes it to the events topic and Eventarc's Pub/Sub trigger delivers it (``messagePublished``)."""
+    import base64
+
+    timestamp = _now()
+    entry = {
+        "protoPayload": {
+            "@type": "type.googleapis.com/google.cloud.audit.AuditLog",
+            "status": {},
+            "authenticationInfo": {},
+            "requestMetadata": {"requestAttributes": {}, "destinationAttributes": {}},
+            "serviceName": "compute.googleapis.com",
+            "methodName": method,
+            "resourceName": f"projects/{project}/zones/{zone}/instances/{name}",
+            "request": {"@type": f"type.googleapis.com/{method}"},
+        },
+        "insertId": uuid.uuid4().hex[:12],
+        "resource": {
+            "type": "gce_instance",
+            "labels": {"instance_id": instance_id, "project_id": project, "zone": zone},
+        },
+        "timestamp": timestamp,
+        "severity": "INFO",
+        "logName": f"projects/{project}/logs/cloudaudit.googleapis.com%2Fsystem_event",
+        "operation": {"id": f"systemevent-{int(time.time() * 1000)}", "producer": method, "first": True, "last": True},
+        "receiveTimestamp": timestamp,
+    }
+    message = {
+        "messageId": uuid.uuid4().hex[:16],
+        "publishTime": timestamp,
+        "attributes": {"logging.googleapis.com/timestamp": timestamp},
+        "data": base64.b64encode(json.dumps(entry).encode()).decode(),
+    }
+    attrs = {
+        "specversion": "1.0",
+        "id": message["messageId"],
+        "source": f"//pubsub.googleapis.com/projects/{project}/topics/{topic}",
+        "type": PUBSUB,
+        "time": timestamp,
+        "datacontenttype": "application/json",
+    }
+    return attrs, {"message": message, "subscription": f"projects/{project}/subscriptions/eventarc-{topic}"}
+
+
 def post(url: str, attrs: dict[str, Any], data: Any, *, mode: Literal["binary", "structured"] = "binary") -> int:
     """POST one CloudEvent; returns the HTTP status (no exception for 4xx/5xx)."""
     from cloudevents.conversion import to_binary, to_structured

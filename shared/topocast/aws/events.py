@@ -103,6 +103,18 @@ class Envelope(_Model):
     resources: list[str] = Field(default_factory=list)
     detail: dict[str, Any] = Field(default_factory=dict)
 
+    @field_validator("time", mode="before")
+    @classmethod
+    def _placeholder_time(cls, value: Any) -> Any:
+        # the time only orders changes of one instance: a placeholder ("yyyy-mm-ddThh:mm:ssZ", as the
+        # EC2 docs' samples print it) or garbage must not dead-letter an otherwise valid event
+        if isinstance(value, str):
+            try:
+                datetime.fromisoformat(value)
+            except ValueError:
+                return None
+        return value
+
     @field_validator("resources", mode="before")
     @classmethod
     def _one_resource(cls, value: Any) -> Any:

@@ -35,6 +35,7 @@ CALLS: dict[str, frozenset[str]] = {
         {
             "ec2:DescribeInstances",  # providers.aws (Ec2Calls.pages); topology_source = aws only
             "ec2:DescribeInstanceTopology",
+            "ec2:DescribeCapacityReservationTopology",  # topology before launch (reserved_nodes)
             "s3:GetObject",  # graphs/ (store), rendered/ + state/ (reconcile confirms a held publish), uploads/
             "s3:PutObject",  # graphs/, state/guard-hold.json
             "s3:ListBucket",  # uploads/ listing (on-prem ibnetdiscover)
@@ -87,6 +88,9 @@ CONDITIONAL: dict[str, dict[str, Conditional]] = {
         "ec2:DescribeInstances": Conditional(frozenset({"topology_source"}), "EC2 discovery (topology_source = aws)"),
         "ec2:DescribeInstanceTopology": Conditional(
             frozenset({"topology_source"}), "EC2 discovery (topology_source = aws)"
+        ),
+        "ec2:DescribeCapacityReservationTopology": Conditional(
+            frozenset({"topology_source"}), "EC2 discovery (topology_source = aws): topology before launch"
         ),
         "secretsmanager:GetSecretValue": Conditional(
             frozenset({"netq_credentials_arn"}), "NetQ credentials in a Secrets Manager secret"

@@ -231,7 +231,7 @@ def _audit(attrs: dict[str, Any], data: Any, where: str = "data") -> Command:
     if log.service_name != COMPUTE:
         return Ignored(log.method_name, f"audit log of {log.service_name}, not {COMPUTE}", event_id)
     row = table.lookup("gcp", log.method_name)
-    if row is None or row.action not in ("upsert", "remove", "reconcile"):
+    if row is None or row.action not in ("upsert", "remove", "reconcile", "noted"):
         return Ignored(log.method_name, f"method {log.method_name} does not change cluster membership", event_id)
     op = entry.operation
     if op is not None and not op.last:

@@ -39,6 +39,10 @@ tags every compute node ``Compute``). A node whose name source is missing,
 unsafe or shared with another instance falls back to its instance ID and is
 reported in ``warnings``, never dropped.
 
+Topology before launch: with ``reserved_nodes`` (capacity reservation / block ID -> Slurm node
+names), a full discovery also calls ``DescribeCapacityReservationTopology`` (batches of 10) and
+places the named nodes no running instance carries yet (see :mod:`topocast.providers.aws_capacity`).
+
 Errors: every failed call (after botocore's adaptive retries) raises
 :class:`~topocast.errors.ProviderError` naming the operation, the region and
 what to do; a discovery never returns a partial graph.
@@ -59,6 +63,7 @@ from topocast.errors import ProviderError, TopocastError
 from topocast.graph import Node, TopologyGraph
 from topocast.names import check_node_name
 from topocast.providers import base
+from topocast.providers.aws_capacity import parse_reserved_nodes, reserved_nodes
 from topocast.providers.base import ProviderInputs
 from topocast.providers.ec2_calls import Ec2Calls
 from topocast.validation import describe, validate
@@ -152,6 +157,16 @@ class AwsDiscoveryConfig(BaseModel):
     topology_strategy: Literal["ids", "listing"] = Field(
         "ids", description="'ids': explicit InstanceIds batches; 'listing': paged listing filtered client-side."
     )
+    reserved_nodes: dict[str, list[str]] = Field(
+        default_factory=dict,
+        description="Capacity reservation / block ID -> Slurm node names (hostlists) placed before launch "
+        "from DescribeCapacityReservationTopology (providers/aws_capacity.py).",
+    )
+
+    @field_validator("reserved_nodes", mode="before")
+    @classmethod
+    def _reserved(cls, v: Any) -> Any:
+        return parse_reserved_nodes(v)
 
     @field_validator("cluster")
     @classmethod
@@ -390,6 +405,11 @@ def discover_full(ec2: Any, config: AwsDiscoveryConfig, previous: TopologyGraph 
         instances = {k: v for k, v in instances.items() if k not in gone}
     names, name_warnings = _names(dict(sorted(instances.items())), config.name_from, {})
     nodes, node_warnings = _build_nodes(instances, topo, names, config, previous)
+    if config.reserved_nodes:  # topology before launch: reserved names no running instance carries yet
+        reservations, unknown = api.capacity_topology(sorted(config.reserved_nodes))
+        placed, reserve_warnings = reserved_nodes(reservations, unknown, config.reserved_nodes, set(names.values()))
+        nodes += placed
+        warnings += reserve_warnings
     return DiscoveryResult(
         _graph(config, nodes, previous),
         api.calls,
@@ -444,6 +464,9 @@ def discover_instances(
     nodes, node_warnings = _build_nodes(live, topo, names, config, previous)
     for node in nodes:
         by_id[node.id] = node  # type: ignore[index]
+    # a launched instance replaces the before-launch placeholder of its name (providers/aws_capacity.py)
+    launched = {n.name for n in by_id.values()}
+    keep = [n for n in keep if n.name not in launched]
     graph = _graph(config, keep + list(by_id.values()), previous)
     return DiscoveryResult(graph, api.calls, warnings + name_warnings + node_warnings, api.retries, "ids")
 

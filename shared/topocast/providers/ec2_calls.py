@@ -25,7 +25,9 @@ LIVE_STATES = ("pending", "running")
 IAM_ACTIONS = {
     "DescribeInstances": "ec2:DescribeInstances",
     "DescribeInstanceTopology": "ec2:DescribeInstanceTopology",
+    "DescribeCapacityReservationTopology": "ec2:DescribeCapacityReservationTopology",
 }
+RESERVATION_BATCH = 10  # DescribeCapacityReservationTopology CapacityReservationIds limit
 _INSTANCE_ID = re.compile(r"\bi-[0-9a-f]{8,17}\b")
 
 
@@ -173,6 +175,53 @@ class Ec2Calls:
                     break
                 missing |= gone
                 batch = [i for i in batch if i not in gone]
+        return found, missing
+
+    def capacity_topology(self, ids: Sequence[str]) -> tuple[dict[str, dict], set[str]]:
+        """DescribeCapacityReservationTopology for ``ids`` (batches of 10, following NextToken).
+
+        Returns entries by reservation ID and the IDs AWS does not know (asked one by one once a
+        batch names an unknown ID). botocore has no paginator for this operation.
+        """
+        from botocore.exceptions import ClientError
+
+        op = "DescribeCapacityReservationTopology"
+        found: dict[str, dict[str, Any]] = {}
+        missing: set[str] = set()
+
+        def ask(batch: list[str]) -> None:
+            kwargs: dict[str, Any] = {"CapacityReservationIds": batch}
+            while True:
+                self.calls[op] = self.calls.get(op, 0) + 1
+                try:
+                    page = self.ec2.describe_capacity_reservation_topology(**kwargs)
+                except Exception as exc:
+                    raise self.error(op, exc) from exc
+                self.retries += page.get("ResponseMetadata", {}).get("RetryAttempts", 0)
+                for item in page.get("CapacityReservations", []):
+                    found[item["CapacityReservationId"]] = item
+                if not page.get("NextToken"):
+                    return
+                kwargs["NextToken"] = page["NextToken"]
+
+        for start in range(0, len(ids), RESERVATION_BATCH):
+            batch = list(ids[start : start + RESERVATION_BATCH])
+            try:
+                ask(batch)
+            except ProviderError as exc:
+                cause = exc.__cause__
+                code = cause.response.get("Error", {}).get("Code") if isinstance(cause, ClientError) else None
+                if code != "InvalidCapacityReservationId.NotFound":
+                    raise
+                for one in batch:  # find the unknown ones; keep the others
+                    try:
+                        ask([one])
+                    except ProviderError as again:
+                        inner = again.__cause__
+                        if isinstance(inner, ClientError) and inner.response.get("Error", {}).get("Code") == code:
+                            missing.add(one)
+                        else:
+                            raise
         return found, missing
 
     def _collect(self, op: str, kwargs: dict[str, Any], items: Any, into: dict[str, dict]) -> set[str]:

@@ -92,8 +92,9 @@ data "aws_iam_policy_document" "discover" {
     for_each = local.ec2_source ? [1] : []
     content {
       sid = "DescribeCluster"
-      # Neither action supports resource-level permissions.
-      actions   = ["ec2:DescribeInstances", "ec2:DescribeInstanceTopology"]
+      # None of these supports resource-level permissions. DescribeCapacityReservationTopology places
+      # reserved, not-yet-launched nodes (TOPOCAST_RESERVED_NODES).
+      actions   = ["ec2:DescribeInstances", "ec2:DescribeInstanceTopology", "ec2:DescribeCapacityReservationTopology"]
       resources = ["*"]
     }
   }

@@ -35,3 +35,8 @@ output "function_environment" {
   description = "Environment variables set on each function."
   value       = local.function_env
 }
+
+output "events_topic" {
+  description = "Pub/Sub topic of the system-event Logging sink, delivered to discover; publish the text reconcile to it for a full discovery."
+  value       = google_pubsub_topic.events.id
+}

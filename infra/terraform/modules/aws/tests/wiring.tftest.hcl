@@ -71,6 +71,10 @@ run "event_rules_route_the_cluster_events_to_the_events_queue" {
     error_message = "the EC2 rule must match state changes to running/stopping/stopped/shutting-down/terminated only"
   }
   assert {
+    condition     = contains(jsondecode(aws_cloudwatch_event_rule.this["ec2-notices"].event_pattern)["detail-type"], "EC2 Spot Instance Interruption Warning") && contains(jsondecode(aws_cloudwatch_event_rule.this["ec2-notices"].event_pattern)["detail-type"], "Capacity Block Delivered")
+    error_message = "the notices rule must deliver Spot interruption warnings and delivered Capacity Blocks (noted / reconcile)"
+  }
+  assert {
     condition     = aws_cloudwatch_event_rule.this["reconcile"].schedule_expression == "rate(15 minutes)"
     error_message = "the reconcile schedule defaults to 15 minutes"
   }
@@ -217,7 +221,7 @@ run "roles_grant_only_what_each_function_calls" {
   command = apply
 
   assert {
-    condition     = toset(flatten([for s in data.aws_iam_policy_document.discover.statement : s.actions])) == toset(["ec2:DescribeInstances", "ec2:DescribeInstanceTopology", "s3:GetObject", "s3:PutObject", "s3:ListBucket", "dynamodb:GetItem", "dynamodb:PutItem", "sqs:SendMessage"])
+    condition     = toset(flatten([for s in data.aws_iam_policy_document.discover.statement : s.actions])) == toset(["ec2:DescribeInstances", "ec2:DescribeInstanceTopology", "ec2:DescribeCapacityReservationTopology", "s3:GetObject", "s3:PutObject", "s3:ListBucket", "dynamodb:GetItem", "dynamodb:PutItem", "sqs:SendMessage"])
     error_message = "discover's own statements"
   }
   assert {
