@@ -52,7 +52,6 @@ Route = Literal[
     "schedule",  # the reconcile schedule (EventBridge rule / Cloud Scheduler job)
     "eventarc-audit-log",  # one Eventarc trigger per methodName (Admin Activity audit logs)
     "log-sink",  # Logging sink -> the events Pub/Sub topic -> Eventarc Pub/Sub trigger (System Event audit logs)
-    "pubsub",  # a Pub/Sub topic an operator publishes to (the reconcile topic)
 ]
 
 
