@@ -1,7 +1,7 @@
 """AWS discovery benchmark: EC2 calls per discovery vs the minimum, and import cost vs boto3.
 
 For each size N a fake GPU cluster is launched in an in-process moto server with
-topocast's DescribeInstanceTopology simulator (``topocast.sim.ec2``), then:
+topocast's DescribeInstanceTopology simulator (``topocast_sim.ec2``), then:
 
 * full discovery: EC2 calls made vs the minimum ``ceil(N/1000)`` DescribeInstances
   pages + ``ceil(N/100)`` DescribeInstanceTopology calls (ratio 1.00 = optimal),
@@ -77,7 +77,7 @@ def imports_table() -> None:
 
 
 def row(n: int, what: str, api_calls: dict[str, int], minimum: int, seconds: float) -> str:
-    from topocast.sim import ec2 as sim
+    from topocast_sim import ec2 as sim
 
     di, dit = api_calls.get("DescribeInstances", 0), api_calls.get("DescribeInstanceTopology", 0)
     seen = sum(sim.call_counts().values())
@@ -98,7 +98,7 @@ def main() -> None:
     from topocast.aws.clients import ec2_client
     from topocast.changes import InstanceChange
     from topocast.providers.aws import AwsDiscoveryConfig, discover_full, discover_instances
-    from topocast.sim import ec2 as sim
+    from topocast_sim import ec2 as sim
 
     sim.install()
     logging.getLogger("werkzeug").setLevel(logging.ERROR)

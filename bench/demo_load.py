@@ -2,7 +2,7 @@
 
 Each case runs ``topocast demo --nodes N --events E`` in a fresh process (moto in
 process, the real handlers, the Lambda-like SQS poller of
-:mod:`topocast.sim.aws_pipeline`) and reads its report. The goal for every case:
+:mod:`topocast_sim.aws_pipeline`) and reads its report. The goal for every case:
 it settles, with exactly one render and one publish, and the EC2 calls stay
 within 2x the minimum of one full discovery: ``ceil(n/1000)`` DescribeInstances
 pages + ``ceil(n/100)`` DescribeInstanceTopology calls for the n instances

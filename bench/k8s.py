@@ -51,7 +51,7 @@ from topocast.k8s.client import ClientSettings, K8sConnection
 from topocast.k8s.publisher import KubernetesPublisher, KubernetesPublisherConfig
 from topocast.renderers import render
 from topocast.renderers.base import Artifact
-from topocast.sim.synthetic import synthetic_graph
+from topocast_sim.synthetic import synthetic_graph
 
 FORMATS = ("k8s-labels", "kueue", "kai", "volcano", "slinky")
 

@@ -37,7 +37,7 @@ def moto_server() -> Iterator[MotoServer]:
     pytest.importorskip("moto", reason="moto[server] is needed for AWS tests (pip install -e .[dev])")
     from moto.server import ThreadedMotoServer
 
-    from topocast.sim import ec2 as ec2_sim
+    from topocast_sim import ec2 as ec2_sim
 
     ec2_sim.install()
     logging.getLogger("werkzeug").setLevel(logging.ERROR)  # one log line per request otherwise
@@ -53,7 +53,7 @@ def moto_server() -> Iterator[MotoServer]:
 @pytest.fixture
 def aws_env(moto_server: MotoServer, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     """A clean moto and an AWS environment pointing at it; yields the endpoint URL."""
-    from topocast.sim import ec2 as ec2_sim
+    from topocast_sim import ec2 as ec2_sim
 
     moto_server.reset()
     ec2_sim.clear_faults()

@@ -10,6 +10,8 @@ the scan follows a *name-based call graph* over the ``topocast`` package:
   inherits from, and its subclasses in the pool (a base class's template
   method calling ``self.publish_one`` runs the subclass's override); a class
   reaches its ``__init__``/``__post_init__``;
+* a registry table (a module-level dict of ``"module:attr"`` strings) that reached code reads
+  reaches every entry it names (the configuration picks one at run time);
 * a module joins the pool when it is imported at module level by a pooled
   module, or by an ``import`` inside a reached function (the code base imports
   SDKs and heavy modules lazily, so this keeps stages apart).
@@ -31,6 +33,7 @@ call sites named, never as a silent pass.
 from __future__ import annotations
 
 import ast
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from functools import cache
@@ -54,6 +57,9 @@ AWS_SERVICES = (
     "autoscaling",
     "secretsmanager",
 )
+
+#: a registry table's value: ``"topocast.module:attribute"``
+_REGISTRY_ENTRY = re.compile(r"^topocast(\.\w+)+:\w+$")
 
 #: (receiver name, method) pairs that look like AWS operations but are not, with what they are
 NOT_AWS = {("token", "get_secret_value"): "pydantic SecretStr"}
@@ -85,6 +91,8 @@ class _Module:
     #: class name -> its base-class expressions as written (``Base``, ``module.Base``)
     bases: dict[str, list[ast.expr]] = field(default_factory=dict)
     iam_actions: tuple[str, ...] = ()
+    #: module-level registry tables (name -> the ``"module:attr"`` targets of its values)
+    registries: dict[str, list[tuple[str, str]]] = field(default_factory=dict)
 
 
 @dataclass
@@ -151,6 +159,16 @@ class CallScanner:
                 isinstance(t, ast.Name) and t.id == "IAM_ACTIONS" for t in node.targets
             ):
                 mod.iam_actions = tuple(_string_values(node.value))
+            if isinstance(node, ast.Assign | ast.AnnAssign) and isinstance(node.value, ast.Dict):
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                entries = [
+                    v.value.partition(":")[::2]
+                    for v in node.value.values
+                    if isinstance(v, ast.Constant) and isinstance(v.value, str) and _REGISTRY_ENTRY.match(v.value)
+                ]
+                for t in targets:
+                    if isinstance(t, ast.Name) and entries:
+                        mod.registries[t.id] = entries
         self._modules[name] = mod
         return mod
 
@@ -303,7 +321,15 @@ class CallScanner:
                         enqueue_defs(other, method, sub, any_class=False)
 
         def resolve_name(mod: _Module, local_imports: dict[str, tuple[str, str | None]], name: str) -> None:
-            """A bare name is lexically scoped: the module's own def, or what the module/function imported."""
+            """A bare name is lexically scoped: the module's own def, or what the module/function imported.
+
+            A registry table (``PROVIDERS = {"aws": "topocast.providers.aws:provider", ...}``) that reached
+            code looks names up in reaches every entry: the configuration picks one at run time.
+            """
+            for module, attr in mod.registries.get(name, []):
+                add_module(module)
+                if module in self._modules:
+                    enqueue_defs(self._modules[module], attr)
             if name not in local_imports and any(owner is None for owner, _ in mod.defs.get(name, [])):
                 enqueue_defs(mod, name, None, any_class=False)  # a module-level function or class
                 return

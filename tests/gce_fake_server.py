@@ -1,7 +1,7 @@
-"""The local Compute Engine REST endpoint for tests: fixtures around :mod:`topocast.sim.gce_server`.
+"""The local Compute Engine REST endpoint for tests: fixtures around :mod:`topocast_sim.gce_server`.
 
-The server and the cluster generator live in the package (``topocast.sim.gce_server``,
-``topocast.sim.gce``) because ``topocast demo --cloud gcp`` serves them at run time;
+The server and the cluster generator live in the package (``topocast_sim.gce_server``,
+``topocast_sim.gce``) because ``topocast demo --cloud gcp`` serves them at run time;
 this module gives tests a started server per test and a real google-cloud-compute
 client pointed at it (REST transport, anonymous credentials, the real pager).
 """
@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from topocast.sim.gce import GeneratedCluster, generate_cluster
-from topocast.sim.gce_server import FakeCompute
+from topocast_sim.gce import GeneratedCluster, generate_cluster
+from topocast_sim.gce_server import FakeCompute
 
 __all__ = ["FakeCompute", "GeneratedCluster", "compute_for", "fake_compute", "generate_cluster"]
 

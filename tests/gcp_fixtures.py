@@ -1,8 +1,8 @@
 """GCP test fixtures (loaded from conftest): local Cloud Storage, Cloud Tasks and Compute.
 
 * ``local_gcs`` (session): gcp-storage-emulator behind topocast's generation-precondition
-  proxy (:class:`topocast.sim.gcs.LocalGcs`); ``gcs_objects`` gives each test its own bucket.
-* ``fake_tasks``: a started :class:`topocast.sim.cloudtasks.FakeCloudTasks` with one queue.
+  proxy (:class:`topocast_sim.gcs.LocalGcs`); ``gcs_objects`` gives each test its own bucket.
+* ``fake_tasks``: a started :class:`topocast_sim.cloudtasks.FakeCloudTasks` with one queue.
 * ``fake_compute``: from :mod:`gce_fake_server`.
 """
 
@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 from gce_fake_server import fake_compute  # noqa: F401  (re-exported fixture)
 
-from topocast.sim.cloudtasks import FakeCloudTasks
-from topocast.sim.gcs import LocalGcs
+from topocast_sim.cloudtasks import FakeCloudTasks
+from topocast_sim.gcs import LocalGcs
 
 QUEUE = "projects/demo-project/locations/us-central1/queues/topocast"
 

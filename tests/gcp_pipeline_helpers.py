@@ -8,8 +8,8 @@ import pytest
 
 from topocast.gcp import handlers
 from topocast.pull import fetch
-from topocast.sim.gce import generate_cluster
-from topocast.sim.gcp_pipeline import LocalGcpPipeline
+from topocast_sim.gce import generate_cluster
+from topocast_sim.gcp_pipeline import LocalGcpPipeline
 
 LABEL = ("topocast-cluster", "c1")
 

@@ -10,13 +10,13 @@ import pytest
 from botocore.exceptions import ClientError
 
 from topocast.aws.clients import ec2_client
-from topocast.aws.ec2_calls import Ec2Calls
 from topocast.changes import InstanceChange
 from topocast.errors import ProviderError
 from topocast.providers.aws import AwsDiscoveryConfig, discover_full, discover_instances
 from topocast.providers.aws_capacity import parse_reserved_nodes
+from topocast.providers.ec2_calls import Ec2Calls
 from topocast.renderers import RenderOptions, render
-from topocast.sim import ec2 as sim
+from topocast_sim import ec2 as sim
 
 REGION = "us-east-1"
 CR = "cr-0123456789abcdef0"

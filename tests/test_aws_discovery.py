@@ -21,7 +21,7 @@ from topocast.aws.events import Ignored, InstanceChange, MalformedEvent, Reconci
 from topocast.errors import ProviderError
 from topocast.graph import Node, TopologyGraph
 from topocast.providers.aws import AwsDiscoveryConfig, discover_full, discover_instances, parse_filter
-from topocast.sim import ec2 as sim
+from topocast_sim import ec2 as sim
 
 REGION = "us-east-1"
 CLUSTER_FILTER = "tag:topocast:cluster=demo"

@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 
 from topocast.aws.iam import CALLS, iam_action, record_calls, unexpected
-from topocast.sim import aws_pipeline
-from topocast.sim import ec2 as ec2_sim
+from topocast_sim import aws_pipeline
+from topocast_sim import ec2 as ec2_sim
 
 
 def test_iam_action_names_follow_s3_authorisation() -> None:
@@ -39,7 +39,7 @@ def test_handlers_call_only_what_their_roles_grant(aws_env: str, monkeypatch: py
 
             return run
 
-        for stage, name in (("discover", "discover_batch"), ("render", "render_record"), ("publish", "publish_record")):
+        for stage, name in (("discover", "discover_batch"), ("render", "render_batch"), ("publish", "publish_batch")):
             monkeypatch.setattr(aws_pipeline, name, attributed(stage, getattr(aws_pipeline, name)))
         pl = aws_pipeline.LocalAwsPipeline("c1", quiet=0.5, max_wait=2.0)
         ids = ec2_sim.generate_cluster(pl.ec2, 8, cluster_tag=("topocast:cluster", "c1"))

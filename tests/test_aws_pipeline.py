@@ -1,7 +1,7 @@
 """The AWS pipeline end to end on a moto server: EventBridge -> SQS -> discover -> S3 -> render -> SSM.
 
 The real Lambda handlers run, invoked the way Lambda's SQS event source mapping
-invokes them (:class:`topocast.sim.aws_pipeline.LocalAwsPipeline`); EC2's topology
+invokes them (:class:`topocast_sim.aws_pipeline.LocalAwsPipeline`); EC2's topology
 call is topocast's wire-compatible simulator inside moto. Debounce windows are
 short and the sleeps real.
 """
@@ -17,8 +17,8 @@ import pytest
 
 from topocast.hostlist import expand
 from topocast.pull import fetch, pull
-from topocast.sim import ec2 as ec2_sim
-from topocast.sim.aws_pipeline import LocalAwsPipeline
+from topocast_sim import ec2 as ec2_sim
+from topocast_sim.aws_pipeline import LocalAwsPipeline
 
 CLUSTER = "c1"
 TAG = ("topocast:cluster", CLUSTER)
@@ -167,8 +167,9 @@ def test_corrupt_graph_stops_render_and_the_last_publish_stays(pipeline: LocalAw
     pl.s3.put_object(Bucket=pl.bucket, Key=key, Body=b'{"schema_version": 1, "cluster": "c1", "nodes": [{"na')
     pl.runtime.debouncer.note_change(CLUSTER, stored.generation + 1)  # as if discover wrote again
     pl.run_until_idle(timeout=8)
-    assert pl.runtime.counters.renders == 1  # the second render failed
-    assert any("not valid JSON" in line or "sha256" in line for line in pl.stats.log), pl.stats.log
+    assert pl.runtime.counters.renders == 1  # the second render failed (retried, then dead-lettered)
+    reasons = [m["MessageAttributes"]["topocast-reject-reason"]["StringValue"] for m in pl.dlq_messages()]
+    assert any("not valid JSON" in r or "sha256" in r for r in reasons), reasons
     assert published_tree(pl).content == good.content
 
 
@@ -358,7 +359,7 @@ def test_onprem_domains_file_gives_nodes_their_nvlink_domain(
 
 def test_the_event_source_cuts_batches_like_lambda(pipeline: LocalAwsPipeline, monkeypatch: pytest.MonkeyPatch) -> None:
     """6 MB of records per invocation at most, and never held past half the visibility timeout (60 s)."""
-    import topocast.sim.aws_pipeline as sim
+    import topocast_sim.aws_pipeline as sim
 
     pl = pipeline
     pl.sqs.purge_queue(QueueUrl=pl.queues.events)  # S3's s3:TestEvent from provisioning

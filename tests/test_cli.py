@@ -97,7 +97,7 @@ def test_discover_ibnetdiscover_pipes_into_render(conformance_dir: Path, tmp_pat
 def test_discover_aws_against_moto(aws_env: str, tmp_path: Path) -> None:
     import boto3
 
-    from topocast.sim import ec2 as ec2_sim
+    from topocast_sim import ec2 as ec2_sim
 
     ec2 = boto3.client("ec2")
     ec2_sim.generate_cluster(ec2, 20, cluster_tag=("topocast:cluster", "c1"))
@@ -114,7 +114,7 @@ def test_discover_aws_against_moto(aws_env: str, tmp_path: Path) -> None:
 
 
 def test_discover_aws_without_permission_is_one_clear_line(aws_env: str) -> None:
-    from topocast.sim import ec2 as ec2_sim
+    from topocast_sim import ec2 as ec2_sim
 
     ec2_sim.inject_faults(1.0, code="UnauthorizedOperation", status=403)
     result = invoke(["discover", "--provider", "aws", "--cluster", "c1"])

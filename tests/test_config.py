@@ -49,3 +49,18 @@ def test_missing_required_setting_names_the_variable() -> None:
     s = settings_from_env({"TOPOCAST_CLUSTER": "c"})
     with pytest.raises(TopocastError, match="TOPOCAST_STATE_TABLE, TOPOCAST_TIMER_QUEUE_URL"):
         s.require("state_table", "timer_queue_url")
+
+
+def test_settings_are_split_by_concern_and_every_variable_has_one_home() -> None:
+    from topocast.config import ENV_VARS, SECTIONS, Settings
+
+    homes: dict[str, list[str]] = {}
+    for section in SECTIONS:
+        for name in section.model_fields:
+            homes.setdefault(name, []).append(section.__name__)
+    assert {n: h for n, h in homes.items() if len(h) > 1} == {}  # no field in two sections
+    assert set(homes) == set(Settings.model_fields)  # Settings is exactly its sections
+    fields = {field for field, _ in ENV_VARS.values()}
+    assert fields == set(Settings.model_fields)  # every field has its variable and every variable a field
+    assert homes["state_table"] == ["AwsWiring"] and homes["task_queue"] == ["GcpWiring"]
+    assert homes["guard_max_loss"] == ["PublishSettings"] and homes["formats"] == ["RenderSettings"]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
-from topocast.demo import not_settled, settle_timeout
+from topocast_sim.demo import not_settled, settle_timeout
 
 
 class StuckPipeline:

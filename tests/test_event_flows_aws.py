@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from topocast.sim import ec2 as ec2_sim
-from topocast.sim.aws_pipeline import LocalAwsPipeline
+from topocast_sim import ec2 as ec2_sim
+from topocast_sim.aws_pipeline import LocalAwsPipeline
 
 CLUSTER = "c1"
 TAG = ("topocast:cluster", CLUSTER)

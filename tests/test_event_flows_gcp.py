@@ -15,8 +15,8 @@ from gce_fake_server import FakeCompute
 from test_gcp_functions import app, env, post  # noqa: F401  (env: the fixture)
 
 from topocast.gcp import handlers
-from topocast.sim import eventarc
-from topocast.sim.gce import Placement
+from topocast_sim import eventarc
+from topocast_sim.gce import Placement
 
 ZONE = "us-central1-a"
 VM = "gpu-002"

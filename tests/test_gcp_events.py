@@ -10,7 +10,7 @@ import pytest
 from cloudevents.http import CloudEvent
 
 from topocast.gcp import events as ev
-from topocast.sim.eventarc import audit_log_event, insert_pair, pubsub_event
+from topocast_sim.eventarc import audit_log_event, insert_pair, pubsub_event
 
 VM = {"project": "demo-project", "project_number": "123456789012", "zone": "us-central1-a", "name": "gpu-007"}
 

@@ -1,6 +1,6 @@
 """The GCP pipeline end to end under faults: failing writes, a lost half, a corrupt graph; and the demo.
 
-Same harness as test_gcp_pipeline.py (:class:`topocast.sim.gcp_pipeline.LocalGcpPipeline`),
+Same harness as test_gcp_pipeline.py (:class:`topocast_sim.gcp_pipeline.LocalGcpPipeline`),
 the same scenarios as the AWS pipeline tests.
 """
 
@@ -12,7 +12,7 @@ from pathlib import Path
 from gcp_pipeline_helpers import cluster, fresh_stats, names, published  # noqa: F401  (fresh_stats: autouse)
 
 from topocast.gcp import handlers
-from topocast.sim.gcp_pipeline import LocalGcpPipeline
+from topocast_sim.gcp_pipeline import LocalGcpPipeline
 
 
 def test_failing_gcs_writes_are_retried_and_no_event_is_lost() -> None:
@@ -60,7 +60,9 @@ def test_corrupt_graph_stops_render_and_the_last_publish_stays() -> None:
         rt.objects.put(rt.graphs.generation_key(stored.generation), b'{"schema_version": 1, "cluster": "c1", "no')
         rt.debouncer.note_change("c1", stored.generation + 1)  # as if discover wrote again
         assert pl.run_until_idle(timeout=15)
-        assert handlers.STATS["renders"] == 1 and handlers.STATS["render_failures"] == 1
+        # retried by the debouncer, then given up (dead-lettered): render_attempts failures in a row
+        assert handlers.STATS["renders"] == 1 and handlers.STATS["render_failures"] == 3
+        assert handlers.STATS["render_dead_lettered"] == 1
         assert published(pl).content == good.content
         pl.reconcile()  # a full scan finds the same VMs: the damaged generation is restored in place
         assert pl.run_until_idle(timeout=15)
@@ -70,7 +72,7 @@ def test_corrupt_graph_stops_render_and_the_last_publish_stays() -> None:
 
 
 def test_demo_writes_its_outputs(tmp_path: Path) -> None:
-    from topocast.gcp.demo import run_gcp_demo
+    from topocast_sim.gcp_demo import run_gcp_demo
 
     out = tmp_path / "demo"
     report = run_gcp_demo(64, 32, out, None, 0.5, window=0.3)

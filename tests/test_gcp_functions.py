@@ -28,7 +28,7 @@ from gcp_fixtures import QUEUE
 
 from topocast.gcp import handlers
 from topocast.gcp.gcs_store import GcsGraphStore
-from topocast.sim import eventarc
+from topocast_sim import eventarc
 
 REPO = Path(__file__).resolve().parent.parent
 LABEL = ("topocast-cluster", "c1")
@@ -104,8 +104,11 @@ def test_discover_acts_on_the_last_entry_only(
     assert any("ignored: first entry of operation op-gpu-003" in r.getMessage() for r in caplog.records)
     last = post(client, *insert(fake_compute, "gpu-003", "last"), mode=mode)
     assert last.status_code == 200
-    assert graph_names(env) == ["gpu-003"] and fake_compute.calls == {"get": 1}
+    # an empty store is discovered in full (one policy on every cloud: the first run scans)
+    assert len(graph_names(env)) == 6 and fake_compute.calls == {"aggregatedList": 1}
     assert fake_tasks.counts["created"] == 1  # the debounce timer for render
+    again = post(client, *insert(fake_compute, "gpu-003", "last"), mode=mode)  # now incremental: one get
+    assert again.status_code == 200 and fake_compute.calls == {"aggregatedList": 1, "get": 1}
 
 
 def test_malformed_and_misrouted_events_are_answered_200_with_the_reason(
@@ -145,7 +148,7 @@ def test_a_transient_failure_answers_500_so_the_platform_retries(
     assert response.status_code == 500 and response.headers.get("X-Google-Status") == "crash"
     monkeypatch.setenv("TOPOCAST_COMPUTE_ENDPOINT", fake_compute.url)  # the redelivery succeeds
     assert post(app("discover"), *event).status_code == 200
-    assert graph_names(env) == ["gpu-002"]
+    assert "gpu-002" in graph_names(env)  # (the first run scans the whole cluster)
 
 
 def _task_event(fake_tasks: Any, ce_type: str) -> tuple[dict[str, Any], Any]:
@@ -223,7 +226,7 @@ def test_functions_framework_cli_server_with_real_http_cloudevents(
     from topocast.gcp.gcs import GcsObjects
 
     stored = GcsGraphStore(GcsObjects(gcs_bucket, gcs_client), "topocast", "c1").latest()
-    assert stored is not None and stored.graph.node_names() == ["gpu-000", "gpu-001"]
+    assert stored is not None and stored.graph.node_names() == ["gpu-000", "gpu-001", "gpu-002", "gpu-003"]
     lines = [json.loads(line) for line in output.splitlines() if line.startswith("{")]
     rejected = [entry for entry in lines if entry.get("topocast", {}).get("outcome") == "rejected"]
     assert len(rejected) == 1 and rejected[0]["severity"] == "ERROR"

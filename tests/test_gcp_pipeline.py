@@ -3,7 +3,7 @@
 Fakes for the services (Compute REST endpoint, gcp-storage-emulator behind the
 precondition proxy, Cloud Tasks that deliver over HTTP) and the real functions
 loaded by functions-framework from ``functions/*/main.py``
-(:class:`topocast.sim.gcp_pipeline.LocalGcpPipeline`). Windows are short and the
+(:class:`topocast_sim.gcp_pipeline.LocalGcpPipeline`). Windows are short and the
 sleeps real.
 """
 
@@ -14,7 +14,7 @@ import time
 from gcp_pipeline_helpers import cluster, fresh_stats, names, published  # noqa: F401  (fresh_stats: autouse)
 
 from topocast.gcp import handlers
-from topocast.sim.gcp_pipeline import LocalGcpPipeline
+from topocast_sim.gcp_pipeline import LocalGcpPipeline
 
 
 def test_insert_storm_becomes_one_render_and_one_publish() -> None:
@@ -38,13 +38,15 @@ def test_insert_storm_becomes_one_render_and_one_publish() -> None:
 
 def test_churn_still_publishes_at_least_every_max_wait() -> None:
     gen = cluster(60)
+    vms, gen.instances = gen.instances, []  # VMs are created while the test runs
     with LocalGcpPipeline(gen, name="c1", quiet=1.0, max_wait=3.0, window=0.3) as pl:
-        events = pl.insert_events(gen.instances)[1::2]
+        events = pl.insert_events(vms)[1::2]
         start = time.monotonic()
         render_times: list[float] = []
         i = 0
         while time.monotonic() - start < 9 and i < len(events):
             before = handlers.STATS["renders"]
+            pl.compute.add(vms[i // 2 * 2 : i // 2 * 2 + 2])
             pl.emit(events[i : i + 2])  # a change every 0.5 s never goes quiet for 1 s
             i += 2
             time.sleep(0.5)
@@ -57,10 +59,15 @@ def test_churn_still_publishes_at_least_every_max_wait() -> None:
 
 def test_throttled_compute_still_yields_the_right_graph() -> None:
     gen = cluster(250)
-    with LocalGcpPipeline(gen, name="c1", quiet=1.0, window=0.5, full_scan_threshold=1000) as pl:
-        pl.compute.inject_faults(1 / 3, status=429)
-        pl.emit(pl.insert_events(gen.instances)[1::2])
+    vms, gen.instances = gen.instances, gen.instances[:10]  # a small cluster first, then 240 new VMs
+    gets = {"TOPOCAST_GCP_READ": "get"}  # throttled instances.get calls (a listing would need one page)
+    with LocalGcpPipeline(gen, name="c1", quiet=1.0, window=0.5, full_scan_threshold=1000, extra_env=gets) as pl:
+        pl.reconcile()
         assert pl.run_until_idle(timeout=60)
-        assert sum(pl.compute.injected.values()) > 50  # incremental gets: a third of ~250 were throttled
+        pl.compute.add(vms[10:])
+        pl.compute.inject_faults(1 / 3, status=429)
+        pl.emit(pl.insert_events(vms[10:])[1::2])
+        assert pl.run_until_idle(timeout=60)
+        assert sum(pl.compute.injected.values()) > 50  # incremental gets: a third of ~240 were throttled
         assert len(names(pl)) == 250
         assert "Nodes=gpu-[000-007]" in published(pl).content.decode()

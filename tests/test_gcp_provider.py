@@ -13,7 +13,7 @@ from topocast.errors import ProviderError
 from topocast.gcp.clients import RetryPolicy
 from topocast.providers.gcp import GcpDiscoveryConfig, InstanceRef, discover_full, discover_instances
 from topocast.renderers import RenderOptions, render
-from topocast.sim.gce import instance_json, placement
+from topocast_sim.gce import instance_json, placement
 
 LABEL = ("topocast-cluster", "c1")
 
@@ -213,11 +213,12 @@ def test_topograph_gcp_sim_conformance(
 def test_one_shot_discovery_uses_the_endpoint_override(
     fake_compute: FakeCompute, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    from topocast.gcp.clients import compute_client
     from topocast.providers.gcp import discover_project
 
     fake_compute.add(generate_cluster(5, label=LABEL, extra=2).instances)
     monkeypatch.setenv("TOPOCAST_COMPUTE_ENDPOINT", fake_compute.url)  # what the CLI documents for tests
-    result = discover_project("demo-project", labels=["=".join(LABEL)])
+    result = discover_project("demo-project", client=compute_client(), labels=["=".join(LABEL)])
     assert result.graph.cluster == "c1" and len(result.graph.nodes) == 5
     with pytest.raises(ProviderError, match="command line: labels"):
-        discover_project("demo-project", labels=["nope"])
+        discover_project("demo-project", client=compute_client(), labels=["nope"])

@@ -2,7 +2,7 @@
 
 gcp-storage-emulator accepts every generation precondition without checking it;
 these tests run google-cloud-storage against topocast's precondition proxy in
-front of it (:mod:`topocast.sim.gcs`), and the first test shows both behaviours.
+front of it (:mod:`topocast_sim.gcs`), and the first test shows both behaviours.
 """
 
 from __future__ import annotations

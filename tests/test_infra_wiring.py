@@ -109,7 +109,7 @@ def aws_scan(stage: str) -> ScanResult:
 @cache
 def gcp_scan(stage: str) -> ScanResult:
     return CallScanner(REPO / "shared", unfollowed=GCP_UNFOLLOWED).scan_module(
-        "topocast.gcp.handlers", [stage, "handle", "GcpRuntime.from_settings"]
+        "topocast.gcp.handlers", [stage, "handle", "build"]
     )
 
 
@@ -312,7 +312,7 @@ def test_s3_areas_granted_are_where_the_stores_write() -> None:
     state = S3PublishState("b", "topocast", "c1", None)
     assert state.published_key.startswith(f"{base}/state/") and state.hold_key.startswith(f"{base}/state/")
     settings = Settings(cluster="c1", bucket="b", prefix="topocast", publishers=["ssm"])
-    ssm = AwsRuntime(settings, region="us-east-1").publishers[0]
+    ssm = AwsRuntime(settings, region="us-east-1").publishers()[0]
     key = ssm.s3_key(12, "topology.conf")
     assert key.startswith(f"{base}/published/"), (
         f"SSM values too large for a parameter go to s3://b/{key}, but the publish role may only write "

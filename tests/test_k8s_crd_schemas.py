@@ -31,7 +31,7 @@ import yaml
 from topocast.graph import Node, TopologyGraph
 from topocast.renderers import render
 from topocast.renderers.base import LabelScheme, RenderOptions
-from topocast.sim.synthetic import synthetic_graph
+from topocast_sim.synthetic import synthetic_graph
 
 jsonschema = pytest.importorskip("jsonschema", reason="jsonschema validates rendered objects against the CRDs")
 celpy = pytest.importorskip("celpy", reason="cel-python evaluates the CRDs' CEL rules (pip install -e .[dev])")

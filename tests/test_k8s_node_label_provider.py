@@ -15,7 +15,7 @@ from test_k8s_publish_cli import kubeconfig
 from topocast.graph import TopologyGraph
 from topocast.k8s.client import ClientSettings, K8sConnection, build_client
 from topocast.k8s.node_source import discover
-from topocast.providers import provider_module
+from topocast.providers import PROVIDERS
 from topocast.providers.k8s_labels import ClusterNodeInfo, NodeLabelsConfig, graph_from_nodes
 from topocast.renderers import RENDERERS, render
 
@@ -155,7 +155,7 @@ def test_the_graph_from_labels_renders_to_every_format(fake: FakeKubeApiServer, 
 
 
 def test_registered_provider_and_the_discover_command(fake: FakeKubeApiServer, tmp_path: Path) -> None:
-    assert provider_module("k8s-labels").__name__ == "topocast.providers.k8s_labels"
+    assert PROVIDERS["k8s-labels"] == "topocast.providers.k8s_labels:provider"
     eks_nodes(fake)
 
     result = invoke(

@@ -92,6 +92,25 @@ def test_aws_zip_has_the_handler_at_the_root_next_to_topocast_and_its_dependenci
     assert len(stub.calls) == 2, "discover and render share one dependency install, publish has its own"
 
 
+def test_no_simulator_or_demo_ships_in_a_function_archive(project: Path, tmp_path: Path) -> None:
+    """The simulators and demos (``topocast_sim``, next to ``topocast`` in the checkout) stay out of every zip."""
+    shutil.copytree(REPO / "shared" / "topocast_sim", project / "shared" / "topocast_sim",
+                    ignore=shutil.ignore_patterns("__pycache__"))  # fmt: skip
+    build_packages(tmp_path / "dist", "all", project_root=project, installer=StubInstaller())
+    archives = sorted((tmp_path / "dist").rglob("*.zip"))
+    assert len(archives) == 6
+    for zpath in archives:
+        members = names(zpath)
+        assert "topocast/app/discover.py" in members  # the use cases do ship
+        demos = ("topocast/demo.py", "topocast/gcp/demo.py")  # where the demos were before topocast_sim
+        shipped_sim = [m for m in members if m.startswith(("topocast_sim/", "topocast/sim/")) or m in demos]
+        assert shipped_sim == [], f"{zpath}: {shipped_sim[:5]}"
+    for cloud in ("aws", "gcp"):
+        for stage in ("discover", "render", "publish"):
+            reqs = requirements(load_project(project), cloud, stage)
+            assert not [r for r in reqs if r.startswith(("moto", "gcp-storage-emulator"))], (cloud, stage, reqs)
+
+
 def test_gcp_zip_is_a_cloud_functions_source_archive(project: Path, tmp_path: Path) -> None:
     stub = StubInstaller()
     build_packages(tmp_path / "dist", "gcp", project_root=project, installer=stub)

@@ -471,15 +471,19 @@ def _count(minimum: int) -> Callable[[str], int]:
 @option("--quiet", type=float, default=2.0, help="Debounce quiet window in seconds.")
 def demo(a: Namespace) -> int:
     """Run the whole pipeline locally on a simulated cloud account (no credentials needed)."""
-    from topocast.demo import run_demo, summary
+    from topocast.demo_cli import missing_demo_extra
 
     if a.cloud not in ("aws", "gcp"):
         raise fail(f"--cloud must be aws or gcp, got {a.cloud!r}")
+    if why := missing_demo_extra(a.cloud):
+        raise fail(why)
+    from topocast_sim.demo import run_demo, summary
+
     target = a.out or Path("out/demo" if a.cloud == "aws" else "out/demo-gcp")
     if a.cloud == "aws":
         result = run_demo(a.nodes, a.events, target, a.report, quiet=a.quiet)
     else:
-        from topocast.gcp.demo import run_gcp_demo
+        from topocast_sim.gcp_demo import run_gcp_demo
 
         result = run_gcp_demo(a.nodes, a.events, target, a.report, a.quiet)
     print(summary(result, target))

@@ -39,9 +39,9 @@ from topocast import __version__
 from topocast.errors import ProviderError, TopocastError
 from topocast.limits import MAX_UPLOAD_BYTES, check_size, read_capped
 from topocast.names import check_node_name
+from topocast.pipeline.objects import UPLOAD_NAME
 from topocast.providers.ibnetdiscover import Fabric, parse
 
-UPLOAD_NAME = "ibnetdiscover.out"
 #: metadata key holding the fabric digest that decides "changed or not"
 SHA_KEY = "sha256"
 
@@ -337,7 +337,7 @@ class _S3:
 class _Gcs:
     def __init__(self, client: Any) -> None:
         if client is None:
-            from google.cloud import storage
+            from google.cloud import storage  # type: ignore[attr-defined]
 
             client = storage.Client()
         self.c = client

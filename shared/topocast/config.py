@@ -64,6 +64,7 @@ ENV_VARS: dict[str, tuple[str, str]] = {
     "TOPOCAST_GCP_ZONES": ("gcp_zones", "zones to list (';'); empty: aggregatedList over all zones"),
     "TOPOCAST_GCP_LABEL": ("gcp_labels", "cluster membership, GCE labels KEY=VALUE (';', all must match)"),
     "TOPOCAST_GCP_DOMAIN_TIER": ("gcp_domain_tier", "NVLink domain from physicalHostTopology: subblock, block, none"),
+    "TOPOCAST_GCP_READ": ("gcp_read", "GCP: apply a window of changes by auto (cheaper of list/get), list or get"),
     "TOPOCAST_COMPUTE_ENDPOINT": ("compute_endpoint", "Compute Engine API endpoint override (tests, private endpoint)"),
     "TOPOCAST_CLOUDTASKS_ENDPOINT": ("cloudtasks_endpoint", "Cloud Tasks API endpoint override"),
     "TOPOCAST_TASK_QUEUE": ("task_queue", "Cloud Tasks queue projects/P/locations/L/queues/Q (timers, hand-offs)"),
@@ -75,44 +76,105 @@ ENV_VARS: dict[str, tuple[str, str]] = {
 }
 
 
-class Settings(BaseModel):
+class _Section(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
+
+class StorageSettings(_Section):
+    """Which cluster, and where its state lives (graphs, rendered files, guard records)."""
+
     cluster: str
-    provider: str = "aws"
     bucket: str | None = None
     prefix: str = "topocast"
-    filters: list[str] = Field(default_factory=list)
+
+
+class DiscoverySettings(_Section):
+    """Where the topology comes from (:meth:`provider_options` hands the provider its part)."""
+
+    provider: str = "aws"
+    full_scan_threshold: int = Field(100, ge=1)
     name_from: str | None = None
+    # aws
+    filters: list[str] = Field(default_factory=list)
     instance_types: list[str] = Field(default_factory=list)
     zones: list[str] = Field(default_factory=list)
     #: raw; AwsDiscoveryConfig.reserved_nodes validates it (providers/aws_capacity.parse_reserved_nodes)
     reserved_nodes: str | dict[str, Any] | None = None
-    full_scan_threshold: int = Field(100, ge=1)
+    # on-prem fabrics
+    ib_host_regex: str | None = None
+    domains_uri: str | None = None
+    netq_url: str | None = None
+    netq_credentials: str | None = None
+    netq_premises: list[str] = Field(default_factory=list)
+    # gcp
+    gcp_project: str | None = None
+    gcp_zones: list[str] = Field(default_factory=list)
+    gcp_labels: list[str] = Field(default_factory=list)
+    gcp_domain_tier: str = "subblock"
+    gcp_read: str = "auto"
+    compute_endpoint: str | None = None
+
+    def provider_options(self) -> dict[str, Any]:
+        """The options of the configured provider (``ProviderInputs.options``), by provider name."""
+        by_provider: dict[str, dict[str, Any]] = {
+            "aws": {
+                "filters": self.filters,
+                "instance_types": self.instance_types,
+                "zones": self.zones,
+                "name_from": self.name_from,
+                "reserved_nodes": self.reserved_nodes,
+            },
+            "gcp": {
+                "project": self.gcp_project,
+                "zones": self.gcp_zones,
+                "labels": self.gcp_labels,
+                "name_from": self.name_from,
+                "domain_tier": self.gcp_domain_tier,
+                "read": self.gcp_read,
+            },
+            "ibnetdiscover": {"host_regex": self.ib_host_regex, "domains_uri": self.domains_uri},
+            "netq": {
+                "url": self.netq_url,
+                "credentials": self.netq_credentials,
+                "premises": self.netq_premises,
+                "domains_uri": self.domains_uri,
+            },
+        }
+        return by_provider.get(self.provider, {})
+
+
+class RenderSettings(_Section):
+    """What render writes, and when (debounce)."""
+
     formats: list[str] = Field(default_factory=lambda: list(DEFAULT_FORMATS))
     render_options: RenderOptions = Field(default_factory=RenderOptions)
     debounce_quiet: float = Field(15.0, gt=0)
     debounce_max_wait: float = Field(120.0, gt=0)
-    state_table: str | None = None
-    timer_queue_url: str | None = None
-    publish_queue_url: str | None = None
-    dlq_url: str | None = None
+
+
+class PublishSettings(_Section):
+    """Where publish pushes to, and the blast-radius guard."""
+
     publishers: list[str] = Field(default_factory=lambda: ["ssm"])
     ssm_prefix: str | None = None
     ssm_advanced_tier: bool = False
     guard_max_loss: float = Field(0.10, ge=0, le=1)
     guard_override_parameter: str | None = None
     k8s_options: dict[str, Any] = Field(default_factory=dict)
-    ib_host_regex: str | None = None
-    domains_uri: str | None = None
-    netq_url: str | None = None
-    netq_credentials: str | None = None
-    netq_premises: list[str] = Field(default_factory=list)
-    gcp_project: str | None = None
-    gcp_zones: list[str] = Field(default_factory=list)
-    gcp_labels: list[str] = Field(default_factory=list)
-    gcp_domain_tier: str = "subblock"
-    compute_endpoint: str | None = None
+
+
+class AwsWiring(_Section):
+    """How the AWS functions reach each other (DynamoDB, SQS)."""
+
+    state_table: str | None = None
+    timer_queue_url: str | None = None
+    publish_queue_url: str | None = None
+    dlq_url: str | None = None
+
+
+class GcpWiring(_Section):
+    """How the GCP functions reach each other (Cloud Tasks, function URLs)."""
+
     cloudtasks_endpoint: str | None = None
     task_queue: str | None = None
     discover_url: str | None = None
@@ -120,6 +182,20 @@ class Settings(BaseModel):
     publish_url: str | None = None
     tasks_service_account: str | None = None
     discover_window: float = Field(5.0, ge=0)
+
+
+#: the concerns :class:`Settings` is made of; each ``TOPOCAST_*`` variable belongs to exactly one
+SECTIONS: tuple[type[_Section], ...] = (
+    StorageSettings, DiscoverySettings, RenderSettings, PublishSettings, AwsWiring, GcpWiring,
+)  # fmt: skip
+
+
+class Settings(StorageSettings, DiscoverySettings, RenderSettings, PublishSettings, AwsWiring, GcpWiring):
+    """Every function's configuration: the sections above, read from ``TOPOCAST_*`` by :func:`settings_from_env`.
+
+    Code that needs one concern takes that section's type (the publishers a ``PublishSettings``...);
+    the composition roots hold the whole.
+    """
 
     @property
     def uploads_uri(self) -> str:

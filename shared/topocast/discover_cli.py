@@ -1,6 +1,7 @@
 """``topocast discover``: run one provider's discovery once and print the normalized graph.
 
-The same provider code the functions run, with the operator's own credentials
+The same provider code the functions run, built through the same registry
+(:func:`topocast.providers.build_provider`), with the operator's own credentials
 (AWS: the standard environment, profiles, ``AWS_ENDPOINT_URL``; GCP:
 application-default credentials; NetQ: a credentials file or secret ARN).
 """
@@ -8,12 +9,15 @@ application-default credentials; NetQ: a credentials file or secret ARN).
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from topocast.errors import ProviderError
 from topocast.graph import dump_graph
-from topocast.providers.base import DiscoveryResult
+from topocast.hostlist import expand
+from topocast.providers import DiscoveryResult, ProviderInputs, build_provider
 
 
 @dataclass
@@ -46,91 +50,97 @@ class DiscoverArgs:
     accelerator_key: str | None = None
 
 
-def _aws(a: DiscoverArgs) -> DiscoveryResult:
-    from topocast.aws.clients import ec2_client
-    from topocast.providers.aws import AwsDiscoveryConfig, discover_full
-
-    config = AwsDiscoveryConfig.from_data(
-        {"cluster": a.cluster, "region": a.region, "filters": a.filters, "name_from": a.name_from}, "command line"
-    )
-    return discover_full(ec2_client(a.region), config)
+def _read_local(path: str) -> str:
+    try:
+        return Path(path).read_text()
+    except OSError as exc:
+        raise ProviderError(f"{path}: cannot read ({exc.strerror})") from None
 
 
-def _gcp(a: DiscoverArgs) -> DiscoveryResult:
-    from topocast.providers import gcp
+def _local_files(paths: list[Path]) -> Callable[[], dict[str, bytes]]:
+    def read() -> dict[str, bytes]:
+        out = {}
+        for p in paths:
+            try:
+                out[str(p)] = p.read_bytes()
+            except OSError as exc:
+                raise ProviderError(f"{p}: cannot read ibnetdiscover output ({exc.strerror})") from None
+        return out
 
-    if not a.project:
-        raise ProviderError("--provider gcp needs --project")
-    return gcp.discover_project(
-        a.project,
-        cluster=None if a.cluster == "default" else a.cluster,
-        zones=a.zones,
-        labels=a.labels,
-        name_from=a.name_from,
-        endpoint=a.compute_endpoint,
-    )
+    return read
 
 
-def _ibnetdiscover(a: DiscoverArgs) -> DiscoveryResult:
-    from topocast.hostlist import expand
-    from topocast.providers import ibnetdiscover
+def _secret(ref: str) -> str:
+    if ref.startswith("arn:"):
+        from topocast.providers.aws_sdk import read_secret_arn
 
-    if not a.inputs:
-        raise ProviderError("--provider ibnetdiscover needs --input FILE (repeatable)")
-    kwargs = {"host_regex": a.host_regex} if a.host_regex else {}
-    return ibnetdiscover.discover(
-        a.inputs,
-        cluster=a.cluster,
-        nodes=expand(a.nodes) if a.nodes else None,
-        domains=a.domains,
-        topograph_compat=a.topograph_compat,
-        **kwargs,
-    )
+        return read_secret_arn(ref)[0]
+    return _read_local(ref)
 
 
-def _netq(a: DiscoverArgs) -> DiscoveryResult:
-    from topocast.hostlist import expand
-    from topocast.providers import netq
+def _clients(a: DiscoverArgs) -> Callable[[str], Any]:
+    """SDK clients with the operator's own credentials (standard AWS chain / application-default)."""
 
-    if not (a.url and a.credentials):
-        raise ProviderError("--provider netq needs --url and --credentials FILE|ARN")
-    return netq.discover(
-        a.url,
-        credentials=a.credentials,
-        cluster=a.cluster,
-        nodes=expand(a.nodes) if a.nodes else None,
-        premises=a.premises or None,
-        domains=a.domains,
-        insecure=a.insecure,
-        ca_file=a.ca_file,
-    )
+    def client(service: str) -> Any:
+        if service == "ec2":
+            from topocast.aws.clients import ec2_client
 
+            return ec2_client(a.region)
+        if service == "compute":
+            from topocast.gcp.clients import compute_client
 
-def _k8s_labels(a: DiscoverArgs) -> DiscoveryResult:
-    from topocast.k8s.client import K8sConnection
-    from topocast.k8s.node_source import discover
-    from topocast.providers.k8s_labels import NodeLabelsConfig
+            return compute_client(a.compute_endpoint)
+        if service == "k8s-nodes":
+            from topocast.k8s.client import K8sConnection
+            from topocast.k8s.node_source import node_lister
 
-    bad = [kv for kv in a.labels if "=" not in kv]
-    if bad:
-        raise ProviderError(f"--label {bad[0]!r}: expected KEY=VALUE (only nodes carrying that label)")
-    selector = dict(kv.split("=", 1) for kv in a.labels) if a.labels else None
-    config = NodeLabelsConfig(
-        cluster=a.cluster, fabric_keys=a.fabric_keys, accelerator_key=a.accelerator_key, node_selector=selector
-    )
-    conn = K8sConnection(auth="kubeconfig", kubeconfig=a.kubeconfig) if a.kubeconfig else K8sConnection.from_env()
-    return discover(config, conn)
+            conn = (
+                K8sConnection(auth="kubeconfig", kubeconfig=a.kubeconfig) if a.kubeconfig else K8sConnection.from_env()
+            )
+            return node_lister(conn)
+        raise ProviderError(f"topocast discover has no {service!r} client")
+
+    return client
 
 
-PROVIDERS = {"aws": _aws, "gcp": _gcp, "ibnetdiscover": _ibnetdiscover, "netq": _netq, "k8s-labels": _k8s_labels}
+def provider_inputs(a: DiscoverArgs) -> ProviderInputs:
+    """The flags as the registry's :class:`ProviderInputs` (the functions build theirs from settings)."""
+    nodes = expand(a.nodes) if a.nodes else None
+    domains = str(a.domains) if a.domains else None
+    cluster = a.cluster
+    options: dict[str, Any]
+    if a.provider == "aws":
+        options = {"region": a.region, "filters": a.filters, "name_from": a.name_from}
+    elif a.provider == "gcp":
+        if not a.project:
+            raise ProviderError("--provider gcp needs --project")
+        if cluster == "default":
+            value = a.labels[0].partition("=")[2] if len(a.labels) == 1 else ""
+            cluster = value or a.project
+        options = {"project": a.project, "zones": a.zones, "labels": a.labels, "name_from": a.name_from}
+    elif a.provider == "ibnetdiscover":
+        if not a.inputs:
+            raise ProviderError("--provider ibnetdiscover needs --input FILE (repeatable)")
+        options = {"host_regex": a.host_regex, "nodes": nodes, "domains_uri": domains,
+                   "topograph_compat": a.topograph_compat}  # fmt: skip
+    elif a.provider == "netq":
+        if not (a.url and a.credentials):
+            raise ProviderError("--provider netq needs --url and --credentials FILE|ARN")
+        options = {"url": a.url, "credentials": a.credentials, "premises": a.premises, "nodes": nodes,
+                   "domains_uri": domains, "insecure": a.insecure, "ca_file": a.ca_file}  # fmt: skip
+    elif a.provider == "k8s-labels":
+        bad = [kv for kv in a.labels if "=" not in kv]
+        if bad:
+            raise ProviderError(f"--label {bad[0]!r}: expected KEY=VALUE (only nodes carrying that label)")
+        selector = dict(kv.split("=", 1) for kv in a.labels) if a.labels else None
+        options = {"fabric_keys": a.fabric_keys, "accelerator_key": a.accelerator_key, "node_selector": selector}
+    else:
+        options = {}
+    return ProviderInputs(cluster, options, _clients(a), _local_files(a.inputs), _read_local, _secret)
 
 
 def run_discover(args: DiscoverArgs, out: Path | None) -> DiscoveryResult:
-    try:
-        run = PROVIDERS[args.provider]
-    except KeyError:
-        raise ProviderError(f"unknown provider {args.provider!r}; known: {', '.join(PROVIDERS)}") from None
-    result = run(args)
+    result = build_provider(args.provider, provider_inputs(args)).discover_full(None)
     for warning in result.warnings:
         print(f"topocast: warning: {warning}", file=sys.stderr)
     text = dump_graph(result.graph)

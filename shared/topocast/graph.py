@@ -33,7 +33,7 @@ from topocast.limits import MAX_GRAPH_BYTES, check_size, read_capped
 from topocast.names import check_node_name
 from topocast.validation import check_json_depth, validate
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION: Literal[1] = 1
 
 
 class Node(BaseModel):

@@ -48,7 +48,7 @@ def check_name(value: object, kind: str, where: str, max_len: int) -> str:
     identifies the object it belongs to, so the error points at it.
     """
     if value in _KNOWN_SAFE:
-        return value  # type: ignore[return-value]
+        return value
     if not isinstance(value, str):
         raise UnsafeNameError(f"{kind} of {where} must be a string, got {type(value).__name__}")
     if not value:

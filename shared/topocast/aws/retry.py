@@ -1,7 +1,8 @@
 """Bounded retries with jittered exponential backoff for transient AWS failures.
 
-botocore already retries some errors; this layer makes the adapters' contract
-explicit (and testable): a transient failure (connection error, 5xx, throttling)
+The only retry layer of the S3 / SSM / DynamoDB / SQS calls (their clients have
+botocore's retries off, :mod:`topocast.providers.aws_sdk`), so each call has one
+budget: ``TOPOCAST_AWS_STORE_ATTEMPTS`` attempts (default 4). A transient failure (connection error, 5xx, throttling)
 is retried a few times, then the error propagates unchanged so the caller's input
 (the SQS batch, the EventBridge event) is retried by the platform and nothing is
 lost. Semantic failures (412 PreconditionFailed, conditional-check failures,
@@ -15,6 +16,8 @@ import random
 import time
 from collections.abc import Callable
 from typing import TypeVar
+
+from topocast.providers.aws_sdk import store_attempts_from_env
 
 log = logging.getLogger(__name__)
 
@@ -74,12 +77,18 @@ def with_retries(
     fn: Callable[[], T],
     *,
     what: str,
-    attempts: int = 4,
+    attempts: int | None = None,
     base_delay: float = 0.1,
     max_delay: float = 2.0,
     sleep: Callable[[float], None] = time.sleep,
 ) -> T:
-    """Call ``fn``; on a transient error retry up to ``attempts`` calls in total, then re-raise."""
+    """Call ``fn``; on a transient error retry up to ``attempts`` calls in total, then re-raise.
+
+    ``attempts`` defaults to ``TOPOCAST_AWS_STORE_ATTEMPTS`` (4): the only retry budget of the
+    clients these calls use, whose botocore retries are off (:mod:`topocast.providers.aws_sdk`).
+    """
+    if attempts is None:
+        attempts = store_attempts_from_env()
     for attempt in range(1, attempts + 1):
         try:
             return fn()

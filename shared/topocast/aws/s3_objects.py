@@ -28,7 +28,7 @@ _LOST_RACE = {"PreconditionFailed"}
 class S3Objects:
     """Objects of one S3 bucket through a boto3 S3 client."""
 
-    def __init__(self, bucket: str, s3_client: Any, *, attempts: int = 4, base_delay: float = 0.1) -> None:
+    def __init__(self, bucket: str, s3_client: Any, *, attempts: int | None = None, base_delay: float = 0.1) -> None:
         self.bucket = bucket
         self.s3 = s3_client
         self.attempts = attempts
@@ -102,12 +102,29 @@ class S3Objects:
             raise
         return True
 
+    def list_prefix(self, prefix: str) -> list[ObjectInfo]:
+        out: list[ObjectInfo] = []
+        pages = self.s3.get_paginator("list_objects_v2").paginate(Bucket=self.bucket, Prefix=prefix)
+        for page in self._call(f"list {self.uri(prefix)}", lambda: list(pages)):
+            out += [
+                ObjectInfo(o["Key"], o.get("ETag"), {}, int(o.get("Size") or 0), o.get("LastModified"))
+                for o in page.get("Contents", [])
+            ]
+        return out
+
 
 class S3Backed:
     """Mixin: ``Store(bucket, prefix, cluster, s3_client)`` for a store built on ``(objects, prefix, cluster)``."""
 
     def __init__(
-        self, bucket: str, prefix: str, cluster: str, s3_client: Any, *, attempts: int = 4, base_delay: float = 0.1
+        self,
+        bucket: str,
+        prefix: str,
+        cluster: str,
+        s3_client: Any,
+        *,
+        attempts: int | None = None,
+        base_delay: float = 0.1,
     ) -> None:
         objects = S3Objects(bucket, s3_client, attempts=attempts, base_delay=base_delay)
         super().__init__(objects, prefix, cluster)  # type: ignore[call-arg]  # the store class after this mixin

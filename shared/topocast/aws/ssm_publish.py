@@ -127,3 +127,16 @@ class SsmPublisher(FilePublisher):
             # whatever is there is not ours or is damaged; replacing it with a good value is the fix
             log.warning("overwriting unreadable parameter: %s", exc)
             return None
+
+
+def from_inputs(inputs: Any) -> SsmPublisher:
+    """Registry factory (``PUBLISHERS["ssm"]``): large values go to ``s3://<bucket>/<prefix>/<cluster>/published/``."""
+    s = inputs.settings
+    return SsmPublisher(
+        s.ssm_path,
+        inputs.sdk_client("ssm"),
+        inputs.sdk_client("s3"),
+        s.bucket or "",
+        s3_prefix=f"{s.prefix.strip('/')}/{s.cluster}/published",  # what the IAM roles allow
+        allow_advanced=s.ssm_advanced_tier,
+    )

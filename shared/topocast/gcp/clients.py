@@ -25,11 +25,12 @@ alone takes seconds to import).
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 from topocast import __version__
+from topocast.providers.gcp_sdk import RetryPolicy, transient_retry
+
+__all__ = ["RetryPolicy", "compute_client", "is_local", "storage_client", "tasks_client", "transient_retry"]
 
 USER_AGENT = f"topocast/{__version__}"
 COMPUTE_ENDPOINT_ENV = "TOPOCAST_COMPUTE_ENDPOINT"
@@ -60,34 +61,6 @@ def _client_kwargs(endpoint: str | None) -> dict[str, Any]:
     return kwargs
 
 
-@dataclass(frozen=True)
-class RetryPolicy:
-    """Backoff for "try again later" answers: first delay, longest delay, total time before giving up."""
-
-    initial: float = 0.2
-    maximum: float = 10.0
-    timeout: float = 120.0
-
-
-def transient_retry(policy: RetryPolicy | None = None, *, on_error: Callable[[Exception], None] | None = None) -> Any:
-    """google-api-core ``Retry`` for "try again later" answers (429, 5xx, deadline)."""
-    from google.api_core import exceptions as gexc
-    from google.api_core import retry as gretry
-
-    p = policy or RetryPolicy()
-    predicate = gretry.if_exception_type(
-        gexc.TooManyRequests,
-        gexc.InternalServerError,
-        gexc.BadGateway,
-        gexc.ServiceUnavailable,
-        gexc.GatewayTimeout,
-        gexc.DeadlineExceeded,
-    )
-    return gretry.Retry(
-        predicate=predicate, initial=p.initial, maximum=p.maximum, multiplier=2.0, timeout=p.timeout, on_error=on_error
-    )
-
-
 def compute_client(endpoint: str | None = None) -> Any:
     """``compute_v1.InstancesClient`` over REST (the only transport compute supports)."""
     from google.cloud import compute_v1
@@ -96,7 +69,7 @@ def compute_client(endpoint: str | None = None) -> Any:
 
 
 def storage_client(project: str | None = None, endpoint: str | None = None) -> Any:
-    from google.cloud import storage
+    from google.cloud import storage  # type: ignore[attr-defined]
 
     url = _endpoint(endpoint, STORAGE_EMULATOR_ENV)
     kwargs: dict[str, Any] = {"project": project}

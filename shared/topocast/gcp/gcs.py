@@ -100,8 +100,8 @@ class GcsObjects:
             return False
         return True
 
-    def list(self, prefix: str) -> list[ObjectInfo]:
+    def list_prefix(self, prefix: str) -> list[ObjectInfo]:
         return [
-            ObjectInfo(b.name, int(b.generation), dict(b.metadata or {}), int(b.size or 0))
+            ObjectInfo(b.name, int(b.generation), dict(b.metadata or {}), int(b.size or 0), b.updated)
             for b in self.client.list_blobs(self.bucket_name, prefix=prefix, retry=self._retry())
         ]

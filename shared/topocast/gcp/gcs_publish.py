@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Collection
+from typing import Any
 
 from topocast.errors import TopocastError
 from topocast.gcp.gcs import GcsObjects
@@ -82,3 +83,14 @@ class GcsSlurmPublisher(FilePublisher):
                 log.info("%s <- generation %d", uri, generation)
                 return "written", uri
         raise TopocastError(f"{uri}: the object kept changing while publishing generation {generation}; retry")
+
+
+def from_inputs(inputs: Any) -> GcsSlurmPublisher:
+    """Registry factory (``PUBLISHERS["gcs"]``): one object per Slurm format under ``<prefix>/<cluster>/slurm/``."""
+    from topocast.pipeline.objects import cluster_base
+
+    s = inputs.settings
+    if inputs.objects is None:
+        raise TopocastError("the gcs publisher needs the pipeline's bucket")
+    formats = [f for f in s.formats if f in SLURM_FORMATS]
+    return GcsSlurmPublisher(inputs.objects, cluster_base(s.prefix, s.cluster, "slurm"), formats=formats)

@@ -125,7 +125,9 @@ class K8sConnection(BaseModel):
         """Read ``TOPOCAST_K8S_<FIELD>`` variables (``_AUTH``, ``_ENDPOINT``, ``_CA_DATA``, ``_EKS_CLUSTER``,
         ``_REGION``, ...), which is how Terraform hands the endpoint and CA to a function."""
         env = os.environ if environ is None else environ
-        values = {name: env[prefix + name.upper()] for name in cls.model_fields if prefix + name.upper() in env}
+        values: dict[str, Any] = {
+            name: env[prefix + name.upper()] for name in cls.model_fields if prefix + name.upper() in env
+        }
         if "insecure_skip_tls_verify" in values:
             values["insecure_skip_tls_verify"] = values["insecure_skip_tls_verify"].lower() in ("1", "true", "yes")
         return cls.model_validate(values)
@@ -465,13 +467,13 @@ def build_client(
     elif token_source is None and mode == "gke":
         token_source = make_gke_token_source()
     config = _kube_config(conn, mode)
-    if config.user is None:
-        config = config._replace(user=User())
+    user = config.user if config.user is not None else User()
+    config = config._replace(user=user)
     if inner_transport is None:
         verify: ssl.SSLContext | bool = False
         if config.cluster.server.startswith("https://"):
             try:
-                verify = verify_cluster(config.cluster, config.user, config.abs_file)  # CA + client certificate
+                verify = verify_cluster(config.cluster, user, config.abs_file)  # CA + client certificate
             except (OSError, ssl.SSLError, ConfigError) as exc:
                 raise KubernetesConfigError(f"cannot set up TLS for {config.cluster.server}: {exc}") from None
         inner_transport = httpx2.HTTPTransport(verify=verify, limits=httpx2.Limits(max_keepalive_connections=16))

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 import httpx2
 from lightkube.core.exceptions import ApiError
@@ -31,6 +31,21 @@ def list_node_info(kc: KubeClient, config: NodeLabelsConfig, page_size: int | No
     except httpx2.HTTPError as exc:
         raise ProviderError(f"listing Kubernetes nodes at {kc.server} failed: {exc}") from None
     return [ClusterNodeInfo(n.name, n.labels, n.annotations, n.provider_id) for n in nodes]
+
+
+def node_lister(
+    connection: K8sConnection | None = None, settings: ClientSettings | None = None
+) -> Callable[[NodeLabelsConfig], list[ClusterNodeInfo]]:
+    """The ``k8s-nodes`` client a shell hands the ``k8s-labels`` provider: one Node LIST per call."""
+
+    def list_nodes(config: NodeLabelsConfig) -> list[ClusterNodeInfo]:
+        kc = build_client(connection or K8sConnection(), settings)
+        try:
+            return list_node_info(kc, config)
+        finally:
+            kc.close()
+
+    return list_nodes
 
 
 def discover(

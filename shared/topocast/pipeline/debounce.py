@@ -58,6 +58,8 @@ class DebounceState:
     lease_until: float | None = None
     #: optimistic-concurrency counter, bumped by the store on every write
     version: int = 0
+    #: renders of the pending changes that failed in a row (reset by a successful render)
+    render_failures: int = 0
     #: IDs of the last few writes, newest last (set by the runner, not by the transitions below):
     #: a writer whose conditional write landed but whose response was lost finds its ID here
     recent_writes: tuple[str, ...] = ()
@@ -198,4 +200,33 @@ def on_rendered(
         due = decide(done, now, quiet, max_wait)
         return _arm(done, now, due.wait_seconds, new_timer_id, "changes arrived during the render")
     idle = replace(done, phase="idle", timer_id=None, timer_due_at=None, lease_until=None, first_change_at=None)
-    return Step(idle, Decision("idle", reason=f"generation {generation} rendered"))
+    return Step(replace(idle, render_failures=0), Decision("idle", reason=f"generation {generation} rendered"))
+
+
+def on_render_failed(
+    state: DebounceState,
+    timer_id: str | None,
+    now: float,
+    *,
+    new_timer_id: str,
+    retry_after: float,
+    max_failures: int,
+) -> Step:
+    """The render claimed by ``timer_id`` failed: arm a retry, or give up after ``max_failures`` in a row.
+
+    Giving up is the decision ``drop`` (the caller dead-letters and alarms); the state goes idle
+    and the next change renders again, so a fixed graph recovers on its own.
+    """
+    if timer_id is None or timer_id != state.timer_id or state.phase != "rendering":
+        return Step(state, Decision("drop", reason="another timer took over"))
+    failures = state.render_failures + 1
+    if failures >= max_failures:
+        # the given-up generation counts as not noted: the same number written again (a healed store) renders
+        idle = replace(
+            state, phase="idle", timer_id=None, timer_due_at=None, lease_until=None, first_change_at=None,
+            render_failures=0, latest_generation=state.last_rendered_generation,
+        )  # fmt: skip
+        return Step(idle, Decision("drop", reason=f"render failed {failures} time(s) in a row; giving up"))
+    # pending again, already quiet: the retry timer renders as soon as it fires
+    pending = replace(state, render_failures=failures, first_change_at=now, last_change_at=now - retry_after)
+    return _arm(pending, now, retry_after, new_timer_id, f"render failed ({failures}/{max_failures}); retrying")

@@ -154,6 +154,17 @@ class DebounceRunner:
         )
         return replace(step.decision, cluster=cluster)
 
+    def render_failed(self, cluster: str, decision: Decision, *, max_failures: int) -> Decision:
+        """The render that ``decision`` started failed: a retry timer (after ``quiet``), or ``drop`` when
+        ``max_failures`` renders failed in a row (the caller dead-letters it)."""
+        step = self._transition(
+            cluster,
+            lambda s, now, tid: core.on_render_failed(
+                s, decision.timer_id, now, new_timer_id=tid, retry_after=self.quiet, max_failures=max_failures
+            ),
+        )
+        return replace(step.decision, cluster=cluster)
+
     def _transition(self, cluster: str, fn: Callable[[DebounceState, float, str], Step]) -> Step:
         new_timer_id = uuid.uuid4().hex
         for _ in range(self.max_attempts):

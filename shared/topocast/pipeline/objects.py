@@ -35,6 +35,8 @@ class ObjectInfo:
     generation: Any
     metadata: dict[str, str]
     size: int = 0
+    #: when the service says this version was written (None: it did not say)
+    updated: datetime | None = None
 
 
 @dataclass(frozen=True)
@@ -77,6 +79,10 @@ class ObjectStore(Protocol):
         """Delete; False when ``if_generation_match`` did not hold (or, where the service says so, it was gone)."""
         ...
 
+    def list_prefix(self, prefix: str) -> list[ObjectInfo]:
+        """Every object whose key starts with ``prefix`` (all pages), with its token and ``updated``."""
+        ...
+
 
 def cluster_base(prefix: str, cluster: str, part: str) -> str:
     """``<prefix>/<cluster>/<part>`` without empty segments: the same layout in every bucket."""
@@ -97,3 +103,24 @@ def get_json(objects: ObjectStore, key: str) -> Any | None:
 def put_json(objects: ObjectStore, key: str, data: Any) -> None:
     """Write ``data`` as (indented) JSON, unconditionally."""
     objects.put(key, json.dumps(data, indent=1).encode(), content_type="application/json")
+
+
+#: the file an on-prem collector uploads per host: ``<prefix>/<cluster>/uploads/<host>/ibnetdiscover.out``
+UPLOAD_NAME = "ibnetdiscover.out"
+
+
+def read_uploads(objects: ObjectStore, prefix: str) -> dict[str, bytes]:
+    """Every ``<prefix>/<host>/ibnetdiscover.out`` under ``prefix``, newest first: ``{uri: content}``."""
+    prefix = prefix.strip("/")
+    depth = prefix.count("/") + 2 if prefix else 1
+    found = [
+        o for o in objects.list_prefix(f"{prefix}/" if prefix else "")
+        if o.key.endswith(f"/{UPLOAD_NAME}") and o.key.count("/") == depth
+    ]  # fmt: skip
+    found.sort(key=lambda o: (-(o.updated.timestamp() if o.updated else 0.0), o.key))
+    out: dict[str, bytes] = {}
+    for info in found:
+        got = objects.get(info.key)
+        if got is not None:
+            out[objects.uri(info.key)] = got.data
+    return out

@@ -33,8 +33,8 @@ from topocast.pipeline.guard import (
     reconcile_confirms,
 )
 from topocast.pipeline.objects import ObjectStore, cluster_base, get_json, put_json
+from topocast.pipeline.publisher import Publisher, PublishResult
 from topocast.pipeline.store import GraphStore
-from topocast.publish.base import Publisher, PublishResult
 
 
 @dataclass(frozen=True)

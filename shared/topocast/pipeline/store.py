@@ -170,6 +170,11 @@ class MemoryGraphStore:
             self._latest = plan.generation
             return WriteResult(plan.generation, changed=True)
 
+    def replace_unreadable(self, graph: TopologyGraph) -> WriteResult:
+        """Nothing in memory is ever unreadable: the next generation, on top of the latest."""
+        current = self.latest()
+        return self.write_if_changed(graph, expected_generation=current.generation if current else None)
+
 
 class ObjectGraphStore:
     """Graph generations of one cluster in a bucket (layout and write protocol: the module docstring)."""

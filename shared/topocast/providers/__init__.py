@@ -1,31 +1,59 @@
-"""Topology sources ("providers"): where a graph comes from.
+"""Topology sources ("providers"): where a graph comes from, looked up by name.
 
-Each provider lives in its own module and is looked up by name here, so adding
-a cloud or a fabric tool touches one module plus one line below. Modules are
-imported lazily: the AWS Lambda never pays for the GCP SDK and vice versa.
+Each provider is one module with a ``provider(inputs: ProviderInputs) -> Provider`` factory,
+registered below with one line; the functions (``app.discover``) and ``topocast discover``
+both build their provider through :func:`build_provider`, so this table is the code path.
+Modules are imported lazily: the AWS Lambda never pays for the GCP SDK and vice versa.
 """
 
 from __future__ import annotations
 
 import importlib
-from types import ModuleType
+from collections.abc import Callable
 
 from topocast.errors import ProviderError
+from topocast.providers.base import DiscoveryResult, NeedsFullScan, Provider, ProviderInputs
 
-#: provider name -> module implementing it
-PROVIDERS: dict[str, str] = {
-    "model": "topocast.providers.model",
-    "aws": "topocast.providers.aws",
-    "gcp": "topocast.providers.gcp",
-    "ibnetdiscover": "topocast.providers.ibnetdiscover",
-    "netq": "topocast.providers.netq",
-    "k8s-labels": "topocast.providers.k8s_labels",
+__all__ = [
+    "PROVIDERS",
+    "DiscoveryResult",
+    "NeedsFullScan",
+    "Provider",
+    "ProviderFactory",
+    "ProviderInputs",
+    "build_provider",
+    "register_provider",
+]
+
+ProviderFactory = Callable[[ProviderInputs], Provider]
+
+#: provider name -> ``"module:factory"`` (or a factory itself, for providers registered at run time)
+PROVIDERS: dict[str, str | ProviderFactory] = {
+    "aws": "topocast.providers.aws:provider",
+    "gcp": "topocast.providers.gcp:provider",
+    "ibnetdiscover": "topocast.providers.onprem:ibnetdiscover_provider",
+    "netq": "topocast.providers.onprem:netq_provider",
+    "k8s-labels": "topocast.providers.k8s_labels:provider",
 }
 
 
-def provider_module(name: str) -> ModuleType:
+def register_provider(name: str, factory: str | ProviderFactory) -> None:
+    """Add (or replace) a provider; ``factory`` is ``"module:function"`` or the function."""
+    PROVIDERS[name] = factory
+
+
+def build_provider(name: str, inputs: ProviderInputs) -> Provider:
+    """The provider registered as ``name``, built from ``inputs``; a clear error when unknown."""
     try:
-        path = PROVIDERS[name]
+        target = PROVIDERS[name]
     except KeyError:
         raise ProviderError(f"unknown provider {name!r}; known: {', '.join(sorted(PROVIDERS))}") from None
-    return importlib.import_module(path)
+    if isinstance(target, str):
+        module, _, attr = target.partition(":")
+        try:
+            factory: ProviderFactory = getattr(importlib.import_module(module), attr)
+        except ImportError as exc:
+            raise ProviderError(f"provider {name!r} is not available ({module}: {exc})") from None
+    else:
+        factory = target
+    return factory(inputs)

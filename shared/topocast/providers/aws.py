@@ -58,23 +58,26 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from topocast.aws.ec2_calls import Ec2Calls
 from topocast.changes import InstanceChange
 from topocast.errors import ProviderError, TopocastError
 from topocast.graph import Node, TopologyGraph
 from topocast.names import check_node_name
 from topocast.providers import base
 from topocast.providers.aws_capacity import parse_reserved_nodes, reserved_nodes
+from topocast.providers.base import ProviderInputs
+from topocast.providers.ec2_calls import Ec2Calls
 from topocast.validation import describe, validate
 
 __all__ = [
     "AwsDiscoveryConfig",
+    "AwsProvider",
     "DiscoveryResult",
     "Ec2Filter",
     "InstanceChange",
     "discover_full",
     "discover_instances",
     "parse_filter",
+    "provider",
 ]
 
 DEFAULT_ULTRASERVER_FAMILIES = ("p6e-gb200", "p6e-gb300", "trn2u")
@@ -332,7 +335,7 @@ def _build_nodes(
         prev = prev_by_id.get(iid)
         accelerator, pending = block, False
         if block is None:
-            ultra = bool(itype) and itype.split(".", 1)[0] in config.ultraserver_families
+            ultra = itype is not None and str(itype).split(".", 1)[0] in config.ultraserver_families
             if ultra or (prev is not None and prev.accelerator):
                 accelerator, pending = (prev.accelerator if prev else None), True
                 pending_domain.append(iid)
@@ -456,7 +459,7 @@ def discover_instances(
     for iid in gone:  # terminated between the two calls
         live.pop(iid, None)
         by_id.pop(iid, None)
-    taken = {n.name: n.id for i, n in by_id.items() if i not in live}
+    taken = {n.name: i for i, n in by_id.items() if i not in live}
     names, name_warnings = _names(live, config.name_from, taken)
     nodes, node_warnings = _build_nodes(live, topo, names, config, previous)
     for node in nodes:
@@ -466,3 +469,30 @@ def discover_instances(
     keep = [n for n in keep if n.name not in launched]
     graph = _graph(config, keep + list(by_id.values()), previous)
     return DiscoveryResult(graph, api.calls, warnings + name_warnings + node_warnings, api.retries, "ids")
+
+
+# ----- the Provider the functions and the CLI build through the registry -------------------------
+class AwsProvider:
+    """:class:`~topocast.providers.base.Provider` over an EC2 client the shell created (``sdk_client("ec2")``)."""
+
+    name = "aws"
+    incremental = True
+
+    def __init__(self, inputs: ProviderInputs) -> None:
+        data = {"cluster": inputs.cluster, **{k: v for k, v in inputs.options.items() if v not in (None, [])}}
+        self.config = AwsDiscoveryConfig.from_data(data, "AWS discovery settings (TOPOCAST_* / flags)")
+        self._client = inputs.sdk_client
+
+    def discover_full(self, previous: TopologyGraph | None) -> DiscoveryResult:
+        return discover_full(self._client("ec2"), self.config, previous)
+
+    def discover_changes(self, previous: TopologyGraph, changes: Sequence[InstanceChange]) -> DiscoveryResult:
+        return discover_instances(self._client("ec2"), self.config, previous, changes)
+
+    def scope(self, change: InstanceChange) -> str | None:
+        return None  # the EventBridge rule and the cluster filters (checked by DescribeInstances) scope it
+
+
+def provider(inputs: ProviderInputs) -> AwsProvider:
+    """Options: ``region``, ``filters``, ``instance_types``, ``zones``, ``name_from``, ``topology_strategy``."""
+    return AwsProvider(inputs)

@@ -101,10 +101,10 @@ def collapse(attach: Mapping[str, Iterable[str]], uplinks: Mapping[str, Iterable
         rep_of: dict[str, str] = {}
         group: dict[str, list[str]] = {}
         size: dict[str, int] = {}
-        for children, switches in by_children.items():
+        for members, switches in by_children.items():
             rep = min(switches)
             group[rep] = sorted(switches)
-            size[rep] = len(children)
+            size[rep] = len(members)
             for sw in switches:
                 rep_of[sw] = rep
                 if sw != rep:

@@ -121,11 +121,12 @@ def parse(text: str | bytes, source: str = "ibnetdiscover") -> Fabric:
     """
     check_size(len(text), MAX_UPLOAD_BYTES, source, ProviderError)
     if isinstance(text, bytes):
+        data = text
         try:
-            text = text.decode("utf-8")
+            text = data.decode("utf-8")
         except UnicodeDecodeError as exc:
-            line = text.count(b"\n", 0, exc.start) + 1
-            raise ProviderError(f"{source}:{line}: not UTF-8 text (is this ibnetdiscover output?)") from None
+            at = data.count(b"\n", 0, exc.start) + 1
+            raise ProviderError(f"{source}:{at}: not UTF-8 text (is this ibnetdiscover output?)") from None
     fabric = Fabric()
     lines = text.split("\n")
     complete = text.endswith("\n")

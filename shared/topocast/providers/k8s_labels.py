@@ -37,14 +37,17 @@ a graph from labels equals the AWS provider's graph (Topograph reads the same
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from topocast.changes import InstanceChange
+from topocast.errors import ProviderError
 from topocast.graph import TopologyGraph, graph_from_data
-from topocast.providers.base import DiscoveryResult
+from topocast.providers.base import DiscoveryResult, ProviderInputs
+from topocast.validation import validate
 
 Scheme = Literal["custom", "topograph", "eks", "gke"]
 DEFAULT_SCHEMES: tuple[Scheme, ...] = ("custom", "topograph", "eks", "gke")
@@ -172,4 +175,46 @@ def graph_from_nodes(nodes: Iterable[ClusterNodeInfo], config: NodeLabelsConfig)
     return DiscoveryResult(graph, {}, warnings)
 
 
-__all__ = ["ANNOTATIONS", "ClusterNodeInfo", "NodeLabelsConfig", "fabric_of", "graph_from_nodes"]
+__all__ = [
+    "ANNOTATIONS",
+    "ClusterNodeInfo",
+    "NodeLabelsConfig",
+    "NodeLabelsProvider",
+    "NodeLister",
+    "fabric_of",
+    "graph_from_nodes",
+    "provider",
+]
+
+
+#: what the shell supplies as ``sdk_client("k8s-nodes")``: lists the cluster's Nodes for a config
+NodeLister = Callable[[NodeLabelsConfig], list[ClusterNodeInfo]]
+
+
+@dataclass(frozen=True)
+class NodeLabelsProvider:
+    """The ``k8s-labels`` source: Node labels have no per-instance read, so every change is a full one."""
+
+    inputs: ProviderInputs
+    name = "k8s-labels"
+    incremental = False
+
+    def config(self) -> NodeLabelsConfig:
+        data = {k: v for k, v in self.inputs.options.items() if v not in (None, [], {})}
+        return validate(NodeLabelsConfig, {**data, "cluster": self.inputs.cluster}, "k8s-labels options", ProviderError)
+
+    def discover_full(self, previous: TopologyGraph | None) -> DiscoveryResult:
+        config = self.config()
+        lister: NodeLister = self.inputs.sdk_client("k8s-nodes")
+        return graph_from_nodes(lister(config), config)
+
+    def discover_changes(self, previous: TopologyGraph, changes: Sequence[InstanceChange]) -> DiscoveryResult:
+        return self.discover_full(previous)
+
+    def scope(self, change: InstanceChange) -> str | None:
+        return None
+
+
+def provider(inputs: ProviderInputs) -> NodeLabelsProvider:
+    """Registry factory (``k8s-labels``); the shell supplies the Node listing as ``sdk_client("k8s-nodes")``."""
+    return NodeLabelsProvider(inputs)

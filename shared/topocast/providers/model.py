@@ -108,10 +108,10 @@ def _model_to_graph(
         if not names:
             raise InvalidGraphError(f"{source}: blocks[{i}] has no nodes")
         path: list[str] = []
-        cur = leaf
-        while cur is not None:
-            path.append(cur)
-            cur = parent.get(cur)
+        up: str | None = leaf
+        while up is not None:
+            path.append(up)
+            up = parent.get(up)
         labels: dict[str, str] = {REGION_KEY: "none"}
         for sw in reversed(path):  # root first, so closer switches override
             labels.update(sw_labels.get(sw, {}))
@@ -135,8 +135,8 @@ def _model_to_graph(
     else:
         by_id = {instance_id_prefix + h: h for h in hosts}
         for iid, name in instances.items():
-            host = by_id.get(iid)
-            info = hosts[host] if host is not None else {}
+            owner = by_id.get(iid)
+            info = hosts[owner] if owner is not None else {}
             nodes.append({"name": name, "id": iid, **info})
     return graph_from_data({"schema_version": 1, "cluster": cluster, "provider": "model", "nodes": nodes}, source)
 

@@ -78,41 +78,23 @@ def _creds_from_json(text: str, source: str, notes: tuple[str, ...] = ()) -> Net
     return NetqCredentials(data["username"], data["password"], nmx_user, nmx_pass, notes)
 
 
-def load_credentials(ref: str, *, session: Any = None) -> NetqCredentials:
+def load_credentials(
+    ref: str, *, session: Any = None, read_secret: Callable[[str], tuple[str, str | None]] | None = None
+) -> NetqCredentials:
     """Credentials from a file path, ``arn:aws:secretsmanager:...`` or ``arn:aws:ssm:...:parameter/...``.
 
-    ``session`` is an optional ``boto3.Session`` for the ARN forms (boto3 is imported only then).
+    The ARN forms are read by ``read_secret(ref) -> (text, SSM parameter type or None)``, which the
+    shell supplies; by default :func:`topocast.providers.aws_sdk.read_secret_arn` with ``session``.
     """
     if ref.startswith("arn:"):
-        parts = ref.split(":", 5)
-        if len(parts) < 6 or parts[2] not in ("secretsmanager", "ssm"):
-            raise ProviderError(f"{ref}: not a Secrets Manager secret or SSM parameter ARN")
-        region = parts[3] or None
-        if session is None:
-            import boto3
+        if read_secret is None:
+            from topocast.providers.aws_sdk import read_secret_arn
 
-            session = boto3
-        from topocast.aws.clients import client_config
-
-        if parts[2] == "secretsmanager":
-            sm = session.client("secretsmanager", region_name=region, config=client_config())
-            try:
-                secret = sm.get_secret_value(SecretId=ref)
-            except Exception as exc:  # botocore ClientError and friends; the message names the cause
-                raise ProviderError(f"{ref}: cannot read secret ({exc})") from None
-            return _creds_from_json(secret.get("SecretString") or "", ref)
-        resource = parts[5]
-        if not resource.startswith("parameter/"):
-            raise ProviderError(f"{ref}: SSM ARN must name a parameter (…:parameter/NAME)")
-        name = resource.removeprefix("parameter")
-        name = name if name.count("/") > 1 else name.lstrip("/")  # "/a/b" keeps its slash, "a" has none
-        ssm = session.client("ssm", region_name=region, config=client_config())
-        try:
-            param = ssm.get_parameter(Name=name, WithDecryption=True)["Parameter"]
-        except Exception as exc:
-            raise ProviderError(f"{ref}: cannot read parameter ({exc})") from None
-        warn = () if param.get("Type") == "SecureString" else (f"{ref} is not a SecureString parameter",)
-        return _creds_from_json(param.get("Value", ""), ref, warn)
+            text, kind = read_secret_arn(ref, session=session)
+        else:
+            text, kind = read_secret(ref)
+        warn = () if kind in (None, "SecureString") else (f"{ref} is not a SecureString parameter",)
+        return _creds_from_json(text, ref, warn)
     path = Path(ref)
     try:
         text = path.read_text()
@@ -167,7 +149,7 @@ def _parse_topology(data: Any, source: str) -> NetqFabric:
     for i, group in enumerate(body.get("nodes") or []):
         members = group.get("compounded_nodes") if isinstance(group, dict) else None
         _expect(isinstance(members, list), source, f"[0].nodes[{i}]", "has no compounded_nodes list")
-        for j, n in enumerate(members):
+        for j, n in enumerate(members or []):
             where = f"[0].nodes[{i}].compounded_nodes[{j}]"
             ok = isinstance(n, dict) and isinstance(n.get("id"), str) and isinstance(n.get("name"), str)
             _expect(ok and isinstance(n.get("tier"), int), source, where, "needs string id, name and integer tier")

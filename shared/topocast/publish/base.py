@@ -11,33 +11,16 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Mapping
-from dataclasses import dataclass, field
-from typing import Literal, Protocol
+from typing import Literal
 
 from topocast.errors import TopocastError
 from topocast.pipeline.artifacts import Manifest, ManifestEntry
+from topocast.pipeline.publisher import Publisher, PublishResult
+
+__all__ = ["FileOutcome", "FilePublisher", "PublishResult", "Publisher", "verified_content"]
 
 #: what publishing one file did: wrote it, found it current, or found a newer generation there
 FileOutcome = Literal["written", "current", "older"]
-
-
-@dataclass(frozen=True)
-class PublishResult:
-    #: True when the target now serves this manifest's content (written now or already there)
-    published: bool
-    detail: str
-    #: targets written by this call (parameter names, object names...)
-    written: list[str] = field(default_factory=list)
-    #: targets left alone, each with the reason (already current, newer generation present...)
-    skipped: list[str] = field(default_factory=list)
-
-
-class Publisher(Protocol):
-    name: str
-
-    def publish(self, manifest: Manifest, artifacts: Mapping[str, bytes]) -> PublishResult:
-        """Push ``artifacts`` (file name -> bytes, as listed in ``manifest``) to the target."""
-        ...
 
 
 class FilePublisher:

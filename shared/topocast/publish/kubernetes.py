@@ -12,7 +12,7 @@ from typing import Any
 
 from topocast.k8s.publisher import K8sPublishResult, KubernetesPublisher, KubernetesPublisherConfig
 
-__all__ = ["K8sPublishResult", "KubernetesPublisher", "KubernetesPublisherConfig", "from_settings"]
+__all__ = ["K8sPublishResult", "KubernetesPublisher", "KubernetesPublisherConfig", "from_inputs", "from_settings"]
 
 
 def from_settings(settings: Any, graph_source: Callable[[int], Any]) -> KubernetesPublisher:
@@ -29,3 +29,8 @@ def from_settings(settings: Any, graph_source: Callable[[int], Any]) -> Kubernet
         render_options=settings.render_options,
         graph_source=graph_source,
     )
+
+
+def from_inputs(inputs: Any) -> KubernetesPublisher:
+    """Registry factory (``PUBLISHERS["kubernetes"]``): :func:`from_settings` with the runtime's graph source."""
+    return from_settings(inputs.settings, inputs.graph_source)

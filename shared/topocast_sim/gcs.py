@@ -30,7 +30,7 @@ from http.client import HTTPConnection
 from typing import Any
 from urllib.parse import parse_qs, quote, unquote, urlparse
 
-from topocast.sim.http import LocalServer, QuietHandler
+from topocast_sim.http import LocalServer, QuietHandler
 
 _CONDITIONS = ("ifGenerationMatch", "ifGenerationNotMatch", "ifMetagenerationMatch", "ifMetagenerationNotMatch")
 _HOP = {"connection", "keep-alive", "transfer-encoding", "proxy-connection", "te", "upgrade", "trailer"}
@@ -223,7 +223,7 @@ class LocalGcs:
 
     ``url`` is the proxy (what clients use); ``emulator_url`` bypasses the checks.
     ``separate_process=True`` runs both in a child process (``python -m
-    topocast.sim.gcs``), so their CPU time does not compete with the caller's
+    topocast_sim.gcs``), so their CPU time does not compete with the caller's
     threads for the GIL; the fault-injection and counters of :attr:`proxy` are
     only available in-process.
     """
@@ -242,7 +242,7 @@ class LocalGcs:
             import sys
 
             self._child = subprocess.Popen(
-                [sys.executable, "-m", "topocast.sim.gcs"], stdout=subprocess.PIPE, stdin=subprocess.PIPE, text=True
+                [sys.executable, "-m", "topocast_sim.gcs"], stdout=subprocess.PIPE, stdin=subprocess.PIPE, text=True
             )
             line = self._child.stdout.readline().split() if self._child.stdout else []
             if len(line) != 2:

@@ -2,9 +2,9 @@
 
 No credentials and no network: a moto server in this process (S3, SQS, SSM,
 EventBridge, DynamoDB, EC2) with topocast's wire-compatible
-``DescribeInstanceTopology`` (:mod:`topocast.sim.ec2`), a generated GPU cluster,
+``DescribeInstanceTopology`` (:mod:`topocast_sim.ec2`), a generated GPU cluster,
 a launch burst of EventBridge events, the real Lambda handlers invoked the way
-Lambda invokes them (:mod:`topocast.sim.aws_pipeline`), and the head-node pull
+Lambda invokes them (:mod:`topocast_sim.aws_pipeline`), and the head-node pull
 agent installing ``topology.conf`` (validated by a throwaway slurmctld when one
 is installed).
 """
@@ -162,8 +162,8 @@ def run_demo(
     from moto.server import ThreadedMotoServer
 
     from topocast.pull import pull
-    from topocast.sim import ec2 as ec2_sim
-    from topocast.sim.aws_pipeline import LocalAwsPipeline
+    from topocast_sim import ec2 as ec2_sim
+    from topocast_sim.aws_pipeline import LocalAwsPipeline
 
     started = time.monotonic()
     events = nodes if events is None else events
@@ -218,7 +218,7 @@ def run_demo(
                 "cloud": "aws",
                 "events": len(burst),
                 "discover_runs": counters.discover_runs,
-                "ec2_api_calls": counters.ec2_api_calls,
+                "ec2_api_calls": counters.api_calls,
                 "renders": counters.renders,
                 "publishes": counters.publishes,
                 "held_publishes": counters.held,

@@ -46,7 +46,7 @@ from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlparse
 
-from topocast.sim.http import LocalServer, QuietHandler
+from topocast_sim.http import LocalServer, QuietHandler
 
 _QUEUE = r"projects/[^/]+/locations/[^/]+/queues/[A-Za-z0-9-]+"
 _TASK_ID = re.compile(r"^[A-Za-z0-9_-]{1,500}$")
@@ -163,7 +163,7 @@ class FakeCloudTasks(LocalServer):
                 name=name,
                 schedule=schedule,
                 url=http["url"],
-                method=_METHODS.get(method, method) if isinstance(method, int) else str(method),
+                method=_METHODS.get(method, str(method)) if isinstance(method, int) else str(method),
                 headers=dict(http.get("headers") or {}),
                 body=base64.b64decode(http.get("body", "") or ""),
                 oidc=oidc,

@@ -463,7 +463,7 @@ def install() -> None:
         if not getattr(moto_responses.method_names_from_class, "_topocast_sim", False):
             moto_responses.method_names_from_class = _cached_method_names(moto_responses.method_names_from_class)
         # the cache must see the action added below
-        moto_responses.method_names_from_class.cache_clear()
+        moto_responses.method_names_from_class.cache_clear()  # type: ignore[attr-defined]
         EC2Response.describe_instance_topology = _describe_instance_topology  # type: ignore[attr-defined]
         EC2Response.describe_capacity_reservation_topology = _describe_capacity_reservation_topology  # type: ignore[attr-defined]
         if not getattr(EC2Response.call_action, "_topocast_sim", False):

@@ -2,10 +2,10 @@
 
 :class:`LocalGcpPipeline` starts
 
-* :class:`~topocast.sim.gce_server.FakeCompute` serving a generated cluster,
-* :class:`~topocast.sim.gcs.LocalGcs` (gcp-storage-emulator + generation preconditions; in a child
+* :class:`~topocast_sim.gce_server.FakeCompute` serving a generated cluster,
+* :class:`~topocast_sim.gcs.LocalGcs` (gcp-storage-emulator + generation preconditions; in a child
   process with ``gcs_process=True``, which keeps its CPU time off this process's GIL),
-* :class:`~topocast.sim.cloudtasks.FakeCloudTasks` (one queue; it delivers tasks over HTTP),
+* :class:`~topocast_sim.cloudtasks.FakeCloudTasks` (one queue; it delivers tasks over HTTP),
 * the three functions, each loaded by functions-framework from
   ``functions/<name>/main.py`` (``create_app``, exactly what ``functions-framework
   --target`` runs) and served by a werkzeug server on a free port,
@@ -25,11 +25,11 @@ from pathlib import Path
 from typing import Any
 
 import topocast
-from topocast.sim import eventarc
-from topocast.sim.cloudtasks import FakeCloudTasks
-from topocast.sim.gce import GeneratedCluster
-from topocast.sim.gce_server import FakeCompute
-from topocast.sim.gcs import LocalGcs
+from topocast_sim import eventarc
+from topocast_sim.cloudtasks import FakeCloudTasks
+from topocast_sim.gce import GeneratedCluster
+from topocast_sim.gce_server import FakeCompute
+from topocast_sim.gcs import LocalGcs
 
 FUNCTIONS = ("discover", "render", "publish")
 LOCATION = "us-central1"
@@ -170,7 +170,7 @@ class LocalGcpPipeline:
                 zone=str(inst["zone"]).rsplit("/", 1)[-1],
                 name=inst["name"],
                 instance_id=inst["id"],
-                origin=origin,  # type: ignore[arg-type]
+                origin=origin,
             )
         return out
 

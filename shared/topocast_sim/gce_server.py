@@ -44,7 +44,7 @@ from fractions import Fraction
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlparse
 
-from topocast.sim.http import LocalServer, QuietHandler
+from topocast_sim.http import LocalServer, QuietHandler
 
 MAX_RESULTS = 500
 _PATH = re.compile(

@@ -20,7 +20,7 @@ Knobs for the awkward cases a discovery must survive:
 
 The JSON is what the REST API returns (camelCase, ``id`` as a decimal string,
 ``zone``/``machineType`` as full URLs), so google-cloud-compute parses it as it
-parses the real answer. :mod:`topocast.sim.gce_server` serves it.
+parses the real answer. :mod:`topocast_sim.gce_server` serves it.
 """
 
 from __future__ import annotations

@@ -48,7 +48,7 @@ class LocalServer:
         if self._httpd is None:
             raise RuntimeError(f"{type(self).__name__} is not started")
         host, port = self._httpd.server_address[:2]
-        return f"http://{host}:{port}"
+        return f"http://{host!s}:{port}"
 
     def start(self, host: str = "127.0.0.1", port: int = 0) -> Self:
         raise NotImplementedError

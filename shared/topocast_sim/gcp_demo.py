@@ -1,11 +1,11 @@
 """``topocast demo --cloud gcp``: the whole GCP pipeline on an embedded, simulated project.
 
 No credentials and no network: a local Compute Engine REST endpoint serving a
-generated cluster with blocks and sub-blocks (:mod:`topocast.sim.gce_server`),
+generated cluster with blocks and sub-blocks (:mod:`topocast_sim.gce_server`),
 gcp-storage-emulator behind a generation-precondition proxy
-(:mod:`topocast.sim.gcs`), a local Cloud Tasks (:mod:`topocast.sim.cloudtasks`),
+(:mod:`topocast_sim.gcs`), a local Cloud Tasks (:mod:`topocast_sim.cloudtasks`),
 and the three functions served by functions-framework from
-``functions/*/main.py`` (:mod:`topocast.sim.gcp_pipeline`). The run:
+``functions/*/main.py`` (:mod:`topocast_sim.gcp_pipeline`). The run:
 
 1. a Cloud Scheduler reconcile (Pub/Sub CloudEvent) discovers the first VMs;
 2. a managed instance group adds the rest: for each VM the first and the last
@@ -46,11 +46,11 @@ def run_gcp_demo(
     ``events``: VMs added by the managed instance group after the first
     reconcile (default: half of ``nodes``); each one is two audit-log events.
     """
-    from topocast.demo import copy_outputs, quiet_logs, write_report
     from topocast.gcp import handlers
     from topocast.pull import pull
-    from topocast.sim.gce import generate_cluster
-    from topocast.sim.gcp_pipeline import LocalGcpPipeline
+    from topocast_sim.demo import copy_outputs, quiet_logs, write_report
+    from topocast_sim.gce import generate_cluster
+    from topocast_sim.gcp_pipeline import LocalGcpPipeline
 
     started = time.monotonic()
     burst_size = nodes // 2 if events is None else min(events, nodes)
@@ -103,7 +103,7 @@ def run_gcp_demo(
             "nodes_without_topology": len(graph.nodes_without_topology()) if graph else 0,
             "generation": stored.generation if stored else None,
             "ignored_events": stats.get("ignored", 0),
-            "malformed_events": stats.get("rejected", 0),
+            "malformed_events": stats.get("malformed", 0),
             "tasks": dict(p.tasks.counts),
             "pull": {
                 "action": pulled.action,

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from topocast.aws.debounce import create_state_table
-from topocast.aws.handlers import AwsRuntime, discover_batch, publish_record, render_record
+from topocast.aws.handlers import AwsRuntime, discover_batch, publish_batch, render_batch
 from topocast.config import Settings
 from topocast.event_table import aws_rule_patterns
 
@@ -75,7 +75,7 @@ class LocalAwsPipeline:
         extra_settings: dict[str, Any] | None = None,
     ) -> None:
         from topocast.aws.clients import client
-        from topocast.sim import moto_fast
+        from topocast_sim import moto_fast
 
         moto_fast.install()  # moto's SQS is O(n^2) to fill and drain; an in-process server gets fast paths
         self.cluster = cluster
@@ -267,19 +267,6 @@ class LocalAwsPipeline:
             ]
             self.sqs.change_message_visibility_batch(QueueUrl=url, Entries=entries)
 
-    def _per_record(self, fn: Callable[[str, AwsRuntime], Any]) -> Callable[[dict[str, Any]], dict]:
-        def handler(event: dict[str, Any]) -> dict:
-            failures = []
-            for rec in event["Records"]:
-                try:
-                    fn(rec["body"], self.runtime)
-                except Exception as exc:
-                    self.stats.log.append(f"{fn.__name__} failed: {exc}")
-                    failures.append({"itemIdentifier": rec["messageId"]})
-            return {"batchItemFailures": failures}
-
-        return handler
-
     def pump_discover(self, batch_size: int = 10_000, window: float = 300.0) -> int:
         """One discover invocation (Terraform allows batch_size up to 10,000 and a window up to 300 s)."""
         msgs = self._receive_batch(self.queues.events, batch_size, window)
@@ -292,14 +279,14 @@ class LocalAwsPipeline:
         msgs = self._receive_batch(self.queues.timer, 10, 0.0)
         if msgs:
             self.stats.render_invocations += 1
-            self._invoke(self.queues.timer, msgs, self._per_record(render_record))
+            self._invoke(self.queues.timer, msgs, lambda ev: render_batch(ev, self.runtime))
         return len(msgs)
 
     def pump_publish(self) -> int:
         msgs = self._receive_batch(self.queues.publish, 10, 0.0)
         if msgs:
             self.stats.publish_invocations += 1
-            self._invoke(self.queues.publish, msgs, self._per_record(publish_record))
+            self._invoke(self.queues.publish, msgs, lambda ev: publish_batch(ev, self.runtime))
         return len(msgs)
 
     def pending_by_queue(self) -> dict[str, dict[str, int]]:

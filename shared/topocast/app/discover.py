@@ -1,0 +1,163 @@
+"""The discover use case: a batch of cloud-neutral events in, at most one new graph generation out.
+
+Policies (docs/architecture.md, "Who decides what"):
+
+* ``Noted`` / ``Ignored`` events and changes outside the provider's scope are acknowledged and
+  counted; nothing is discovered for them.
+* One discovery per batch: incremental for a few instance changes, full for a reconcile, a provider
+  without per-node reads, an empty store or more than ``full_scan_threshold`` changes.
+* The graph is committed with :func:`topocast.pipeline.store.commit` (re-read and rebuilt when
+  another writer moved the store on). A stored graph that cannot be read is **healed**: a full
+  discovery replaces it (:meth:`~topocast.pipeline.store.ObjectGraphStore.replace_unreadable`
+  restores the damaged generation in place when the content is the same).
+* Any failure: ``retry`` - nothing was written, the platform redelivers the whole batch.
+* After a full discovery a pending guard hold that the cluster confirms is released and the
+  latest manifest handed to publish.
+* ``InstanceChange.follow`` (host maintenance, restarts): the instances are named in the outcome's
+  ``follow`` detail; a shell that can deliver later re-reads them (the hook for settling reads).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from typing import Any
+
+from topocast.app import metrics as m
+from topocast.app.outcome import Outcome
+from topocast.app.ports import DiscoverPorts
+from topocast.changes import EventOutcome, Ignored, InstanceChange, Noted, Reconcile
+from topocast.errors import InvalidGraphError, ProviderError
+from topocast.graph import TopologyGraph
+from topocast.pipeline.publish_stage import confirm_on_reconcile
+from topocast.pipeline.store import StoredGraph, WriteResult, commit
+from topocast.providers.base import DiscoveryResult, NeedsFullScan, Provider
+
+__all__ = ["discover"]
+
+log = logging.getLogger("topocast.app")
+
+
+def _wanted(ports: DiscoverPorts, events: Sequence[EventOutcome]) -> tuple[bool, list[InstanceChange], int]:
+    """(reconcile requested, instance changes for this cluster, events acknowledged without work)."""
+    reconcile, changes, skipped = False, [], 0
+    provider: Provider | None = None
+    for ev in events:
+        if isinstance(ev, Noted):
+            ports.metrics.count(m.NOTED)
+            log.info("noted %s: %s", ev.kind, ev.reason)
+            skipped += 1
+        elif isinstance(ev, Ignored):
+            ports.metrics.count(m.IGNORED)
+            skipped += 1
+        elif isinstance(ev, Reconcile):
+            if ev.cluster and ev.cluster != ports.cluster:
+                ports.metrics.count(m.IGNORED)
+                log.info("reconcile for cluster %s ignored; this function serves %s", ev.cluster, ports.cluster)
+                skipped += 1
+            else:
+                reconcile = True
+        else:
+            provider = provider or ports.provider()
+            why = provider.scope(ev)
+            if why:
+                ports.metrics.count(m.IGNORED)
+                log.info("change of %s ignored: %s", ev.instance, why)
+                skipped += 1
+            else:
+                changes.append(ev)
+    return reconcile, changes, skipped
+
+
+def discover(ports: DiscoverPorts, events: Sequence[EventOutcome]) -> Outcome:
+    """Discover what ``events`` ask for and commit it; see the module docstring for the policies."""
+    ports.metrics.count(m.EVENTS, sum(not isinstance(ev, Noted | Ignored) for ev in events))
+    reconcile, changes, skipped = _wanted(ports, events)
+    if not reconcile and not changes:
+        return Outcome.done("nothing to discover", acknowledged=skipped)
+    try:
+        return _run(ports, ports.provider(), changes, reconcile)
+    except Exception as exc:  # nothing was written: the whole batch is redelivered
+        ports.metrics.count(m.DISCOVER_FAILURES)
+        log.warning("discovery failed; the batch will be retried: %s", exc)
+        return Outcome.retry(f"discovery failed: {exc}")
+
+
+def _run(ports: DiscoverPorts, provider: Provider, changes: list[InstanceChange], reconcile: bool) -> Outcome:
+    full = reconcile or not provider.incremental or len(changes) > ports.full_scan_threshold
+    results: list[tuple[DiscoveryResult, bool]] = []
+
+    def build(current: StoredGraph | None, *, scan: bool = full) -> TopologyGraph:
+        previous = current.graph if current else None
+        whole = scan or previous is None
+        try:
+            if whole or previous is None:
+                res = provider.discover_full(previous)
+            else:
+                res = provider.discover_changes(previous, changes)
+        except InvalidGraphError as exc:  # the provider's graph, not the store's: not a reason to heal
+            raise ProviderError(str(exc)) from None
+        results.append((res, whole))
+        ports.metrics.count(m.DISCOVER_RUNS)
+        ports.metrics.count(m.API_CALLS, sum(res.api_calls.values()))
+        return res.graph
+
+    healed = False
+    try:
+        written = commit(ports.graphs, build)
+    except NeedsFullScan as exc:
+        log.info("%s; scanning instead", exc)
+        written = commit(ports.graphs, lambda cur: build(cur, scan=True))
+    except InvalidGraphError as exc:  # the stored latest is unreadable: a full discovery replaces it
+        log.warning("stored graph unreadable, a full discovery heals it: %s", exc)
+        written = ports.graphs.replace_unreadable(build(None, scan=True))
+        ports.metrics.count(m.HEALED)
+        healed = True
+    result, was_full = results[-1]
+    return _after_commit(ports, result, written, was_full, healed, changes)
+
+
+def _after_commit(
+    ports: DiscoverPorts,
+    result: DiscoveryResult,
+    written: WriteResult,
+    full: bool,
+    healed: bool,
+    changes: list[InstanceChange],
+) -> Outcome:
+    graph = result.graph
+    for w in result.warnings:
+        log.warning("discovery: %s", w)
+    ports.metrics.count(m.NODES, len(graph.nodes))
+    ports.metrics.count(m.NODES_WITHOUT_TOPOLOGY, len(graph.nodes_without_topology()))
+    if written.changed:
+        ports.metrics.count(m.GENERATIONS)
+    log.info(
+        "discovered %d node(s) (%d without topology), generation %d%s",
+        len(graph.nodes),
+        len(graph.nodes_without_topology()),
+        written.generation,
+        " (new)" if written.changed else " (unchanged)",
+        extra={"generation": written.generation, "full_scan": full},
+    )
+    # idempotent per generation: also re-arms after a retried batch whose first attempt stopped here
+    debounce = ports.debouncer.note_change(ports.cluster, written.generation)
+    detail: dict[str, Any] = {
+        "action": "full scan" if full else "incremental",
+        "generation": written.generation,
+        "changed": written.changed,
+        "healed": healed,
+        "nodes": len(graph.nodes),
+        "api_calls": dict(result.api_calls),
+        "warnings": result.warnings[:5],
+        "debounce": debounce.reason,
+        "follow": sorted({c.instance for c in changes if c.follow}),
+    }
+    if full:
+        hold = confirm_on_reconcile(ports.publish_state, graph)
+        manifest = ports.artifacts.latest_manifest() if hold is not None else None
+        if hold is not None and manifest is not None:
+            log.warning("the full discovery confirms the held loss of %d node(s); publishing", len(hold.lost))
+            ports.handoff.request_publish(manifest.generation, "hold confirmed", f"confirmed-{hold.confirmed_at}")
+            detail["hold_confirmed"] = hold.generation
+    return Outcome.done(f"generation {written.generation}{' (new)' if written.changed else ''}", **detail)

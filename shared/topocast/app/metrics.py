@@ -1,0 +1,113 @@
+"""The pipeline's metrics, named once: every use case counts through the :class:`~topocast.app.ports.Metrics`
+port, AWS mirrors them as CloudWatch EMF metrics (:data:`EMF_NAMES`), GCP logs them per event.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections import Counter
+from collections.abc import Iterable
+
+from topocast.app.ports import Metrics
+
+__all__ = [
+    "API_CALLS",
+    "DISCOVER_FAILURES",
+    "DISCOVER_RUNS",
+    "EMF_NAMES",
+    "EVENTS",
+    "GENERATIONS",
+    "HEALED",
+    "HELD",
+    "IGNORED",
+    "MALFORMED",
+    "NODES",
+    "NODES_WITHOUT_TOPOLOGY",
+    "NOTED",
+    "PUBLISHES",
+    "PUBLISH_INCOMPLETE",
+    "QUARANTINED",
+    "RENDERS",
+    "RENDER_DEAD_LETTERED",
+    "RENDER_FAILURES",
+    "MetricCounts",
+    "report_quarantined",
+]
+
+#: events that ask for discovery (instance changes, reconciles); Noted / Ignored count on their own
+EVENTS = "events"
+MALFORMED = "malformed"
+IGNORED = "ignored"
+NOTED = "noted"
+DISCOVER_RUNS = "discover_runs"
+DISCOVER_FAILURES = "discover_failures"
+API_CALLS = "api_calls"
+NODES = "nodes"
+NODES_WITHOUT_TOPOLOGY = "nodes_without_topology"
+GENERATIONS = "generations"
+#: a corrupt stored graph replaced from a fresh full discovery
+HEALED = "healed"
+RENDERS = "renders"
+RENDER_FAILURES = "render_failures"
+#: a render that kept failing and was given up (alarm: the last publish stays)
+RENDER_DEAD_LETTERED = "render_dead_lettered"
+PUBLISHES = "publishes"
+HELD = "held"
+PUBLISH_INCOMPLETE = "publish_incomplete"
+#: an on-prem upload that did not parse, moved to quarantine/ (alarm: that host's last good upload stands in)
+QUARANTINED = "quarantined_uploads"
+
+#: metric -> CloudWatch metric name (the alarms in infra/terraform/modules/aws use these)
+EMF_NAMES = {
+    EVENTS: "EventsReceived",
+    MALFORMED: "MalformedEvents",
+    IGNORED: "IgnoredEvents",
+    NOTED: "NotedEvents",
+    DISCOVER_RUNS: "DiscoverRuns",
+    DISCOVER_FAILURES: "DiscoverFailures",
+    API_CALLS: "Ec2ApiCalls",
+    NODES: "Nodes",
+    NODES_WITHOUT_TOPOLOGY: "NodesWithoutTopology",
+    GENERATIONS: "GraphGenerations",
+    HEALED: "GraphsHealed",
+    RENDERS: "Renders",
+    RENDER_FAILURES: "RenderFailures",
+    RENDER_DEAD_LETTERED: "RenderDeadLettered",
+    PUBLISHES: "Publishes",
+    HELD: "PublishHeld",
+    PUBLISH_INCOMPLETE: "PublishIncomplete",
+    QUARANTINED: "QuarantinedUploads",
+}
+
+#: gauges: the latest value, not a sum
+GAUGES = frozenset({NODES, NODES_WITHOUT_TOPOLOGY})
+
+
+class MetricCounts(Counter[str]):
+    """What one process did (thread-safe); ``counts.renders`` reads ``counts["renders"]``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._lock = threading.Lock()
+
+    def count(self, name: str, value: float = 1) -> None:
+        with self._lock:
+            if name in GAUGES:
+                self[name] = int(value)
+            else:
+                self[name] += int(value)
+
+    def __getattr__(self, name: str) -> int:
+        if name.startswith("_"):
+            raise AttributeError(name)
+        return self[name]
+
+
+def report_quarantined(quarantined: Iterable[tuple[str, str]], metrics: Metrics) -> None:
+    """Log and count each upload that was moved to quarantine (uri, reason)."""
+    for uri, reason in quarantined:
+        logging.getLogger("topocast").error(
+            "quarantined upload %s (the host's last good upload stands in): %s", uri, reason
+        )
+        metrics.count(QUARANTINED)

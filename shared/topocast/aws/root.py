@@ -1,0 +1,227 @@
+"""The AWS composition root: ``TOPOCAST_*`` settings -> clients, stores and the use cases' ports.
+
+:class:`AwsRuntime` is built once per Lambda process (:func:`topocast.aws.handlers.runtime`) or by
+tests and the demo; clients and stores are created on first use and reused by later invocations.
+Each stage gets its own bundle (:meth:`AwsRuntime.discover_ports`, ...), so a function only builds
+the clients its stage calls. Credentials come from the standard AWS chain (the Lambda role);
+secrets (NetQ) are resolved here and handed to the provider.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable, Mapping, Sequence
+from functools import cached_property
+from typing import Any
+
+from topocast.app.metrics import EMF_NAMES, MetricCounts, report_quarantined
+from topocast.app.ports import DiscoverPorts, PublishPorts, RenderPorts
+from topocast.config import Settings
+from topocast.pipeline.publisher import Publisher
+from topocast.providers import Provider, ProviderInputs, build_provider
+from topocast.publish import PublisherInputs, build_publishers
+
+__all__ = ["AwsMetrics", "AwsRuntime", "SqsPublishHandoff", "SsmGuardOverride", "build"]
+
+
+class AwsMetrics:
+    """:class:`~topocast.app.ports.Metrics`: counts in-process (``counts``) and, inside a Lambda
+    invocation, as CloudWatch EMF metrics (``sink`` is set by the handlers' Powertools wrapper)."""
+
+    def __init__(self) -> None:
+        self.counts = MetricCounts()
+        self.sink: Callable[[str, float], None] | None = None
+
+    def count(self, name: str, value: float = 1) -> None:
+        self.counts.count(name, value)
+        if self.sink is not None:
+            self.sink(EMF_NAMES.get(name, name), value)
+
+
+class SqsPublishHandoff:
+    """:class:`~topocast.app.ports.PublishHandoff`: a message on the publish queue."""
+
+    def __init__(self, cluster: str, queue_url: str, sqs: Any) -> None:
+        self.cluster, self.queue_url, self.sqs = cluster, queue_url, sqs
+
+    def request_publish(self, generation: int, reason: str, dedup: str) -> None:
+        from topocast.aws.retry import with_retries
+
+        body = {"kind": "topocast.publish", "cluster": self.cluster, "generation": generation, "reason": reason}
+        with_retries(
+            lambda: self.sqs.send_message(QueueUrl=self.queue_url, MessageBody=json.dumps(body)),
+            what=f"hand generation {generation} to publish",
+        )
+
+
+class SsmGuardOverride:
+    """:class:`~topocast.app.ports.GuardOverride`: env ``TOPOCAST_GUARD_ALLOW_GENERATION``, then an SSM parameter."""
+
+    def __init__(self, cluster: str, ssm: Any, parameter: str | None) -> None:
+        self.cluster, self.ssm, self.parameter = cluster, ssm, parameter
+
+    def allowed_generation(self) -> str | None:
+        from topocast.aws.publish_state import read_override
+
+        return read_override(self.cluster, self.ssm, self.parameter)
+
+
+class AwsRuntime:
+    """Clients, stores and ports for one cluster, created lazily and reused across invocations."""
+
+    def __init__(self, settings: Settings, session: Any = None, region: str | None = None) -> None:
+        self.settings = settings
+        self.session = session
+        self.region = region or os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION")
+        self.metrics = AwsMetrics()
+
+    @property
+    def counters(self) -> MetricCounts:
+        """What this process did (the demo and tests read it)."""
+        return self.metrics.counts
+
+    # ----- clients ------------------------------------------------------------------------------
+    def client(self, service: str) -> Any:
+        return getattr(self, service) if service in ("s3", "ec2", "sqs", "ssm", "dynamodb") else self._client(service)
+
+    def _client(self, service: str) -> Any:
+        from topocast.aws.clients import client
+
+        return client(service, self.region, self.session)
+
+    @cached_property
+    def s3(self) -> Any:
+        return self._client("s3")
+
+    @cached_property
+    def ec2(self) -> Any:
+        return self._client("ec2")
+
+    @cached_property
+    def sqs(self) -> Any:
+        return self._client("sqs")
+
+    @cached_property
+    def ssm(self) -> Any:
+        return self._client("ssm")
+
+    @cached_property
+    def dynamodb(self) -> Any:
+        return self._client("dynamodb")
+
+    # ----- stores -------------------------------------------------------------------------------
+    @cached_property
+    def objects(self) -> Any:
+        from topocast.aws.s3_objects import S3Objects
+
+        self.settings.require("bucket")
+        return S3Objects(self.settings.bucket or "", self.s3)
+
+    @cached_property
+    def graphs(self) -> Any:
+        from topocast.aws.s3_store import S3GraphStore
+
+        self.settings.require("bucket")
+        return S3GraphStore(self.settings.bucket or "", self.settings.prefix, self.settings.cluster, self.s3)
+
+    @cached_property
+    def artifacts(self) -> Any:
+        from topocast.aws.s3_artifacts import S3ArtifactStore
+
+        self.settings.require("bucket")
+        return S3ArtifactStore(self.settings.bucket or "", self.settings.prefix, self.settings.cluster, self.s3)
+
+    @cached_property
+    def publish_state(self) -> Any:
+        from topocast.aws.publish_state import S3PublishState
+
+        return S3PublishState(self.settings.bucket or "", self.settings.prefix, self.settings.cluster, self.s3)
+
+    @cached_property
+    def debouncer(self) -> Any:
+        from topocast.aws.debounce import DynamoSqsDebouncer
+
+        s = self.settings
+        s.require("state_table", "timer_queue_url")
+        return DynamoSqsDebouncer(
+            s.state_table or "",
+            s.timer_queue_url or "",
+            self.dynamodb,
+            self.sqs,
+            quiet=s.debounce_quiet,
+            max_wait=s.debounce_max_wait,
+        )
+
+    @cached_property
+    def handoff(self) -> SqsPublishHandoff:
+        self.settings.require("publish_queue_url")
+        return SqsPublishHandoff(self.settings.cluster, self.settings.publish_queue_url or "", self.sqs)
+
+    # ----- discovery and publishers through their registries -----------------------------------
+    def _read_text(self, uri: str) -> str:
+        """A file an operator maintains by hand: ``s3://bucket/key`` or ``ssm:///parameter``."""
+        from topocast.errors import ProviderError
+
+        if uri.startswith("ssm:///"):
+            value = self.ssm.get_parameter(Name=uri.removeprefix("ssm://"), WithDecryption=True)["Parameter"]["Value"]
+            return str(value)
+        if uri.startswith("s3://"):
+            bucket, _, key = uri.removeprefix("s3://").partition("/")
+            return bytes(self.s3.get_object(Bucket=bucket, Key=key)["Body"].read()).decode()
+        raise ProviderError(f"TOPOCAST_DOMAINS_URI must be s3://bucket/key or ssm:///parameter, got {uri!r}")
+
+    def _uploads(self) -> Mapping[str, bytes]:
+        """Each host's upload; a bad one is quarantined and the host's last good upload stands in."""
+        from topocast.collect import read_good_uploads
+        from topocast.providers import ibnetdiscover
+
+        uploads = read_good_uploads(self.settings.uploads_uri, ibnetdiscover.parse, s3_client=self.s3)
+        report_quarantined(uploads.quarantined, self.metrics)
+        return uploads.texts
+
+    def _secret(self, ref: str) -> str:
+        from topocast.providers.aws_sdk import read_secret_arn
+
+        return read_secret_arn(ref, session=self.session)[0]
+
+    def provider(self) -> Provider:
+        """The configured topology source (``TOPOCAST_PROVIDER``: aws, ibnetdiscover, netq)."""
+        s = self.settings
+        inputs = ProviderInputs(
+            s.cluster, s.provider_options(), self.client, self._uploads, self._read_text, self._secret
+        )
+        return build_provider(s.provider, inputs)
+
+    def publishers(self) -> Sequence[Publisher]:
+        """The publishers named in ``TOPOCAST_PUBLISHERS`` (ssm, kubernetes)."""
+        inputs = PublisherInputs(self.settings, lambda g: self.graphs.get(g).graph, self.client, self.objects)
+        return build_publishers(self.settings.publishers, inputs)
+
+    # ----- one bundle per use case --------------------------------------------------------------
+    def discover_ports(self) -> DiscoverPorts:
+        s = self.settings
+        return DiscoverPorts(
+            s.cluster, self.graphs, self.provider, self.debouncer, self.publish_state, self.artifacts,
+            self.handoff, self.metrics, s.full_scan_threshold,
+        )  # fmt: skip
+
+    def render_ports(self) -> RenderPorts:
+        s = self.settings
+        return RenderPorts(
+            s.cluster, self.graphs, self.artifacts, self.publish_state, self.debouncer, self.handoff,
+            self.metrics, s.formats, s.render_options,
+        )  # fmt: skip
+
+    def publish_ports(self) -> PublishPorts:
+        s = self.settings
+        override = SsmGuardOverride(s.cluster, self.ssm, s.guard_override_parameter)
+        return PublishPorts(
+            s.cluster, self.graphs, self.artifacts, self.publish_state, self.publishers, override, self.metrics,
+            s.guard_max_loss,
+        )  # fmt: skip
+
+
+def build(settings: Settings, *, session: Any = None, region: str | None = None) -> AwsRuntime:
+    """The composition root: everything the AWS functions need, built lazily from ``settings``."""
+    return AwsRuntime(settings, session=session, region=region)

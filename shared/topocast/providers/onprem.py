@@ -1,0 +1,98 @@
+"""The on-prem fabric sources as :class:`~topocast.providers.base.Provider`: ibnetdiscover dumps and NetQ.
+
+Neither has a per-node read, so every change is a full discovery (``incremental = False``).
+Where the input lives is the shell's business: the functions pass the collectors' uploads in
+their bucket (S3 or GCS, :func:`topocast.pipeline.objects.read_uploads`), the CLI local files.
+Options (``ProviderInputs.options``): ``host_regex``, ``nodes``, ``topograph_compat`` (ibnetdiscover);
+``url``, ``credentials``, ``premises``, ``insecure``, ``ca_file``, ``nodes`` (NetQ); ``domains_uri``
+(both: an NVLink domains file read through ``read_text``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from topocast.changes import InstanceChange
+from topocast.errors import ProviderError
+from topocast.graph import TopologyGraph
+from topocast.providers.base import DiscoveryResult, ProviderInputs
+from topocast.providers.domains import HostDomain, parse_domains
+
+__all__ = ["IbnetdiscoverProvider", "NetqProvider", "ibnetdiscover_provider", "netq_provider"]
+
+
+def _domains(inputs: ProviderInputs) -> dict[str, HostDomain] | None:
+    uri = inputs.options.get("domains_uri")
+    return parse_domains(inputs.read_text(str(uri)), str(uri)) if uri else None
+
+
+@dataclass(frozen=True)
+class _FullOnly:
+    inputs: ProviderInputs
+
+    incremental = False
+
+    def discover_changes(self, previous: TopologyGraph, changes: Sequence[InstanceChange]) -> DiscoveryResult:
+        return self.discover_full(previous)
+
+    def scope(self, change: InstanceChange) -> str | None:
+        return None
+
+    def discover_full(self, previous: TopologyGraph | None) -> DiscoveryResult:
+        raise NotImplementedError
+
+
+class IbnetdiscoverProvider(_FullOnly):
+    name = "ibnetdiscover"
+
+    def discover_full(self, previous: TopologyGraph | None) -> DiscoveryResult:
+        from topocast.providers import ibnetdiscover
+
+        o = self.inputs.options
+        texts = dict(self.inputs.uploads())
+        if not texts:
+            raise ProviderError(
+                f"no ibnetdiscover uploads for cluster {self.inputs.cluster}: run `topocast collect` first"
+            )
+        kwargs: dict[str, Any] = {"host_regex": o["host_regex"]} if o.get("host_regex") else {}
+        return ibnetdiscover.discover(
+            texts=texts,
+            cluster=self.inputs.cluster,
+            nodes=o.get("nodes"),
+            domains=_domains(self.inputs),
+            topograph_compat=bool(o.get("topograph_compat")),
+            **kwargs,
+        )
+
+
+class NetqProvider(_FullOnly):
+    name = "netq"
+
+    def discover_full(self, previous: TopologyGraph | None) -> DiscoveryResult:
+        from topocast.providers import netq
+
+        o = self.inputs.options
+        if not (o.get("url") and o.get("credentials")):
+            raise ProviderError("the netq provider needs a NetQ URL and credentials (TOPOCAST_NETQ_URL/_CREDENTIALS)")
+        ref = str(o["credentials"])
+        creds = netq.load_credentials(ref, read_secret=lambda r: (self.inputs.secret(r), None))
+        return netq.discover(
+            str(o["url"]),
+            credentials=creds,
+            cluster=self.inputs.cluster,
+            nodes=o.get("nodes"),
+            premises=o.get("premises") or None,
+            domains=_domains(self.inputs),
+            insecure=bool(o.get("insecure")),
+            ca_file=o.get("ca_file"),
+        )
+
+
+def ibnetdiscover_provider(inputs: ProviderInputs) -> IbnetdiscoverProvider:
+    return IbnetdiscoverProvider(inputs)
+
+
+def netq_provider(inputs: ProviderInputs) -> NetqProvider:
+    return NetqProvider(inputs)

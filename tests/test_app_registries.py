@@ -1,0 +1,89 @@
+"""The registries are the code path: a provider and a publisher added by name run the real pipeline.
+
+A dummy topology source and a dummy publisher are registered the way a new module would be (one
+line each), selected by ``TOPOCAST_PROVIDER`` / ``TOPOCAST_PUBLISHERS`` values, and driven through
+the AWS Lambda handlers on moto: discover -> render -> publish, no code path naming them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from typing import ClassVar
+
+import pytest
+from pipeline_helpers import graph
+
+from topocast.changes import InstanceChange
+from topocast.graph import TopologyGraph
+from topocast.pipeline.artifacts import Manifest
+from topocast.pipeline.publisher import PublishResult
+from topocast.providers import PROVIDERS, ProviderInputs, register_provider
+from topocast.providers.base import DiscoveryResult
+from topocast.publish import PUBLISHERS, PublisherInputs, register_publisher
+
+
+class DummyProvider:
+    name = "dummy"
+    incremental = False
+
+    def __init__(self, inputs: ProviderInputs) -> None:
+        self.cluster = inputs.cluster
+        self.size = int(inputs.options.get("size", 12))
+
+    def discover_full(self, previous: TopologyGraph | None) -> DiscoveryResult:
+        return DiscoveryResult(graph(self.cluster, self.size), {"dummy.list": 1})
+
+    def discover_changes(self, previous: TopologyGraph, changes: Sequence[InstanceChange]) -> DiscoveryResult:
+        return self.discover_full(previous)
+
+    def scope(self, change: InstanceChange) -> str | None:
+        return None
+
+
+class DummyPublisher:
+    name = "memory"
+    received: ClassVar[list[tuple[int, dict[str, bytes]]]] = []
+
+    def publish(self, manifest: Manifest, artifacts: Mapping[str, bytes]) -> PublishResult:
+        DummyPublisher.received.append((manifest.generation, dict(artifacts)))
+        return PublishResult(True, f"generation {manifest.generation} kept in memory")
+
+
+@pytest.fixture
+def registered() -> Iterator[None]:
+    register_provider("dummy", DummyProvider)
+    register_publisher("memory", lambda inputs: DummyPublisher())
+    DummyPublisher.received = []
+    try:
+        yield
+    finally:
+        PROVIDERS.pop("dummy")
+        PUBLISHERS.pop("memory")
+
+
+def test_a_registered_provider_and_publisher_run_the_pipeline(
+    registered: None, aws_env: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from topocast_sim.aws_pipeline import LocalAwsPipeline
+
+    monkeypatch.setenv("POWERTOOLS_METRICS_DISABLED", "true")
+    pl = LocalAwsPipeline("c1", quiet=0.5, max_wait=2.0, provider="dummy", publishers=("memory",),
+                          formats=("slurm-tree",))  # fmt: skip
+    pl.request_reconcile()
+    assert pl.run_until_idle(timeout=30)
+    assert [n.name for n in pl.runtime.graphs.latest().graph.nodes] == [f"gpu-{i:04d}" for i in range(12)]
+    ((generation, files),) = DummyPublisher.received
+    assert generation == 1 and set(files) == {"topology-tree.conf"}
+    assert b"SwitchName=leaf-002 Nodes=gpu-[0008-0011]" in files["topology-tree.conf"]
+    assert (pl.runtime.counters.renders, pl.runtime.counters.publishes, pl.runtime.counters.api_calls) == (1, 1, 1)
+
+
+def test_unknown_names_fail_with_the_known_ones() -> None:
+    from topocast.errors import ProviderError, TopocastError
+    from topocast.providers import build_provider
+    from topocast.publish import build_publishers
+
+    with pytest.raises(ProviderError, match=r"unknown provider 'nope'; known: aws, gcp, ibnetdiscover, netq"):
+        build_provider("nope", ProviderInputs("c1"))
+    with pytest.raises(TopocastError, match=r"unknown publisher 'nope'; known: ssm, gcs, kubernetes"):
+        build_publishers(["nope"], PublisherInputs(None, lambda g: graph("c1", 1)))

@@ -1,0 +1,233 @@
+"""One scenario table, run against both clouds' real adapters, with one expected outcome per row.
+
+Each row does the same thing to the AWS pipeline (the Lambda handlers on moto) and to the GCP
+pipeline (the functions under functions-framework with the Compute / Cloud Storage / Cloud Tasks
+locals) through :mod:`scenario_clouds`, observes it the same way, and compares with the outcome
+written in the row: the policies live in ``topocast.app`` once, so the clouds must agree. Rows
+that do not apply to a cloud would say why with ``pytest.skip``; today every row applies to both.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+from scenario_clouds import AwsCloud, GcpCloud, graph_nodes
+
+Cloud = AwsCloud | GcpCloud
+CLOUDS = ["aws", "gcp"]
+
+
+@pytest.fixture
+def make_cloud(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[..., Cloud]]:
+    started: list[Cloud] = []
+    monkeypatch.setenv("POWERTOOLS_METRICS_DISABLED", "true")
+
+    def make(**kw: Any) -> Cloud:
+        if request.node.callspec.params["cloud"] == "aws":
+            request.getfixturevalue("aws_env")
+            cloud: Cloud = AwsCloud(**kw)
+        else:
+            cloud = GcpCloud(**kw)
+        started.append(cloud.start())
+        return cloud
+
+    yield make
+    for cloud in started:
+        cloud.stop()
+
+
+def settle(cloud: Cloud, timeout: float = 60.0) -> None:
+    assert cloud.idle(timeout), f"{cloud.name}: the pipeline did not settle in {timeout:g}s"
+
+
+def published_nodes(cloud: Cloud) -> int:
+    got = cloud.published()
+    return 0 if got is None else got.content.decode().count("gpu-")  # hostlists: one "gpu-" per range...
+
+
+def generation(cloud: Cloud) -> int:
+    stored = cloud.runtime.graphs.latest()
+    return stored.generation if stored else 0
+
+
+# ----- the rows --------------------------------------------------------------------------------------------
+@pytest.mark.slow
+@pytest.mark.parametrize("cloud", CLOUDS)
+def test_storm_of_1000_events_is_one_render_and_one_publish(cloud: str, make_cloud: Any) -> None:
+    c = make_cloud(quiet=2.0, max_wait=60.0, pool=200)
+    vms = c.launch(200)
+    assert c.announce(vms, copies=5) == 1000  # EventBridge / Eventarc are at-least-once: duplicates too
+    settle(c, 120)
+    counts = c.counts()
+    assert {"nodes": len(graph_nodes(c)), "renders": counts.renders, "publishes": counts.publishes} == {
+        "nodes": 200, "renders": 1, "publishes": 1,
+    }  # fmt: skip
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("cloud", CLOUDS)
+def test_churn_still_publishes_at_least_every_max_wait(cloud: str, make_cloud: Any) -> None:
+    c = make_cloud(quiet=1.0, max_wait=3.0, pool=60)
+    renders: list[float] = []
+    start = time.monotonic()
+    while time.monotonic() - start < 9:  # a change every 0.5 s never goes quiet for 1 s
+        before = c.counts().renders
+        c.announce(c.launch(2))
+        c.pump()
+        time.sleep(0.5)
+        c.pump()
+        if c.counts().renders > before:
+            renders.append(time.monotonic() - start)
+    gaps = [b - a for a, b in zip([0.0, *renders], renders, strict=False)]
+    assert {"renders >= 2": len(renders) >= 2, "gap <= max wait + 2.5 s": max(gaps, default=99) <= 5.5} == {
+        "renders >= 2": True, "gap <= max wait + 2.5 s": True,
+    }, renders  # fmt: skip
+
+
+@pytest.mark.slow  # AWS: botocore's adaptive limiter keeps the client slow for tens of seconds after throttles
+@pytest.mark.parametrize("cloud", CLOUDS)
+def test_throttled_discovery_still_yields_the_right_graph(cloud: str, make_cloud: Any) -> None:
+    c = make_cloud(quiet=0.5, max_wait=3.0, pool=60)
+    # a full discovery is 2 EC2 calls or 1 Compute listing: over two of them, a third resp. half of the
+    # calls answer "slow down" (botocore's adaptive limiter then slows the client down for a while)
+    c.throttle(1 / 3 if cloud == "aws" else 1 / 2)
+    for _ in range(2):
+        c.launch(30)
+        c.reconcile()
+        settle(c)
+    c.throttle(0)
+    assert {"nodes": len(graph_nodes(c)), "throttled": c.throttled() > 0, "published": c.published() is not None} == {
+        "nodes": 60, "throttled": True, "published": True,
+    }  # fmt: skip
+
+
+@pytest.mark.parametrize("cloud", CLOUDS)
+def test_object_store_write_failures_lose_no_event(cloud: str, make_cloud: Any) -> None:
+    c = make_cloud(quiet=0.5, max_wait=3.0, pool=30)
+    vms = c.launch(30)
+    c.fail_writes(6)
+    c.announce(vms)
+    settle(c)
+    assert {"nodes": len(graph_nodes(c)), "published": c.published() is not None, "dead": c.dead_letters()} == {
+        "nodes": 30, "published": True, "dead": [],
+    }  # fmt: skip
+
+
+@pytest.mark.parametrize("cloud", CLOUDS)
+def test_corrupt_latest_is_healed_from_a_fresh_discovery(cloud: str, make_cloud: Any) -> None:
+    c = make_cloud(quiet=0.5, max_wait=3.0, pool=20)
+    c.launch(20)
+    c.reconcile()
+    settle(c)
+    good, before = c.published(), c.runtime.graphs.latest()
+    c.corrupt(before.generation)
+    c.reconcile()  # the same 20 VMs: the damaged generation is restored in place
+    settle(c)
+    healed = c.runtime.graphs.latest()
+    assert {
+        "same generation": healed.generation == before.generation,
+        "same graph": healed.graph == before.graph,
+        "healed": c.counts()["healed"],
+        "last publish kept": c.published().content == good.content,
+    } == {"same generation": True, "same graph": True, "healed": 1, "last publish kept": True}
+
+
+@pytest.mark.parametrize("cloud", CLOUDS)
+def test_failed_render_is_retried_then_dead_lettered_and_recovers(cloud: str, make_cloud: Any) -> None:
+    c = make_cloud(quiet=0.5, max_wait=3.0, pool=24)
+    c.launch(20)
+    c.reconcile()
+    settle(c)
+    good = c.published()
+    stored = c.runtime.graphs.latest()
+    c.corrupt(stored.generation)
+    c.runtime.debouncer.note_change("c1", stored.generation + 1)  # as if discover wrote again
+    settle(c, 30)
+    failed = {"render failures": c.counts().render_failures, "dead letters": len(c.dead_letters()),
+              "last publish kept": c.published().content == good.content}  # fmt: skip
+    c.announce(c.launch(4))  # the next change: discovery heals the store, the render recovers
+    settle(c, 30)
+    assert {**failed, "published nodes": len(c.published().content.decode().split("gpu-")) > 1,
+            "graph": len(graph_nodes(c)), "renders": c.counts().renders} == {
+        "render failures": 3, "dead letters": 1, "last publish kept": True, "published nodes": True,
+        "graph": 24, "renders": 2,
+    }  # fmt: skip
+
+
+@pytest.mark.parametrize("cloud", CLOUDS)
+def test_incomplete_kubernetes_publish_is_retried_until_complete(
+    cloud: str, make_cloud: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from k8s_fake_apiserver import NODES, FakeKubeApiServer
+
+    fake = FakeKubeApiServer(token="t0k").start()
+    try:
+        monkeypatch.setenv("TOPOCAST_K8S_ENDPOINT", fake.url)
+        monkeypatch.setenv("TOPOCAST_K8S_TOKEN", "t0k")
+        options = '{"client": {"max_attempts": 1, "qps": 0}, "max_consecutive_failures": 100}'
+        slurm = "ssm" if cloud == "aws" else "gcs"
+        c = make_cloud(quiet=0.5, max_wait=3.0, pool=12, publishers=(slurm, "kubernetes"),
+                       env={"TOPOCAST_K8S_OPTIONS": options})  # fmt: skip
+        vms = c.launch(12)
+        for name in c.node_names(vms):
+            fake.add_node(name, {"team": "ml"})
+        fake.inject(503, 3, match=lambda r: r.method == "PATCH" and r.resource == "nodes")  # 3 nodes fail once
+        c.reconcile()
+        settle(c)
+        labelled = [
+            n for n in c.node_names(vms) if "fabric.topograph.run/tier-0" in fake.get(NODES, n)["metadata"]["labels"]
+        ]
+        counts = c.counts()
+        assert {"incomplete first": counts.publish_incomplete >= 1, "publishes": counts.publishes,
+                "labelled": len(labelled)} == {"incomplete first": True, "publishes": 1, "labelled": 12}  # fmt: skip
+    finally:
+        fake.stop()
+
+
+@pytest.mark.parametrize("cloud", CLOUDS)
+def test_superseded_manifest_publishes_the_newest(cloud: str, make_cloud: Any) -> None:
+    c = make_cloud(quiet=0.5, max_wait=3.0, pool=20)
+    c.launch(10)
+    c.reconcile()
+    settle(c)
+    c.announce(c.launch(10))
+    settle(c)
+    publishes = c.counts().publishes
+    c.request_publish(1)  # a late, redelivered request for the first generation
+    settle(c)
+    assert {"published generation": c.published().generation, "newest": generation(c),
+            "extra publishes": c.counts().publishes - publishes} == {
+        "published generation": generation(c), "newest": generation(c), "extra publishes": 0,
+    }  # fmt: skip
+
+
+@pytest.mark.parametrize("cloud", CLOUDS)
+def test_guard_hold_then_operator_override(cloud: str, make_cloud: Any) -> None:
+    c = make_cloud(quiet=0.5, max_wait=3.0, pool=40)
+    vms = c.launch(40)
+    c.reconcile()
+    settle(c)
+    first = c.published()
+    c.terminate(vms[20:])  # half the cluster gone: more than the guard's 10 %
+    settle(c)
+    held = {"held": c.counts().held, "kept": c.published().content == first.content, "graph": len(graph_nodes(c))}
+    c.allow_generation(generation(c))
+    c.request_publish(generation(c))
+    settle(c)
+    assert {**held, "published after override": c.published().generation} == {
+        "held": 1, "kept": True, "graph": 20, "published after override": generation(c),
+    }  # fmt: skip
+
+
+@pytest.mark.parametrize("cloud", CLOUDS)
+def test_malformed_delivery_is_dead_lettered_and_the_rest_goes_on(cloud: str, make_cloud: Any) -> None:
+    c = make_cloud(quiet=0.5, max_wait=3.0, pool=4)
+    c.malformed()
+    c.announce(c.launch(4))
+    settle(c)
+    assert {"dead letters": len(c.dead_letters()), "malformed": c.counts().malformed, "graph": len(graph_nodes(c))} == {
+        "dead letters": 1, "malformed": 1, "graph": 4,
+    }  # fmt: skip
