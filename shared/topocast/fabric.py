@@ -50,7 +50,7 @@ def shared(graph: object, key: Hashable, build: Callable[[], T]) -> T:
     hit = memo.get(slot)
     if hit is None:
         hit = memo[slot] = (graph, build())
-    return hit[1]  # type: ignore[no-any-return]
+    return hit[1]
 
 
 #: Pseudo-switch that holds nodes without topology in tree output (Topograph's convention).

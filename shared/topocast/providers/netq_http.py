@@ -142,7 +142,7 @@ class _DeadlineHttp(urllib.request.HTTPHandler):
         self.deadline = deadline
 
     def http_open(self, req: Any) -> Any:
-        return self.do_open(self.deadline.connection(http.client.HTTPConnection), req)  # type: ignore[arg-type]
+        return self.do_open(self.deadline.connection(http.client.HTTPConnection), req)
 
 
 class _DeadlineHttps(urllib.request.HTTPSHandler):
@@ -152,7 +152,7 @@ class _DeadlineHttps(urllib.request.HTTPSHandler):
 
     def https_open(self, req: Any) -> Any:
         factory = self.deadline.connection(http.client.HTTPSConnection)
-        return self.do_open(factory, req, context=self.ctx)  # type: ignore[arg-type]
+        return self.do_open(factory, req, context=self.ctx)
 
 
 class _SameOriginRedirects(urllib.request.HTTPRedirectHandler):

@@ -191,7 +191,7 @@ def _json(labels: dict[str, dict[str, str]], names: list[str] | None = None) -> 
     ``names`` is ``sorted(labels)`` when the caller has it already."""
     if not labels:
         return "{}\n"
-    enc = json.encoder.encode_basestring_ascii  # type: ignore[attr-defined]
+    enc = json.encoder.encode_basestring_ascii
     bodies: dict[int, str] = {}  # id of a label dict (all alive in ``labels``) -> its JSON
     for inner in labels.values():
         if id(inner) not in bodies:
