@@ -27,7 +27,7 @@ DEFAULT_FORMATS = ["slurm-tree", "slurm-block", "slurm-yaml", "k8s-labels", "gra
 #: env var -> (Settings field, description). The single source of truth for the wiring test and docs.
 ENV_VARS: dict[str, tuple[str, str]] = {
     "TOPOCAST_CLUSTER": ("cluster", "cluster name (graph, keys, parameter paths)"),
-    "TOPOCAST_PROVIDER": ("provider", "topology source: aws, gcp, ibnetdiscover, netq"),
+    "TOPOCAST_PROVIDER": ("provider", "topology source: aws, gcp, ibnetdiscover, netq, k8s-labels"),
     "TOPOCAST_BUCKET": ("bucket", "S3/GCS bucket for graphs and rendered artifacts"),
     "TOPOCAST_PREFIX": ("prefix", "key prefix inside the bucket"),
     "TOPOCAST_FILTERS": ("filters", "cluster membership, EC2 filter syntax NAME=V1,V2 separated by ';'"),
@@ -53,6 +53,11 @@ ENV_VARS: dict[str, tuple[str, str]] = {
     "TOPOCAST_GUARD_MAX_LOSS": ("guard_max_loss", "fraction of published nodes a publish may lose"),
     "TOPOCAST_GUARD_OVERRIDE_PARAMETER": ("guard_override_parameter", "SSM parameter an operator sets to a generation"),
     "TOPOCAST_K8S_OPTIONS": ("k8s_options", "Kubernetes publisher options as JSON"),
+    "TOPOCAST_NODE_LABELS": (
+        "node_labels",
+        "k8s-labels: NodeLabelsConfig as JSON (fabric_keys, accelerator_key, node_selector); the cluster is "
+        "reached like the Kubernetes publisher (TOPOCAST_K8S_OPTIONS connection, else TOPOCAST_K8S_*)",
+    ),
     # ----- on-prem fabrics (topocast.providers.ibnetdiscover / netq; see docs/onprem.md) -----
     "TOPOCAST_IB_HOST_REGEX": ("ib_host_regex", "ibnetdiscover: regex with group 'host' for HCA descriptions"),
     "TOPOCAST_DOMAINS_URI": ("domains_uri", "on-prem NVLink domains file (CSV or nvidia-smi -q), s3://..."),
@@ -113,6 +118,8 @@ class DiscoverySettings(_Section):
     gcp_domain_tier: str = "subblock"
     gcp_read: str = "auto"
     compute_endpoint: str | None = None
+    # k8s-labels (NodeLabelsConfig without the cluster; validated by the provider)
+    node_labels: dict[str, Any] = Field(default_factory=dict)
 
     def provider_options(self) -> dict[str, Any]:
         """The options of the configured provider (``ProviderInputs.options``), by provider name."""
@@ -139,6 +146,7 @@ class DiscoverySettings(_Section):
                 "premises": self.netq_premises,
                 "domains_uri": self.domains_uri,
             },
+            "k8s-labels": dict(self.node_labels),
         }
         return by_provider.get(self.provider, {})
 
@@ -214,7 +222,7 @@ class Settings(StorageSettings, DiscoverySettings, RenderSettings, PublishSettin
 
 
 _LISTS = {"filters", "instance_types", "zones", "formats", "publishers", "gcp_zones", "gcp_labels", "netq_premises"}
-_JSON = {"render_options", "k8s_options"}
+_JSON = {"render_options", "k8s_options", "node_labels"}
 
 
 def _split(value: str, field: str) -> list[str]:

@@ -1,7 +1,8 @@
 """``topocast publish``: a graph, or a deployment's latest generation, to a Kubernetes cluster.
 
-The same code path as the publish function: the publisher comes from the
-publisher registry (``PUBLISHERS["kubernetes"]``) and is given either
+The same code path as the publish function: the publisher is built by the
+publisher registry's factory (``build_publishers(["kubernetes"], PublisherInputs(...))``,
+the call the composition roots make for ``TOPOCAST_PUBLISHERS``) and is given either
 
 * the rendered files and manifest of a generation in a deployment's store
   (``--store s3://bucket/prefix`` or ``gs://bucket/prefix``, ``--cluster``,
@@ -25,6 +26,7 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
@@ -133,13 +135,15 @@ def _render(graph: TopologyGraph, formats: list[str], options: RenderOptions) ->
     return [render(graph, fmt, options) for fmt in formats]
 
 
-def _inputs(args: PublishArgs, options: RenderOptions, formats: list[str]) -> tuple[Any, Any, Any]:
+def _inputs(
+    args: PublishArgs, options: RenderOptions, formats: list[str]
+) -> tuple[Any, Any, Callable[[int], TopologyGraph]]:
     """(manifest, artifacts, graph_source) as the publisher takes them."""
     if (args.graph is None) == (args.store is None):
         raise TopocastError("give exactly one of --graph FILE and --store s3://bucket/prefix | gs://bucket/prefix")
     if args.graph is not None:
         graph = load_graph(args.graph)
-        return {"generation": args.generation, "graph": graph}, _render(graph, formats, options), None
+        return {"generation": args.generation, "graph": graph}, _render(graph, formats, options), lambda _: graph
     graphs, rendered = _stores(args.store or "", args.cluster)
     manifest = rendered.latest_manifest() if args.generation is None else rendered.get_manifest(args.generation)
     if manifest is None:
@@ -151,7 +155,7 @@ def _inputs(args: PublishArgs, options: RenderOptions, formats: list[str]) -> tu
     wanted = [e for e in manifest.artifacts if e.format in formats]
     if not wanted:  # a deployment that renders only Slurm files: render the Kubernetes side here
         graph = graph_source(manifest.generation)
-        return {"generation": manifest.generation, "graph": graph}, _render(graph, formats, options), None
+        return {"generation": manifest.generation, "graph": graph}, _render(graph, formats, options), graph_source
     files = {e.file: rendered.get_artifact(manifest.generation, e.file) for e in wanted}
     return manifest, files, graph_source
 
@@ -182,10 +186,27 @@ def print_plan(report: Any, out: TextIO) -> None:
             print(f"  {name}{note}", file=out)
 
 
+def _publisher(
+    args: PublishArgs, config: Any, options: RenderOptions, graph_source: Callable[[int], TopologyGraph]
+) -> Any:
+    """The Kubernetes publisher exactly as the publish function builds it: the publisher registry's
+    factory (``build_publishers(["kubernetes"], PublisherInputs(...))``) over settings that carry the
+    flags' configuration as ``TOPOCAST_K8S_OPTIONS`` would, and the graph source."""
+    from topocast.config import Settings
+    from topocast.publish import PublisherInputs, build_publishers
+
+    settings = Settings(
+        cluster=args.cluster,
+        publishers=["kubernetes"],
+        render_options=options,
+        k8s_options=config.model_dump(),
+    )
+    (publisher,) = build_publishers(settings.publishers, PublisherInputs(settings, graph_source))
+    return publisher
+
+
 def run_publish(args: PublishArgs, out: TextIO | None = None, err: TextIO | None = None) -> int:
     """Publish and print; returns the exit code (TopocastError propagates for the CLI's exit 2)."""
-    from topocast.publish import publisher_class
-
     out = out or sys.stdout
     err = err or sys.stderr
     options = RenderOptions()
@@ -194,7 +215,7 @@ def run_publish(args: PublishArgs, out: TextIO | None = None, err: TextIO | None
     config = publisher_config(args, options)
     formats = [f for f in config.formats if f in K8S_FORMATS]
     manifest, artifacts, graph_source = _inputs(args, options, formats)
-    publisher = publisher_class("kubernetes")(config, render_options=options, graph_source=graph_source)
+    publisher = _publisher(args, config, options, graph_source)
     try:
         result = publisher.publish(manifest, artifacts)
     except TopocastError:

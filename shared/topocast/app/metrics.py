@@ -7,7 +7,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 from topocast.app.ports import Metrics
 
@@ -15,6 +15,7 @@ __all__ = [
     "API_CALLS",
     "DISCOVER_FAILURES",
     "DISCOVER_RUNS",
+    "DRIFT",
     "EMF_NAMES",
     "EVENTS",
     "GENERATIONS",
@@ -25,6 +26,12 @@ __all__ = [
     "NODES",
     "NODES_WITHOUT_TOPOLOGY",
     "NOTED",
+    "PUBLISHED_NODES_PATCHED",
+    "PUBLISHER_API_REQUESTS",
+    "PUBLISHER_METRICS",
+    "PUBLISHER_OBJECTS_APPLIED",
+    "PUBLISHER_OBJECTS_DELETED",
+    "PUBLISHER_THROTTLED",
     "PUBLISHES",
     "PUBLISH_INCOMPLETE",
     "QUARANTINED",
@@ -32,6 +39,7 @@ __all__ = [
     "RENDER_DEAD_LETTERED",
     "RENDER_FAILURES",
     "MetricCounts",
+    "report_publisher_metrics",
     "report_quarantined",
 ]
 
@@ -55,6 +63,14 @@ RENDER_DEAD_LETTERED = "render_dead_lettered"
 PUBLISHES = "publishes"
 HELD = "held"
 PUBLISH_INCOMPLETE = "publish_incomplete"
+#: what a publisher's result reports (``result.metrics``; the Kubernetes publisher's): objects and node
+#: labels found hand-edited and repaired, writes, requests, requests the API server throttled (429)
+DRIFT = "drift"
+PUBLISHED_NODES_PATCHED = "nodes_patched"
+PUBLISHER_OBJECTS_APPLIED = "objects_applied"
+PUBLISHER_OBJECTS_DELETED = "objects_deleted"
+PUBLISHER_API_REQUESTS = "publisher_api_requests"
+PUBLISHER_THROTTLED = "publisher_throttled"
 #: an on-prem upload that did not parse, moved to quarantine/ (alarm: that host's last good upload stands in)
 QUARANTINED = "quarantined_uploads"
 
@@ -78,7 +94,22 @@ EMF_NAMES = {
     HELD: "PublishHeld",
     PUBLISH_INCOMPLETE: "PublishIncomplete",
     QUARANTINED: "QuarantinedUploads",
+    DRIFT: "Drift",
+    PUBLISHED_NODES_PATCHED: "NodesPatched",
+    PUBLISHER_OBJECTS_APPLIED: "ObjectsApplied",
+    PUBLISHER_OBJECTS_DELETED: "ObjectsDeleted",
+    PUBLISHER_API_REQUESTS: "ApiRequests",
+    PUBLISHER_THROTTLED: "Throttled",
 }
+
+#: the name a publisher's ``result.metrics`` uses (its EMF name) -> the pipeline's metric
+PUBLISHER_METRICS = {
+    EMF_NAMES[name]: name
+    for name in (
+        DRIFT, PUBLISHED_NODES_PATCHED, PUBLISHER_OBJECTS_APPLIED, PUBLISHER_OBJECTS_DELETED,
+        PUBLISHER_API_REQUESTS, PUBLISHER_THROTTLED,
+    )
+}  # fmt: skip
 
 #: gauges: the latest value, not a sum
 GAUGES = frozenset({NODES, NODES_WITHOUT_TOPOLOGY})
@@ -111,3 +142,19 @@ def report_quarantined(quarantined: Iterable[tuple[str, str]], metrics: Metrics)
             "quarantined upload %s (the host's last good upload stands in): %s", uri, reason
         )
         metrics.count(QUARANTINED)
+
+
+def report_publisher_metrics(results: Iterable[object], metrics: Metrics) -> None:
+    """Count what each publisher's result reports in ``metrics`` (the Kubernetes publisher's ``Drift``...).
+
+    A result without ``metrics`` (SSM, GCS) counts nothing; a name not in :data:`PUBLISHER_METRICS`
+    is skipped, so a publisher cannot invent a metric the alarms do not know.
+    """
+    for result in results:
+        reported = getattr(result, "metrics", None)
+        if not isinstance(reported, Mapping):
+            continue
+        for emf_name, value in reported.items():
+            name = PUBLISHER_METRICS.get(emf_name)
+            if name is not None and value:
+                metrics.count(name, value)

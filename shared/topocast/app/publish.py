@@ -8,6 +8,8 @@ Policies (docs/architecture.md, "Who decides what"):
 * A publish that did not finish everywhere (e.g. Kubernetes half done) is ``retry``: publishers are
   idempotent, so the redelivery redoes only the parts not done; the published record moves only
   when every publisher succeeded.
+* What a publisher reports in its result's ``metrics`` (Kubernetes: ``Drift``, ``NodesPatched``...) is
+  counted through the Metrics port, whether or not the publish finished.
 * A generation that was never rendered is dead-lettered (``drop``): a retry cannot create it.
 """
 
@@ -49,6 +51,7 @@ def publish(ports: PublishPorts, generation: int) -> Outcome:
         max_loss_fraction=ports.guard_max_loss,
         override=ports.override.allowed_generation(),
     )
+    m.report_publisher_metrics(outcome.results.values(), ports.metrics)  # Drift even when incomplete
     if outcome.held:
         ports.metrics.count(m.HELD)
         log.warning("publish of generation %d HELD by the blast-radius guard: %s", manifest.generation, outcome.detail)

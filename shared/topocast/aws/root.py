@@ -83,6 +83,10 @@ class AwsRuntime:
 
     # ----- clients ------------------------------------------------------------------------------
     def client(self, service: str) -> Any:
+        if service == "k8s-nodes":  # the k8s-labels provider: the cluster the Kubernetes publisher reaches
+            from topocast.k8s.node_source import lister_from_options
+
+            return lister_from_options(self.settings.k8s_options)
         return getattr(self, service) if service in ("s3", "ec2", "sqs", "ssm", "dynamodb") else self._client(service)
 
     def _client(self, service: str) -> Any:
@@ -186,7 +190,7 @@ class AwsRuntime:
         return read_secret_arn(ref, session=self.session)[0]
 
     def provider(self) -> Provider:
-        """The configured topology source (``TOPOCAST_PROVIDER``: aws, ibnetdiscover, netq)."""
+        """The configured topology source (``TOPOCAST_PROVIDER``: aws, ibnetdiscover, netq, k8s-labels)."""
         s = self.settings
         inputs = ProviderInputs(
             s.cluster, s.provider_options(), self.client, self._uploads, self._read_text, self._secret

@@ -124,6 +124,10 @@ class GcpRuntime:
     def _client(self, service: str) -> Any:
         if service == "compute":
             return self.compute()
+        if service == "k8s-nodes":  # the k8s-labels provider: the cluster the Kubernetes publisher reaches
+            from topocast.k8s.node_source import lister_from_options
+
+            return lister_from_options(self.settings.k8s_options)
         raise TopocastError(f"the GCP functions supply no {service!r} client")
 
     def _read_text(self, uri: str) -> str:
@@ -146,7 +150,7 @@ class GcpRuntime:
         return uploads.texts
 
     def provider(self) -> Provider:
-        """The configured topology source (``TOPOCAST_PROVIDER``: gcp, ibnetdiscover, netq)."""
+        """The configured topology source (``TOPOCAST_PROVIDER``: gcp, ibnetdiscover, netq, k8s-labels)."""
         s = self.settings
         return build_provider(s.provider, ProviderInputs(s.cluster, s.provider_options(), self._client,
                                                          self._uploads, self._read_text))  # fmt: skip

@@ -133,6 +133,21 @@ class K8sConnection(BaseModel):
         return cls.model_validate(values)
 
 
+def connection_from_options(k8s_options: Mapping[str, Any], environ: Mapping[str, str] | None = None) -> K8sConnection:
+    """The connection of ``TOPOCAST_K8S_OPTIONS`` (its ``connection``), else the ``TOPOCAST_K8S_*`` variables:
+    how every function reaches its cluster (the publisher, the ``k8s-labels`` discovery)."""
+    given = k8s_options.get("connection")
+    if given is None:
+        return K8sConnection.from_env(environ)
+    return given if isinstance(given, K8sConnection) else K8sConnection.model_validate(given)
+
+
+def client_settings_from_options(k8s_options: Mapping[str, Any]) -> ClientSettings:
+    """``TOPOCAST_K8S_OPTIONS``' ``client`` (rate limit, retries), else the defaults."""
+    given = k8s_options.get("client") or {}
+    return given if isinstance(given, ClientSettings) else ClientSettings.model_validate(given)
+
+
 class ClientSettings(BaseModel):
     """Client-side politeness and fault handling."""
 

@@ -11,12 +11,20 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Callable, Mapping
+from typing import Any
 
 import httpx2
 from lightkube.core.exceptions import ApiError
 
 from topocast.errors import ProviderError
-from topocast.k8s.client import ClientSettings, K8sConnection, KubeClient, build_client
+from topocast.k8s.client import (
+    ClientSettings,
+    K8sConnection,
+    KubeClient,
+    build_client,
+    client_settings_from_options,
+    connection_from_options,
+)
 from topocast.k8s.labels import list_cluster_nodes
 from topocast.providers.base import DiscoveryResult
 from topocast.providers.k8s_labels import ANNOTATIONS, ClusterNodeInfo, NodeLabelsConfig, graph_from_nodes
@@ -33,19 +41,32 @@ def list_node_info(kc: KubeClient, config: NodeLabelsConfig, page_size: int | No
     return [ClusterNodeInfo(n.name, n.labels, n.annotations, n.provider_id) for n in nodes]
 
 
+def _listing(kc: KubeClient, config: NodeLabelsConfig) -> tuple[list[ClusterNodeInfo], dict[str, int]]:
+    infos = list_node_info(kc, config)
+    return infos, dict(kc.transport.stats.snapshot()["by_method"])
+
+
 def node_lister(
     connection: K8sConnection | None = None, settings: ClientSettings | None = None
-) -> Callable[[NodeLabelsConfig], list[ClusterNodeInfo]]:
+) -> Callable[[NodeLabelsConfig], tuple[list[ClusterNodeInfo], dict[str, int]]]:
     """The ``k8s-nodes`` client a shell hands the ``k8s-labels`` provider: one Node LIST per call."""
 
-    def list_nodes(config: NodeLabelsConfig) -> list[ClusterNodeInfo]:
+    def list_nodes(config: NodeLabelsConfig) -> tuple[list[ClusterNodeInfo], dict[str, int]]:
         kc = build_client(connection or K8sConnection(), settings)
         try:
-            return list_node_info(kc, config)
+            return _listing(kc, config)
         finally:
             kc.close()
 
     return list_nodes
+
+
+def lister_from_options(
+    k8s_options: Mapping[str, Any],
+) -> Callable[[NodeLabelsConfig], tuple[list[ClusterNodeInfo], dict[str, int]]]:
+    """The ``k8s-nodes`` client of a composition root: the cluster the Kubernetes publisher reaches, from
+    the same settings (``TOPOCAST_K8S_OPTIONS`` ``connection`` / ``client``, else ``TOPOCAST_K8S_*``)."""
+    return node_lister(connection_from_options(k8s_options), client_settings_from_options(k8s_options))
 
 
 def discover(
@@ -58,8 +79,7 @@ def discover(
     """The graph the cluster's node labels describe (``client`` overrides ``connection``, for tests)."""
     kc = client or build_client(connection or K8sConnection(), settings)
     try:
-        infos = list_node_info(kc, config)
-        calls = dict(kc.transport.stats.snapshot()["by_method"])
+        infos, calls = _listing(kc, config)
     finally:
         if client is None:
             kc.close()
@@ -85,4 +105,4 @@ def discover_from_env(cluster: str, environ: Mapping[str, str] | None = None) ->
     return discover(config, K8sConnection.from_env(env))
 
 
-__all__ = ["NODE_LABELS_ENV", "discover", "discover_from_env", "list_node_info"]
+__all__ = ["NODE_LABELS_ENV", "discover", "discover_from_env", "list_node_info", "lister_from_options", "node_lister"]

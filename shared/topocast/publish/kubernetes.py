@@ -18,12 +18,11 @@ __all__ = ["K8sPublishResult", "KubernetesPublisher", "KubernetesPublisherConfig
 def from_settings(settings: Any, graph_source: Callable[[int], Any]) -> KubernetesPublisher:
     """``TOPOCAST_K8S_OPTIONS`` (KubernetesPublisherConfig as JSON); the connection may instead come from
     ``TOPOCAST_K8S_<FIELD>`` variables. The label scheme is the render stage's, so ownership agrees."""
-    from topocast.k8s.client import K8sConnection
+    from topocast.k8s.client import connection_from_options
 
     options = dict(settings.k8s_options)
     options.setdefault("labels", settings.render_options.labels.model_dump())
-    if "connection" not in options:
-        options["connection"] = K8sConnection.from_env().model_dump()
+    options["connection"] = connection_from_options(options)
     return KubernetesPublisher(
         KubernetesPublisherConfig.model_validate(options),
         render_options=settings.render_options,
