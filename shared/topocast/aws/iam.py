@@ -45,6 +45,7 @@ CALLS: dict[str, frozenset[str]] = {
             "sqs:SendMessage",  # timer queue, events DLQ (rejected events), publish queue (confirmed hold)
             "ssm:GetParameter",  # on-prem only: ssm:// domains file, NetQ credentials in a parameter
             "secretsmanager:GetSecretValue",  # on-prem only: NetQ credentials in a secret
+            "eks:DescribeCluster",  # k8s-labels on EKS: the API server endpoint when none is configured
         }
     ),
     "render": frozenset(
@@ -103,6 +104,10 @@ CONDITIONAL: dict[str, dict[str, Conditional]] = {
         "s3:DeleteObject": Conditional(
             frozenset({"topology_source", "enable_upload_events"}),
             "on-prem uploads (a bad one is moved to quarantine/)",
+        ),
+        "eks:DescribeCluster": Conditional(
+            frozenset({"topology_source", "eks_cluster_name"}),
+            "topology_source = k8s-labels on EKS (eks_cluster_name) without k8s_options.connection.endpoint",
         ),
         "kms:Decrypt": Conditional(
             frozenset({"netq_credentials_kms_key_arn"}),

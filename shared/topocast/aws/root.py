@@ -83,10 +83,6 @@ class AwsRuntime:
 
     # ----- clients ------------------------------------------------------------------------------
     def client(self, service: str) -> Any:
-        if service == "k8s-nodes":  # the k8s-labels provider: the cluster the Kubernetes publisher reaches
-            from topocast.k8s.node_source import lister_from_options
-
-            return lister_from_options(self.settings.k8s_options)
         return getattr(self, service) if service in ("s3", "ec2", "sqs", "ssm", "dynamodb") else self._client(service)
 
     def _client(self, service: str) -> Any:
@@ -189,11 +185,20 @@ class AwsRuntime:
 
         return read_secret_arn(ref, session=self.session)[0]
 
+    def _discovery_client(self, service: str) -> Any:
+        """What a provider may ask for: the AWS clients, and ``k8s-nodes`` for k8s-labels (the cluster
+        the Kubernetes publisher reaches, from the same ``TOPOCAST_K8S_OPTIONS`` / ``TOPOCAST_K8S_*``)."""
+        if service == "k8s-nodes":
+            from topocast.k8s.node_source import lister_from_options
+
+            return lister_from_options(self.settings.k8s_options)
+        return self.client(service)
+
     def provider(self) -> Provider:
         """The configured topology source (``TOPOCAST_PROVIDER``: aws, ibnetdiscover, netq, k8s-labels)."""
         s = self.settings
         inputs = ProviderInputs(
-            s.cluster, s.provider_options(), self.client, self._uploads, self._read_text, self._secret
+            s.cluster, s.provider_options(), self._discovery_client, self._uploads, self._read_text, self._secret
         )
         return build_provider(s.provider, inputs)
 

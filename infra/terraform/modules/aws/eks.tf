@@ -23,3 +23,14 @@ resource "aws_eks_access_policy_association" "publish" {
     type = "cluster"
   }
 }
+
+# topology_source = k8s-labels: the discover role lists the nodes (RBAC: `list nodes` of topocast:publishers)
+resource "aws_eks_access_entry" "discover" {
+  count = var.eks_cluster_name != null && var.topology_source == "k8s-labels" ? 1 : 0
+
+  cluster_name      = var.eks_cluster_name
+  principal_arn     = aws_iam_role.this["discover"].arn
+  kubernetes_groups = var.eks_kubernetes_groups
+  type              = "STANDARD"
+  tags              = local.common_tags
+}

@@ -99,6 +99,17 @@ data "aws_iam_policy_document" "discover" {
     }
   }
 
+  # topology_source = k8s-labels on EKS without a given endpoint: the API server URL and CA
+  # (topocast.k8s.auth.eks_cluster_endpoint); listing the nodes is Kubernetes RBAC (eks.tf access entry)
+  dynamic "statement" {
+    for_each = local.discover_eks_lookup ? [local.eks_arn] : []
+    content {
+      sid       = "EksEndpoint"
+      actions   = ["eks:DescribeCluster"]
+      resources = [statement.value]
+    }
+  }
+
   statement {
     # graphs/; rendered/ and state/ when a reconcile confirms a held publish; uploads/ for on-prem dumps;
     # an s3:// domains file (variables.tf keeps it under uploads/, so uploads/* covers it when granted)

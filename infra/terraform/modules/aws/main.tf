@@ -33,6 +33,11 @@ locals {
     connection = merge(try(var.k8s_options.connection, {}), { eks_cluster = var.eks_cluster_name, region = local.region })
   }))
 
+  # topology_source = k8s-labels: discover lists the nodes of the cluster the publisher writes to. The
+  # EKS endpoint comes from eks:DescribeCluster unless k8s_options.connection.endpoint is given.
+  node_source         = var.topology_source == "k8s-labels"
+  discover_eks_lookup = local.node_source && var.eks_cluster_name != null && try(var.k8s_options.connection.endpoint, null) == null
+
   render_options_json = length(var.render_options) > 0 ? jsonencode(var.render_options) : ""
 
   # On-prem collectors upload ibnetdiscover dumps; their S3 events trigger discover.
@@ -81,6 +86,9 @@ locals {
       TOPOCAST_NETQ_PREMISES    = join(";", var.netq_premises)
       TOPOCAST_DOMAINS_URI      = var.domains_uri == null ? "" : var.domains_uri
       TOPOCAST_IB_HOST_REGEX    = var.ib_host_regex == null ? "" : var.ib_host_regex
+      # k8s-labels: the label scheme, and the cluster connection the publisher uses
+      TOPOCAST_NODE_LABELS = local.node_source && length(var.node_labels) > 0 ? jsonencode(var.node_labels) : ""
+      TOPOCAST_K8S_OPTIONS = local.node_source && local.k8s_options_json != "{}" ? local.k8s_options_json : ""
     }
     render = {
       TOPOCAST_STATE_TABLE               = aws_dynamodb_table.debounce.name

@@ -196,13 +196,24 @@ variable "state_table_deletion_protection" {
 
 # ----- discovery -------------------------------------------------------------------------------------
 variable "topology_source" {
-  description = "Where discover reads the topology (TOPOCAST_PROVIDER): aws (EC2 DescribeInstanceTopology), ibnetdiscover (dumps uploaded by on-prem collectors to <prefix>/<cluster>/uploads/) or netq (the NetQ API, on the reconcile schedule only); see docs/onprem.md. The EC2 and Auto Scaling rules and the EC2 grants exist only with aws."
+  description = "Where discover reads the topology (TOPOCAST_PROVIDER): aws (EC2 DescribeInstanceTopology), ibnetdiscover (dumps uploaded by on-prem collectors to <prefix>/<cluster>/uploads/), netq (the NetQ API, on the reconcile schedule only; see docs/onprem.md) or k8s-labels (the EKS nodes' topology labels, on the reconcile schedule only, reached like the Kubernetes publisher: eks_cluster_name / k8s_options.connection; docs/kubernetes.md). The EC2 and Auto Scaling rules and the EC2 grants exist only with aws."
   type        = string
   default     = "aws"
 
   validation {
-    condition     = contains(["aws", "ibnetdiscover", "netq"], var.topology_source)
-    error_message = "topology_source must be aws, ibnetdiscover or netq."
+    condition     = contains(["aws", "ibnetdiscover", "netq", "k8s-labels"], var.topology_source)
+    error_message = "topology_source must be aws, ibnetdiscover, netq or k8s-labels."
+  }
+}
+
+variable "node_labels" {
+  description = "With topology_source = k8s-labels: which node labels make the topology (TOPOCAST_NODE_LABELS, NodeLabelsConfig: fabric_keys, accelerator_key, node_selector). Empty: the EKS, GKE and Topograph label schemes."
+  type        = any
+  default     = {}
+
+  validation {
+    condition     = length(var.node_labels) == 0 || var.topology_source == "k8s-labels"
+    error_message = "node_labels is only used with topology_source = k8s-labels."
   }
 }
 

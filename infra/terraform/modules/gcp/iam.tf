@@ -129,3 +129,12 @@ resource "google_project_iam_member" "publish_gke" {
   role    = "roles/container.clusterViewer"
   member  = google_service_account.function["publish"].member
 }
+
+# node_labels (k8s-labels discovery) on GKE without a given endpoint: discover reads the endpoint too
+resource "google_project_iam_member" "discover_gke" {
+  count = local.discover_gke_lookup ? 1 : 0
+
+  project = split("/", var.gke_cluster)[1]
+  role    = "roles/container.clusterViewer"
+  member  = google_service_account.function["discover"].member
+}

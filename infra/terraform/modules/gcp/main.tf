@@ -30,6 +30,11 @@ locals {
 
   common_labels = merge(var.labels, { "topocast-cluster" = var.cluster })
 
+  # node_labels set: discover reads the GKE nodes' labels, through the publisher's connection; the
+  # endpoint comes from the GKE API (container.clusters.get) unless k8s_options.connection.endpoint is given
+  node_source         = var.node_labels != null
+  discover_gke_lookup = local.node_source && var.gke_cluster != null && try(var.k8s_options.connection.endpoint, null) == null
+
   # ----- environment: exactly the variables shared/topocast/config.py (ENV_VARS) reads ---------------
   common_env = {
     TOPOCAST_CLUSTER               = var.cluster
@@ -41,6 +46,9 @@ locals {
   }
   stage_env = {
     discover = {
+      TOPOCAST_PROVIDER                  = local.node_source ? "k8s-labels" : "gcp"
+      TOPOCAST_NODE_LABELS               = local.node_source ? jsonencode(var.node_labels) : ""
+      TOPOCAST_K8S_OPTIONS               = local.node_source && local.k8s_options_json != "{}" ? local.k8s_options_json : ""
       TOPOCAST_GCP_ZONES                 = join(";", var.zones)
       TOPOCAST_GCP_LABEL                 = join(";", [for k, v in local.instance_labels : "${k}=${v}"])
       TOPOCAST_GCP_DOMAIN_TIER           = var.domain_tier

@@ -351,6 +351,12 @@ variable "k8s_options" {
   default     = {}
 }
 
+variable "node_labels" {
+  description = "Discover from the GKE nodes' topology labels instead of the Compute API (TOPOCAST_PROVIDER = k8s-labels, TOPOCAST_NODE_LABELS: NodeLabelsConfig, {} for the GKE, EKS and Topograph label schemes), on the reconcile schedule, reached like the Kubernetes publisher (gke_cluster / k8s_options.connection). Null: the Compute API (gcp)."
+  type        = any
+  default     = null
+}
+
 variable "gke_cluster" {
   description = "GKE cluster the kubernetes publisher writes to (projects/<p>/locations/<l>/clusters/<name>): the publish service account may read its endpoint (roles/container.clusterViewer). Map the account into RBAC with infra/k8s/rbac.yaml. Null: none."
   type        = string
