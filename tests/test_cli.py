@@ -151,6 +151,7 @@ def test_gcp_demo_through_the_cli_writes_the_same_outputs(tmp_path: Path) -> Non
         assert key in report, key
     assert report["pull"]["ok"] and report["nodes"] == 32
     assert "Compute calls" in result.stdout
+    assert "topology-block.conf" in result.stdout and (out / "topology-block.conf").is_file()
     conf = (out / "topology.conf").read_text()
     assert "SwitchName=no-topology" in conf
     assert len(json.loads((out / "labels.json").read_text())) == report["nodes"]

@@ -244,6 +244,7 @@ def run_demo(
 
 
 def summary(result: dict[str, Any], out: Path) -> str:
+    """Three lines for the terminal; the files are the report's ``outputs`` (what is really in ``out``)."""
     calls = result.get("ec2_api_calls", result.get("api_calls"))
     api = "EC2" if "ec2_api_calls" in result else "Compute"
     return (
@@ -253,5 +254,5 @@ def summary(result: dict[str, Any], out: Path) -> str:
         f"generation {result['generation']}, pull: {result['pull']['action']}"
         f"{' (validated by slurmctld)' if result['pull']['validated_by_slurmctld'] else ''}, "
         f"{result['seconds']} s\n"
-        f"wrote {out}/topology.conf, labels.json, topology.html, report.json ({result.get('cloud', 'aws')})"
+        f"wrote {out}/: {', '.join(result['outputs'])} ({result.get('cloud', 'aws')})"
     )
