@@ -387,6 +387,9 @@ def test_pull_cli_live_then_held_on_26_05(
     moved = subprocess.run([*base, "--live-max-share", "0.2"], capture_output=True, text=True, check=False)
     assert moved.returncode == 0, moved.stderr
     assert "applied live: 1 node(s) with 1 scontrol update call, no reconfigure" in moved.stdout
+    assert moved.stdout.rstrip().endswith(
+        "; nodes: 0 added, 0 removed, 1 moved (n4: root:spine1:leaf1 -> root:spine2:leaf3)"
+    )
     assert "n4" in below(ctl)["leaf3"]
     src.write_text(
         TREE.replace("SwitchName=spine2 Switches=leaf3\n", "")

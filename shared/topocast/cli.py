@@ -447,7 +447,7 @@ def pull(a: Namespace) -> int:
         pointer_prefix=a.pointer_prefix,
         allow_node_loss=a.allow_node_loss,
     )
-    print(f"{a.dest}: {outcome.action} (generation {outcome.generation}): {outcome.detail}")
+    print(outcome.line())
     return 0 if outcome.ok else 1
 
 

@@ -37,7 +37,7 @@ import tempfile
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlparse
 
 from topocast.errors import TopocastError
@@ -45,6 +45,9 @@ from topocast.limits import MAX_PUBLISHED_BYTES, check_size, read_capped
 from topocast.pipeline.guard import DEFAULT_MAX_LOSS_FRACTION
 from topocast.publish import envelope
 from topocast.safe_files import UnsafePathError, check_destination, dir_lock, read_nofollow
+
+if TYPE_CHECKING:
+    from topocast.slurm.live import NodeChanges
 
 
 class PullError(TopocastError):
@@ -72,6 +75,14 @@ class PullOutcome:
     sha256: str
     detail: str
     install: Any = None
+    #: what the installed file changed: nodes added / removed / moved (old -> new place), None when
+    #: nothing was installed (:class:`topocast.slurm.live.NodeChanges`, the live plan's differ)
+    changes: NodeChanges | None = None
+
+    def line(self) -> str:
+        """The one-line report: action, generation, detail and, after an install, what moved."""
+        moved = f"; nodes: {self.changes.summary()}" if self.changes is not None else ""
+        return f"{self.dest}: {self.action} (generation {self.generation}): {self.detail}{moved}"
 
 
 def _split_s3(uri: str) -> tuple[str, str]:
@@ -265,8 +276,10 @@ def pull(
     state_file = Path(state_file) if state_file is not None else None
     pulled = fetch(source, ssm=ssm, s3=s3, gcs=gcs, pointer_bucket=pointer_bucket, pointer_prefix=pointer_prefix)
 
-    def outcome(ok: bool, action: str, detail: str, install: Any = None) -> PullOutcome:
-        return PullOutcome(ok, action, source, dest, pulled.generation, pulled.sha256, detail, install)
+    def outcome(
+        ok: bool, action: str, detail: str, install: Any = None, changes: NodeChanges | None = None
+    ) -> PullOutcome:
+        return PullOutcome(ok, action, source, dest, pulled.generation, pulled.sha256, detail, install, changes)
 
     try:
         check_destination(dest)
@@ -329,4 +342,17 @@ def pull(
                     "installed_at": datetime.now(UTC).isoformat(),
                 },
             )
-    return outcome(result.ok, result.action, result.message, result)
+        changes = _changes(installed, pulled.content) if result.ok and result.action == "installed" else None
+    return outcome(result.ok, result.action, result.message, result, changes)
+
+
+def _changes(installed: bytes | None, new: bytes) -> NodeChanges | None:
+    """What moved between the file that was installed and the new one (None if either does not parse)."""
+    from topocast.slurm.live import node_changes
+
+    try:
+        return node_changes(
+            installed.decode("utf-8", "replace") if installed is not None else None, new.decode("utf-8", "replace")
+        )
+    except TopocastError:
+        return None

@@ -53,8 +53,10 @@ from topocast.slurm.validate import format_version, parse_candidate, validate_to
 __all__ = [
     "DYNAMIC_TOPOLOGY",
     "LivePlan",
+    "NodeChanges",
     "Placements",
     "apply_topology",
+    "node_changes",
     "node_spec",
     "placements",
     "plan_live",
@@ -171,6 +173,62 @@ def node_spec(text: str, node: str, source: str = "topology file") -> str:
     return spec
 
 
+@dataclass(frozen=True)
+class NodeChanges:
+    """Where nodes went between two topology files, by their ``Topology=`` specs (one differ for the
+    live plan and the pull agent's report)."""
+
+    added: list[str] = field(default_factory=list)
+    removed: list[str] = field(default_factory=list)
+    #: node -> (old place, new place); a place is the switch path root first (``spine1:leaf3``) or the
+    #: block, each prefixed by its topology's name when the file is a topology.yaml
+    moved: dict[str, tuple[str, str]] = field(default_factory=dict)
+
+    def __bool__(self) -> bool:
+        return bool(self.added or self.removed or self.moved)
+
+    def as_dict(self) -> dict[str, object]:
+        return {"added": self.added, "removed": self.removed, "moved": {n: list(m) for n, m in self.moved.items()}}
+
+    def summary(self, sample: int = 3) -> str:
+        """``1 added (n13), 0 removed, 2 moved (n4: root:spine1:leaf1 -> root:spine2:leaf3, ...)``."""
+        if not self:
+            return "no node changes place"
+        moves = [f"{n}: {old} -> {new}" for n, (old, new) in list(self.moved.items())[:sample]]
+        parts = [
+            f"{len(self.added)} added" + (f" ({compact_str(self.added)})" if self.added else ""),
+            f"{len(self.removed)} removed" + (f" ({compact_str(self.removed)})" if self.removed else ""),
+            f"{len(self.moved)} moved"
+            + (f" ({', '.join(moves)}{', ...' if len(self.moved) > sample else ''})" if moves else ""),
+        ]
+        return ", ".join(parts)
+
+
+def _diff(old: Placements, new: Placements) -> NodeChanges:
+    def place(spec: str) -> str:  # "default:" says nothing in a topology.conf
+        return ",".join(p.removeprefix(f"{DEFAULT}:") for p in spec.split(",")) if new.kind != "yaml" else spec
+
+    added = sorted(n for n, spec in new.specs.items() if spec and not old.specs.get(n))
+    removed = sorted(n for n, spec in old.specs.items() if spec and not new.specs.get(n))
+    moved = {
+        n: (place(old.specs[n]), place(spec))
+        for n, spec in sorted(new.specs.items())
+        if old.specs.get(n) and spec and old.specs[n] != spec
+    }
+    return NodeChanges(added, removed, moved)
+
+
+def node_changes(old_text: str | None, new_text: str, source: str = "topology file") -> NodeChanges:
+    """Nodes added, removed and moved from ``old_text`` (None: nothing installed) to ``new_text``."""
+    new = placements(new_text, source)
+    old = placements(old_text, f"{source} (installed)") if old_text is not None else None
+    if new.errors:
+        raise TopocastError(f"{source}: {new.errors[0]}")
+    if old is None or old.errors:  # nothing (readable) was installed: every node is new
+        old = Placements(new.kind, {}, {}, [])
+    return _diff(old, new)
+
+
 @dataclass
 class LivePlan:
     #: True: node updates; False: reconfigure
@@ -248,10 +306,10 @@ def plan_live(
     reason = _shape_change(old, new)
     if reason:
         return LivePlan(False, reason)
-    removed = sorted(n for n in old.specs if not new.specs.get(n))
-    if removed:
-        return LivePlan(False, f"{len(removed)} node(s) leave the topology: {compact_str(removed)}")
-    changed = sorted(n for n, spec in new.specs.items() if old.specs.get(n) != spec)
+    diff = _diff(old, new)
+    if diff.removed:
+        return LivePlan(False, f"{len(diff.removed)} node(s) leave the topology: {compact_str(diff.removed)}")
+    changed = sorted([*diff.added, *diff.moved])
     if not changed:
         return LivePlan(True, "no node changes place (the file differs in form only)")
     if defined is not None:
@@ -271,7 +329,7 @@ def plan_live(
     for node in changed:
         by_dest[new.specs[node]].append(node)
     moves = [(compact_str(nodes), spec) for spec, nodes in sorted(by_dest.items())]
-    added = sum(1 for n in changed if n not in old.specs)
+    added = len(diff.added)
     what = f"{len(changed) - added} moved, {added} added" if added else f"{len(changed)} moved"
     return LivePlan(
         True,
