@@ -225,3 +225,22 @@ def test_an_oversized_upload_is_quarantined_by_its_listed_size_before_reading(s3
             f"{uploads}/ufm-09/ibnetdiscover.out: 5000 bytes exceeds the 1000 byte limit",
         )
     ]
+
+
+def test_gcs_bad_upload_is_quarantined_with_its_reason_and_the_last_good_stands_in(gcs: Any, example: Path) -> None:
+    """The same quarantine on Cloud Storage (the GCP discover function's ObjectStore adapter)."""
+    from topocast.collect import read_good_uploads
+
+    uploads = f"gs://{BUCKET}/topocast/c1/uploads"
+    good = example.read_bytes()
+    collect_ibnetdiscover(example, uploads, host="ufm-01", gcs_client=gcs)
+    assert read_good_uploads(uploads, ibnetdiscover.parse, gcs_client=gcs).quarantined == []
+    gcs.bucket(BUCKET).blob("topocast/c1/uploads/ufm-01/ibnetdiscover.out").upload_from_string(b"\x00garbage\n")
+    got = read_good_uploads(uploads, ibnetdiscover.parse, gcs_client=gcs)
+    assert [uri for uri, _ in got.quarantined] == [f"{uploads}/ufm-01/ibnetdiscover.out"]
+    assert got.texts == {f"gs://{BUCKET}/topocast/c1/last-good/ufm-01/ibnetdiscover.out": good}
+    (moved,) = list(gcs.list_blobs(BUCKET, prefix="topocast/c1/quarantine/"))
+    assert re.fullmatch(r"topocast/c1/quarantine/ufm-01/\d{8}T\d{6}Z-ibnetdiscover\.out", moved.name)
+    assert moved.download_as_bytes() == b"\x00garbage\n"
+    assert set(moved.metadata) == {"reason"} and moved.metadata["reason"] == got.quarantined[0][1]
+    assert gcs.bucket(BUCKET).get_blob("topocast/c1/uploads/ufm-01/ibnetdiscover.out") is None

@@ -22,7 +22,6 @@ boto3 / google-cloud-storage are imported only when used.
 
 from __future__ import annotations
 
-import base64
 import hashlib
 import json
 import shlex
@@ -33,13 +32,15 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 from topocast import __version__
 from topocast.errors import ProviderError, TopocastError
-from topocast.limits import MAX_UPLOAD_BYTES, check_size, read_capped
+from topocast.limits import MAX_UPLOAD_BYTES
 from topocast.names import check_node_name
-from topocast.pipeline.objects import UPLOAD_NAME
+from topocast.pipeline.objects import UPLOAD_MEDIA_TYPE, UPLOAD_NAME, ObjectStore, UploadSet
+from topocast.pipeline.objects import read_good_uploads as objects_read_good_uploads
+from topocast.pipeline.objects import read_uploads as objects_read_uploads
 from topocast.providers.ibnetdiscover import Fabric, parse
 
 #: metadata key holding the fabric digest that decides "changed or not"
@@ -150,44 +151,42 @@ def collect_ibnetdiscover(
         "collected-at": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
         "topocast-version": __version__,
     }
-    store = _S3(s3_client) if scheme == "s3" else _Gcs(gcs_client)
-    uploaded = store.stored_digest(bucket, key) != digest
+    objects = _objects(scheme, bucket, s3_client, gcs_client)
+    uri = objects.uri(key)
+    try:
+        stored = objects.head(key)
+    except Exception as exc:  # boto / google-api-core errors: the message names the cause
+        raise CollectError(f"{uri}: cannot read ({exc})") from None
+    uploaded = stored is None or stored.metadata.get(SHA_KEY) != digest
     if uploaded:
-        store.put(bucket, key, data, metadata)
+        try:
+            objects.put(key, data, content_type=UPLOAD_MEDIA_TYPE, metadata=metadata)
+        except Exception as exc:
+            raise CollectError(f"{uri}: upload failed ({exc})") from None
     return CollectResult(f"{scheme}://{bucket}/{key}", digest, metadata["content-sha256"], len(data), uploaded, host)
 
 
+def _objects(scheme: str, bucket: str, s3_client: Any = None, gcs_client: Any = None) -> ObjectStore:
+    """The pipeline's :class:`ObjectStore` adapter for the upload bucket (clients from the default chain)."""
+    if scheme == "s3":
+        from topocast.aws.clients import s3_client as default_s3
+        from topocast.aws.s3_objects import S3Objects
+
+        return S3Objects(bucket, s3_client if s3_client is not None else default_s3())
+    from topocast.gcp.gcs import GcsObjects
+
+    if gcs_client is None:
+        from google.cloud import storage  # type: ignore[attr-defined]
+
+        gcs_client = storage.Client()
+    return GcsObjects(bucket, gcs_client)
+
+
 def read_uploads(prefix_uri: str, *, s3_client: Any = None, gcs_client: Any = None) -> dict[str, bytes]:
-    """Every ``<prefix>/<host>/ibnetdiscover.out`` under ``prefix_uri``, newest first: ``{uri: content}``.
-
-    Feed it to ``ibnetdiscover.discover(texts=...)``, which merges them (first wins on conflicts).
-    """
+    """Every ``<prefix>/<host>/ibnetdiscover.out`` under ``prefix_uri``, newest first: ``{uri: content}``
+    (:func:`topocast.pipeline.objects.read_uploads` on the bucket the URI names)."""
     scheme, bucket, prefix = split_uri(prefix_uri)
-    store = _S3(s3_client) if scheme == "s3" else _Gcs(gcs_client)
-    return {f"{scheme}://{bucket}/{key}": store.get(bucket, key) for key, _ in _upload_keys(store, bucket, prefix)}
-
-
-def _upload_keys(store: _Store, bucket: str, prefix: str) -> list[tuple[str, int | None]]:
-    """(key, size) of every upload under ``prefix``, newest first."""
-    found = [
-        (when, key, size)
-        for key, when, size in store.list_sized(bucket, f"{prefix}/" if prefix else "")
-        if key.endswith(f"/{UPLOAD_NAME}") and key.count("/") == (prefix.count("/") + 2 if prefix else 1)
-    ]
-    found.sort(key=lambda item: (-item[0].timestamp(), item[1]))
-    return [(key, size) for _, key, size in found]
-
-
-@dataclass
-class UploadSet:
-    """What discovery may use: each host's upload, or its last good one when the upload is bad."""
-
-    #: source uri -> content, newest first (a fallback is named by its last-good/ uri)
-    texts: dict[str, bytes]
-    #: (upload uri, reason) of every upload moved to quarantine/ by this read
-    quarantined: list[tuple[str, str]]
-    #: hosts whose last good upload stands in for a bad one
-    fallbacks: list[str]
+    return objects_read_uploads(_objects(scheme, bucket, s3_client, gcs_client), prefix)
 
 
 def read_good_uploads(
@@ -198,186 +197,7 @@ def read_good_uploads(
     gcs_client: Any = None,
     limit: int = MAX_UPLOAD_BYTES,
 ) -> UploadSet:
-    """The uploads under ``prefix_uri`` that ``check(content, uri)`` accepts; bad ones are quarantined.
-
-    ``<base>/uploads/<host>/ibnetdiscover.out`` is good when it is at most
-    ``limit`` bytes (checked by its listed size, before reading) and ``check``
-    does not raise. A good upload is copied to ``<base>/last-good/<host>/`` (when
-    it changed); a bad one is moved to ``<base>/quarantine/<host>/<time>-ibnetdiscover.out``
-    with its reason in the object's metadata, and the host's last good copy
-    is used instead. So one writer leaving garbage in ``uploads/`` neither blocks
-    discovery nor loses that host's fabric.
-    """
+    """:func:`topocast.pipeline.objects.read_good_uploads` (the functions' quarantine) on the bucket
+    ``prefix_uri`` names: good uploads, bad ones moved to ``quarantine/``, last good ones standing in."""
     scheme, bucket, prefix = split_uri(prefix_uri)
-    store: _Store = _S3(s3_client) if scheme == "s3" else _Gcs(gcs_client)
-    base = prefix.rsplit("/", 1)[0] if "/" in prefix else ""
-
-    def sibling(area: str, host: str, name: str = UPLOAD_NAME) -> str:
-        return "/".join(p for p in (base, area, host, name) if p)
-
-    out = UploadSet({}, [], [])
-    for key, size in _upload_keys(store, bucket, prefix):
-        uri = f"{scheme}://{bucket}/{key}"
-        host = key.rsplit("/", 2)[-2]
-        try:
-            check_size(size, limit, uri, ProviderError)
-            content = store.get(bucket, key, limit)
-            check(content, uri)
-        except (TopocastError, UnicodeDecodeError, ValueError) as exc:
-            reason = " ".join(str(exc).split())[:500]
-            stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
-            store.move(bucket, key, sibling("quarantine", host, f"{stamp}-{UPLOAD_NAME}"), {"reason": reason})
-            out.quarantined.append((uri, reason))
-            good_key = sibling("last-good", host)
-            good = store.get_if_exists(bucket, good_key, limit)
-            if good is not None:
-                out.texts[f"{scheme}://{bucket}/{good_key}"] = good
-                out.fallbacks.append(host)
-            continue
-        digest = hashlib.sha256(content).hexdigest()
-        good_key = sibling("last-good", host)
-        if store.stored_content_digest(bucket, good_key) != digest:
-            store.put(bucket, good_key, content, {"content-sha256": digest, "source": key})
-        out.texts[uri] = content
-    return out
-
-
-class _Store(Protocol):
-    def stored_digest(self, bucket: str, key: str) -> str | None: ...
-    def stored_content_digest(self, bucket: str, key: str) -> str | None: ...
-    def put(self, bucket: str, key: str, data: bytes, metadata: dict[str, str]) -> None: ...
-    def list_sized(self, bucket: str, prefix: str) -> list[tuple[str, datetime, int | None]]: ...
-    def get(self, bucket: str, key: str, limit: int = MAX_UPLOAD_BYTES) -> bytes: ...
-    def get_if_exists(self, bucket: str, key: str, limit: int = MAX_UPLOAD_BYTES) -> bytes | None: ...
-    def move(self, bucket: str, key: str, to: str, metadata: dict[str, str]) -> None: ...
-
-
-class _S3:
-    def __init__(self, client: Any) -> None:
-        if client is None:
-            from topocast.aws.clients import s3_client
-
-            client = s3_client()
-        self.c = client
-
-    def stored_digest(self, bucket: str, key: str) -> str | None:
-        from botocore.exceptions import ClientError
-
-        try:
-            head = self.c.head_object(Bucket=bucket, Key=key)
-        except ClientError as exc:
-            if exc.response.get("Error", {}).get("Code") in ("404", "NoSuchKey", "NotFound"):
-                return None
-            raise CollectError(f"s3://{bucket}/{key}: cannot read ({exc})") from None
-        return head.get("Metadata", {}).get(SHA_KEY)
-
-    def put(self, bucket: str, key: str, data: bytes, metadata: dict[str, str]) -> None:
-        from botocore.exceptions import BotoCoreError, ClientError
-
-        try:
-            self.c.put_object(
-                Bucket=bucket,
-                Key=key,
-                Body=data,
-                ContentType="text/plain; charset=utf-8",
-                Metadata=metadata,
-                ChecksumSHA256=base64.b64encode(hashlib.sha256(data).digest()).decode(),
-            )
-        except (BotoCoreError, ClientError) as exc:
-            raise CollectError(f"s3://{bucket}/{key}: upload failed ({exc})") from None
-
-    def list_sized(self, bucket: str, prefix: str) -> list[tuple[str, datetime, int | None]]:
-        out = []
-        for page in self.c.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):
-            out += [(o["Key"], o["LastModified"], o.get("Size")) for o in page.get("Contents", [])]
-        return out
-
-    def get(self, bucket: str, key: str, limit: int = MAX_UPLOAD_BYTES) -> bytes:
-        resp = self.c.get_object(Bucket=bucket, Key=key)
-        uri = f"s3://{bucket}/{key}"
-        try:  # ContentLength before reading: an oversized upload costs no memory
-            check_size(resp.get("ContentLength"), limit, uri, ProviderError)
-            return read_capped(resp["Body"], limit, uri, ProviderError)
-        finally:
-            resp["Body"].close()
-
-    def get_if_exists(self, bucket: str, key: str, limit: int = MAX_UPLOAD_BYTES) -> bytes | None:
-        from botocore.exceptions import ClientError
-
-        try:
-            return self.get(bucket, key, limit)
-        except ClientError as exc:
-            if exc.response.get("Error", {}).get("Code") in ("404", "NoSuchKey", "NotFound"):
-                return None
-            raise
-
-    def stored_content_digest(self, bucket: str, key: str) -> str | None:
-        from botocore.exceptions import ClientError
-
-        try:
-            head = self.c.head_object(Bucket=bucket, Key=key)
-        except ClientError as exc:
-            if exc.response.get("Error", {}).get("Code") in ("404", "NoSuchKey", "NotFound"):
-                return None
-            raise
-        return head.get("Metadata", {}).get("content-sha256")
-
-    def move(self, bucket: str, key: str, to: str, metadata: dict[str, str]) -> None:
-        """Copy to ``to`` with ``metadata`` (the reason), then delete: S3 has no rename."""
-        self.c.copy_object(
-            Bucket=bucket,
-            Key=to,
-            CopySource={"Bucket": bucket, "Key": key},
-            Metadata={k: _ascii(v) for k, v in metadata.items()},
-            MetadataDirective="REPLACE",
-        )
-        self.c.delete_object(Bucket=bucket, Key=key)
-
-
-class _Gcs:
-    def __init__(self, client: Any) -> None:
-        if client is None:
-            from google.cloud import storage  # type: ignore[attr-defined]
-
-            client = storage.Client()
-        self.c = client
-
-    def stored_digest(self, bucket: str, key: str) -> str | None:
-        blob = self.c.bucket(bucket).get_blob(key)
-        return None if blob is None else (blob.metadata or {}).get(SHA_KEY)
-
-    def put(self, bucket: str, key: str, data: bytes, metadata: dict[str, str]) -> None:
-        blob = self.c.bucket(bucket).blob(key)
-        blob.metadata = metadata
-        try:
-            blob.upload_from_string(data, content_type="text/plain; charset=utf-8")
-        except Exception as exc:  # google.api_core exceptions; the message names the cause
-            raise CollectError(f"gs://{bucket}/{key}: upload failed ({exc})") from None
-
-    def list_sized(self, bucket: str, prefix: str) -> list[tuple[str, datetime, int | None]]:
-        return [(b.name, b.updated, b.size) for b in self.c.list_blobs(bucket, prefix=prefix)]
-
-    def get(self, bucket: str, key: str, limit: int = MAX_UPLOAD_BYTES) -> bytes:
-        data = bytes(self.c.bucket(bucket).blob(key).download_as_bytes(end=limit))  # end is inclusive: limit + 1
-        check_size(len(data), limit, f"gs://{bucket}/{key}", ProviderError)
-        return data
-
-    def get_if_exists(self, bucket: str, key: str, limit: int = MAX_UPLOAD_BYTES) -> bytes | None:
-        blob = self.c.bucket(bucket).get_blob(key)
-        return None if blob is None else self.get(bucket, key, limit)
-
-    def stored_content_digest(self, bucket: str, key: str) -> str | None:
-        blob = self.c.bucket(bucket).get_blob(key)
-        return None if blob is None else (blob.metadata or {}).get("content-sha256")
-
-    def move(self, bucket: str, key: str, to: str, metadata: dict[str, str]) -> None:
-        b = self.c.bucket(bucket)
-        copy = b.copy_blob(b.blob(key), b, to)
-        copy.metadata = metadata
-        copy.patch()
-        b.delete_blob(key)
-
-
-def _ascii(text: str) -> str:
-    """S3 user metadata travels in HTTP headers: ASCII only."""
-    return text.encode("ascii", "replace").decode()
+    return objects_read_good_uploads(_objects(scheme, bucket, s3_client, gcs_client), prefix, check, limit=limit)

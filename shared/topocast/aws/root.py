@@ -173,10 +173,11 @@ class AwsRuntime:
 
     def _uploads(self) -> Mapping[str, bytes]:
         """Each host's upload; a bad one is quarantined and the host's last good upload stands in."""
-        from topocast.collect import read_good_uploads
+        from topocast.pipeline.objects import cluster_base, read_good_uploads
         from topocast.providers import ibnetdiscover
 
-        uploads = read_good_uploads(self.settings.uploads_uri, ibnetdiscover.parse, s3_client=self.s3)
+        s = self.settings
+        uploads = read_good_uploads(self.objects, cluster_base(s.prefix, s.cluster, "uploads"), ibnetdiscover.parse)
         report_quarantined(uploads.quarantined, self.metrics)
         return uploads.texts
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 from typing import Any
 
 from topocast.aws.retry import error_code, with_retries
-from topocast.errors import InvalidGraphError
+from topocast.errors import InvalidGraphError, ProviderError
 from topocast.limits import MAX_GRAPH_BYTES, check_size, read_capped
 from topocast.pipeline.objects import MUST_NOT_EXIST, ObjectInfo, StoredObject
 
@@ -49,16 +49,21 @@ class S3Objects:
             raise
         return ObjectInfo(key, resp["ETag"], dict(resp.get("Metadata") or {}), int(resp.get("ContentLength") or 0))
 
-    def get(self, key: str) -> StoredObject | None:
+    def get(self, key: str, *, limit: int | None = None) -> StoredObject | None:
         try:
             resp = self._call(f"read {self.uri(key)}", self.s3.get_object, Bucket=self.bucket, Key=key)
         except Exception as exc:
             if error_code(exc) in _MISSING:
                 return None
             raise
-        # every object topocast stores is at most a graph; a bigger one is refused by its length, unread
-        check_size(resp.get("ContentLength"), MAX_GRAPH_BYTES, self.uri(key), InvalidGraphError)
-        data = read_capped(resp["Body"], MAX_GRAPH_BYTES, self.uri(key), InvalidGraphError)
+        # every object topocast stores is at most a graph (uploads: ``limit``); a bigger one is refused
+        # by its length, unread
+        cap, error = (MAX_GRAPH_BYTES, InvalidGraphError) if limit is None else (limit, ProviderError)
+        try:
+            check_size(resp.get("ContentLength"), cap, self.uri(key), error)
+            data = read_capped(resp["Body"], cap, self.uri(key), error)
+        finally:
+            resp["Body"].close()
         return StoredObject(key, data, resp["ETag"], dict(resp.get("Metadata") or {}), resp.get("LastModified"))
 
     def put(
@@ -111,6 +116,18 @@ class S3Objects:
                 for o in page.get("Contents", [])
             ]
         return out
+
+    def copy(self, key: str, to: str, *, metadata: dict[str, str]) -> None:
+        """CopyObject with the metadata replaced (user metadata travels in HTTP headers: ASCII only)."""
+        self._call(
+            f"copy {self.uri(key)} to {self.uri(to)}",
+            self.s3.copy_object,
+            Bucket=self.bucket,
+            Key=to,
+            CopySource={"Bucket": self.bucket, "Key": key},
+            Metadata={k: v.encode("ascii", "replace").decode() for k, v in metadata.items()},
+            MetadataDirective="REPLACE",
+        )
 
 
 class S3Backed:

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from topocast.errors import InvalidGraphError
+from topocast.errors import InvalidGraphError, ProviderError
 from topocast.limits import MAX_GRAPH_BYTES, check_size
 from topocast.pipeline.objects import ObjectInfo, StoredObject
 
@@ -49,7 +49,7 @@ class GcsObjects:
             return None
         return ObjectInfo(key, int(blob.generation), dict(blob.metadata or {}), int(blob.size or 0))
 
-    def get(self, key: str) -> StoredObject | None:
+    def get(self, key: str, *, limit: int | None = None) -> StoredObject | None:
         """The object's bytes and generation, or None when it does not exist."""
         from google.api_core import exceptions as gexc
 
@@ -58,8 +58,10 @@ class GcsObjects:
             if blob is None:
                 return None
             generation, metadata = int(blob.generation), dict(blob.metadata or {})
-            # every object topocast stores is at most a graph; a bigger one is refused by its size, unread
-            check_size(blob.size, MAX_GRAPH_BYTES, self.uri(key), InvalidGraphError)
+            # every object topocast stores is at most a graph (uploads: ``limit``); a bigger one is
+            # refused by its size, unread
+            cap, error = (MAX_GRAPH_BYTES, InvalidGraphError) if limit is None else (limit, ProviderError)
+            check_size(blob.size, cap, self.uri(key), error)
             try:
                 data = blob.download_as_bytes(if_generation_match=generation, retry=self._retry())
             except (gexc.PreconditionFailed, gexc.NotFound):
@@ -105,3 +107,9 @@ class GcsObjects:
             ObjectInfo(b.name, int(b.generation), dict(b.metadata or {}), int(b.size or 0), b.updated)
             for b in self.client.list_blobs(self.bucket_name, prefix=prefix, retry=self._retry())
         ]
+
+    def copy(self, key: str, to: str, *, metadata: dict[str, str]) -> None:
+        """A server-side copy, then the copy's metadata set to ``metadata`` (replacing the source's)."""
+        copied = self.bucket.copy_blob(self.bucket.blob(key), self.bucket, to, retry=self._retry())
+        copied.metadata = {**dict.fromkeys(copied.metadata or {}), **metadata}  # None removes a key
+        copied.patch(retry=self._retry())

@@ -140,12 +140,11 @@ class GcpRuntime:
 
     def _uploads(self) -> Mapping[str, bytes]:
         """Each host's upload; a bad one is quarantined and the host's last good upload stands in."""
-        from topocast.collect import read_good_uploads
+        from topocast.pipeline.objects import read_good_uploads
         from topocast.providers import ibnetdiscover
 
         s = self.settings
-        where = self.objects.uri(cluster_base(s.prefix, s.cluster, "uploads"))
-        uploads = read_good_uploads(where, ibnetdiscover.parse, gcs_client=self.objects.client)
+        uploads = read_good_uploads(self.objects, cluster_base(s.prefix, s.cluster, "uploads"), ibnetdiscover.parse)
         report_quarantined(uploads.quarantined, self.metrics)
         return uploads.texts
 

@@ -17,12 +17,15 @@ adapter's bounded retries, so the platform retries the event that caused it.
 
 from __future__ import annotations
 
+import hashlib
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any, Protocol
 
-from topocast.errors import TopocastError
+from topocast.errors import ProviderError, TopocastError
+from topocast.limits import MAX_UPLOAD_BYTES, check_size
 
 #: ``if_generation_match`` value meaning "only if the object does not exist yet"
 MUST_NOT_EXIST = 0
@@ -59,8 +62,11 @@ class ObjectStore(Protocol):
 
     def head(self, key: str) -> ObjectInfo | None: ...
 
-    def get(self, key: str) -> StoredObject | None:
-        """The object's bytes and their version token, or None when it does not exist."""
+    def get(self, key: str, *, limit: int | None = None) -> StoredObject | None:
+        """The object's bytes and their version token, or None when it does not exist.
+
+        An object over ``limit`` bytes (default: the largest graph, ``MAX_GRAPH_BYTES``) is refused by
+        its stored size before its bytes are read (a :class:`TopocastError` naming it)."""
         ...
 
     def put(
@@ -80,7 +86,11 @@ class ObjectStore(Protocol):
         ...
 
     def list_prefix(self, prefix: str) -> list[ObjectInfo]:
-        """Every object whose key starts with ``prefix`` (all pages), with its token and ``updated``."""
+        """Every object whose key starts with ``prefix`` (all pages), with its token, size and ``updated``."""
+        ...
+
+    def copy(self, key: str, to: str, *, metadata: dict[str, str]) -> None:
+        """Copy ``key`` to ``to`` (same bucket) with ``metadata`` replacing the source's (ASCII on S3)."""
         ...
 
 
@@ -107,10 +117,11 @@ def put_json(objects: ObjectStore, key: str, data: Any) -> None:
 
 #: the file an on-prem collector uploads per host: ``<prefix>/<cluster>/uploads/<host>/ibnetdiscover.out``
 UPLOAD_NAME = "ibnetdiscover.out"
+UPLOAD_MEDIA_TYPE = "text/plain; charset=utf-8"
 
 
-def read_uploads(objects: ObjectStore, prefix: str) -> dict[str, bytes]:
-    """Every ``<prefix>/<host>/ibnetdiscover.out`` under ``prefix``, newest first: ``{uri: content}``."""
+def _upload_infos(objects: ObjectStore, prefix: str) -> list[ObjectInfo]:
+    """Every ``<prefix>/<host>/ibnetdiscover.out`` under ``prefix`` (listed, with sizes), newest first."""
     prefix = prefix.strip("/")
     depth = prefix.count("/") + 2 if prefix else 1
     found = [
@@ -118,9 +129,84 @@ def read_uploads(objects: ObjectStore, prefix: str) -> dict[str, bytes]:
         if o.key.endswith(f"/{UPLOAD_NAME}") and o.key.count("/") == depth
     ]  # fmt: skip
     found.sort(key=lambda o: (-(o.updated.timestamp() if o.updated else 0.0), o.key))
+    return found
+
+
+def read_uploads(objects: ObjectStore, prefix: str, *, limit: int = MAX_UPLOAD_BYTES) -> dict[str, bytes]:
+    """Every ``<prefix>/<host>/ibnetdiscover.out`` under ``prefix``, newest first: ``{uri: content}``.
+
+    Feed it to ``ibnetdiscover.discover(texts=...)``, which merges them (first wins on conflicts).
+    """
     out: dict[str, bytes] = {}
-    for info in found:
-        got = objects.get(info.key)
+    for info in _upload_infos(objects, prefix):
+        got = objects.get(info.key, limit=limit)
         if got is not None:
             out[objects.uri(info.key)] = got.data
+    return out
+
+
+@dataclass
+class UploadSet:
+    """What discovery may use: each host's upload, or its last good one when the upload is bad."""
+
+    #: source uri -> content, newest first (a fallback is named by its last-good/ uri)
+    texts: dict[str, bytes]
+    #: (upload uri, reason) of every upload moved to quarantine/ by this read
+    quarantined: list[tuple[str, str]]
+    #: hosts whose last good upload stands in for a bad one
+    fallbacks: list[str]
+
+
+def read_good_uploads(
+    objects: ObjectStore,
+    prefix: str,
+    check: Callable[[bytes, str], object],
+    *,
+    limit: int = MAX_UPLOAD_BYTES,
+) -> UploadSet:
+    """The uploads under ``prefix`` that ``check(content, uri)`` accepts; bad ones are quarantined.
+
+    ``<base>/uploads/<host>/ibnetdiscover.out`` is good when it is at most
+    ``limit`` bytes (checked by its listed size, before reading) and ``check``
+    does not raise. A good upload is copied to ``<base>/last-good/<host>/`` (when
+    it changed); a bad one is moved to ``<base>/quarantine/<host>/<time>-ibnetdiscover.out``
+    with its reason in the object's metadata, and the host's last good copy
+    is used instead. So one writer leaving garbage in ``uploads/`` neither blocks
+    discovery nor loses that host's fabric. The same code runs in both clouds'
+    discover functions and in ``topocast collect``'s reader.
+    """
+    prefix = prefix.strip("/")
+    base = prefix.rsplit("/", 1)[0] if "/" in prefix else ""
+
+    def sibling(area: str, host: str, name: str = UPLOAD_NAME) -> str:
+        return "/".join(p for p in (base, area, host, name) if p)
+
+    out = UploadSet({}, [], [])
+    for info in _upload_infos(objects, prefix):
+        uri = objects.uri(info.key)
+        host = info.key.rsplit("/", 2)[-2]
+        good_key = sibling("last-good", host)
+        try:
+            check_size(info.size, limit, uri, ProviderError)
+            got = objects.get(info.key, limit=limit)
+            if got is None:  # deleted since the listing: nothing to use or to quarantine
+                continue
+            check(got.data, uri)
+        except (TopocastError, UnicodeDecodeError, ValueError) as exc:
+            reason = " ".join(str(exc).split())[:500]
+            stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+            objects.copy(info.key, sibling("quarantine", host, f"{stamp}-{UPLOAD_NAME}"), metadata={"reason": reason})
+            objects.delete(info.key)  # moved, not copied: the next discovery does not see it again
+            out.quarantined.append((uri, reason))
+            good = objects.get(good_key, limit=limit)
+            if good is not None:
+                out.texts[objects.uri(good_key)] = good.data
+                out.fallbacks.append(host)
+            continue
+        digest = hashlib.sha256(got.data).hexdigest()
+        stored = objects.head(good_key)
+        if stored is None or stored.metadata.get("content-sha256") != digest:
+            objects.put(good_key, got.data, content_type=UPLOAD_MEDIA_TYPE,
+                        metadata={"content-sha256": digest, "source": info.key})  # fmt: skip
+        out.texts[uri] = got.data
     return out
