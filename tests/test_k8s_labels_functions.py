@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 from k8s_fake_apiserver import FakeKubeApiServer
@@ -55,3 +56,23 @@ def test_aws_discover_handler_reads_topology_from_node_labels(
     ]
     assert len(fake.calls("GET", resource="nodes")) == 1  # one LIST per discovery
     assert (pl.runtime.counters.renders, pl.runtime.counters.publishes, pl.runtime.counters.nodes) == (1, 1, 2)
+
+
+def test_gcp_root_builds_the_k8s_labels_provider_from_the_publishers_connection(
+    fake: FakeKubeApiServer, gcs_client: Any, gcs_bucket: str
+) -> None:
+    from topocast.config import Settings
+    from topocast.gcp.root import build
+
+    eks_nodes(fake)  # the label schemes do not depend on the cloud: 6 nodes with topology, 1 without
+    settings = Settings(
+        cluster="c1", bucket=gcs_bucket, gcp_project="test", provider="k8s-labels",
+        k8s_options={"connection": {"endpoint": fake.url, "token": "function-token"}},  # TOPOCAST_K8S_OPTIONS
+        node_labels={"accelerator_key": "nvidia.com/gpu.clique"},
+    )  # fmt: skip
+    result = build(settings, storage=gcs_client).provider().discover_full(None)
+    graph = result.graph
+    assert (len(graph.nodes), len(graph.nodes_without_topology())) == (7, 1)
+    domains = {n.name: n.accelerator for n in graph.nodes if n.accelerator}
+    assert domains == {f"ip-10-0-0-{i}.ec2.internal": f"uuid-1.{i // 2}" for i in range(4)}
+    assert result.api_calls == {"k8s_GET": 1}
