@@ -426,7 +426,7 @@ def _share(text: str) -> float:
 @option("--slurm-root", type=Path, help=_SLURM_ROOT_HELP)
 @option("--pointer-bucket", help="The only bucket an SSM envelope may point at (the publisher's).")
 @option("--pointer-prefix", help="The key prefix such a pointer must be under.")
-@option("--allow-node-loss", flag=True, help="Install even if the new file drops >10% of the installed file's nodes.")
+@option("--allow-node-loss", flag=True, help="Install even if the new file drops >10%% of the installed file's nodes.")
 def pull(a: Namespace) -> int:
     """Head-node pull agent: fetch, verify sha256, validate, install atomically, reconfigure or update live."""
     from topocast.pull import pull as run_pull

@@ -35,15 +35,18 @@ def list_node_info(kc: KubeClient, config: NodeLabelsConfig, page_size: int | No
 
 def node_lister(
     connection: K8sConnection | None = None, settings: ClientSettings | None = None
-) -> Callable[[NodeLabelsConfig], list[ClusterNodeInfo]]:
-    """The ``k8s-nodes`` client a shell hands the ``k8s-labels`` provider: one Node LIST per call."""
+) -> Callable[[NodeLabelsConfig], tuple[list[ClusterNodeInfo], dict[str, int]]]:
+    """The ``k8s-nodes`` client a shell hands the ``k8s-labels`` provider: one Node LIST per call,
+    returned with the API calls it made (``k8s_GET``...)."""
 
-    def list_nodes(config: NodeLabelsConfig) -> list[ClusterNodeInfo]:
+    def list_nodes(config: NodeLabelsConfig) -> tuple[list[ClusterNodeInfo], dict[str, int]]:
         kc = build_client(connection or K8sConnection(), settings)
         try:
-            return list_node_info(kc, config)
+            infos = list_node_info(kc, config)
+            calls = dict(kc.transport.stats.snapshot()["by_method"])
         finally:
             kc.close()
+        return infos, {f"k8s_{method}": n for method, n in calls.items()}
 
     return list_nodes
 

@@ -187,8 +187,9 @@ __all__ = [
 ]
 
 
-#: what the shell supplies as ``sdk_client("k8s-nodes")``: lists the cluster's Nodes for a config
-NodeLister = Callable[[NodeLabelsConfig], list[ClusterNodeInfo]]
+#: what the shell supplies as ``sdk_client("k8s-nodes")``: the cluster's Nodes for a config, and the
+#: API calls that took (operation -> count)
+NodeLister = Callable[[NodeLabelsConfig], tuple[list[ClusterNodeInfo], dict[str, int]]]
 
 
 @dataclass(frozen=True)
@@ -206,7 +207,10 @@ class NodeLabelsProvider:
     def discover_full(self, previous: TopologyGraph | None) -> DiscoveryResult:
         config = self.config()
         lister: NodeLister = self.inputs.sdk_client("k8s-nodes")
-        return graph_from_nodes(lister(config), config)
+        nodes, calls = lister(config)
+        result = graph_from_nodes(nodes, config)
+        result.api_calls.update(calls)
+        return result
 
     def discover_changes(self, previous: TopologyGraph, changes: Sequence[InstanceChange]) -> DiscoveryResult:
         return self.discover_full(previous)
