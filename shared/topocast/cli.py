@@ -462,6 +462,27 @@ def _count(minimum: int) -> Callable[[str], int]:
     return parse
 
 
+#: cloud -> (module, extra that provides it) the demo imports: the simulators (``topocast_sim``) are not
+#: part of what the functions ship and need the ``demo`` extra (moto, gcp-storage-emulator)
+DEMO_NEEDS: dict[str, tuple[tuple[str, str], ...]] = {
+    "aws": (("topocast_sim.demo", "demo"), ("moto", "demo"), ("boto3", "aws")),
+    "gcp": (("topocast_sim.gcp_demo", "demo"), ("gcp_storage_emulator", "demo"), ("functions_framework", "gcp")),
+}
+
+
+def missing_demo_extra(cloud: str) -> str | None:
+    """One line naming the extra to install when the demo of ``cloud`` cannot run here, else None."""
+    import importlib
+
+    for module, extra in DEMO_NEEDS.get(cloud, ()):
+        try:
+            importlib.import_module(module)
+        except ImportError as exc:
+            missing = exc.name or module
+            return f"`topocast demo --cloud {cloud}` needs {missing}: pip install 'topocast[{extra}]'"
+    return None
+
+
 @command("demo")
 @option("--cloud", default="aws", help="Which pipeline to run: aws or gcp.")
 @option("--nodes", type=_count(1), default=256, help="GPU instances in the simulated cluster.")
@@ -471,8 +492,6 @@ def _count(minimum: int) -> Callable[[str], int]:
 @option("--quiet", type=float, default=2.0, help="Debounce quiet window in seconds.")
 def demo(a: Namespace) -> int:
     """Run the whole pipeline locally on a simulated cloud account (no credentials needed)."""
-    from topocast.demo_cli import missing_demo_extra
-
     if a.cloud not in ("aws", "gcp"):
         raise fail(f"--cloud must be aws or gcp, got {a.cloud!r}")
     if why := missing_demo_extra(a.cloud):

@@ -42,14 +42,16 @@ def list_node_info(kc: KubeClient, config: NodeLabelsConfig, page_size: int | No
 
 
 def _listing(kc: KubeClient, config: NodeLabelsConfig) -> tuple[list[ClusterNodeInfo], dict[str, int]]:
+    """The nodes, and the requests that took as ``api_calls`` entries (``k8s_GET``...)."""
     infos = list_node_info(kc, config)
-    return infos, dict(kc.transport.stats.snapshot()["by_method"])
+    return infos, {f"k8s_{method}": n for method, n in kc.transport.stats.snapshot()["by_method"].items()}
 
 
 def node_lister(
     connection: K8sConnection | None = None, settings: ClientSettings | None = None
 ) -> Callable[[NodeLabelsConfig], tuple[list[ClusterNodeInfo], dict[str, int]]]:
-    """The ``k8s-nodes`` client a shell hands the ``k8s-labels`` provider: one Node LIST per call."""
+    """The ``k8s-nodes`` client a shell hands the ``k8s-labels`` provider: one Node LIST per call,
+    returned with the API calls it made (``k8s_GET``...)."""
 
     def list_nodes(config: NodeLabelsConfig) -> tuple[list[ClusterNodeInfo], dict[str, int]]:
         kc = build_client(connection or K8sConnection(), settings)
@@ -84,7 +86,7 @@ def discover(
         if client is None:
             kc.close()
     result = graph_from_nodes(infos, config)
-    result.api_calls.update({f"k8s_{method}": n for method, n in calls.items()})
+    result.api_calls.update(calls)
     return result
 
 

@@ -187,8 +187,8 @@ __all__ = [
 ]
 
 
-#: what the shell supplies as ``sdk_client("k8s-nodes")``: lists the cluster's Nodes for a config,
-#: with the requests that took by method (``{"GET": 1}``, counted as ``k8s_GET`` in ``api_calls``)
+#: what the shell supplies as ``sdk_client("k8s-nodes")``: the cluster's Nodes for a config, and the
+#: API calls that took (operation -> count)
 NodeLister = Callable[[NodeLabelsConfig], tuple[list[ClusterNodeInfo], dict[str, int]]]
 
 
@@ -209,7 +209,7 @@ class NodeLabelsProvider:
         lister: NodeLister = self.inputs.sdk_client("k8s-nodes")
         nodes, calls = lister(config)
         result = graph_from_nodes(nodes, config)
-        result.api_calls.update({f"k8s_{method}": n for method, n in calls.items()})
+        result.api_calls.update(calls)
         return result
 
     def discover_changes(self, previous: TopologyGraph, changes: Sequence[InstanceChange]) -> DiscoveryResult:
