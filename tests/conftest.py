@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -53,3 +54,18 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
         f"real Slurm: {TIER_COUNTS['slurm_current']} case(s) checked by the current controller ({current}), "
         f"{TIER_COUNTS['slurm']} by Debian 12's slurmctld 22.05"
     )
+
+
+@pytest.fixture(autouse=True)
+def _no_gcp_json_log_handlers_left_behind() -> Iterator[None]:
+    """The GCP functions add stdout JSON handlers to topocast's loggers (one cloud per process in
+    production); a test that ran them must not leave them behind for the next test's log capture."""
+    yield
+    import logging
+
+    from topocast.gcp.jsonlog import LOGGERS
+
+    for name in LOGGERS:
+        logger = logging.getLogger(name)
+        for handler in [h for h in logger.handlers if getattr(h, "_topocast_json", False)]:
+            logger.removeHandler(handler)
