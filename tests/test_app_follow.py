@@ -146,7 +146,7 @@ def test_without_a_recheck_port_one_read_decides(placed: Any) -> None:
 
 
 def test_a_recheck_for_another_cluster_is_ignored(placed: Any) -> None:
-    provider, rechecks, p = placed
+    provider, _, p = placed
     out = discover(p, [Recheck("topocast/Recheck", (("a", "k"),), 1, "other", "r1")])
     assert out.reason == "nothing to discover" and provider.reads == []
 
