@@ -188,3 +188,25 @@ def test_a_guest_shutdown_read_while_stopping_is_followed_until_out(
     fake_compute.set_status(ZONE, VM, "TERMINATED")
     assert post(client, *task).status_code == 200
     assert node(VM) is None  # the kind travelled with the re-check: a guest stop stays stopped
+
+
+def test_a_followed_event_batched_in_a_discover_window_is_followed_too(
+    placed: Any, fake_compute: FakeCompute, fake_tasks: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import time
+
+    client, before = placed
+    monkeypatch.setenv("TOPOCAST_DISCOVER_WINDOW_SECONDS", "1")
+    fake_compute.set_status(ZONE, VM, "TERMINATED")
+    assert post(client, *system_event(fake_compute, "compute.instances.terminateOnHostMaintenance")).status_code == 200
+    with fake_tasks.cond:  # the window's task, taken off the queue to be delivered by hand
+        task = next(
+            t for t in fake_tasks.tasks.values() if t.headers.get("ce-type") == "dev.topocast.discover.window.v1"
+        )
+        fake_tasks._finish(task.name)
+    window = {k.removeprefix("ce-"): v for k, v in task.headers.items() if k.startswith("ce-")}, json.loads(task.body)
+    time.sleep(1.1)  # the window is over and no marker is younger than one window
+    assert post(client, *window).status_code == 200
+    assert node(VM).fabric == before.fabric  # the marker kept the follow: not removed
+    recheck = take_recheck(fake_tasks)
+    assert recheck is not None and recheck[1]["instances"][0]["kind"] == "compute.instances.terminateOnHostMaintenance"
