@@ -210,3 +210,19 @@ def test_a_followed_event_batched_in_a_discover_window_is_followed_too(
     assert node(VM).fabric == before.fabric  # the marker kept the follow: not removed
     recheck = take_recheck(fake_tasks)
     assert recheck is not None and recheck[1]["instances"][0]["kind"] == "compute.instances.terminateOnHostMaintenance"
+
+
+def test_a_window_read_by_listing_still_follows_the_vm_it_does_not_list(
+    placed: Any, fake_compute: FakeCompute, fake_tasks: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    client, before = placed
+    monkeypatch.setenv("TOPOCAST_GCP_READ", "list")  # what a window of many changed VMs does
+    fake_compute.set_status(ZONE, VM, "TERMINATED")  # the RUNNING-only listing does not show it
+    assert post(client, *system_event(fake_compute, "compute.instances.hostError")).status_code == 200
+    assert node(VM).fabric == before.fabric  # one get on top of the listing: kept, not dropped
+    task = take_recheck(fake_tasks)
+    assert task is not None
+    move(fake_compute, Placement(before.fabric[-1], "block-l", "subblock-l", "host-l"))
+    assert post(client, *task).status_code == 200
+    assert node(VM).fabric[:2] == ["subblock-l", "block-l"]
+    assert len(handlers.runtime().graphs.latest().graph.nodes) == 6  # type: ignore[union-attr]

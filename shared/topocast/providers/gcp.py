@@ -10,9 +10,8 @@ an endpoint that ignores it cannot pull foreign VMs into the graph.
 Incremental updates (:func:`discover_instances`) cost one ``instances.get``
 per changed VM (8 in flight); a VM that is gone (404), stopped or relabelled is removed,
 except a *followed* one (host maintenance, restarts) that is not steady yet (:func:`unsettled`):
-it keeps its node and is reported in ``DiscoveryResult.unsettled`` for a later re-read. (A window
-read by listing instead sees only RUNNING VMs; there a followed VM that is stopped is removed,
-and the restart's own event places it again.)
+it keeps its node and is reported in ``DiscoveryResult.unsettled`` for a later re-read. A window
+read by listing sees only RUNNING VMs: the followed VMs it misses get one ``instances.get`` each.
 
 Mapping (GCE -> graph), Topograph-compatible by default:
 
@@ -688,18 +687,59 @@ class GcpProvider:
 
     def discover_changes(self, previous: TopologyGraph, changes: Sequence[InstanceChange]) -> DiscoveryResult:
         refs = [_ref(c) for c in changes]
-        mode = self.config.read
-        if mode == "list" or (mode == "auto" and prefer_listing(self.config, previous, refs)):
-            full = discover_full(self._client("compute"), self.config, previous)
-            before = set(previous.node_names())
-            full.upserted = sorted(set(full.graph.node_names()) - before)
-            full.removed = sorted(before - set(full.graph.node_names()))
-            return full
         followed: dict[tuple[str, str], InstanceChange] = {}
         for r, c in zip(refs, changes, strict=True):  # a fresh event of the VM outweighs its last re-check
             if c.follow and ((r.zone, r.name) not in followed or followed[(r.zone, r.name)].final):
                 followed[(r.zone, r.name)] = c
+        mode = self.config.read
+        if mode == "list" or (mode == "auto" and prefer_listing(self.config, previous, refs)):
+            full = discover_full(self._client("compute"), self.config, previous)
+            if followed:
+                full = self._follow_after_listing(previous, full, refs, followed)
+            before = set(previous.node_names())
+            full.upserted = sorted(set(full.graph.node_names()) - before)
+            full.removed = sorted(before - set(full.graph.node_names()))
+            return full
         return discover_instances(self._client("compute"), self.config, previous, refs, followed=followed)
+
+    def _follow_after_listing(
+        self,
+        previous: TopologyGraph,
+        listed: DiscoveryResult,
+        refs: Sequence[InstanceRef],
+        followed: Mapping[tuple[str, str], InstanceChange],
+    ) -> DiscoveryResult:
+        """A listing sees only RUNNING VMs: the followed ones it misses are read one by one, from the
+        listing's graph plus their previous nodes, so one that is not steady keeps its place."""
+        by_name = self.config.name_from == "name"
+        ids = {n.id for n in listed.graph.nodes}
+        places = {(n.zone, n.name) for n in listed.graph.nodes} if by_name else set()
+
+        def matches(n: Node, r: InstanceRef) -> bool:
+            return (r.instance_id is not None and n.id == r.instance_id) or (
+                by_name and (n.zone, n.name) == (r.zone, r.name)
+            )
+
+        absent = [
+            r
+            for r in refs
+            if (r.zone, r.name) in followed and r.instance_id not in ids and (r.zone, r.name) not in places
+        ]
+        if not absent:
+            return listed
+        names = set(listed.graph.node_names())
+        restore = [n for n in previous.nodes if n.name not in names and any(matches(n, r) for r in absent)]
+        try:
+            base = _graph(self.config, [*listed.graph.nodes, *restore])
+        except InvalidGraphError:
+            base = listed.graph
+        read = discover_instances(self._client("compute"), self.config, base, absent, followed=followed)
+        calls = dict(listed.api_calls)
+        for op, n in read.api_calls.items():
+            calls[op] = calls.get(op, 0) + n
+        return DiscoveryResult(
+            read.graph, calls, listed.warnings + read.warnings, listed.retries + read.retries, unsettled=read.unsettled
+        )
 
     def scope(self, change: InstanceChange) -> str | None:
         ref_project, _, rest = change.instance.partition("/")
