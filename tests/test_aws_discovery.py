@@ -14,6 +14,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
+from aws_fixtures import set_ec2_state
 from botocore.exceptions import ClientError
 
 from topocast.aws.clients import USER_AGENT_EXTRA, ec2_client
@@ -552,21 +553,12 @@ def test_importing_discovery_does_not_import_boto3() -> None:
     assert out.strip() == "[]"
 
 
-def _set_state(instance_id: str, name: str, code: int) -> None:
-    """Script an EC2 state moto never holds for long (``stopping``, ``pending``) in its in-process backend."""
-    from moto.core import DEFAULT_ACCOUNT_ID
-    from moto.ec2.models import ec2_backends
-
-    inst = ec2_backends[DEFAULT_ACCOUNT_ID][REGION].get_instance(instance_id)
-    inst._state.name, inst._state.code = name, code
-
-
 def test_a_followed_instance_in_transition_keeps_its_node_and_is_reported_unsettled(ec2: Any) -> None:
     ids = sim.generate_cluster(ec2, 3, name_prefix=None)
     base = discover_full(ec2, config()).graph
     kept = next(n for n in base.nodes if n.id == ids[0])
-    _set_state(ids[0], "stopping", 64)
-    _set_state(ids[1], "stopping", 64)
+    set_ec2_state(ids[0], "stopping", 64, REGION)
+    set_ec2_state(ids[1], "stopping", 64, REGION)
     followed = InstanceChange(ids[0], "upsert", "test", follow=True)
     plain = InstanceChange(ids[1], "upsert", "test")  # not followed: stopping is out
     result = discover_instances(ec2, config(), base, [followed, plain])
@@ -574,6 +566,6 @@ def test_a_followed_instance_in_transition_keeps_its_node_and_is_reported_unsett
     assert next(n for n in result.graph.nodes if n.id == ids[0]) == kept  # exactly as it was
     assert ids[1] not in {n.id for n in result.graph.nodes}
 
-    _set_state(ids[0], "stopped", 80)  # steady out: removed, follow over
+    set_ec2_state(ids[0], "stopped", 80, REGION)  # steady out: removed, follow over
     result = discover_instances(ec2, config(), result.graph, [followed])
     assert result.unsettled == [] and ids[0] not in {n.id for n in result.graph.nodes}

@@ -4,6 +4,7 @@ from the event table) -> SQS -> the real discover handler -> the stored graph.""
 from __future__ import annotations
 
 import pytest
+from aws_fixtures import set_ec2_state
 
 from topocast_sim import ec2 as ec2_sim
 from topocast_sim.aws_pipeline import LocalAwsPipeline
@@ -94,15 +95,6 @@ def test_an_event_no_rule_delivers_never_reaches_discover(pipeline: LocalAwsPipe
     assert pl.runtime.graphs.latest() is None and pl.runtime.counters.discover_runs == 0 and pl.dlq_messages() == []
 
 
-def _set_state(instance_id: str, name: str, code: int) -> None:
-    """Script an EC2 state moto never holds for long (``stopping``) in its in-process backend."""
-    from moto.core import DEFAULT_ACCOUNT_ID
-    from moto.ec2.models import ec2_backends
-
-    inst = ec2_backends[DEFAULT_ACCOUNT_ID]["us-east-1"].get_instance(instance_id)
-    inst._state.name, inst._state.code = name, code
-
-
 def test_a_recheck_is_a_delayed_message_on_the_events_queue_and_follows_the_instance_until_out(
     aws_env: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -116,7 +108,7 @@ def test_a_recheck_is_a_delayed_message_on_the_events_queue_and_follows_the_inst
     ids = ec2_sim.generate_cluster(pl.ec2, 2, cluster_tag=TAG, name_prefix="gpu-")
     pl.emit_state_changes(ids)
     assert pl.run_until_idle(timeout=30)
-    _set_state(ids[0], "stopping", 64)
+    set_ec2_state(ids[0], "stopping", 64)
     assert pl.runtime.rechecks is not None
     pl.runtime.rechecks.schedule([(ids[0], "test")], 1, 1.0, "t1")
     assert pl.pump_discover() == 0  # delayed: not visible yet
@@ -125,6 +117,6 @@ def test_a_recheck_is_a_delayed_message_on_the_events_queue_and_follows_the_inst
     assert graph(pl)[1] == ["gpu-000", "gpu-001"]  # stopping: kept at its place
     assert pl.runtime.counters["follow_rechecks"] == 1  # ... and re-checked again later
 
-    _set_state(ids[0], "stopped", 80)
+    set_ec2_state(ids[0], "stopped", 80)
     assert pl.run_until_idle(timeout=30)  # waits for the delayed re-check, which finds it out
     assert graph(pl)[1] == ["gpu-001"] and pl.dlq_messages() == []
