@@ -69,3 +69,12 @@ def aws_env(moto_server: MotoServer, monkeypatch: pytest.MonkeyPatch) -> Iterato
     monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
     yield moto_server.endpoint_url
     ec2_sim.clear_faults()
+
+
+def set_ec2_state(instance_id: str, name: str, code: int, region: str = "us-east-1") -> None:
+    """Script an EC2 state moto never holds for long (``stopping``, ``pending``) in its in-process backend."""
+    from moto.core import DEFAULT_ACCOUNT_ID
+    from moto.ec2.models import ec2_backends
+
+    inst = ec2_backends[DEFAULT_ACCOUNT_ID][region].get_instance(instance_id)
+    inst._state.name, inst._state.code = name, code

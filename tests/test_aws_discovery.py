@@ -14,6 +14,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
+from aws_fixtures import set_ec2_state
 from botocore.exceptions import ClientError
 
 from topocast.aws.clients import USER_AGENT_EXTRA, ec2_client
@@ -550,3 +551,21 @@ def test_importing_discovery_does_not_import_boto3() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+def test_a_followed_instance_in_transition_keeps_its_node_and_is_reported_unsettled(ec2: Any) -> None:
+    ids = sim.generate_cluster(ec2, 3, name_prefix=None)
+    base = discover_full(ec2, config()).graph
+    kept = next(n for n in base.nodes if n.id == ids[0])
+    set_ec2_state(ids[0], "stopping", 64, REGION)
+    set_ec2_state(ids[1], "stopping", 64, REGION)
+    followed = InstanceChange(ids[0], "upsert", "test", follow=True)
+    plain = InstanceChange(ids[1], "upsert", "test")  # not followed: stopping is out
+    result = discover_instances(ec2, config(), base, [followed, plain])
+    assert result.unsettled == [ids[0]]
+    assert next(n for n in result.graph.nodes if n.id == ids[0]) == kept  # exactly as it was
+    assert ids[1] not in {n.id for n in result.graph.nodes}
+
+    set_ec2_state(ids[0], "stopped", 80, REGION)  # steady out: removed, follow over
+    result = discover_instances(ec2, config(), result.graph, [followed])
+    assert result.unsettled == [] and ids[0] not in {n.id for n in result.graph.nodes}

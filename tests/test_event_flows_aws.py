@@ -4,6 +4,7 @@ from the event table) -> SQS -> the real discover handler -> the stored graph.""
 from __future__ import annotations
 
 import pytest
+from aws_fixtures import set_ec2_state
 
 from topocast_sim import ec2 as ec2_sim
 from topocast_sim.aws_pipeline import LocalAwsPipeline
@@ -92,3 +93,30 @@ def test_an_event_no_rule_delivers_never_reaches_discover(pipeline: LocalAwsPipe
     assert pl.run_until_idle(timeout=10)
     # (discover only saw the bucket notification's s3:TestEvent, which it ignores)
     assert pl.runtime.graphs.latest() is None and pl.runtime.counters.discover_runs == 0 and pl.dlq_messages() == []
+
+
+def test_a_recheck_is_a_delayed_message_on_the_events_queue_and_follows_the_instance_until_out(
+    aws_env: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No AWS event kind follows today; the re-check loop itself (SQS DelaySeconds -> discover -> SQS) is
+    the same one a followed change starts."""
+    import time
+
+    monkeypatch.setenv("POWERTOOLS_METRICS_DISABLED", "true")
+    pl = LocalAwsPipeline(CLUSTER, quiet=0.5, max_wait=2.0, guard_max_loss=0.5,
+                          extra_settings={"follow_interval": 1.0, "follow_rechecks": 3})  # fmt: skip
+    ids = ec2_sim.generate_cluster(pl.ec2, 2, cluster_tag=TAG, name_prefix="gpu-")
+    pl.emit_state_changes(ids)
+    assert pl.run_until_idle(timeout=30)
+    set_ec2_state(ids[0], "stopping", 64)
+    assert pl.runtime.rechecks is not None
+    pl.runtime.rechecks.schedule([(ids[0], "test")], 1, 1.0, "t1")
+    assert pl.pump_discover() == 0  # delayed: not visible yet
+    time.sleep(1.2)
+    assert pl.pump_discover() == 1
+    assert graph(pl)[1] == ["gpu-000", "gpu-001"]  # stopping: kept at its place
+    assert pl.runtime.counters["follow_rechecks"] == 1  # ... and re-checked again later
+
+    set_ec2_state(ids[0], "stopped", 80)
+    assert pl.run_until_idle(timeout=30)  # waits for the delayed re-check, which finds it out
+    assert graph(pl)[1] == ["gpu-001"] and pl.dlq_messages() == []

@@ -6,7 +6,8 @@ into one of these, and the discover use case acts on them the same way for every
 * :class:`InstanceChange` - re-read one instance (``upsert``) or drop it (``remove``);
 * :class:`Reconcile` - rediscover the whole cluster;
 * :class:`Noted` - logged and counted, nothing in the graph changes (e.g. an interruption warning);
-* :class:`Ignored` - well-formed but nothing to do, with the reason.
+* :class:`Ignored` - well-formed but nothing to do, with the reason;
+* :class:`Recheck` - topocast's own delayed re-read of followed instances that were not steady yet.
 
 A delivery that must be dead-lettered is not a value here: the parser raises
 :class:`MalformedEvent` (or :class:`UnsupportedEvent`) with the reason.
@@ -27,6 +28,7 @@ __all__ = [
     "InstanceChange",
     "MalformedEvent",
     "Noted",
+    "Recheck",
     "Reconcile",
     "UnsupportedEvent",
 ]
@@ -59,6 +61,11 @@ class InstanceChange:
     follow: bool = False
     #: cloud-specific facts for logs and providers (EC2 state, GCE method, origin, region, ...)
     detail: dict[str, str] = field(default_factory=dict, compare=False, hash=False)
+    #: follow only: re-checks of this instance done so far (0: the event itself)
+    attempt: int = 0
+    #: follow only: the last re-check the bound allows; an instance that is out (stopped, even if it
+    #: may still restart) is removed now, one still in transition is kept (and reported)
+    final: bool = False
 
 
 @dataclass(frozen=True)
@@ -91,5 +98,30 @@ class Ignored:
     event_id: str | None = None
 
 
+@dataclass(frozen=True)
+class Recheck:
+    """Re-read followed instances that were not steady at the last read (``attempt`` of the bound).
+
+    Sent by the discover use case to itself, delayed (an SQS message with ``DelaySeconds`` on AWS,
+    a Cloud Task with a schedule time on GCP); ``instances`` are ``(instance, kind)`` pairs, the
+    kind being the event that started the follow (it decides whether a stopped VM may restart).
+    """
+
+    kind: str
+    instances: tuple[tuple[str, str], ...]
+    attempt: int
+    cluster: str | None = None
+    event_id: str | None = None
+
+    def changes(self, *, final: bool) -> list[InstanceChange]:
+        """The instance changes of this re-check (``final``: the bound is reached with this one)."""
+        return [
+            InstanceChange(
+                instance, "upsert", kind, None, self.event_id, True, {"recheck": self.kind}, self.attempt, final
+            )
+            for instance, kind in self.instances
+        ]
+
+
 #: what a parser returns for one event
-EventOutcome = InstanceChange | Reconcile | Noted | Ignored
+EventOutcome = InstanceChange | Reconcile | Noted | Ignored | Recheck

@@ -39,6 +39,11 @@ ENV_VARS: dict[str, tuple[str, str]] = {
         "topology before launch: capacity reservation -> Slurm node names, cr-ID=HOSTLIST;... or a JSON object",
     ),
     "TOPOCAST_FULL_SCAN_THRESHOLD": ("full_scan_threshold", "instance events in one batch above which discover scans"),
+    "TOPOCAST_FOLLOW_RECHECKS": (
+        "follow_rechecks",
+        "re-reads of a VM through host maintenance / a restart until it is steady, at most (0: one read decides)",
+    ),
+    "TOPOCAST_FOLLOW_INTERVAL_SECONDS": ("follow_interval", "seconds between those re-reads (SQS: at most 900)"),
     "TOPOCAST_FORMATS": ("formats", "formats render writes (';' or ',')"),
     "TOPOCAST_RENDER_OPTIONS": ("render_options", "RenderOptions as JSON"),
     "TOPOCAST_DEBOUNCE_QUIET_SECONDS": ("debounce_quiet", "quiet window before a render"),
@@ -47,6 +52,7 @@ ENV_VARS: dict[str, tuple[str, str]] = {
     "TOPOCAST_TIMER_QUEUE_URL": ("timer_queue_url", "SQS queue of debounce timers (render's trigger)"),
     "TOPOCAST_PUBLISH_QUEUE_URL": ("publish_queue_url", "SQS queue of rendered manifests (publish's trigger)"),
     "TOPOCAST_DLQ_URL": ("dlq_url", "where discover sends malformed events, with the reason"),
+    "TOPOCAST_EVENTS_QUEUE_URL": ("events_queue_url", "discover's own queue: delayed re-checks of followed instances"),
     "TOPOCAST_PUBLISHERS": ("publishers", "publish targets: ssm, kubernetes (';')"),
     "TOPOCAST_SSM_PREFIX": ("ssm_prefix", "SSM path for Slurm artifacts (default /topocast/<cluster>/slurm)"),
     "TOPOCAST_SSM_ADVANCED_TIER": ("ssm_advanced_tier", "allow Advanced-tier (8 KB) parameters"),
@@ -98,6 +104,8 @@ class DiscoverySettings(_Section):
 
     provider: str = "aws"
     full_scan_threshold: int = Field(100, ge=1)
+    follow_rechecks: int = Field(6, ge=0, le=100)
+    follow_interval: float = Field(30.0, ge=1, le=900)
     name_from: str | None = None
     # aws
     filters: list[str] = Field(default_factory=list)
@@ -178,6 +186,7 @@ class AwsWiring(_Section):
     timer_queue_url: str | None = None
     publish_queue_url: str | None = None
     dlq_url: str | None = None
+    events_queue_url: str | None = None
 
 
 class GcpWiring(_Section):

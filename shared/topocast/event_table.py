@@ -32,7 +32,9 @@ from topocast import changes
 from topocast.changes import EventAction
 
 __all__ = [
+    "AWS_RECHECK",
     "AWS_RULES",
+    "GCP_RECHECK",
     "TABLE",
     "Cloud",
     "EventKind",
@@ -52,6 +54,7 @@ Route = Literal[
     "schedule",  # the reconcile schedule (EventBridge rule / Cloud Scheduler job)
     "eventarc-audit-log",  # one Eventarc trigger per methodName (Admin Activity audit logs)
     "log-sink",  # Logging sink -> the events Pub/Sub topic -> Eventarc Pub/Sub trigger (System Event audit logs)
+    "recheck",  # discover to itself, delayed: SQS DelaySeconds on the events queue / a Cloud Task to discover
 ]
 
 
@@ -66,8 +69,10 @@ class EventKind:
     route: Route | None = None
 
 
-def _aws(kind: str, action: EventAction, reason: str, route: Route | None = "eventbridge") -> EventKind:
-    return EventKind("aws", kind, action, reason, False, route)
+def _aws(
+    kind: str, action: EventAction, reason: str, route: Route | None = "eventbridge", follow: bool = False
+) -> EventKind:
+    return EventKind("aws", kind, action, reason, follow, route)
 
 
 def _gcp(kind: str, action: EventAction, reason: str, route: Route | None, follow: bool = False) -> EventKind:
@@ -80,6 +85,10 @@ _ADMIN: Route = "eventarc-audit-log"
 _SYSTEM: Route = "log-sink"
 _REREAD = "a new host may mean a new place in the fabric: re-read the VM"
 _MAINTENANCE = "re-read until the VM runs again (possibly on another sub-block) or is gone"
+_RECHECK = "discover's own delayed re-read of followed instances not steady yet (attempt N of TOPOCAST_FOLLOW_RECHECKS)"
+#: the kinds of the re-check bodies (``topocast.changes.Recheck``)
+AWS_RECHECK = "topocast/Recheck"
+GCP_RECHECK = "dev.topocast.recheck.v1"
 
 TABLE: tuple[EventKind, ...] = (
     # ----- AWS: EventBridge (through the events queue) ---------------------------------------------------------
@@ -151,6 +160,7 @@ TABLE: tuple[EventKind, ...] = (
     ),
     _aws("aws.events/Scheduled Event", "reconcile", "an EventBridge schedule rule", None),
     _aws("topocast/Reconcile", "reconcile", "the reconcile schedule or an operator", "schedule"),
+    _aws(AWS_RECHECK, "upsert", _RECHECK, "recheck", True),
     _aws("scheduler/input", "reconcile", "an EventBridge Scheduler target's own Input (any JSON object)", None),
     _aws("text/reconcile", "reconcile", "a plain-text 'reconcile' message body", None),
     _aws(
@@ -227,6 +237,7 @@ TABLE: tuple[EventKind, ...] = (
         "log-sink",
     ),
     _gcp("dev.topocast.reconcile.v1", "reconcile", "a Cloud Scheduler HTTP job", "schedule"),
+    _gcp(GCP_RECHECK, "upsert", _RECHECK, "recheck", True),
     _gcp("gcp/*", "rejected", "a CloudEvent type topocast does not handle", None),
 )
 

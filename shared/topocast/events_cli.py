@@ -47,6 +47,9 @@ def _from_outcome(cloud: str, outcome: Any) -> Line:
         if outcome.follow:
             reason += "; re-read until it runs again or is gone (bounded)"
         return _line(cloud, outcome.kind, outcome.action, [outcome.instance], reason)
+    if isinstance(outcome, changes.Recheck):
+        why = f"re-check {outcome.attempt} of followed instance(s) not steady yet (bounded)"
+        return _line(cloud, outcome.kind, "upsert", [i for i, _ in outcome.instances], why)
     if isinstance(outcome, changes.Reconcile):
         why = outcome.reason + (f" (cluster {outcome.cluster})" if outcome.cluster else "")
         return _line(cloud, outcome.kind, "reconcile", [], why)

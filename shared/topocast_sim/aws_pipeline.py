@@ -98,6 +98,7 @@ class LocalAwsPipeline:
             "timer_queue_url": self.queues.timer,
             "publish_queue_url": self.queues.publish,
             "dlq_url": self.queues.dlq,
+            "events_queue_url": self.queues.events,  # discover's delayed re-checks, as Terraform wires it
             "publishers": list(publishers),
             "guard_max_loss": guard_max_loss,
             "provider": provider,

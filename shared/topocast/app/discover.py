@@ -13,20 +13,27 @@ Policies (docs/architecture.md, "Who decides what"):
 * Any failure: ``retry`` - nothing was written, the platform redelivers the whole batch.
 * After a full discovery a pending guard hold that the cluster confirms is released and the
   latest manifest handed to publish.
-* ``InstanceChange.follow`` (host maintenance, restarts): the instances are named in the outcome's
-  ``follow`` detail; a shell that can deliver later re-reads them (the hook for settling reads).
+* ``InstanceChange.follow`` (host maintenance, restarts) is **followed** until steady: an instance
+  the provider reports ``unsettled`` (starting, stopping, stopped by the host with a restart
+  expected) keeps its last place and is re-read after ``follow_interval`` seconds through the
+  :class:`~topocast.app.ports.Rechecks` port (a ``Recheck`` event back to discover: no sleeping in a
+  function), at most ``follow_rechecks`` times. The last re-check is ``final``: an instance that is
+  out is removed, one still in transition is kept with a warning (metric ``follow_unsettled_kept``).
+  Without a ``Rechecks`` port (or in a full discovery) one read decides.
 """
 
 from __future__ import annotations
 
+import hashlib
 import logging
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 from topocast.app import metrics as m
 from topocast.app.outcome import Outcome
 from topocast.app.ports import DiscoverPorts
-from topocast.changes import EventOutcome, Ignored, InstanceChange, Noted, Reconcile
+from topocast.changes import EventOutcome, Ignored, InstanceChange, Noted, Recheck, Reconcile
 from topocast.errors import InvalidGraphError, ProviderError
 from topocast.graph import TopologyGraph
 from topocast.pipeline.publish_stage import confirm_on_reconcile
@@ -57,16 +64,30 @@ def _wanted(ports: DiscoverPorts, events: Sequence[EventOutcome]) -> tuple[bool,
                 skipped += 1
             else:
                 reconcile = True
+        elif isinstance(ev, Recheck) and ev.cluster and ev.cluster != ports.cluster:
+            ports.metrics.count(m.IGNORED)
+            log.info("re-check for cluster %s ignored; this function serves %s", ev.cluster, ports.cluster)
+            skipped += 1
         else:
             provider = provider or ports.provider()
-            why = provider.scope(ev)
-            if why:
-                ports.metrics.count(m.IGNORED)
-                log.info("change of %s ignored: %s", ev.instance, why)
-                skipped += 1
-            else:
-                changes.append(ev)
+            for change in _followed(ports, ev):
+                why = provider.scope(change)
+                if why:
+                    ports.metrics.count(m.IGNORED)
+                    log.info("change of %s ignored: %s", change.instance, why)
+                    skipped += 1
+                else:
+                    changes.append(change)
     return reconcile, changes, skipped
+
+
+def _followed(ports: DiscoverPorts, ev: InstanceChange | Recheck) -> list[InstanceChange]:
+    """The instance changes of ``ev``; a followed one is ``final`` when no later re-check may follow."""
+    if isinstance(ev, Recheck):
+        return ev.changes(final=ports.rechecks is None or ev.attempt >= ports.follow_rechecks)
+    if ev.follow and (ports.rechecks is None or ports.follow_rechecks < 1):
+        return [replace(ev, final=True)]
+    return [ev]
 
 
 def discover(ports: DiscoverPorts, events: Sequence[EventOutcome]) -> Outcome:
@@ -151,8 +172,9 @@ def _after_commit(
         "api_calls": dict(result.api_calls),
         "warnings": result.warnings[:5],
         "debounce": debounce.reason,
-        "follow": sorted({c.instance for c in changes if c.follow}),
     }
+    if any(c.follow for c in changes):
+        detail["follow"] = _follow_up(ports, result, changes, full)
     if full:
         hold = confirm_on_reconcile(ports.publish_state, graph)
         manifest = ports.artifacts.latest_manifest() if hold is not None else None
@@ -161,3 +183,48 @@ def _after_commit(
             ports.handoff.request_publish(manifest.generation, "hold confirmed", f"confirmed-{hold.confirmed_at}")
             detail["hold_confirmed"] = hold.generation
     return Outcome.done(f"generation {written.generation}{' (new)' if written.changed else ''}", **detail)
+
+
+def _follow_up(
+    ports: DiscoverPorts, result: DiscoveryResult, changes: list[InstanceChange], full: bool
+) -> dict[str, Any]:
+    """Schedule the next re-check of the followed instances that are not steady; decide at the bound."""
+    followed = [c for c in changes if c.follow]
+    if full:  # a full discovery lists what runs: it decided every followed instance at once
+        return {"settled": sorted({c.instance for c in followed}), "by": "full discovery"}
+    waiting = set(result.unsettled)
+    first: dict[str, InstanceChange] = {}  # per instance, the follow with the fewest re-checks (a new event restarts)
+    for c in sorted(followed, key=lambda c: c.attempt):
+        first.setdefault(c.instance, c)
+    finals = [c for c in first.values() if c.final and c.attempt > 0]
+    if finals:
+        ports.metrics.count(m.FOLLOW_BOUND_REACHED, len(finals))
+    kept = sorted(i for i, c in first.items() if i in waiting and c.final)
+    if kept:
+        ports.metrics.count(m.FOLLOW_UNSETTLED_KEPT, len(kept))
+        log.warning(
+            "%d followed instance(s) still not steady at the last re-check; kept at their last place until the "
+            "next event or reconcile: %s", len(kept), ", ".join(kept[:10]),
+        )  # fmt: skip
+    groups: dict[int, list[InstanceChange]] = {}
+    for i, c in first.items():
+        if i in waiting and not c.final:
+            groups.setdefault(c.attempt + 1, []).append(c)
+    scheduled: dict[str, str] = {}
+    for attempt, group in sorted(groups.items()):
+        assert ports.rechecks is not None  # not final: a re-check port exists
+        pairs = sorted((c.instance, c.kind) for c in group)
+        ids = sorted({c.event_id or "" for c in group})
+        dedup = hashlib.sha256(repr((ports.cluster, attempt, pairs, ids)).encode()).hexdigest()[:24]
+        scheduled[str(attempt)] = ports.rechecks.schedule(pairs, attempt, ports.follow_interval, dedup)
+        ports.metrics.count(m.FOLLOW_RECHECKS, len(pairs))
+        log.info(
+            "%d followed instance(s) not steady yet; re-check %d of %d in %.0f s: %s", len(pairs), attempt,
+            ports.follow_rechecks, ports.follow_interval, ", ".join(i for i, _ in pairs[:10]),
+        )  # fmt: skip
+    return {
+        "settled": sorted(i for i in first if i not in waiting),
+        "waiting": sorted(i for i in first if i in waiting and not first[i].final),
+        "kept_at_bound": kept,
+        "rechecks": scheduled,
+    }

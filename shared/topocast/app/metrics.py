@@ -18,6 +18,9 @@ __all__ = [
     "DRIFT",
     "EMF_NAMES",
     "EVENTS",
+    "FOLLOW_BOUND_REACHED",
+    "FOLLOW_RECHECKS",
+    "FOLLOW_UNSETTLED_KEPT",
     "GENERATIONS",
     "HEALED",
     "HELD",
@@ -54,6 +57,12 @@ API_CALLS = "api_calls"
 NODES = "nodes"
 NODES_WITHOUT_TOPOLOGY = "nodes_without_topology"
 GENERATIONS = "generations"
+#: followed instances (host maintenance, restarts) not steady yet, re-read later
+FOLLOW_RECHECKS = "follow_rechecks"
+#: followed instances read at the last re-check the bound allows (placed, removed or kept, as they were)
+FOLLOW_BOUND_REACHED = "follow_bound_reached"
+#: ... of which still in transition: kept at their last place (warning; the next event or reconcile decides)
+FOLLOW_UNSETTLED_KEPT = "follow_unsettled_kept"
 #: a corrupt stored graph replaced from a fresh full discovery
 HEALED = "healed"
 RENDERS = "renders"
@@ -87,6 +96,9 @@ EMF_NAMES = {
     NODES_WITHOUT_TOPOLOGY: "NodesWithoutTopology",
     GENERATIONS: "GraphGenerations",
     HEALED: "GraphsHealed",
+    FOLLOW_RECHECKS: "FollowRechecks",
+    FOLLOW_BOUND_REACHED: "FollowBoundReached",
+    FOLLOW_UNSETTLED_KEPT: "FollowUnsettledKept",
     RENDERS: "Renders",
     RENDER_FAILURES: "RenderFailures",
     RENDER_DEAD_LETTERED: "RenderDeadLettered",

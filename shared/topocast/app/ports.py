@@ -31,6 +31,7 @@ __all__ = [
     "PublishPorts",
     "PublishState",
     "Publisher",
+    "Rechecks",
     "RenderPorts",
 ]
 
@@ -61,6 +62,16 @@ class PublishHandoff(Protocol):
         ...
 
 
+class Rechecks(Protocol):
+    """Deliver a :class:`~topocast.changes.Recheck` to discover later (SQS ``DelaySeconds`` / a Cloud Task)."""
+
+    def schedule(self, instances: Sequence[tuple[str, str]], attempt: int, delay: float, dedup: str) -> str:
+        """``instances``: (instance, kind) pairs; ``dedup`` names the request (Cloud Tasks sends it once).
+
+        Returns how it went (``created`` / ``exists`` / ``sent``), for the outcome's detail."""
+        ...
+
+
 class GuardOverride(Protocol):
     """The operator's "let generation N through" value (env, SSM parameter, GCS object), or None."""
 
@@ -86,6 +97,12 @@ class DiscoverPorts:
     metrics: Metrics
     #: changed instances in one batch above which a full discovery is cheaper
     full_scan_threshold: int = 100
+    #: delayed re-reads of followed instances (None: this runtime cannot deliver later; one read decides)
+    rechecks: Rechecks | None = None
+    #: re-checks of a followed instance at most (``TOPOCAST_FOLLOW_RECHECKS``) ...
+    follow_rechecks: int = 6
+    #: ... this far apart (``TOPOCAST_FOLLOW_INTERVAL_SECONDS``)
+    follow_interval: float = 30.0
 
 
 @dataclass(frozen=True)

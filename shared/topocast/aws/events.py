@@ -5,7 +5,8 @@ One SQS message body (or the dict it decodes to) is one of:
 * an **EventBridge envelope** (``version, id, detail-type, source, account, time, region,
   resources, detail``): EC2 state changes, Auto Scaling group events, Spot / rebalance /
   capacity-reservation warnings, Capacity Block notices, S3 "Object Created", a schedule rule's
-  "Scheduled Event", or topocast's own ``{"source": "topocast", "detail-type": "Reconcile"}``;
+  "Scheduled Event", or topocast's own ``{"source": "topocast", "detail-type": "Reconcile"}`` and
+  ``"Recheck"`` (discover's delayed re-read of followed instances, :class:`~topocast.changes.Recheck`);
 * an **S3 event notification** (``{"Records": [{"eventSource": "aws:s3", ...}]}``, the bucket's
   uploads notification) or S3's one-off ``s3:TestEvent``;
 * an **EventBridge Scheduler** target's own Input: any other JSON object (optional ``cluster``,
@@ -37,6 +38,7 @@ ASG_LAUNCH_HOOK = "EC2 Instance-launch Lifecycle Action"
 ASG_TERMINATE_HOOK = "EC2 Instance-terminate Lifecycle Action"
 SCHEDULED = "Scheduled Event"
 RECONCILE = "Reconcile"
+RECHECK = table.AWS_RECHECK.partition("/")[2]
 #: instance warnings: noted with the instance ID, the state change that follows moves the node
 INSTANCE_NOTICES = (
     "EC2 Spot Instance Interruption Warning",
@@ -72,6 +74,7 @@ Ignored = changes.Ignored
 __all__ = [
     "ASG_LAUNCH",
     "ASG_TERMINATE",
+    "RECHECK",
     "RECONCILE",
     "SCHEDULED",
     "STATE_ACTIONS",
@@ -160,6 +163,17 @@ class ObjectCreatedDetail(_Model):
 class ReconcileDetail(_Model):
     cluster: str | None = None
     reason: str | None = None
+
+
+class _Followed(_Model):
+    instance: str = Field(pattern=_INSTANCE_ID)
+    kind: str = Field(min_length=1, max_length=200)
+
+
+class RecheckDetail(_Model):
+    cluster: str | None = None
+    attempt: int = Field(ge=1)
+    instances: list[_Followed] = Field(min_length=1)
 
 
 class _S3Entity(_Model):
@@ -338,6 +352,10 @@ def _parse_event(body: dict[str, Any] | str | bytes, uploads: str | None) -> cha
         rule = env.resources[0] if env.resources else None
         reason = f"schedule {rule}" if rule else "schedule"
         return table.outcome_of(_row(kind), reason=reason, time=env.time, event_id=env.id)
+    if env.source == "topocast" and env.detail_type == RECHECK:
+        rc: RecheckDetail = _validate(RecheckDetail, env.detail, "detail", kind)
+        pairs = tuple((f.instance, f.kind) for f in rc.instances)
+        return changes.Recheck(kind, pairs, rc.attempt, rc.cluster, env.id)
     if env.source == "topocast" and env.detail_type == RECONCILE:
         r = _validate(ReconcileDetail, env.detail, "detail", kind)
         return table.outcome_of(

@@ -42,7 +42,7 @@ CALLS: dict[str, frozenset[str]] = {
             "s3:ListBucket",  # uploads/ listing (on-prem ibnetdiscover)
             "dynamodb:GetItem",  # debounce state
             "dynamodb:PutItem",
-            "sqs:SendMessage",  # timer queue, events DLQ (rejected events), publish queue (confirmed hold)
+            "sqs:SendMessage",  # timer queue, events DLQ (rejected), publish queue (confirmed hold), events (re-checks)
             "ssm:GetParameter",  # on-prem only: ssm:// domains file, NetQ credentials in a parameter
             "secretsmanager:GetSecretValue",  # on-prem only: NetQ credentials in a secret
             "eks:DescribeCluster",  # k8s-labels on EKS: the API server endpoint when none is configured

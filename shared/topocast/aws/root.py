@@ -10,6 +10,7 @@ secrets (NetQ) are resolved here and handed to the provider.
 from __future__ import annotations
 
 import json
+import math
 import os
 from collections.abc import Callable, Mapping, Sequence
 from functools import cached_property
@@ -22,7 +23,7 @@ from topocast.pipeline.publisher import Publisher
 from topocast.providers import Provider, ProviderInputs, build_provider
 from topocast.publish import PublisherInputs, build_publishers
 
-__all__ = ["AwsMetrics", "AwsRuntime", "SqsPublishHandoff", "SsmGuardOverride", "build"]
+__all__ = ["AwsMetrics", "AwsRuntime", "SqsPublishHandoff", "SqsRechecks", "SsmGuardOverride", "build"]
 
 
 class AwsMetrics:
@@ -53,6 +54,33 @@ class SqsPublishHandoff:
             lambda: self.sqs.send_message(QueueUrl=self.queue_url, MessageBody=json.dumps(body)),
             what=f"hand generation {generation} to publish",
         )
+
+
+class SqsRechecks:
+    """:class:`~topocast.app.ports.Rechecks`: a ``topocast/Recheck`` envelope on the events queue, delayed
+    with ``DelaySeconds`` (the SQS timer the debouncer uses too; at most 900 s)."""
+
+    def __init__(self, cluster: str, queue_url: str, sqs: Any) -> None:
+        self.cluster, self.queue_url, self.sqs = cluster, queue_url, sqs
+
+    def schedule(self, instances: Sequence[tuple[str, str]], attempt: int, delay: float, dedup: str) -> str:
+        from topocast.aws.debounce import MAX_SQS_DELAY
+        from topocast.aws.retry import with_retries
+        from topocast.event_table import AWS_RECHECK
+
+        source, _, detail_type = AWS_RECHECK.partition("/")
+        detail = {
+            "cluster": self.cluster,
+            "attempt": attempt,
+            "instances": [{"instance": i, "kind": k} for i, k in instances],
+        }
+        body = {"source": source, "detail-type": detail_type, "id": f"recheck-{dedup}", "detail": detail}
+        seconds = min(MAX_SQS_DELAY, math.ceil(delay))
+        with_retries(
+            lambda: self.sqs.send_message(QueueUrl=self.queue_url, MessageBody=json.dumps(body), DelaySeconds=seconds),
+            what=f"schedule re-check {attempt} of {len(instances)} instance(s)",
+        )
+        return "sent"
 
 
 class SsmGuardOverride:
@@ -154,6 +182,12 @@ class AwsRuntime:
         )
 
     @cached_property
+    def rechecks(self) -> SqsRechecks | None:
+        """Delayed re-checks go back to discover's own events queue (None when it is not configured)."""
+        url = self.settings.events_queue_url
+        return SqsRechecks(self.settings.cluster, url, self.sqs) if url else None
+
+    @cached_property
     def handoff(self) -> SqsPublishHandoff:
         self.settings.require("publish_queue_url")
         return SqsPublishHandoff(self.settings.cluster, self.settings.publish_queue_url or "", self.sqs)
@@ -213,7 +247,7 @@ class AwsRuntime:
         s = self.settings
         return DiscoverPorts(
             s.cluster, self.graphs, self.provider, self.debouncer, self.publish_state, self.artifacts,
-            self.handoff, self.metrics, s.full_scan_threshold,
+            self.handoff, self.metrics, s.full_scan_threshold, self.rechecks, s.follow_rechecks, s.follow_interval,
         )  # fmt: skip
 
     def render_ports(self) -> RenderPorts:

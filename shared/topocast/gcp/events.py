@@ -19,7 +19,8 @@ returns one of:
   ``{"cluster", "reason"}``) or as a direct ``dev.topocast.reconcile.v1``
   CloudEvent; also ``bulkInsert``, which creates many VMs at once.
 * :class:`DiscoverWindow`, :class:`DebounceTimer`, :class:`PublishRequest` -
-  topocast's own Cloud Tasks deliveries (``dev.topocast.*.v1``).
+  topocast's own Cloud Tasks deliveries (``dev.topocast.*.v1``); ``dev.topocast.recheck.v1`` is
+  discover's delayed re-read of followed VMs (:class:`~topocast.changes.Recheck`, in the event table).
 * :class:`ObjectWritten` - ``google.cloud.storage.object.v1.finalized`` (a graph
   generation landing in the bucket).
 * :class:`Ignored` - well-formed, but nothing to do (with the reason).
@@ -52,6 +53,7 @@ RECONCILE = "dev.topocast.reconcile.v1"
 DISCOVER_WINDOW = "dev.topocast.discover.window.v1"
 DEBOUNCE_TIMER = "dev.topocast.debounce.timer.v1"
 PUBLISH = "dev.topocast.publish.v1"
+RECHECK = table.GCP_RECHECK
 COMPUTE = "compute.googleapis.com"
 
 #: audit-log methodName -> what discovery does with the VM (from the event table)
@@ -73,6 +75,7 @@ InstanceChange = changes.InstanceChange
 Reconcile = changes.Reconcile
 Noted = changes.Noted
 Ignored = changes.Ignored
+Recheck = changes.Recheck
 
 
 @dataclass(frozen=True)
@@ -175,6 +178,17 @@ class _TopocastReconcile(_Model):
 class _Window(_Model):
     cluster: str = Field(min_length=1)
     window: int = Field(ge=0)
+
+
+class _Followed(_Model):
+    instance: str = Field(pattern=r"^[^/]+/[^/]+/[^/]+$")  # project/zone/name
+    kind: str = Field(min_length=1, max_length=200)
+
+
+class _Recheck(_Model):
+    cluster: str = Field(min_length=1)
+    attempt: int = Field(ge=1)
+    instances: list[_Followed] = Field(min_length=1)
 
 
 class _Publish(_Model):
@@ -350,6 +364,9 @@ def _parse_cloud_event(event: Any) -> Command:
     if ce_type == DISCOVER_WINDOW:
         w = _validate(_Window, _object(data, "data"), "data", "discover window")
         return DiscoverWindow(w.cluster, w.window, event_id)
+    if ce_type == RECHECK:
+        rc = _validate(_Recheck, _object(data, "data"), "data", "recheck")
+        return Recheck(RECHECK, tuple((f.instance, f.kind) for f in rc.instances), rc.attempt, rc.cluster, event_id)
     if ce_type == DEBOUNCE_TIMER:
         return DebounceTimer(_object(data, "data"), event_id)
     if ce_type == PUBLISH:

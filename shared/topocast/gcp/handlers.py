@@ -23,7 +23,7 @@ from topocast.app.discover import discover as run_discover
 from topocast.app.outcome import Outcome
 from topocast.app.publish import publish as run_publish
 from topocast.app.render import render as run_render
-from topocast.changes import Ignored, InstanceChange, MalformedEvent, Noted, Reconcile
+from topocast.changes import Ignored, InstanceChange, MalformedEvent, Noted, Recheck, Reconcile
 from topocast.config import settings_from_env
 from topocast.errors import TopocastError
 from topocast.gcp import events as ev
@@ -91,7 +91,7 @@ _HANDLERS: dict[str, Callable[[Any, GcpRuntime], Outcome]] = {
     "publish": publish,
 }
 ACCEPTS: dict[str, tuple[type, ...]] = {
-    "discover": (InstanceChange, Reconcile, Noted, ev.DiscoverWindow),
+    "discover": (InstanceChange, Reconcile, Noted, Recheck, ev.DiscoverWindow),
     "render": (ev.DebounceTimer, ev.ObjectWritten),
     "publish": (ev.PublishRequest,),
 }

@@ -27,7 +27,7 @@ from topocast.pipeline.publisher import Publisher
 from topocast.providers import Provider, ProviderInputs, build_provider
 from topocast.publish import PublisherInputs, build_publishers
 
-__all__ = ["STATS", "CloudTasksHandoff", "GcpRuntime", "NoDebouncer", "build"]
+__all__ = ["STATS", "CloudTasksHandoff", "CloudTasksRechecks", "GcpRuntime", "NoDebouncer", "build"]
 
 #: what the functions did in this process (the demo and tests read it); the Metrics port of every runtime
 STATS: MetricCounts = MetricCounts()
@@ -64,6 +64,25 @@ class CloudTasksHandoff:
             raise TopocastError("publish hand-off needs TOPOCAST_TASK_QUEUE and TOPOCAST_PUBLISH_URL")
         body = {"cluster": self.cluster, "generation": generation, "reason": reason}
         self.queue.send_event(self.url, PUBLISH, body, name=task_id("publish", self.cluster, generation, dedup))
+
+
+class CloudTasksRechecks:
+    """:class:`~topocast.app.ports.Rechecks`: a named ``dev.topocast.recheck.v1`` task to discover with a
+    schedule time, on the queue the discover windows and timers use (the name deduplicates a redelivery)."""
+
+    def __init__(self, cluster: str, queue: TaskQueue, url: str) -> None:
+        self.cluster, self.queue, self.url = cluster, queue, url
+
+    def schedule(self, instances: Sequence[tuple[str, str]], attempt: int, delay: float, dedup: str) -> str:
+        from topocast.gcp.events import RECHECK
+
+        body = {
+            "cluster": self.cluster,
+            "attempt": attempt,
+            "instances": [{"instance": i, "kind": k} for i, k in instances],
+        }
+        name = task_id("recheck", self.cluster, attempt, dedup)
+        return self.queue.send_event(self.url, RECHECK, body, name=name, delay=delay)
 
 
 @dataclass
@@ -162,12 +181,18 @@ class GcpRuntime:
     def handoff(self) -> CloudTasksHandoff:
         return CloudTasksHandoff(self.settings.cluster, self.queue, self.settings.publish_url)
 
+    def rechecks(self) -> CloudTasksRechecks | None:
+        """Delayed re-checks are tasks to discover (None without a task queue and TOPOCAST_DISCOVER_URL)."""
+        url = self.settings.discover_url
+        return CloudTasksRechecks(self.settings.cluster, self.queue, url) if self.queue is not None and url else None
+
     # ----- one bundle per use case --------------------------------------------------------------
     def discover_ports(self) -> DiscoverPorts:
         s = self.settings
         return DiscoverPorts(
             s.cluster, self.graphs, self.provider, self.debouncer, self.publish_state, self.artifacts,
-            self.handoff(), self.metrics, s.full_scan_threshold,
+            self.handoff(), self.metrics, s.full_scan_threshold, self.rechecks(), s.follow_rechecks,
+            s.follow_interval,
         )  # fmt: skip
 
     def render_ports(self) -> RenderPorts:

@@ -66,6 +66,8 @@ def queue_change(rt: GcpRuntime, change: InstanceChange) -> Outcome:
     """Store the change as a marker and make sure its window's task exists."""
     _, _, rest = change.instance.partition("/")
     meta = {**{k: change.detail.get(k, "") for k in ("instance_id", "method", "origin")}, "action": change.action}
+    if change.follow:  # host maintenance / restart: the window's read follows it until steady
+        meta["follow"] = change.kind
     body = json.dumps({"instance": change.instance, "event_id": change.event_id, **meta}).encode()
     rt.objects.put(rt.pending_prefix() + rest, body, content_type="application/json", metadata=meta)
     return Outcome.done("queued", vm=rest, window_task=_arm(rt, time.time()))
@@ -117,7 +119,10 @@ def close_window(rt: GcpRuntime, window: int, discover: Callable[[list[InstanceC
             InstanceChange(
                 f"{project}/{m.key.removeprefix(prefix)}",
                 "remove" if m.metadata.get("action") == "remove" else "upsert",
-                f"gcp.compute/{m.metadata.get('method', 'window')}",
+                m.metadata.get("follow") or f"gcp.compute/{m.metadata.get('method', 'window')}",
+                # the marker's object generation names this write: a re-check scheduled from it is sent once
+                event_id=f"marker-{m.generation}",
+                follow=bool(m.metadata.get("follow")),
                 detail={k: v for k, v in m.metadata.items() if v},
             )
             for m in markers

@@ -82,6 +82,9 @@ __all__ = [
 
 DEFAULT_ULTRASERVER_FAMILIES = ("p6e-gb200", "p6e-gb300", "trn2u")
 GONE_STATES = frozenset({"shutting-down", "terminated", "stopping", "stopped"})
+#: states between two steady ones (running, or out): a *followed* instance in one keeps its node and is
+#: reported in ``DiscoveryResult.unsettled`` (EC2 restarts nothing by itself: stopped / terminated are out)
+TRANSITIONAL_STATES = frozenset({"pending", "stopping", "shutting-down"})
 _PLACEHOLDER = re.compile(r"\{([a-z_]+)(?:\[([^\]{}]+)\])?\}")
 _TEMPLATE_VARS = frozenset(
     {"instance_id", "instance_type", "zone", "private_dns", "private_dns_fqdn", "private_ip", "tag"}
@@ -440,10 +443,13 @@ def discover_instances(
     described, missing = api.describe(config.describe_filters(), upserts) if upserts else ({}, set())
     live: dict[str, dict[str, Any]] = {}
     outside: list[str] = []
+    waiting: list[str] = []
     for iid in upserts:
         inst = described.get(iid)
         state = (inst or {}).get("State", {}).get("Name")
-        if inst is None or state in GONE_STATES:
+        if latest[iid].follow and inst is not None and state in TRANSITIONAL_STATES:
+            waiting.append(iid)  # not steady: its node (if any) stays as it was, a later re-read decides
+        elif inst is None or state in GONE_STATES:
             known = by_id.pop(iid, None) is not None
             if inst is None and iid not in missing:  # exists, but the cluster filters exclude it
                 if known:
@@ -468,7 +474,9 @@ def discover_instances(
     launched = {n.name for n in by_id.values()}
     keep = [n for n in keep if n.name not in launched]
     graph = _graph(config, keep + list(by_id.values()), previous)
-    return DiscoveryResult(graph, api.calls, warnings + name_warnings + node_warnings, api.retries, "ids")
+    return DiscoveryResult(
+        graph, api.calls, warnings + name_warnings + node_warnings, api.retries, "ids", unsettled=waiting
+    )
 
 
 # ----- the Provider the functions and the CLI build through the registry -------------------------

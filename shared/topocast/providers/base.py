@@ -29,6 +29,9 @@ class DiscoveryResult:
     api_calls: dict[str, int] = field(default_factory=dict)
     #: problems that did not stop discovery (nodes without a name tag, skipped instances...)
     warnings: list[str] = field(default_factory=list)
+    #: incremental reads only: the followed changes (``InstanceChange.instance``) whose instance is not
+    #: steady yet (starting, stopping, stopped with a restart expected); their nodes are kept as they were
+    unsettled: list[str] = field(default_factory=list, kw_only=True)
 
 
 class NeedsFullScan(ProviderError):
@@ -48,7 +51,12 @@ class Provider(Protocol):
         ...
 
     def discover_changes(self, previous: TopologyGraph, changes: Sequence[InstanceChange]) -> DiscoveryResult:
-        """``previous`` with ``changes`` applied; :class:`NeedsFullScan` when that is not safe."""
+        """``previous`` with ``changes`` applied; :class:`NeedsFullScan` when that is not safe.
+
+        A change with ``follow`` whose instance is not steady (neither running nor steadily out) keeps
+        its node as in ``previous`` and is named in :attr:`DiscoveryResult.unsettled`; with ``final``
+        an instance that is out is removed even when it may still restart.
+        """
         ...
 
     def scope(self, change: InstanceChange) -> str | None:

@@ -8,7 +8,10 @@ per page, following ``nextPageToken``. ``ceil(N/500)`` calls for N VMs (per
 zone when zones are listed). The same filter is applied again client-side, so
 an endpoint that ignores it cannot pull foreign VMs into the graph.
 Incremental updates (:func:`discover_instances`) cost one ``instances.get``
-per changed VM (8 in flight); a VM that is gone (404), stopped or relabelled is removed.
+per changed VM (8 in flight); a VM that is gone (404), stopped or relabelled is removed,
+except a *followed* one (host maintenance, restarts) that is not steady yet (:func:`unsettled`):
+it keeps its node and is reported in ``DiscoveryResult.unsettled`` for a later re-read. A window
+read by listing sees only RUNNING VMs: the followed VMs it misses get one ``instances.get`` each.
 
 Mapping (GCE -> graph), Topograph-compatible by default:
 
@@ -42,7 +45,7 @@ from __future__ import annotations
 import hashlib
 import re
 import threading
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -191,6 +194,8 @@ class _Vm:
     hostname: str
     topology: dict[str, str] | None  # physicalHostTopology (non-empty fields only)
     physical_host: str
+    #: ``scheduling.automaticRestart`` (Compute's default: true): Compute restarts it after a host event
+    automatic_restart: bool = True
 
 
 def _last(url: str) -> str:
@@ -206,6 +211,8 @@ def _vm(inst: Any) -> _Vm:
         if "physical_host_topology" in rs:
             pht = rs.physical_host_topology
             topo = {k: v for k in ("cluster", "block", "subblock", "host") if (v := getattr(pht, k, "") or "")}
+    sched = inst.scheduling if "scheduling" in inst else None
+    restarts = bool(sched.automatic_restart) if sched is not None and "automatic_restart" in sched else True
     return _Vm(
         id=str(inst.id),
         name=inst.name,
@@ -216,6 +223,7 @@ def _vm(inst: Any) -> _Vm:
         hostname=inst.hostname or "",
         topology=topo,
         physical_host=physical_host,
+        automatic_restart=restarts,
     )
 
 
@@ -314,6 +322,28 @@ class _Compute:
         except (gexc.GoogleAPICallError, gexc.RetryError) as exc:
             raise self.error("compute.instances.get", f"{cfg.project}/{ref.zone}/{ref.name}", exc) from None
         return _vm(inst)
+
+
+# ----- following a VM through host maintenance -------------------------------------------------
+#: VM statuses between two steady ones (running, or out); a followed VM in one is read again later
+TRANSITIONAL = frozenset({"PROVISIONING", "STAGING", "STOPPING", "SUSPENDING", "REPAIRING", "PENDING_STOP"})
+#: events after which a stopped VM stays stopped: the guest shut it down (automaticRestart does not apply)
+_NO_RESTART = ("compute.instances.guestTerminate",)
+
+
+def unsettled(vm: _Vm | None, change: InstanceChange) -> bool:
+    """Is the followed ``change``'s VM not steady yet (kept at its last place, read again later)?
+
+    Steady: RUNNING, gone (404), or stopped (TERMINATED / STOPPED / SUSPENDED) with no restart
+    expected. A VM that Compute Engine stopped for a host event and restarts by itself
+    (``automaticRestart``) is not steady while TERMINATED, unless this is the last re-check.
+    """
+    if vm is None or not change.follow:
+        return False
+    if vm.status in TRANSITIONAL:
+        return True
+    restart_expected = vm.status == "TERMINATED" and vm.automatic_restart and not change.kind.endswith(_NO_RESTART)
+    return restart_expected and not change.final
 
 
 # ----- building nodes --------------------------------------------------------------------------
@@ -520,12 +550,15 @@ def discover_instances(
     refs: Sequence[InstanceRef],
     *,
     retry: RetryPolicy | None = None,
+    followed: Mapping[tuple[str, str], InstanceChange] | None = None,
 ) -> DiscoveryResult:
     """Re-check the VMs named by events (one ``instances.get`` each) and apply them to ``previous``.
 
     A VM that is found, running and labelled as a member is (re)inserted; one
-    that is gone, stopped or no longer a member is removed. Raises
-    :class:`NeedsFullScan` when the result would not be a valid graph.
+    that is gone, stopped or no longer a member is removed. A ``followed`` VM
+    (zone, name -> its change) that is not steady yet (:func:`unsettled`) keeps
+    its node and is named in ``unsettled``. Raises :class:`NeedsFullScan` when
+    the result would not be a valid graph.
     """
     api = _Compute(client, config, retry)
     base_nodes = list(previous.nodes) if previous is not None else []
@@ -535,6 +568,11 @@ def discover_instances(
     keys = sorted(unique)
     with ThreadPoolExecutor(max_workers=max(1, min(GET_CONCURRENCY, len(keys)))) as pool:
         fetched = dict(zip(keys, pool.map(lambda k: api.get(unique[k]), keys), strict=True))
+    followed = followed or {}
+    waiting = {k for k, vm in fetched.items() if k in followed and unsettled(vm, followed[k])}
+    for k in waiting:  # kept exactly as it was: neither dropped nor re-placed from a half-way read
+        unique.pop(k)
+        fetched.pop(k)
     live = [vm for vm in fetched.values() if vm is not None and _member(vm, config)]
     drop_ids = {r.instance_id for r in unique.values() if r.instance_id}
     drop_ids |= {vm.id for vm in fetched.values() if vm is not None}
@@ -556,8 +594,9 @@ def discover_instances(
         ) from None
     upserted = sorted(n.name for n in nodes)
     return DiscoveryResult(
-        graph, api.calls, warnings + node_warnings, api.retries, upserted, sorted(set(removed) - set(upserted))
-    )
+        graph, api.calls, warnings + node_warnings, api.retries, upserted, sorted(set(removed) - set(upserted)),
+        unsettled=sorted(followed[k].instance for k in waiting),
+    )  # fmt: skip
 
 
 def discover_project(
@@ -648,14 +687,59 @@ class GcpProvider:
 
     def discover_changes(self, previous: TopologyGraph, changes: Sequence[InstanceChange]) -> DiscoveryResult:
         refs = [_ref(c) for c in changes]
+        followed: dict[tuple[str, str], InstanceChange] = {}
+        for r, c in zip(refs, changes, strict=True):  # a fresh event of the VM outweighs its last re-check
+            if c.follow and ((r.zone, r.name) not in followed or followed[(r.zone, r.name)].final):
+                followed[(r.zone, r.name)] = c
         mode = self.config.read
         if mode == "list" or (mode == "auto" and prefer_listing(self.config, previous, refs)):
             full = discover_full(self._client("compute"), self.config, previous)
+            if followed:
+                full = self._follow_after_listing(previous, full, refs, followed)
             before = set(previous.node_names())
             full.upserted = sorted(set(full.graph.node_names()) - before)
             full.removed = sorted(before - set(full.graph.node_names()))
             return full
-        return discover_instances(self._client("compute"), self.config, previous, refs)
+        return discover_instances(self._client("compute"), self.config, previous, refs, followed=followed)
+
+    def _follow_after_listing(
+        self,
+        previous: TopologyGraph,
+        listed: DiscoveryResult,
+        refs: Sequence[InstanceRef],
+        followed: Mapping[tuple[str, str], InstanceChange],
+    ) -> DiscoveryResult:
+        """A listing sees only RUNNING VMs: the followed ones it misses are read one by one, from the
+        listing's graph plus their previous nodes, so one that is not steady keeps its place."""
+        by_name = self.config.name_from == "name"
+        ids = {n.id for n in listed.graph.nodes}
+        places = {(n.zone, n.name) for n in listed.graph.nodes} if by_name else set()
+
+        def matches(n: Node, r: InstanceRef) -> bool:
+            return (r.instance_id is not None and n.id == r.instance_id) or (
+                by_name and (n.zone, n.name) == (r.zone, r.name)
+            )
+
+        absent = [
+            r
+            for r in refs
+            if (r.zone, r.name) in followed and r.instance_id not in ids and (r.zone, r.name) not in places
+        ]
+        if not absent:
+            return listed
+        names = set(listed.graph.node_names())
+        restore = [n for n in previous.nodes if n.name not in names and any(matches(n, r) for r in absent)]
+        try:
+            base = _graph(self.config, [*listed.graph.nodes, *restore])
+        except InvalidGraphError:
+            base = listed.graph
+        read = discover_instances(self._client("compute"), self.config, base, absent, followed=followed)
+        calls = dict(listed.api_calls)
+        for op, n in read.api_calls.items():
+            calls[op] = calls.get(op, 0) + n
+        return DiscoveryResult(
+            read.graph, calls, listed.warnings + read.warnings, listed.retries + read.retries, unsettled=read.unsettled
+        )
 
     def scope(self, change: InstanceChange) -> str | None:
         ref_project, _, rest = change.instance.partition("/")

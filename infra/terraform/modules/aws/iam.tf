@@ -158,9 +158,13 @@ data "aws_iam_policy_document" "discover" {
   }
 
   statement {
-    sid       = "TimerDeadLetterPublish"
-    actions   = ["sqs:SendMessage"]
-    resources = [aws_sqs_queue.main["timer"].arn, aws_sqs_queue.dlq["events"].arn, aws_sqs_queue.main["publish"].arn]
+    sid     = "TimerDeadLetterPublish"
+    actions = ["sqs:SendMessage"]
+    # the events queue: delayed re-checks of followed instances (topocast/Recheck)
+    resources = [
+      aws_sqs_queue.main["timer"].arn, aws_sqs_queue.dlq["events"].arn, aws_sqs_queue.main["publish"].arn,
+      aws_sqs_queue.main["events"].arn,
+    ]
   }
 
   # topology_source = netq: the credentials, read by topocast.providers.netq.load_credentials

@@ -78,6 +78,10 @@ locals {
       TOPOCAST_ZONES                     = join(";", var.zones)
       TOPOCAST_FULL_SCAN_THRESHOLD       = tostring(var.full_scan_threshold)
       TOPOCAST_DLQ_URL                   = aws_sqs_queue.dlq["events"].url
+      # host maintenance / restarts: delayed re-checks go back to discover's own queue
+      TOPOCAST_EVENTS_QUEUE_URL        = aws_sqs_queue.main["events"].url
+      TOPOCAST_FOLLOW_RECHECKS         = tostring(var.follow_rechecks)
+      TOPOCAST_FOLLOW_INTERVAL_SECONDS = tostring(var.follow_interval_seconds)
       # a reconcile that confirms a held publish hands the latest manifest to publish
       TOPOCAST_PUBLISH_QUEUE_URL = aws_sqs_queue.main["publish"].url
       # on-prem fabrics; variables.tf only lets these be set with the topology_source that reads them

@@ -55,6 +55,8 @@ locals {
       TOPOCAST_NAME_FROM                 = var.name_from
       TOPOCAST_FULL_SCAN_THRESHOLD       = tostring(var.full_scan_threshold)
       TOPOCAST_DISCOVER_WINDOW_SECONDS   = tostring(var.discover_window_seconds)
+      TOPOCAST_FOLLOW_RECHECKS           = tostring(var.follow_rechecks)
+      TOPOCAST_FOLLOW_INTERVAL_SECONDS   = tostring(var.follow_interval_seconds)
       TOPOCAST_DISCOVER_URL              = local.function_urls.discover
       TOPOCAST_RENDER_URL                = local.function_urls.render
       TOPOCAST_PUBLISH_URL               = local.function_urls.publish

@@ -367,3 +367,25 @@ variable "gke_cluster" {
     error_message = "gke_cluster must look like projects/<project>/locations/<location>/clusters/<name>."
   }
 }
+
+variable "follow_rechecks" {
+  description = "Re-reads of a VM through host maintenance or a restart until it runs again or is out, at most; 0: one read decides (TOPOCAST_FOLLOW_RECHECKS)."
+  type        = number
+  default     = 6
+
+  validation {
+    condition     = var.follow_rechecks >= 0 && var.follow_rechecks <= 100
+    error_message = "follow_rechecks must be within 0..100."
+  }
+}
+
+variable "follow_interval_seconds" {
+  description = "Seconds between those re-reads (TOPOCAST_FOLLOW_INTERVAL_SECONDS; SQS delays at most 900)."
+  type        = number
+  default     = 30
+
+  validation {
+    condition     = var.follow_interval_seconds >= 1 && var.follow_interval_seconds <= 900
+    error_message = "follow_interval_seconds must be within 1..900."
+  }
+}
