@@ -32,14 +32,14 @@ from topocast.names import (
 if TYPE_CHECKING:
     from topocast.graph import TopologyGraph
 
-__all__ = ["check_graph"]
+__all__ = ["check_graph", "looks_consistent"]
 
-_FIELDS = itemgetter("name", "id", "fabric", "accelerator", "subdomain")
+_FIELDS = ("name", "id", "fabric", "accelerator", "subdomain")
 
 
 def check_graph(graph: TopologyGraph) -> None:
     """Raise ``UnsafeNameError`` or ``ValueError`` (message naming the node) if the graph is inconsistent."""
-    if not _looks_consistent(graph):
+    if not looks_consistent(graph):
         _find_error(graph)
 
 
@@ -56,12 +56,14 @@ def _switch_parents(paths: set[tuple[str, ...]]) -> set[tuple[str, str | None]]:
     return pairs
 
 
-def _looks_consistent(graph: TopologyGraph) -> bool:
-    # One C-level pass pulls the five checked fields out of every node (vars: pydantic keeps
-    # fields in the instance dict); everything after works on sets of distinct values.
+def looks_consistent(graph: TopologyGraph) -> bool:
+    """True if every rule holds (never raises; says nothing about which rule fails)."""
+    # C-level passes pull the five checked fields out of every node (pydantic keeps fields in
+    # the instance dict); everything after works on sets of distinct values.
     if not graph.nodes:
         return all_safe(list(graph.switch_names.values()), MAX_SWITCH_NAME, remember=True)
-    names, ids, fabrics, domains, subdomains = zip(*map(_FIELDS, map(vars, graph.nodes)), strict=True)
+    dicts = list(map(vars, graph.nodes))
+    names, ids, fabrics, domains, subdomains = (list(map(itemgetter(f), dicts)) for f in _FIELDS)
     name_set = set(names)
     if len(name_set) != len(names) or not all_safe(names, MAX_NODE_NAME, cached=False):
         return False
