@@ -143,8 +143,9 @@ def graph_from_json(text: str | bytes, source: str = "graph") -> TopologyGraph:
     """Parse and validate graph JSON straight from the bytes, no Python dicts in between.
 
     A good graph takes :func:`topocast.graph_decode.decode_graph` (msgspec, about 4x quicker);
-    whatever that does not accept is validated by pydantic-core. Only a graph pydantic rejects takes the slower route through :func:`json.loads` and
-    :func:`graph_from_data`, which words the error (not JSON, not an object, schema version).
+    whatever that does not accept is validated by pydantic-core. Only a graph pydantic rejects
+    takes the slower route through :func:`json.loads` and :func:`graph_from_data`, which words
+    the error (not JSON, not an object, schema version).
     """
     with paused_gc():
         fast = decode_graph(text, TopologyGraph, Node)

@@ -107,6 +107,7 @@ def cluster_layout(graph: TopologyGraph, options: RenderOptions) -> BlockLayout:
     domains = build_domains(graph)
     if not domains.members:
         raise no_domains_error(graph)
+
     def build() -> BlockLayout:
         sizes, name = options.block_sizes, options.block_name
         return layout(

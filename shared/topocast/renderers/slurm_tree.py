@@ -123,6 +123,7 @@ def split_mixed_switches(tree: FabricTree) -> tuple[FabricTree, list[str]]:
 
 def slurm_tree_view(graph: TopologyGraph) -> tuple[FabricTree, list[str]]:
     """The FabricTree as Slurm's tree plugin needs it: checked names, no mixed switches."""
+
     def build() -> tuple[FabricTree, list[str]]:
         check_reserved_names(graph)
         tree = build_tree(graph)
