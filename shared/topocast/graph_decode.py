@@ -18,7 +18,7 @@ pydantic accepts with the same values, and every error is pydantic's or the chec
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from itertools import repeat
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -61,6 +61,11 @@ _DECODER = msgspec.json.Decoder(WireGraph)
 _set = object.__setattr__
 
 
+def drain(calls: Iterable[object]) -> None:
+    """Run a ``map`` of calls for their effect, at C speed."""
+    deque(calls, maxlen=0)
+
+
 def decode_graph(text: str | bytes, graph_model: type[TopologyGraph], node_model: type[Node]) -> TopologyGraph | None:
     """The validated graph, or None when pydantic has to look at ``text`` (see the module doc).
 
@@ -91,7 +96,6 @@ def _models(model: type[Node], wire: Sequence[WireNode]) -> list[Node]:
     """
     count = len(wire)
     nodes: list[Node] = list(map(object.__new__, repeat(model, count)))
-    drain = deque(maxlen=0).extend
     drain(map(_set, nodes, repeat("__dict__"), map(msgspec.structs.asdict, wire)))
     drain(map(_set, nodes, repeat("__pydantic_fields_set__"), repeat(set(model.model_fields), count)))
     drain(map(_set, nodes, repeat("__pydantic_extra__"), repeat(None, count)))

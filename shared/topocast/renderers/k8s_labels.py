@@ -27,7 +27,7 @@ from operator import attrgetter
 from typing import Any
 
 from topocast.errors import RenderError
-from topocast.fabric import NO_TOPOLOGY
+from topocast.fabric import NO_TOPOLOGY, node_columns
 from topocast.gc_pause import paused_gc
 from topocast.graph import TopologyGraph
 from topocast.hostlist import compact_str
@@ -114,26 +114,24 @@ def node_labels(graph: TopologyGraph, keys: LabelKeys) -> tuple[dict[str, dict[s
             v = cache[raw] = label_value(raw)
         return v
 
-    depth = max((len(n.fabric) for n in graph.nodes), default=0)
+    col = node_columns(graph)
+    depth = max(map(len, col.fabrics), default=0)
     tier_keys = [k for i in range(keys.fabric_levels(depth)) if (k := keys.fabric_key(i)) is not None]
     no_topology_key = keys.fabric_key(0)
+    shape_of = list(zip(col.leaves, col.accelerators, col.subdomains, strict=True))
     shapes: dict[tuple[str | None, str | None, str | None], dict[str, str]] = {}
-    out: dict[str, dict[str, str]] = {}
-    for node in graph.nodes:
-        fabric = node.fabric
-        shape = (fabric[0] if fabric else None, node.accelerator, node.subdomain)
-        labels = shapes.get(shape)
-        if labels is None:
-            labels = shapes[shape] = {}
-            for key, sw in zip(tier_keys, fabric, strict=False):
-                labels[key] = value(sw)
-            if not fabric and node.accelerator is None and no_topology_key is not None:
-                labels[no_topology_key] = NO_TOPOLOGY
-            if node.accelerator is not None:
-                labels[keys.accelerator] = value(node.accelerator)
-                if node.subdomain is not None:
-                    labels[keys.subdomain] = value(node.subdomain)
-        out[node.name] = labels
+    for shape, fabric in dict(zip(shape_of, col.fabrics, strict=True)).items():  # one path per leaf
+        _, domain, sub = shape
+        labels = shapes[shape] = {}
+        for key, sw in zip(tier_keys, fabric, strict=False):
+            labels[key] = value(sw)
+        if not fabric and domain is None and no_topology_key is not None:
+            labels[no_topology_key] = NO_TOPOLOGY
+        if domain is not None:
+            labels[keys.accelerator] = value(domain)
+            if sub is not None:
+                labels[keys.subdomain] = value(sub)
+    out = dict(zip(col.names, map(shapes.__getitem__, shape_of), strict=True))
     return out, {raw: v for raw, v in cache.items() if raw != v}
 
 
@@ -181,14 +179,20 @@ def _render(graph: TopologyGraph, keys: LabelKeys) -> Artifact:
         warnings.append(
             f"{len(changed)} topology value(s) are not valid Kubernetes label values and were hashed: {shown}{more}"
         )
-    nodes = sorted(graph.nodes, key=attrgetter("name"))
-    pending = [n.name for n in nodes if n.accelerator_pending and n.accelerator is None]
+    names = sorted(labels)
+    nodes = graph.nodes
+    pending = (
+        sorted(n.name for n in nodes if n.accelerator_pending and n.accelerator is None)
+        if any(map(attrgetter("accelerator_pending"), nodes))
+        else []
+    )
     if pending:
         warnings.append(
             f"{len(pending)} node(s) wait for the provider to report their accelerator domain "
             f"({sample(pending)}); their domain labels are left as they are"
         )
-    bare = [n.name for n in nodes if not n.fabric and n.accelerator is None]
+    fabrics = node_columns(graph).fabrics
+    bare = [] if all(fabrics) else sorted(n.name for n in nodes if not n.fabric and n.accelerator is None)
     if bare and keys.fabric_key(0) is not None:
         label = f"{keys.fabric_key(0)}={NO_TOPOLOGY}"
         warnings.append(f"{len(bare)} node(s) have no topology and get {label}: {sample(bare)}")
@@ -205,8 +209,8 @@ def _render(graph: TopologyGraph, keys: LabelKeys) -> Artifact:
                 # Owned keys whose value is unknown right now (not gone): a publisher leaves them as they are.
                 "keep": list(keep) if n.name in pending_set else [],
             }
-            for n in nodes
+            for n in sorted(nodes, key=attrgetter("name"))
         ]
     )
-    content = _json(labels, [n.name for n in nodes])
+    content = _json(labels, names)
     return Artifact(FORMAT, FILENAME, content, MEDIA_TYPE, len(graph.nodes), objects, warnings)
