@@ -104,8 +104,6 @@ class FabricTree:
     parent: dict[str, str | None] = field(default_factory=dict)
     #: node name -> switch IDs closest-first (empty for nodes without topology)
     node_path: dict[str, tuple[str, ...]] = field(default_factory=dict)
-    #: node name -> instance ID (sort key Topograph uses among siblings)
-    node_key: dict[str, str] = field(default_factory=dict)
     display: dict[str, str] = field(default_factory=dict)
 
     def name_of(self, switch: str) -> str:
@@ -144,7 +142,6 @@ def _build_tree(graph: TopologyGraph, no_topology_switch: bool) -> FabricTree:
         if None not in col.ids
         else [i if i is not None else n for i, n in zip(col.ids, col.names, strict=True)]
     )
-    t.node_key = dict(zip(col.names, keys, strict=True))
     paths: dict[str | None, tuple[str, ...]] = {
         leaf: tuple(f) for leaf, f in dict(zip(col.leaves, col.fabrics, strict=True)).items()
     }
@@ -164,7 +161,7 @@ def _build_tree(graph: TopologyGraph, no_topology_switch: bool) -> FabricTree:
                 roots.add(sw)
             else:
                 child_sw.setdefault(up, set()).add(sw)
-    # Siblings by (instance ID, name). Nodes of one leaf are mostly adjacent in the input, so
+    # Siblings by (instance ID, name), Topograph's order. Nodes of one leaf are mostly adjacent in the input, so
     # groupby yields few runs per leaf; runs are keyed by leaf (None: no fabric) in node order.
     runs: dict[str | None, list[tuple[str | None, str, str]]] = {}  # leaf -> (leaf, key, name)
     for leaf, run in groupby(zip(col.leaves, keys, col.names, strict=True), key=_first):

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
+from itertools import repeat
 
 from topocast.errors import HostlistError
 
@@ -23,30 +24,25 @@ _SPLIT = re.compile(r"^(.*?)(0*\d+)$", re.DOTALL)
 _DIGITS = "0123456789"
 
 
-#: one name per line: (lazy prefix, trailing ASCII digits)
-_LINES = re.compile(r"^(.*?)([0-9]*)$", re.MULTILINE)
-
-
 def _one_run(names: list[str]) -> list[str] | None:
     """The answer for the common case, in C-speed steps: one prefix, consecutive numbers.
 
     (A leaf's nodes, an NVLink domain, a spine's leaves.) None when it is not that case.
+    The prefix is the first name without its trailing digits; every name must be ASCII and
+    that prefix followed by digits only, which is the split :func:`compact` makes.
     """
-    joined = "\n".join(names)
-    if not joined.isascii() or joined.count("\n") != len(names) - 1:
+    prefix = names[0].rstrip(_DIGITS)
+    if not all(map(str.isascii, names)) or not all(map(str.startswith, names, repeat(prefix))):
         return None
-    pairs = _LINES.findall(joined)
-    prefixes = {p for p, _ in pairs}
-    if len(prefixes) != 1:
-        return None
-    digits = [d for _, d in pairs]
-    if "" in digits:
+    cut = len(prefix)
+    digits = [name[cut:] for name in names]
+    if not all(digits) or not "".join(digits).isdigit():
         return None
     values = list(map(int, digits))
     low, high = min(values), max(values)
     if high - low != len(values) - 1 or len(set(values)) != len(values):
         return None  # gaps, or the same number twice (n1 and n01)
-    return [f"{prefixes.pop()}[{digits[values.index(low)]}-{digits[values.index(high)]}]"]
+    return [f"{prefix}[{digits[values.index(low)]}-{digits[values.index(high)]}]"]
 
 
 def compact(names: Iterable[str]) -> list[str]:

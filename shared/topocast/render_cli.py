@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import sys
 from pathlib import Path
@@ -100,13 +101,20 @@ def run_render(
             raise RenderError("several formats need --out DIR")
         sys.stdout.write(artifacts[0].content)
         return
+    encoded = [art.content.encode() for art in artifacts]  # once, for the file and its hash
     manifest = [
-        {"format": art.format, "file": art.filename, "sha256": art.sha256, "nodes": art.node_count} for art in artifacts
+        {
+            "format": art.format,
+            "file": art.filename,
+            "sha256": hashlib.sha256(data).hexdigest(),
+            "nodes": art.node_count,
+        }
+        for art, data in zip(artifacts, encoded, strict=True)
     ]
     try:
         out.mkdir(parents=True, exist_ok=True)
-        for art in artifacts:
-            (out / art.filename).write_text(art.content)
+        for art, data in zip(artifacts, encoded, strict=True):
+            (out / art.filename).write_bytes(data)
         (out / "manifest.json").write_text(json.dumps({"artifacts": manifest}, indent=2) + "\n")
     except OSError as exc:
         where = exc.filename or out

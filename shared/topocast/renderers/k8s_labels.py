@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import json
 import re
+from itertools import chain, repeat
 from operator import attrgetter
 from typing import Any
 
@@ -149,15 +150,21 @@ def _json(labels: dict[str, dict[str, str]], names: list[str] | None = None) -> 
     if not labels:
         return "{}\n"
     enc = json.encoder.encode_basestring_ascii  # type: ignore[attr-defined]
+    inners = list(labels.values())
     bodies: dict[int, str] = {}  # id of a label dict (all alive in ``labels``) -> its JSON
-    for inner in labels.values():
-        if id(inner) not in bodies:
-            lines = ",\n".join(f"    {enc(k)}: {enc(inner[k])}" for k in sorted(inner))
-            bodies[id(inner)] = f"{{\n{lines}\n  }}" if inner else "{}"
+    for key, inner in dict(zip(map(id, inners), inners, strict=True)).items():
+        lines = ",\n".join(f"    {enc(k)}: {enc(inner[k])}" for k in sorted(inner))
+        bodies[key] = f"{{\n{lines}\n  }}" if inner else "{}"
     ordered = sorted(labels) if names is None else names
+    body_of = map(bodies.__getitem__, map(id, map(labels.__getitem__, ordered)))
     if _NEEDS_ESCAPE.search("".join(ordered)) is None:  # graph node names never do: skip the encoder
-        return "{\n" + ",\n".join([f'  "{name}": {bodies[id(labels[name])]}' for name in ordered]) + "\n}\n"
-    return "{\n" + ",\n".join([f"  {enc(name)}: {bodies[id(labels[name])]}" for name in ordered]) + "\n}\n"
+        quoted, start = ordered, '  "'
+        colon = '": '
+    else:
+        quoted, start, colon = list(map(enc, ordered)), "  ", ": "
+    # '  "<name>": <body>,\n' for every node, joined in one C-level pass; the last ',\n' is cut.
+    parts = chain.from_iterable(zip(repeat(start), quoted, repeat(colon), body_of, repeat(",\n")))
+    return "{\n" + "".join(parts)[:-2] + "\n}\n"
 
 
 #: characters ``json.dumps`` (ensure_ascii) would escape
