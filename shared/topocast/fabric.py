@@ -18,7 +18,7 @@ from collections.abc import Callable, Hashable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
-from itertools import groupby, repeat
+from itertools import chain, groupby, repeat
 from operator import attrgetter, itemgetter
 from typing import Any, TypeVar, cast
 
@@ -119,8 +119,7 @@ class FabricTree:
 
     def bfs_nodes(self) -> Iterator[str]:
         """Nodes in the order a BFS over the tree meets them (siblings by instance ID)."""
-        for sw in self.bfs():
-            yield from self.child_nodes.get(sw, ())
+        return chain.from_iterable(map(self.child_nodes.get, self.bfs(), repeat(())))
 
     def depth(self) -> int:
         return max((len(p) for p in self.node_path.values()), default=0)
