@@ -14,7 +14,7 @@ Outside it every call builds afresh, so a renderer called alone is unchanged.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable, Hashable, Iterator
+from collections.abc import Callable, Hashable, Iterable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
@@ -76,13 +76,22 @@ def node_columns(graph: TopologyGraph) -> NodeColumns:
 def _node_columns(graph: TopologyGraph) -> NodeColumns:
     nodes = graph.nodes
     fabrics = list(map(_fabric, nodes))
+    # Leaf and domain names repeat across nodes as distinct but equal strings (each parsed from
+    # its own place in the JSON); one object per distinct name makes keys that hold them (tuples
+    # of a node's leaf, domain and sub-domain) compare by identity.
+    one: dict[str | None, str | None] = {}
+
+    def canonical(values: Iterable[str | None]) -> list[str | None]:
+        listed = list(values)
+        return list(map(one.setdefault, listed, listed))
+
     return NodeColumns(
         names=list(map(_name, nodes)),
         ids=list(map(_id, nodes)),
         fabrics=fabrics,
-        leaves=list(map(next, map(iter, fabrics), repeat(None))),
-        accelerators=list(map(_accelerator, nodes)),
-        subdomains=list(map(_subdomain, nodes)),
+        leaves=canonical(map(next, map(iter, fabrics), repeat(None))),
+        accelerators=canonical(map(_accelerator, nodes)),
+        subdomains=canonical(map(_subdomain, nodes)),
     )
 
 
