@@ -20,9 +20,10 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field
 from itertools import chain, groupby, repeat
 from operator import attrgetter, itemgetter
-from typing import Any, TypeVar, cast
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
-from topocast.graph import TopologyGraph
+if TYPE_CHECKING:  # graph's own checks use the columns below
+    from topocast.graph import TopologyGraph
 
 T = TypeVar("T")
 

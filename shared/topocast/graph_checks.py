@@ -16,9 +16,9 @@ precise error message a per-node check would.
 from __future__ import annotations
 
 from itertools import pairwise
-from operator import itemgetter
 from typing import TYPE_CHECKING
 
+from topocast.fabric import node_columns
 from topocast.names import (
     MAX_DOMAIN_NAME,
     MAX_NODE_NAME,
@@ -33,8 +33,6 @@ if TYPE_CHECKING:
     from topocast.graph import TopologyGraph
 
 __all__ = ["check_graph", "looks_consistent"]
-
-_FIELDS = ("name", "id", "fabric", "accelerator", "subdomain")
 
 
 def check_graph(graph: TopologyGraph) -> None:
@@ -58,12 +56,12 @@ def _switch_parents(paths: set[tuple[str, ...]]) -> set[tuple[str, str | None]]:
 
 def looks_consistent(graph: TopologyGraph) -> bool:
     """True if every rule holds (never raises; says nothing about which rule fails)."""
-    # C-level passes pull the five checked fields out of every node (pydantic keeps fields in
-    # the instance dict); everything after works on sets of distinct values.
+    # The node columns (C-level passes over the nodes, kept for the renderers when a render call
+    # loads the graph inside fabric.shared_views); everything after works on sets of distinct values.
     if not graph.nodes:
         return all_safe(list(graph.switch_names.values()), MAX_SWITCH_NAME, remember=True)
-    dicts = list(map(vars, graph.nodes))
-    names, ids, fabrics, domains, subdomains = (list(map(itemgetter(f), dicts)) for f in _FIELDS)
+    col = node_columns(graph)
+    names, ids, fabrics, domains, subdomains = col.names, col.ids, col.fabrics, col.accelerators, col.subdomains
     name_set = set(names)
     if len(name_set) != len(names) or not all_safe(names, MAX_NODE_NAME, cached=False):
         return False
@@ -79,12 +77,10 @@ def looks_consistent(graph: TopologyGraph) -> bool:
     switches = {sw for sw, _ in pairs}
     if len(switches) != len(pairs) or not all_safe(switches, MAX_SWITCH_NAME, remember=True) or name_set & switches:
         return False
-    sub_set = set(subdomains)
-    sub_set.discard(None)
+    sub_set: set[str] = set(subdomains) - {None}  # type: ignore[assignment]
     if sub_set and any(sub is not None and dom is None for dom, sub in zip(domains, subdomains, strict=True)):
         return False
-    domain_set = set(domains)
-    domain_set.discard(None)
+    domain_set: set[str] = set(domains) - {None}  # type: ignore[assignment]
     if not all_safe(domain_set | sub_set, MAX_DOMAIN_NAME, remember=True):
         return False
     return all_safe(list(graph.switch_names.values()), MAX_SWITCH_NAME, remember=True)

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 from topocast.errors import InvalidGraphError, RenderError
+from topocast.fabric import shared_views
 from topocast.graph import TopologyGraph, graph_from_json, load_graph
 from topocast.renderers import RENDERERS, RenderOptions, render_many
 from topocast.validation import validate
@@ -82,7 +83,13 @@ def run_render(
     if previous is not None and "html" not in fmts:
         raise RenderError("--previous only applies to the html format (add -f html)")
     options = build_options(load_options(options_file), block_sizes, skeleton, topograph_compat)
-    graph = load_input(graph_path, model_path)
+    with shared_views():  # the node columns the graph's checks build are the renderers' too
+        _render_to(fmts, options, load_input(graph_path, model_path), previous, out)
+
+
+def _render_to(
+    fmts: list[str], options: RenderOptions, graph: TopologyGraph, previous: Path | None, out: Path | None
+) -> None:
     before = load_graph(previous) if previous is not None else None
     missing = graph.nodes_without_topology()
     if missing:
