@@ -18,6 +18,7 @@ from collections.abc import Callable, Hashable, Iterable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
+from functools import cached_property
 from itertools import chain, groupby, repeat
 from operator import attrgetter, itemgetter
 from typing import TYPE_CHECKING, Any, TypeVar, cast
@@ -56,44 +57,42 @@ def shared(graph: object, key: Hashable, build: Callable[[], T]) -> T:
     return hit[1]  # type: ignore[no-any-return]
 
 
-@dataclass(frozen=True)
 class NodeColumns:
     """The graph's nodes as parallel lists in graph order: per-node work done by C-level passes
-    (``zip``, ``map``, ``dict``, ``groupby``) instead of a Python loop over 100k nodes."""
+    (``zip``, ``map``, ``dict``, ``groupby``) instead of a Python loop over 100k nodes.
 
-    names: list[str]
-    ids: list[str | None]
-    fabrics: list[list[str]]
-    #: ``fabric[0]``, None for a node without fabric
-    leaves: list[str | None]
-    accelerators: list[str | None]
-    subdomains: list[str | None]
+    The graph's checks read the plain columns at load time; the derived ones are built on first use.
+    """
+
+    def __init__(self, graph: TopologyGraph) -> None:
+        nodes = graph.nodes
+        self.names: list[str] = list(map(_name, nodes))
+        self.ids: list[str | None] = list(map(_id, nodes))
+        self.fabrics: list[list[str]] = list(map(_fabric, nodes))
+        self.accelerators: list[str | None] = list(map(_accelerator, nodes))
+        self.subdomains: list[str | None] = list(map(_subdomain, nodes))
+        # Leaf and domain names repeat across nodes as distinct but equal strings (each parsed from
+        # its own place in the JSON); one object per distinct name makes the tuples that hold them
+        # (``shapes``) compare by identity.
+        self._one: dict[str | None, str | None] = {}
+
+    def _canonical(self, values: Iterable[str | None]) -> list[str | None]:
+        listed = list(values)
+        return list(map(self._one.setdefault, listed, listed))
+
+    @cached_property
+    def leaves(self) -> list[str | None]:
+        """``fabric[0]`` of each node, None for a node without fabric."""
+        return self._canonical(map(next, map(iter, self.fabrics), repeat(None)))
+
+    @cached_property
+    def shapes(self) -> list[tuple[str | None, str | None, str | None]]:
+        """(leaf, domain, sub-domain) of each node: nodes of one shape get the same labels."""
+        return list(zip(self.leaves, self._canonical(self.accelerators), self._canonical(self.subdomains), strict=True))
 
 
 def node_columns(graph: TopologyGraph) -> NodeColumns:
-    return shared(graph, "columns", lambda: _node_columns(graph))
-
-
-def _node_columns(graph: TopologyGraph) -> NodeColumns:
-    nodes = graph.nodes
-    fabrics = list(map(_fabric, nodes))
-    # Leaf and domain names repeat across nodes as distinct but equal strings (each parsed from
-    # its own place in the JSON); one object per distinct name makes keys that hold them (tuples
-    # of a node's leaf, domain and sub-domain) compare by identity.
-    one: dict[str | None, str | None] = {}
-
-    def canonical(values: Iterable[str | None]) -> list[str | None]:
-        listed = list(values)
-        return list(map(one.setdefault, listed, listed))
-
-    return NodeColumns(
-        names=list(map(_name, nodes)),
-        ids=list(map(_id, nodes)),
-        fabrics=fabrics,
-        leaves=canonical(map(next, map(iter, fabrics), repeat(None))),
-        accelerators=canonical(map(_accelerator, nodes)),
-        subdomains=canonical(map(_subdomain, nodes)),
-    )
+    return shared(graph, "columns", lambda: NodeColumns(graph))
 
 
 _name, _id, _fabric = attrgetter("name"), attrgetter("id"), attrgetter("fabric")

@@ -120,7 +120,7 @@ def node_labels(graph: TopologyGraph, keys: LabelKeys) -> tuple[list[dict[str, s
     depth = max(map(len, col.fabrics), default=0)
     tier_keys = [k for i in range(keys.fabric_levels(depth)) if (k := keys.fabric_key(i)) is not None]
     no_topology_key = keys.fabric_key(0)
-    shape_of = list(zip(col.leaves, col.accelerators, col.subdomains, strict=True))
+    shape_of = col.shapes
     shapes: dict[tuple[str | None, str | None, str | None], dict[str, str]] = {}
     for shape, fabric in dict(zip(shape_of, col.fabrics, strict=True)).items():  # one path per leaf
         _, domain, sub = shape
