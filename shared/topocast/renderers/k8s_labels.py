@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import json
 import re
-from itertools import chain, repeat
+from itertools import chain
 from operator import attrgetter
 from typing import Any
 
@@ -149,19 +149,19 @@ def _json(names: list[str], labels: list[dict[str, str]]) -> str:
     if not names:
         return "{}\n"
     enc = json.encoder.encode_basestring_ascii  # type: ignore[attr-defined]
-    bodies: dict[int, str] = {}  # id of a label dict (all alive in ``labels``) -> its JSON
+    escape = _NEEDS_ESCAPE.search("".join(names)) is not None  # graph node names never need it
+    # '"<name>": <body>,\n  ' for every node, joined in one C-level pass: each distinct body is
+    # formatted once, with the text between one name and the next around it.
+    tails: dict[int, str] = {}  # id of a label dict (all alive in ``labels``) -> its JSON and the glue
     for key, inner in dict(zip(map(id, labels), labels, strict=True)).items():
         lines = ",\n".join(f"    {enc(k)}: {enc(inner[k])}" for k in sorted(inner))
-        bodies[key] = f"{{\n{lines}\n  }}" if inner else "{}"
-    body_of = map(bodies.__getitem__, map(id, labels))
-    if _NEEDS_ESCAPE.search("".join(names)) is None:  # graph node names never do: skip the encoder
-        quoted, start = names, '  "'
-        colon = '": '
-    else:
-        quoted, start, colon = list(map(enc, names)), "  ", ": "
-    # '  "<name>": <body>,\n' for every node, joined in one C-level pass; the last ',\n' is cut.
-    parts = chain.from_iterable(zip(repeat(start), quoted, repeat(colon), body_of, repeat(",\n")))
-    return "{\n" + "".join(parts)[:-2] + "\n}\n"
+        body = f"{{\n{lines}\n  }}" if inner else "{}"
+        tails[key] = f": {body},\n  " if escape else f'": {body},\n  "'
+    quoted = list(map(enc, names)) if escape else names
+    text = "".join(chain.from_iterable(zip(quoted, map(tails.__getitem__, map(id, labels)), strict=True)))
+    if escape:
+        return "{\n  " + text[:-4] + "\n}\n"  # cut the last ',\n  '
+    return '{\n  "' + text[:-5] + "\n}\n"  # cut the last ',\n  "'
 
 
 #: characters ``json.dumps`` (ensure_ascii) would escape
