@@ -24,6 +24,24 @@ _SPLIT = re.compile(r"^(.*?)(0*\d+)$", re.DOTALL)
 _DIGITS = "0123456789"
 
 
+def _sorted_run(names: list[str], joined: str) -> list[str] | None:
+    """The commonest case of all, checked against the text it must be: names already in order and of
+    one width (``gpu-0018`` ... ``gpu-0035``: a leaf's nodes, a block, a spine's leaves)."""
+    if joined.count("\n") != len(names) - 1:
+        return None  # a name holds a newline: the joined text would not tell the names apart
+    first, last = names[0], names[-1]
+    prefix = first.rstrip(_DIGITS)
+    cut = len(prefix)
+    low, high = first[cut:], last[cut:]
+    if not low or len(low) != len(high) or not high.isdigit() or last[:cut] != prefix:
+        return None
+    start, stop = int(low), int(high)
+    if stop - start != len(names) - 1:
+        return None
+    expected = prefix + ("\n" + prefix).join(map(f"%0{len(low)}d".__mod__, range(start, stop + 1)))
+    return [f"{prefix}[{low}-{high}]"] if joined == expected else None
+
+
 def _one_run(names: list[str]) -> list[str] | None:
     """The answer for the common case, in C-speed steps: one prefix, consecutive numbers.
 
@@ -31,8 +49,14 @@ def _one_run(names: list[str]) -> list[str] | None:
     The prefix is the first name without its trailing digits; every name must be ASCII and
     that prefix followed by digits only, which is the split :func:`compact` makes.
     """
+    joined = "\n".join(names)
+    if not joined.isascii():
+        return None
+    sorted_run = _sorted_run(names, joined)
+    if sorted_run is not None:
+        return sorted_run
     prefix = names[0].rstrip(_DIGITS)
-    if not all(map(str.isascii, names)) or not all(map(str.startswith, names, repeat(prefix))):
+    if not all(map(str.startswith, names, repeat(prefix))):
         return None
     cut = len(prefix)
     digits = [name[cut:] for name in names]
