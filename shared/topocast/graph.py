@@ -39,7 +39,9 @@ SCHEMA_VERSION = 1
 class Node(BaseModel):
     """One compute node (instance, VM, host) and where it sits in the fabric."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # defer_build: pydantic-core's validator is built on first use; loading a graph file
+    # (graph_decode) never needs it, which keeps `topocast render` start-up ~10 ms shorter.
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
     name: str = Field(description="Scheduler node name (Slurm NodeName / Kubernetes node name).")
     id: str | None = Field(None, description="Provider instance ID (i-..., numeric GCE ID, HCA GUID...).")
@@ -65,7 +67,7 @@ class Node(BaseModel):
 class TopologyGraph(BaseModel):
     """A cluster's topology at one point in time (content only; storage adds the generation)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
     schema_version: Literal[1] = Field(SCHEMA_VERSION, description="Bumped on incompatible changes.")
     cluster: str = Field(description="Cluster name this graph describes.")
