@@ -29,7 +29,6 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from topocast.errors import InvalidGraphError, TopocastError
 from topocast.gc_pause import paused_gc
 from topocast.graph_checks import check_graph
-from topocast.graph_decode import decode_graph
 from topocast.names import check_node_name
 from topocast.validation import validate
 
@@ -152,6 +151,8 @@ def graph_from_json(text: str | bytes, source: str = "graph") -> TopologyGraph:
     takes the slower route through :func:`json.loads` and :func:`graph_from_data`, which words
     the error (not JSON, not an object, schema version).
     """
+    from topocast.graph_decode import decode_graph  # msgspec: only processes that load graph files
+
     with paused_gc():
         fast = decode_graph(text, TopologyGraph, Node)
         if fast is not None:

@@ -18,7 +18,6 @@ from __future__ import annotations
 from itertools import pairwise
 from typing import TYPE_CHECKING
 
-from topocast.fabric import node_columns
 from topocast.names import (
     MAX_DOMAIN_NAME,
     MAX_NODE_NAME,
@@ -60,6 +59,8 @@ def looks_consistent(graph: TopologyGraph) -> bool:
     # loads the graph inside fabric.shared_views); everything after works on sets of distinct values.
     if not graph.nodes:
         return all_safe(list(graph.switch_names.values()), MAX_SWITCH_NAME, remember=True)
+    from topocast.fabric import node_columns  # imports the graph module's types: not at import time
+
     col = node_columns(graph)
     names, ids, fabrics, domains, subdomains = col.names, col.ids, col.fabrics, col.accelerators, col.subdomains
     name_set = set(names)
