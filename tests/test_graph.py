@@ -207,3 +207,58 @@ def test_names_found_safe_are_remembered_but_never_beyond_their_limit() -> None:
     assert "leaf-1" in names._KNOWN_SAFE and long_domain not in names._KNOWN_SAFE
     with pytest.raises(UnsafeNameError, match="limit 64"):
         graph_from_json(graph_json([{"name": "a", "fabric": [long_domain]}]))
+
+
+# ----- the msgspec fast path (graph_decode) must load exactly what pydantic loads -------------------
+
+
+def test_the_fast_decoder_mirrors_the_node_model_field_for_field() -> None:
+    import msgspec
+
+    from topocast.graph import Node
+    from topocast.graph_decode import WireNode
+
+    wire = msgspec.structs.fields(WireNode)
+    assert [f.name for f in wire] == list(Node.model_fields)
+    for f in wire:
+        field = Node.model_fields[f.name]
+        default = field.default_factory() if field.default_factory else field.default  # type: ignore[call-arg]
+        got = f.default_factory() if f.default_factory is not msgspec.NODEFAULT else f.default
+        assert got == default or (got is msgspec.NODEFAULT and field.is_required()), f.name
+
+
+ODD_NODES = [
+    {"name": "gpu-1", "id": "i-1", "fabric": ["leaf-1", "spine-1"], "accelerator": "d1", "subdomain": "r1"},
+    {"name": "gpu-2", "fabric": ["leaf-1", "spine-1"], "accelerator": "d1", "labels": {"k": "v"}},
+    {"name": "gpu-3", "accelerator_pending": True, "zone": "z", "instance_type": None},
+    {"name": "gpu-4", "fabric": [], "id": None, "accelerator": None},
+]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        graph_json(ODD_NODES, switch_names={"spine-1": "core"}),
+        graph_json(ODD_NODES).encode(),
+        json.dumps({"cluster": "c1", "provider": "p", "nodes": ODD_NODES}, indent=2),
+        json.dumps({"cluster": "c1", "provider": "p"}),
+        # pydantic's lax values the fast path leaves to pydantic: same graph either way
+        graph_json([{"name": "a", "accelerator_pending": 1}]),
+        graph_json([{"name": "a", "accelerator_pending": "yes"}]),
+        json.dumps({"schema_version": 1.0, "cluster": "c1", "provider": "p", "nodes": []}),
+    ],
+)
+def test_fast_and_pydantic_loads_give_equal_graphs(text: str | bytes) -> None:
+    from topocast.graph import TopologyGraph
+
+    fast = graph_from_json(text)
+    slow = TopologyGraph.model_validate_json(text)
+    assert fast == slow and fast.model_dump_json() == slow.model_dump_json() and repr(fast) == repr(slow)
+    assert fast.model_fields_set == slow.model_fields_set
+    renamed = fast.nodes[0].model_copy(update={"name": "other"}) if fast.nodes else None
+    assert renamed is None or (renamed.name == "other" and fast.nodes[0].name != "other")
+
+
+def test_a_lax_value_the_fast_path_declines_is_still_rejected_as_before() -> None:
+    with pytest.raises(InvalidGraphError, match=r"nodes\.0\.accelerator_pending: Input should be a valid boolean"):
+        graph_from_json(graph_json([{"name": "a", "accelerator_pending": None}]), "g.json")

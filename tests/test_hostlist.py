@@ -93,7 +93,7 @@ def _reference_compact(names: list[str]) -> list[str]:
     st.lists(
         st.builds(
             lambda p, n, w: p + (str(n).zfill(w) if n is not None else ""),
-            st.sampled_from(["gpu-", "n", "rack1-n", "", "x.y"]),
+            st.sampled_from(["gpu-", "n", "rack1-n", "", "x.y", "a\nb-", "x\u0663"]),  # a newline, an Arabic 3
             st.one_of(st.none(), st.integers(0, 40)),
             st.integers(1, 3),
         ),
@@ -102,3 +102,5 @@ def _reference_compact(names: list[str]) -> list[str]:
 )
 def test_compact_matches_the_plain_rule(names: list[str]) -> None:
     assert compact(names) == _reference_compact(names)
+    in_order = sorted(set(names))  # the shape the renderers pass (leaves, blocks): its own fast path
+    assert compact(in_order) == _reference_compact(in_order)

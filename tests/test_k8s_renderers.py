@@ -84,6 +84,30 @@ def test_content_is_sorted_indented_json_and_objects_carry_ids() -> None:
     assert art.objects[0]["id"] == "i-1" and art.objects[0]["labels"] == data["n1"]
 
 
+@pytest.mark.parametrize(
+    "labels",
+    [
+        {"n1": {"k": "v"}, "n2": {}, "n3": {"b": "2", "a": "1"}},
+        {'n"1': {"k": "v\u00e9"}, "n\u00e92": {}},  # names the JSON encoder has to escape
+        {"only": {}},
+    ],
+)
+def test_the_labels_file_writer_prints_what_json_dumps_prints(labels: dict[str, dict[str, str]]) -> None:
+    from topocast.renderers.k8s_labels import _json
+
+    names = sorted(labels)
+    assert _json(names, [labels[n] for n in names]) == json.dumps(labels, indent=2, sort_keys=True) + "\n"
+
+
+def test_labels_of_a_graph_not_sorted_by_name_are_still_written_by_name() -> None:
+    nodes = [Node(name=n, fabric=[f"leaf-{n}"]) for n in ("n3", "n1", "n2")]
+    art = render(TopologyGraph(cluster="c", provider="p", nodes=nodes), "k8s-labels")
+    assert list(json.loads(art.content)) == ["n1", "n2", "n3"]
+    assert json.loads(art.content)["n3"] == {f"{TIER}0": "leaf-n3"}
+    assert [o["node"] for o in art.objects] == ["n1", "n2", "n3"]
+    assert [o["labels"][f"{TIER}0"] for o in art.objects] == ["leaf-n1", "leaf-n2", "leaf-n3"]
+
+
 def test_custom_scheme_explicit_keys_omit_deeper_tiers() -> None:
     scheme = LabelScheme(
         fabric_keys=["example.com/leaf", "example.com/spine"],

@@ -34,6 +34,7 @@ Porting a typer-style command: ``x: Annotated[T, typer.Option("--x", help=H)] = 
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import os
 import sys
@@ -534,6 +535,11 @@ def diff(a: Namespace) -> int:
 
 
 def main() -> None:  # console-script entry point
+    started = COMMANDS.get(tuple(sys.argv[1:2]))
+    if started is not None and started.fast_exit:
+        # A file-in, file-out process that ends with os._exit: its objects live until the end, so a
+        # cyclic collection only walks them (~0.1 s per full pass over a 100k-node graph's objects).
+        gc.disable()
     try:
         code = run()
     except (RecursionError, MemoryError) as exc:  # a last line of defence: the inputs are capped where read

@@ -14,13 +14,17 @@ Outside it every call builds afresh, so a renderer called alone is unchanged.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable, Hashable, Iterator
+from collections.abc import Callable, Hashable, Iterable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from functools import cached_property
+from itertools import chain, groupby, repeat
+from operator import attrgetter, itemgetter
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
-from topocast.graph import TopologyGraph
+if TYPE_CHECKING:  # graph's own checks use the columns below
+    from topocast.graph import TopologyGraph
 
 T = TypeVar("T")
 
@@ -53,6 +57,48 @@ def shared(graph: object, key: Hashable, build: Callable[[], T]) -> T:
     return hit[1]
 
 
+class NodeColumns:
+    """The graph's nodes as parallel lists in graph order: per-node work done by C-level passes
+    (``zip``, ``map``, ``dict``, ``groupby``) instead of a Python loop over 100k nodes.
+
+    The graph's checks read the plain columns at load time; the derived ones are built on first use.
+    """
+
+    def __init__(self, graph: TopologyGraph) -> None:
+        nodes = graph.nodes
+        self.names: list[str] = list(map(_name, nodes))
+        self.ids: list[str | None] = list(map(_id, nodes))
+        self.fabrics: list[list[str]] = list(map(_fabric, nodes))
+        self.accelerators: list[str | None] = list(map(_accelerator, nodes))
+        self.subdomains: list[str | None] = list(map(_subdomain, nodes))
+        # Leaf and domain names repeat across nodes as distinct but equal strings (each parsed from
+        # its own place in the JSON); one object per distinct name makes the tuples that hold them
+        # (``shapes``) compare by identity.
+        self._one: dict[str | None, str | None] = {}
+
+    def _canonical(self, values: Iterable[str | None]) -> list[str | None]:
+        listed = list(values)
+        return list(map(self._one.setdefault, listed, listed))
+
+    @cached_property
+    def leaves(self) -> list[str | None]:
+        """``fabric[0]`` of each node, None for a node without fabric."""
+        return self._canonical(map(next, map(iter, self.fabrics), repeat(None)))
+
+    @cached_property
+    def shapes(self) -> list[tuple[str | None, str | None, str | None]]:
+        """(leaf, domain, sub-domain) of each node: nodes of one shape get the same labels."""
+        return list(zip(self.leaves, self._canonical(self.accelerators), self._canonical(self.subdomains), strict=True))
+
+
+def node_columns(graph: TopologyGraph) -> NodeColumns:
+    return shared(graph, "columns", lambda: NodeColumns(graph))
+
+
+_name, _id, _fabric = attrgetter("name"), attrgetter("id"), attrgetter("fabric")
+_accelerator, _subdomain = attrgetter("accelerator"), attrgetter("subdomain")
+
+
 #: Pseudo-switch that holds nodes without topology in tree output (Topograph's convention).
 NO_TOPOLOGY = "no-topology"
 
@@ -67,8 +113,6 @@ class FabricTree:
     parent: dict[str, str | None] = field(default_factory=dict)
     #: node name -> switch IDs closest-first (empty for nodes without topology)
     node_path: dict[str, tuple[str, ...]] = field(default_factory=dict)
-    #: node name -> instance ID (sort key Topograph uses among siblings)
-    node_key: dict[str, str] = field(default_factory=dict)
     display: dict[str, str] = field(default_factory=dict)
 
     def name_of(self, switch: str) -> str:
@@ -84,8 +128,7 @@ class FabricTree:
 
     def bfs_nodes(self) -> Iterator[str]:
         """Nodes in the order a BFS over the tree meets them (siblings by instance ID)."""
-        for sw in self.bfs():
-            yield from self.child_nodes.get(sw, ())
+        return chain.from_iterable(map(self.child_nodes.get, self.bfs(), repeat(())))
 
     def depth(self) -> int:
         return max((len(p) for p in self.node_path.values()), default=0)
@@ -99,48 +142,54 @@ def build_tree(graph: TopologyGraph, no_topology_switch: bool = True) -> FabricT
 
 def _build_tree(graph: TopologyGraph, no_topology_switch: bool) -> FabricTree:
     t = FabricTree(display=dict(graph.switch_names))
+    col = node_columns(graph)
+    # A validated graph gives every node of a leaf the same path: each leaf's path tuple is built
+    # once (nodes then share it) and walked up once. Per-node work is C-level (zip, map, sort).
+    keys: list[str] = (
+        cast("list[str]", col.ids)
+        if None not in col.ids
+        else [i if i is not None else n for i, n in zip(col.ids, col.names, strict=True)]
+    )
+    paths: dict[str | None, tuple[str, ...]] = {
+        leaf: tuple(f) for leaf, f in dict(zip(col.leaves, col.fabrics, strict=True)).items()
+    }
+    paths[None] = ()
+    t.node_path = dict(zip(col.names, map(paths.__getitem__, col.leaves), strict=True))
     child_sw: dict[str, set[str]] = {}
-    child_nodes: dict[str, list[tuple[str, str]]] = {}
     roots: set[str] = set()
-    # A validated graph gives every node of a leaf the same path: build each path tuple once
-    # (nodes then share it) and walk it up only the first time its leaf is seen.
-    by_leaf: dict[str, tuple[str, ...]] = {}
-    node_path = t.node_path
-    node_key = t.node_key
-    empty: tuple[str, ...] = ()
-    for node in graph.nodes:
-        fabric = node.fabric
-        name = node.name
-        key = node.id if node.id is not None else name
-        node_key[name] = key
-        if not fabric:
-            node_path[name] = empty
-            if no_topology_switch:
-                child_nodes.setdefault(NO_TOPOLOGY, []).append((key, name))
+    for leaf, path in paths.items():
+        if leaf is None:
             continue
-        leaf = fabric[0]
-        path = by_leaf.get(leaf)
-        if path is None:
-            path = by_leaf[leaf] = tuple(fabric)
-            child_nodes[leaf] = []
-            for i, sw in enumerate(path):
-                up = path[i + 1] if i + 1 < len(path) else None
-                if sw in t.parent:
-                    break  # the rest of the path is already known (validated to agree)
-                t.parent[sw] = up
-                if up is None:
-                    roots.add(sw)
-                else:
-                    child_sw.setdefault(up, set()).add(sw)
-        node_path[name] = path
-        child_nodes[leaf].append((key, name))
-    if NO_TOPOLOGY in child_nodes:
+        for i, sw in enumerate(path):
+            up = path[i + 1] if i + 1 < len(path) else None
+            if sw in t.parent:
+                break  # the rest of the path is already known (validated to agree)
+            t.parent[sw] = up
+            if up is None:
+                roots.add(sw)
+            else:
+                child_sw.setdefault(up, set()).add(sw)
+    # Siblings by (instance ID, name), Topograph's order. Nodes of one leaf are mostly adjacent in the input, so
+    # groupby yields few runs per leaf; runs are keyed by leaf (None: no fabric) in node order.
+    runs: dict[str | None, list[tuple[str | None, str, str]]] = {}  # leaf -> (leaf, key, name)
+    for leaf, run in groupby(zip(col.leaves, keys, col.names, strict=True), key=_first):
+        runs.setdefault(leaf, []).extend(run)
+    placed = no_topology_switch and None in runs
+    if placed:
         roots.add(NO_TOPOLOGY)
         t.parent[NO_TOPOLOGY] = None
     t.roots = sorted(roots)
     t.child_switches = {k: sorted(v) for k, v in child_sw.items()}
-    t.child_nodes = {k: [n for _, n in sorted(v)] for k, v in child_nodes.items()}
+    t.child_nodes = {
+        NO_TOPOLOGY if leaf is None else leaf: list(map(_third, sorted(run)))
+        for leaf, run in runs.items()
+        if leaf is not None or placed
+    }
     return t
+
+
+_first = itemgetter(0)
+_third = itemgetter(2)
 
 
 @dataclass
@@ -161,13 +210,15 @@ def build_domains(graph: TopologyGraph) -> Domains:
 
 
 def _build_domains(graph: TopologyGraph) -> Domains:
-    d = Domains()
-    for node in graph.nodes:
-        if node.accelerator is None:
-            continue
-        d.members.setdefault(node.accelerator, {}).setdefault(node.subdomain, []).append(node.name)
-    for subs in d.members.values():
+    col = node_columns(graph)
+    members: dict[str, dict[str | None, list[str]]] = {}
+    for (domain, sub), run in groupby(zip(col.accelerators, col.subdomains, col.names, strict=True), key=_first_two):
+        if domain is not None:
+            members.setdefault(domain, {}).setdefault(sub, []).extend(map(_third, run))
+    for subs in members.values():
         for names in subs.values():
             names.sort()
-    d.members = dict(sorted(d.members.items()))
-    return d
+    return Domains(dict(sorted(members.items())))
+
+
+_first_two = itemgetter(0, 1)

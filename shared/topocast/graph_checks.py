@@ -16,7 +16,6 @@ precise error message a per-node check would.
 from __future__ import annotations
 
 from itertools import pairwise
-from operator import itemgetter
 from typing import TYPE_CHECKING
 
 from topocast.names import (
@@ -32,14 +31,12 @@ from topocast.names import (
 if TYPE_CHECKING:
     from topocast.graph import TopologyGraph
 
-__all__ = ["check_graph"]
-
-_FIELDS = itemgetter("name", "id", "fabric", "accelerator", "subdomain")
+__all__ = ["check_graph", "looks_consistent"]
 
 
 def check_graph(graph: TopologyGraph) -> None:
     """Raise ``UnsafeNameError`` or ``ValueError`` (message naming the node) if the graph is inconsistent."""
-    if not _looks_consistent(graph):
+    if not looks_consistent(graph):
         _find_error(graph)
 
 
@@ -56,12 +53,16 @@ def _switch_parents(paths: set[tuple[str, ...]]) -> set[tuple[str, str | None]]:
     return pairs
 
 
-def _looks_consistent(graph: TopologyGraph) -> bool:
-    # One C-level pass pulls the five checked fields out of every node (vars: pydantic keeps
-    # fields in the instance dict); everything after works on sets of distinct values.
+def looks_consistent(graph: TopologyGraph) -> bool:
+    """True if every rule holds (never raises; says nothing about which rule fails)."""
+    # The node columns (C-level passes over the nodes, kept for the renderers when a render call
+    # loads the graph inside fabric.shared_views); everything after works on sets of distinct values.
     if not graph.nodes:
         return all_safe(list(graph.switch_names.values()), MAX_SWITCH_NAME, remember=True)
-    names, ids, fabrics, domains, subdomains = zip(*map(_FIELDS, map(vars, graph.nodes)), strict=True)
+    from topocast.fabric import node_columns  # imports the graph module's types: not at import time
+
+    col = node_columns(graph)
+    names, ids, fabrics, domains, subdomains = col.names, col.ids, col.fabrics, col.accelerators, col.subdomains
     name_set = set(names)
     if len(name_set) != len(names) or not all_safe(names, MAX_NODE_NAME, cached=False):
         return False
@@ -77,12 +78,10 @@ def _looks_consistent(graph: TopologyGraph) -> bool:
     switches = {sw for sw, _ in pairs}
     if len(switches) != len(pairs) or not all_safe(switches, MAX_SWITCH_NAME, remember=True) or name_set & switches:
         return False
-    sub_set = set(subdomains)
-    sub_set.discard(None)
+    sub_set: set[str] = set(subdomains) - {None}  # type: ignore[assignment]
     if sub_set and any(sub is not None and dom is None for dom, sub in zip(domains, subdomains, strict=True)):
         return False
-    domain_set = set(domains)
-    domain_set.discard(None)
+    domain_set: set[str] = set(domains) - {None}  # type: ignore[assignment]
     if not all_safe(domain_set | sub_set, MAX_DOMAIN_NAME, remember=True):
         return False
     return all_safe(list(graph.switch_names.values()), MAX_SWITCH_NAME, remember=True)

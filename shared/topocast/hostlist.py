@@ -14,6 +14,7 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
+from itertools import repeat
 
 from topocast.errors import HostlistError
 
@@ -28,30 +29,49 @@ _SPLIT = re.compile(r"^(.*?)(0*\d+)$", re.DOTALL)
 _DIGITS = "0123456789"
 
 
-#: one name per line: (lazy prefix, trailing ASCII digits)
-_LINES = re.compile(r"^(.*?)([0-9]*)$", re.MULTILINE)
+def _sorted_run(names: list[str], joined: str) -> list[str] | None:
+    """The commonest case of all, checked against the text it must be: names already in order and of
+    one width (``gpu-0018`` ... ``gpu-0035``: a leaf's nodes, a block, a spine's leaves)."""
+    if joined.count("\n") != len(names) - 1:
+        return None  # a name holds a newline: the joined text would not tell the names apart
+    first, last = names[0], names[-1]
+    prefix = first.rstrip(_DIGITS)
+    cut = len(prefix)
+    low, high = first[cut:], last[cut:]
+    if not low or len(low) != len(high) or not high.isdigit() or last[:cut] != prefix:
+        return None
+    start, stop = int(low), int(high)
+    if stop - start != len(names) - 1:
+        return None
+    expected = prefix + ("\n" + prefix).join(map(f"%0{len(low)}d".__mod__, range(start, stop + 1)))
+    return [f"{prefix}[{low}-{high}]"] if joined == expected else None
 
 
 def _one_run(names: list[str]) -> list[str] | None:
     """The answer for the common case, in C-speed steps: one prefix, consecutive numbers.
 
     (A leaf's nodes, an NVLink domain, a spine's leaves.) None when it is not that case.
+    The prefix is the first name without its trailing digits; every name must be ASCII and
+    that prefix followed by digits only, which is the split :func:`compact` makes.
     """
     joined = "\n".join(names)
-    if not joined.isascii() or joined.count("\n") != len(names) - 1:
+    if not joined.isascii():
         return None
-    pairs = _LINES.findall(joined)
-    prefixes = {p for p, _ in pairs}
-    if len(prefixes) != 1:
+    sorted_run = _sorted_run(names, joined)
+    if sorted_run is not None:
+        return sorted_run
+    prefix = names[0].rstrip(_DIGITS)
+    if not all(map(str.startswith, names, repeat(prefix))):
         return None
-    digits = [d for _, d in pairs]
-    if "" in digits:
+    cut = len(prefix)
+    digits = [name[cut:] for name in names]
+    if not all(digits) or not "".join(digits).isdigit():
         return None
     values = list(map(int, digits))
     low, high = min(values), max(values)
     if high - low != len(values) - 1 or len(set(values)) != len(values):
         return None  # gaps, or the same number twice (n1 and n01)
-    return [f"{prefixes.pop()}[{digits[values.index(low)]}-{digits[values.index(high)]}]"]
+    return [f"{prefix}[{digits[values.index(low)]}-{digits[values.index(high)]}]"]
 
 
 def compact(names: Iterable[str]) -> list[str]:

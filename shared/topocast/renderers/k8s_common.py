@@ -15,11 +15,10 @@ Rules (Kubernetes ``apimachinery/pkg/util/validation``):
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import re
 from typing import Any
-
-import yaml
 
 from topocast.errors import RenderError
 
@@ -134,22 +133,27 @@ def dns_name(raw: str, max_len: int = MAX_LABEL_VALUE) -> str:
     return f"{base}-{suffix}" if base else f"x-{suffix}"
 
 
-class _Dumper(getattr(yaml, "CSafeDumper", yaml.SafeDumper)):  # type: ignore[misc]
-    """Safe dumper that prints multi-line strings as ``|`` blocks (a ConfigMap's file stays readable)."""
+@functools.cache
+def _pyyaml() -> tuple[Any, type, Any]:
+    """PyYAML, topocast's dumper and a resolver, imported on first use: k8s-labels (JSON) never
+    needs them, and ``import yaml`` is a tenth of ``topocast render``'s start-up."""
+    import yaml
 
+    class Dumper(getattr(yaml, "CSafeDumper", yaml.SafeDumper)):  # type: ignore[misc]
+        """Safe dumper that prints multi-line strings as ``|`` blocks (a ConfigMap's file stays readable)."""
 
-def _str(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
-    style = "|" if "\n" in value else None
-    return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
+    def represent_str(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
+        style = "|" if "\n" in value else None
+        return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
 
+    Dumper.add_representer(str, represent_str)
+    return yaml, Dumper, yaml.resolver.Resolver()
 
-_Dumper.add_representer(str, _str)
 
 # The fast path below prints exactly what PyYAML prints, for the simple shapes
 # Kubernetes objects have. PyYAML's representer costs ~30 us per value, which is
 # seconds for 100k HyperNode members; formatting the text directly is ~20x faster.
 _PLAIN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._/-]*")
-_RESOLVER = yaml.resolver.Resolver()
 _STR_TAG = "tag:yaml.org,2002:str"
 
 
@@ -164,7 +168,8 @@ def _scalar(value: object) -> str:
         return str(value)
     if isinstance(value, str) and _PLAIN.fullmatch(value):
         # Strings that would read back as another type (1101, true, 1e3, null) get quotes.
-        plain = _RESOLVER.resolve(yaml.ScalarNode, value, (True, False)) == _STR_TAG
+        yaml, _, resolver = _pyyaml()
+        plain = resolver.resolve(yaml.ScalarNode, value, (True, False)) == _STR_TAG
         return value if plain else f"'{value}'"
     raise _NotSimple
 
@@ -216,5 +221,6 @@ def dump_yaml(docs: list[dict[str, Any]]) -> str:
             _emit(doc, "", lines, memo)
             parts.append("\n".join(lines) + "\n")
         except _NotSimple:
-            parts.append(yaml.dump(doc, Dumper=_Dumper, sort_keys=False, explicit_start=True))
+            yaml, dumper, _ = _pyyaml()
+            parts.append(yaml.dump(doc, Dumper=dumper, sort_keys=False, explicit_start=True))
     return "".join(parts)

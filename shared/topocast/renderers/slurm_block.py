@@ -25,7 +25,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from topocast.errors import NotApplicableError, RenderError
-from topocast.fabric import FabricTree, build_domains, build_tree, shared
+from topocast.fabric import FabricTree, build_domains, build_tree, node_columns, shared
 from topocast.graph import TopologyGraph
 from topocast.hostlist import compact_str
 from topocast.renderers.base import Artifact, BlockNameOptions, RenderOptions
@@ -60,14 +60,17 @@ def domain_order(graph: TopologyGraph, tree: FabricTree | None = None) -> list[s
 
 
 def _domain_order(graph: TopologyGraph, tree: FabricTree | None) -> list[str]:
-    if not any(n.fabric for n in graph.nodes):
-        return sorted({n.accelerator for n in graph.nodes if n.accelerator is not None})
+    col = node_columns(graph)
+    if not any(col.fabrics):
+        return sorted({d for d in col.accelerators if d is not None})
     if tree is None:
         tree = build_tree(graph)  # shared with the tree formats of the same render call
-    domain_of = {n.name: n.accelerator for n in graph.nodes if n.accelerator is not None}
+    domain_of = dict(zip(col.names, col.accelerators, strict=True))
     # The tree lists each switch's nodes by (instance ID, name), so walking it breadth-first
     # meets every node in BFS position order: the first node met decides a domain's place.
-    return list(dict.fromkeys(domain_of[n] for n in tree.bfs_nodes() if n in domain_of))
+    order = dict.fromkeys(map(domain_of.get, tree.bfs_nodes()))
+    order.pop(None, None)  # nodes without a domain
+    return list(order)  # type: ignore[arg-type]
 
 
 def layout(

@@ -34,9 +34,11 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+from itertools import repeat
+from operator import contains
 
 from topocast.errors import RenderError
-from topocast.fabric import NO_TOPOLOGY, FabricTree, build_tree, shared
+from topocast.fabric import NO_TOPOLOGY, FabricTree, build_tree, node_columns, shared
 from topocast.graph import TopologyGraph
 from topocast.hostlist import compact_str
 from topocast.renderers.base import Artifact, RenderOptions
@@ -54,13 +56,13 @@ def empty_graph_error(graph: TopologyGraph, what: str) -> RenderError:
 
 def check_reserved_names(graph: TopologyGraph) -> None:
     """A real switch may not be called ``no-topology``: that name belongs to the pseudo-switch."""
-    for node in graph.nodes:
-        if NO_TOPOLOGY in node.fabric:
-            raise RenderError(
-                f"node {node.name!r}: its fabric names a switch {NO_TOPOLOGY!r}, a name topocast reserves for "
-                "nodes without fabric information (two SwitchName=no-topology lines are fatal to slurmctld); "
-                "rename that switch in the source (e.g. a display name in switch_names)"
-            )
+    if any(map(contains, node_columns(graph).fabrics, repeat(NO_TOPOLOGY))):
+        node = next(n for n in graph.nodes if NO_TOPOLOGY in n.fabric)
+        raise RenderError(
+            f"node {node.name!r}: its fabric names a switch {NO_TOPOLOGY!r}, a name topocast reserves for "
+            "nodes without fabric information (two SwitchName=no-topology lines are fatal to slurmctld); "
+            "rename that switch in the source (e.g. a display name in switch_names)"
+        )
     for sw, name in graph.switch_names.items():
         if name == NO_TOPOLOGY and sw != NO_TOPOLOGY:
             raise RenderError(
