@@ -9,11 +9,12 @@ unless ``missing_fraction`` asks for nodes without topology (seeded).
 from __future__ import annotations
 
 import random
+from typing import Any
 
 from topocast.graph import TopologyGraph
 
 
-def synthetic_graph(
+def synthetic_data(
     n: int,
     *,
     levels: int = 4,
@@ -23,8 +24,8 @@ def synthetic_graph(
     missing_fraction: float = 0.0,
     cluster: str = "synthetic",
     seed: int = 7,
-) -> TopologyGraph:
-    """Build a graph of ``n`` nodes; node ``i`` is ``gpu-<i:06d>`` with instance ID ``i-<hex>``."""
+) -> dict[str, Any]:
+    """The graph of ``n`` nodes as plain JSON data; node ``i`` is ``gpu-<i:06d>`` with instance ID ``i-<hex>``."""
     rng = random.Random(seed)
     width = max(6, len(str(n)))
     nodes = []
@@ -35,7 +36,8 @@ def synthetic_graph(
         for tier in range(1, levels):
             up //= fanout
             path.append(f"t{tier}-{up:05d}")
-        node: dict = {"name": f"gpu-{i:0{width}d}", "id": f"i-{i:017x}", "instance_type": "p6e-gb200.36xlarge"}
+        node: dict[str, Any] = {"name": f"gpu-{i:0{width}d}", "id": f"i-{i:017x}"}
+        node["instance_type"] = "p6e-gb200.36xlarge"
         if missing_fraction and rng.random() < missing_fraction:
             node["fabric"] = []
         else:
@@ -43,6 +45,10 @@ def synthetic_graph(
         if domain_size:
             node["accelerator"] = f"nvl-{i // domain_size:05d}"
         nodes.append(node)
+    return {"schema_version": 1, "cluster": cluster, "provider": "synthetic", "nodes": nodes}
+
+
+def synthetic_graph(n: int, **shape: Any) -> TopologyGraph:
+    """:func:`synthetic_data` as the validated model (the same keyword arguments)."""
     # model_construct would skip validation; benchmarks and demos want the real validated model
-    data = {"schema_version": 1, "cluster": cluster, "provider": "synthetic", "nodes": nodes}
-    return TopologyGraph.model_validate(data)
+    return TopologyGraph.model_validate(synthetic_data(n, **shape))
