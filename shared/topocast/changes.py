@@ -15,11 +15,14 @@ A delivery that must be dead-lettered is not a value here: the parser raises
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Literal
+from typing import Literal, TypeVar
 
 from topocast.errors import TopocastError
+
+T = TypeVar("T")
 
 __all__ = [
     "EventAction",
@@ -31,6 +34,7 @@ __all__ = [
     "Recheck",
     "Reconcile",
     "UnsupportedEvent",
+    "as_malformed",
 ]
 
 #: what the event table says an event kind does (``rejected`` = dead-lettered with the reason)
@@ -43,6 +47,21 @@ class MalformedEvent(TopocastError):
 
 class UnsupportedEvent(MalformedEvent):
     """A well-formed event of a kind topocast does not act on (dead-lettered, without alarm)."""
+
+
+#: what a parser can raise on a shape no validator foresaw: this record's fault, never a transient one
+_UNUSABLE = (RecursionError, MemoryError, TypeError, ValueError, AttributeError, KeyError)
+
+
+def as_malformed(what: str, parse: Callable[[], T]) -> T:
+    """``parse()``, with any unforeseen failure turned into :class:`MalformedEvent` naming ``what``,
+    so the caller dead-letters this one record with its reason and the rest of the batch goes on."""
+    try:
+        return parse()
+    except MalformedEvent:
+        raise
+    except _UNUSABLE as exc:
+        raise MalformedEvent(f"unusable {what} ({type(exc).__name__}: {str(exc)[:200]})") from None
 
 
 @dataclass(frozen=True)

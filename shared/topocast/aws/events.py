@@ -308,12 +308,7 @@ def parse_event(body: dict[str, Any] | str | bytes, *, uploads: str | None = Non
     reason and the rest of the batch goes on; a shape no validator foresaw (TypeError,
     RecursionError...) included.
     """
-    try:
-        return _parse_event(body, uploads)
-    except MalformedEvent:
-        raise
-    except (RecursionError, MemoryError, TypeError, ValueError, AttributeError, KeyError) as exc:
-        raise MalformedEvent(f"unusable event body ({type(exc).__name__}: {str(exc)[:200]})") from None
+    return changes.as_malformed("event body", lambda: _parse_event(body, uploads))
 
 
 def _parse_event(body: dict[str, Any] | str | bytes, uploads: str | None) -> changes.EventOutcome:

@@ -339,12 +339,7 @@ def parse_cloud_event(event: Any) -> Command:
     a shape no validator foresaw (TypeError, RecursionError...) is this event's
     fault, not a transient one.
     """
-    try:
-        return _parse_cloud_event(event)
-    except MalformedEvent:
-        raise
-    except (RecursionError, MemoryError, TypeError, ValueError, AttributeError, KeyError) as exc:
-        raise MalformedEvent(f"unusable CloudEvent ({type(exc).__name__}: {str(exc)[:200]})") from None
+    return changes.as_malformed("CloudEvent", lambda: _parse_cloud_event(event))
 
 
 def _parse_cloud_event(event: Any) -> Command:
