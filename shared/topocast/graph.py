@@ -77,6 +77,14 @@ class TopologyGraph(BaseModel):
         default_factory=dict,
         description="Optional display names for switch IDs (printed as SwitchName with a '# name=id' comment).",
     )
+    unplaced: dict[str, str] = Field(
+        default_factory=dict,
+        description=(
+            "What discovery set aside, with the reason: a node name (the node is kept in `nodes` with what "
+            "could be trusted, e.g. no fabric path) or a record that could not become a node (an escaped "
+            "label such as `record 'gpu-03=x mlx5_0'`). Never silently dropped: rendered in reports and views."
+        ),
+    )
 
     @field_validator("cluster")
     @classmethod
@@ -94,6 +102,10 @@ class TopologyGraph(BaseModel):
             return []
         return sorted(n.name for n in self.nodes if not n.fabric)
 
+    def nodes_set_aside(self) -> dict[str, str]:
+        """What discovery set aside (``unplaced``), name or record -> reason, in name order."""
+        return dict(sorted(self.unplaced.items()))
+
     def node_names(self) -> list[str]:
         return sorted(n.name for n in self.nodes)
 
@@ -106,6 +118,8 @@ def canonical_json(graph: TopologyGraph) -> str:
     """Deterministic JSON (nodes sorted by name, keys sorted, no whitespace)."""
     data = graph.model_dump(mode="json")
     data["nodes"] = sorted(data["nodes"], key=lambda n: n["name"])
+    if not data["unplaced"]:  # graphs with nothing set aside hash as they did before the field existed
+        del data["unplaced"]
     return json.dumps(data, sort_keys=True, separators=(",", ":"))
 
 
@@ -117,12 +131,14 @@ def dump_graph(graph: TopologyGraph, indent: int | None = 2) -> str:
     indenting), which prints the same bytes whenever the text is ASCII.
     """
     ordered = sorted(graph.nodes, key=_by_name)
+    # an empty `unplaced` is left out: the file is byte for byte what it was before the field existed
+    exclude = None if graph.unplaced else {"unplaced"}
     if indent is not None:
         with paused_gc():
-            text = graph.model_copy(update={"nodes": ordered}).model_dump_json(indent=indent)
+            text = graph.model_copy(update={"nodes": ordered}).model_dump_json(indent=indent, exclude=exclude)
         if text.isascii():
             return text + "\n"
-    data = graph.model_dump(mode="json", exclude_defaults=False)
+    data = graph.model_dump(mode="json", exclude_defaults=False, exclude=exclude)
     data["nodes"] = [n.model_dump(mode="json") for n in ordered]
     return json.dumps(data, indent=indent, sort_keys=False) + "\n"
 

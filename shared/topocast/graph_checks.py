@@ -5,7 +5,8 @@ Rules (each rejection names the node or switch):
 * node, switch and domain names are safe (:mod:`topocast.names`);
 * node names and instance IDs are unique; no name is both a node and a switch;
 * no switch appears twice in one node's path; a sub-domain needs a domain;
-* the paths form a tree: a switch sits at one height under one parent everywhere.
+* the paths form a tree: a switch sits at one height under one parent everywhere;
+* what was set aside (``unplaced``) is printable text of bounded length (it reaches reports and views).
 
 :func:`check_graph` first runs set-level checks over the *distinct* values (100k nodes
 share ~6k switch paths and ~1.4k domains), which pass for every good graph. Only if one
@@ -31,7 +32,11 @@ from topocast.names import (
 if TYPE_CHECKING:
     from topocast.graph import TopologyGraph
 
-__all__ = ["check_graph", "looks_consistent"]
+__all__ = ["MAX_UNPLACED_KEY", "MAX_UNPLACED_REASON", "check_graph", "looks_consistent"]
+
+#: bounds of one ``unplaced`` entry: a name or record label, and its reason
+MAX_UNPLACED_KEY = 300
+MAX_UNPLACED_REASON = 1000
 
 
 def check_graph(graph: TopologyGraph) -> None:
@@ -55,6 +60,8 @@ def _switch_parents(paths: set[tuple[str, ...]]) -> set[tuple[str, str | None]]:
 
 def looks_consistent(graph: TopologyGraph) -> bool:
     """True if every rule holds (never raises; says nothing about which rule fails)."""
+    if graph.unplaced and _unplaced_error(graph.unplaced) is not None:
+        return False
     # The node columns (C-level passes over the nodes, kept for the renderers when a render call
     # loads the graph inside fabric.shared_views); everything after works on sets of distinct values.
     if not graph.nodes:
@@ -87,8 +94,20 @@ def looks_consistent(graph: TopologyGraph) -> bool:
     return all_safe(list(graph.switch_names.values()), MAX_SWITCH_NAME, remember=True)
 
 
+def _unplaced_error(unplaced: dict[str, str]) -> str | None:
+    for key, reason in unplaced.items():
+        if not key or len(key) > MAX_UNPLACED_KEY or not key.isprintable():
+            return f"unplaced: entry {key[:40]!r} must be printable text of 1..{MAX_UNPLACED_KEY} characters"
+        if not reason or len(reason) > MAX_UNPLACED_REASON or not reason.isprintable():
+            return f"unplaced: the reason for {key!r} must be printable text of 1..{MAX_UNPLACED_REASON} characters"
+    return None
+
+
 def _find_error(graph: TopologyGraph) -> None:
     """Walk node by node and raise the first problem found (the check order of the rules above)."""
+    problem = _unplaced_error(graph.unplaced)
+    if problem is not None:
+        raise ValueError(problem)
     for i, node in enumerate(graph.nodes):
         check_node_name(node.name)
         for sw in node.fabric:
