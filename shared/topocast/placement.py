@@ -145,7 +145,7 @@ def _clean_node(node: Node, aside: dict[str, str]) -> Node:
 def _placements(path: Sequence[str]) -> list[tuple[str, int, str | None]]:
     """(switch, height, parent) for each switch of a closest-first path."""
     height = len(path) - 1
-    out = [(sw, height - i, parent) for i, (sw, parent) in enumerate(pairwise(path))]
+    out: list[tuple[str, int, str | None]] = [(sw, height - i, parent) for i, (sw, parent) in enumerate(pairwise(path))]
     if path:
         out.append((path[-1], 0, None))
     return out
