@@ -160,9 +160,11 @@ def test_a_management_host_on_a_spine(ib_dir: Path) -> None:
         assert result.graph.node_names() == gpus
         assert_one_tree(result.graph)
         assert all(n.fabric[0] in fab.cabled[n.name] and n.fabric[1] in fab.spines for n in result.graph.nodes)
-    # taken as a host, it makes its spine look like a leaf: said in a warning
+    # taken as a host, it does not make its spine a leaf: its cable is ignored, said in a warning
     result = ib.discover(texts={"x": fab.text()})
-    assert any(f"{spine} carry hosts but are cabled mostly to other leaf switches" in w for w in result.warnings)
+    assert_one_tree(placed_only(result.graph))
+    assert [n.fabric for n in result.graph.nodes if n.name == "ufm-01"] == [[]]
+    assert any(f"ufm-01 -> {spine} (P0-SPINE-R0-0)" in w for w in result.warnings)
 
 
 def multi_homed(rails_on_a: int, rails_on_b: int) -> tuple[IbFabric, str, str]:
@@ -259,11 +261,9 @@ def test_truncated_inside_a_record(small: str) -> None:
 
 
 def test_garbage_lines_are_named(small: str) -> None:
-    lines = small.splitlines()
-    lines.insert(9, "hello world")
     assert (
-        error_of("\n".join(lines) + "\n")
-        == "f.out:10: unrecognized line 'hello world' (not ibnetdiscover output, or a damaged copy)"
+        error_of("hello world\nthis is not a fabric\n")
+        == "f.out:1: unrecognized line 'hello world' (not ibnetdiscover output, or a damaged copy)"
     )
     assert "ibnetdiscover -p" in error_of("SW    73    1 0x2c5eab0300b87b40 4x NDR - CA 647 1 0xe09d 4x NDR\n")
     assert error_of(b"vendid=0x2c9\n\xff\xfe\n").startswith("f.out:2: not UTF-8")
@@ -271,11 +271,23 @@ def test_garbage_lines_are_named(small: str) -> None:
     assert error_of("# just a comment\n\n").startswith("f.out:1: no Switch or Ca records")
 
 
+def test_a_damaged_line_sets_aside_its_record_only(small: str) -> None:
+    lines = small.splitlines()
+    lines.insert(9, "hello world")  # inside the first switch record (a spine)
+    fabric = ib.parse("\n".join(lines) + "\n", "f.out")
+    assert fabric.bad == {
+        "record 'MF0;P0-SPINE-R0-0:MQM9790/U1'": "f.out:10: unrecognized line 'hello world' (not ibnetdiscover "
+        "output, or a damaged copy) in the record of S-2c5eab0300000040; set aside"
+    }
+    assert "S-2c5eab0300000040" not in fabric.nodes and len(fabric.nodes) == 15
+    assert all(p.remote != "S-2c5eab0300000040" for n in fabric.nodes.values() for p in n.ports.values())
+
+
 def test_structural_errors(small: str) -> None:
     lines = small.splitlines()
     port = next(i for i, ln in enumerate(lines) if ln.startswith("[1]"))
-    stray = [*lines[: port + 1], "", lines[port + 1]]  # a blank line ends the record, then a port line
-    assert error_of("\n".join(stray) + "\n").startswith(f"f.out:{len(stray)}: port line outside")
+    stray = [*lines[: port + 1], "", *lines[port + 1 :]]  # a blank line ends the record, then a port line
+    assert "is missing from S-2c5eab0300000040's record (f.out:9); output cut off?" in error_of("\n".join(stray) + "\n")
     dup = "\n".join([*lines[: port + 1], lines[port]]) + "\n"
     assert f"f.out:{port + 2}: port 1 of " in error_of(dup) and "listed twice" in error_of(dup)
     record = next(i for i, ln in enumerate(lines) if ln.startswith("Switch"))
@@ -284,14 +296,19 @@ def test_structural_errors(small: str) -> None:
     assert error_of(small + "vendid=0x2c9\ndevid=0x1\n").startswith(f"f.out:{len(lines) + 1}: node header without")
 
 
-def test_unsafe_names_are_errors_with_their_line() -> None:
+def test_unsafe_names_are_set_aside_with_their_line() -> None:
     fab = IbFabric()
     leaf = fab.switch("LEAF")
     fab.hca("gpu1", "mlx5_0", leaf)
+    fab.hca("gpu2", "mlx5_0", leaf)
     text = fab.text().replace('"gpu1 mlx5_0"', '"gpu1,evil mlx5_0"')
     line = next(i for i, ln in enumerate(text.splitlines(), 1) if ln.startswith("Ca"))
-    with pytest.raises(ProviderError, match=rf"^x:{line}: node name 'gpu1,evil'"):
-        ib.discover(texts={"x": text})
+    graph = ib.discover(texts={"x": text}).graph
+    assert [(n.name, n.fabric) for n in graph.nodes] == [("gpu2", [leaf])]
+    assert graph.unplaced == {
+        "record 'gpu1,evil mlx5_0'": f"x:{line}: node name 'gpu1,evil' of HCA H-2c5eab0300000080 contains ','; "
+        "allowed are letters, digits and . _ - + @ /; HCA set aside"
+    }
     with pytest.raises(ProviderError, match=r"^x:1: switch ID 'S-a b' of this record contains whitespace"):
         ib.discover(texts={"x": 'Switch\t2 "S-a b"\t\t# "MF0;LEAF:MQM9790/U1"\n'})
 

@@ -7,8 +7,9 @@ switch, one leaf per host. :func:`collapse` builds it bottom-up, one layer at a
 time, starting from the hosts:
 
 1. **Children.** Every switch cabled to a member of the current layer gets those
-   members as children (switches already placed in a lower layer are ignored as
-   parents: links inside a tier, loops).
+   members as children (switches placed in a lower layer, i.e. chosen by one of
+   its members, are ignored as parents: links inside a tier, loops; a switch that
+   was only a candidate there stays free to be a parent higher up).
 2. **Merge.** Switches with the *same set of children* are one logical switch:
    the redundant spines of a CLOS, the per-rail leaves of a rail-optimized
    scalable unit. The smallest ID names the group (Topograph's ``Merger`` does
@@ -93,7 +94,6 @@ def collapse(attach: Mapping[str, Iterable[str]], uplinks: Mapping[str, Iterable
                     kids[sw].add(member)
         if not kids:
             break
-        placed.update(kids)
 
         by_children: dict[frozenset[str], list[str]] = defaultdict(list)
         for sw, children in kids.items():
@@ -125,6 +125,9 @@ def collapse(attach: Mapping[str, Iterable[str]], uplinks: Mapping[str, Iterable
             if len(ranked) > 1:
                 result.choices.append(Choice(member, ranked[0], tuple(ranked[1:]), depth))
 
+        # only the groups some member chose are placed: a switch seen here that no member chose (a spine
+        # a stray host is cabled to) stays free to be a parent in the next layer
+        placed.update(sw for rep in chosen for sw in group[rep])
         layer = sorted(chosen)
         cand = {}
         for rep in layer:

@@ -56,6 +56,7 @@ from topocast.graph import Node, TopologyGraph
 from topocast.hostlist import compact_str
 from topocast.limits import MAX_UPLOAD_BYTES, check_size, read_capped
 from topocast.names import MAX_SWITCH_NAME, check_name, check_node_name, check_switch_name
+from topocast.placement import place_nodes, record_label
 from topocast.providers.base import DiscoveryResult
 from topocast.providers.clos import Collapse, collapse, summarize_choices
 from topocast.providers.domains import HostDomain, load_domains, parse_domains
@@ -66,6 +67,7 @@ __all__ = [
     "HostDomain",
     "IbNode",
     "build_graph",
+    "check_upload",
     "discover",
     "load_domains",
     "parse",
@@ -102,6 +104,10 @@ class IbNode:
     source: str
     line: int
     ports: dict[int, Port] = field(default_factory=dict)
+    #: the ``sysimgguid=`` header: HCAs with one system image GUID are one machine
+    sysimg: str | None = None
+    #: why the description cannot be used (the record's structure, its ports, still can)
+    problem: str | None = None
 
 
 @dataclass
@@ -110,12 +116,43 @@ class Fabric:
 
     nodes: dict[str, IbNode] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
+    #: records and lines the parser set aside: record label -> ``source:line: reason``
+    bad: dict[str, str] = field(default_factory=dict)
 
 
 # ----- parsing --------------------------------------------------------------------------
+# a record line whose comment cannot be read (an unbalanced '"' in the description): its ID still can
+_RECORD_ID = re.compile(r'^(Switch|Ca|Rt)\s+(\d+)\s+"([^"]+)"\s*#(.*)$')
+
+
+@dataclass
+class _Reader:
+    """Per-record damage found while reading one output, resolved once every record is known."""
+
+    source: str
+    fabric: Fabric
+    #: records whose port list cannot be trusted (an unreadable line inside them, an unsafe ID): dropped
+    broken: set[str] = field(default_factory=set)
+    #: the text of every line set aside, to excuse links to a record that could not be read at all
+    lines: list[str] = field(default_factory=list)
+    first_error: str | None = None
+
+    def set_aside(self, value: str, number: int, why: str, line: str | None = None) -> None:
+        """Set aside one record or line; ``line``: an unreadable line that may have been a record's own."""
+        message = f"{self.source}:{number}: {why}"
+        self.first_error = self.first_error or message
+        self.fabric.bad.setdefault(record_label(value), f"{message}; set aside")
+        if line is not None:
+            self.lines.append(line)
+
+
 def parse(text: str | bytes, source: str = "ibnetdiscover") -> Fabric:
     """Parse one ibnetdiscover output; raises :class:`ProviderError` ``source:line: what``.
 
+    A record or line that cannot be read (an unbalanced ``"`` in a description, a damaged line,
+    an unsafe switch ID) is set aside in :attr:`Fabric.bad` with its line and the rest is kept;
+    what means the output as a whole is unusable still raises: not UTF-8, ``-p`` format, cut off
+    (incomplete last line, links to records it never describes), no readable record at all.
     Inputs over :data:`~topocast.limits.MAX_UPLOAD_BYTES` are refused before parsing: the
     parse holds about 4x its input, and a discover function has 512 MB.
     """
@@ -128,12 +165,14 @@ def parse(text: str | bytes, source: str = "ibnetdiscover") -> Fabric:
             at = data.count(b"\n", 0, exc.start) + 1
             raise ProviderError(f"{source}:{at}: not UTF-8 text (is this ibnetdiscover output?)") from None
     fabric = Fabric()
+    reader = _Reader(source, fabric)
     lines = text.split("\n")
     complete = text.endswith("\n")
     if complete:
         lines.pop()
     current: IbNode | None = None
     meta_line = 0  # a header line (vendid=...) waiting for its record line
+    sysimg: str | None = None
     for number, raw in enumerate(lines, 1):
         line = raw.rstrip("\r")
         stripped = line.strip()
@@ -149,26 +188,39 @@ def parse(text: str | bytes, source: str = "ibnetdiscover") -> Fabric:
             if current is not None:
                 raise ProviderError(f"{source}:{number}: header line {stripped!r} inside a node record")
             meta_line = meta_line or number
+            key, _, value = stripped.partition("=")
+            if key == "sysimgguid":
+                sysimg = value
             continue
         record = _RECORD.match(line)
-        if record and record.group(5).count('"') % 2 == 0:
-            kind, _, node_id, desc, _ = record.groups()
+        if last_partial and not _complete(line, record):  # a cut-off dump: the whole upload is suspect
+            raise ProviderError(f"{source}:{number}: {_unknown(stripped, last_partial)}")
+        loose = None if record and record.group(5).count('"') % 2 == 0 else _RECORD_ID.match(line)
+        if record or loose:
+            if loose is not None:
+                kind, _, node_id, comment = loose.groups()
+                desc, problem = "", f"{source}:{number}: the node description {comment.strip()!r} is not readable"
+            else:
+                kind, _, node_id, desc, _ = record.groups()  # type: ignore[union-attr]
+                problem = None
             if node_id in fabric.nodes:
                 first = fabric.nodes[node_id]
                 raise ProviderError(f"{source}:{number}: {node_id} is described twice (first at line {first.line})")
+            current = IbNode(kind, node_id, desc, source, number, sysimg=sysimg, problem=problem)
+            fabric.nodes[node_id] = current
+            meta_line, sysimg = 0, None
             if kind == "Switch":
                 try:
                     check_name(node_id, "switch ID", "this record", MAX_SWITCH_NAME)
                 except UnsafeNameError as exc:
-                    raise ProviderError(f"{source}:{number}: {exc}") from None
-            current = IbNode(kind, node_id, desc, source, number)
-            fabric.nodes[node_id] = current
-            meta_line = 0
+                    reader.set_aside(node_id, number, str(exc))
+                    reader.broken.add(node_id)
             continue
-        port = _PORT.match(line)
-        if port and port.group(4).count('"') % 2 == 0:
+        port = _PORT.match(line)  # the comment is the remote's description: free text, quotes and all
+        if port:
             if current is None:
-                raise ProviderError(f"{source}:{number}: port line outside a Switch/Ca record")
+                reader.set_aside(stripped, number, "port line outside a Switch/Ca record")
+                continue
             num = int(port.group(1))
             if num in current.ports:
                 raise ProviderError(
@@ -177,13 +229,30 @@ def parse(text: str | bytes, source: str = "ibnetdiscover") -> Fabric:
                 )
             current.ports[num] = Port(num, port.group(2), int(port.group(3)), number)
             continue
-        raise ProviderError(f"{source}:{number}: {_unknown(stripped, last_partial)}")
+        why = _unknown(stripped, last_partial)
+        if re.match(r"^(SW|CA|RT)\s", stripped):
+            raise ProviderError(f"{source}:{number}: {why}")
+        if current is not None:  # a damaged line inside a record: that record's ports cannot be trusted
+            reader.set_aside(current.desc or current.id, number, f"{why} in the record of {current.id}")
+            reader.broken.add(current.id)
+        else:
+            reader.set_aside(stripped, number, why, line)
     if meta_line:
         raise ProviderError(f"{source}:{meta_line}: node header without a Switch/Ca/Rt line (output cut off?)")
-    if not fabric.nodes:
+    if not fabric.nodes or len(reader.broken) == len(fabric.nodes):
+        if reader.first_error:  # nothing readable: not an ibnetdiscover dump, or a damaged copy
+            raise ProviderError(reader.first_error)
         raise ProviderError(f"{source}:1: no Switch or Ca records (empty file, or not ibnetdiscover output)")
-    _check_links(fabric)
+    _check_links(fabric, reader)
     return fabric
+
+
+def _complete(line: str, record: re.Match[str] | None) -> bool:
+    """A last line without its newline is whole only when it reads as a record or port line with balanced quotes."""
+    if record is not None:
+        return record.group(5).count('"') % 2 == 0
+    port = _PORT.match(line)
+    return port is not None and port.group(4).count('"') % 2 == 0
 
 
 def _unknown(line: str, last_partial: bool) -> str:
@@ -195,13 +264,27 @@ def _unknown(line: str, last_partial: bool) -> str:
     return f"unrecognized line {shown!r} (not ibnetdiscover output, or a damaged copy)"
 
 
-def _check_links(fabric: Fabric) -> None:
-    """Every link must be reported by both ends: a missing end means a truncated or edited file."""
+def _check_links(fabric: Fabric, reader: _Reader) -> None:
+    """Every link must be reported by both ends: a missing end means a truncated or edited file.
+
+    Links to a record that was set aside (or to one whose record line could not be read) are
+    not evidence of a cut-off file; they are dropped, with the broken records themselves.
+    """
     nodes = fabric.nodes
+    unreadable = reader.broken | {q for text in reader.lines for q in re.findall(r'"([^"]+)"', text)}
+
+    def excused(node_id: str) -> bool:
+        return node_id in unreadable
+
     for node in nodes.values():
-        for p in node.ports.values():
+        if node.id in reader.broken:
+            continue
+        for p in list(node.ports.values()):
             where = f"{node.source}:{p.line}"
             other = nodes.get(p.remote)
+            if excused(p.remote):
+                del node.ports[p.port]
+                continue
             if other is None:
                 raise ProviderError(
                     f"{where}: {node.id} port {p.port} links to {p.remote}, which the output never describes "
@@ -218,6 +301,8 @@ def _check_links(fabric: Fabric) -> None:
                     f"{where}: {node.id} port {p.port} links to {p.remote} port {p.remote_port}, but "
                     f"{other.source}:{back.line} says that port links to {back.remote} port {back.remote_port}"
                 )
+    for node_id in reader.broken:
+        del nodes[node_id]
 
 
 def merge_fabrics(fabrics: Sequence[Fabric]) -> Fabric:
@@ -226,10 +311,14 @@ def merge_fabrics(fabrics: Sequence[Fabric]) -> Fabric:
         return fabrics[0]
     out = Fabric()
     for fab in fabrics:
+        for label, reason in fab.bad.items():
+            out.bad.setdefault(label, reason)
         for node_id, node in fab.nodes.items():
             known = out.nodes.get(node_id)
             if known is None:
-                out.nodes[node_id] = IbNode(node.kind, node.id, node.desc, node.source, node.line, dict(node.ports))
+                out.nodes[node_id] = IbNode(
+                    node.kind, node.id, node.desc, node.source, node.line, dict(node.ports), node.sysimg, node.problem
+                )
                 continue
             for num, p in node.ports.items():
                 had = known.ports.setdefault(num, p)
@@ -252,13 +341,22 @@ def _host_pattern(host_regex: str | re.Pattern[str]) -> re.Pattern[str]:
     return rx
 
 
-def _hosts(fabric: Fabric, rx: re.Pattern[str], warnings: list[str]) -> dict[str, list[IbNode]]:
-    """host name -> its HCAs (``Ca`` records whose description names it)."""
+def _hosts(
+    fabric: Fabric, rx: re.Pattern[str], warnings: list[str], aside: dict[str, str]
+) -> dict[str, list[IbNode]]:
+    """host name -> its HCAs (``Ca`` records whose description names it).
+
+    An HCA whose description cannot be read or names an unsafe host is set aside in ``aside`` with
+    its line. Names that several machines claim are set aside too, never merged (:func:`_claims`).
+    """
     group = "host" if "host" in rx.groupindex else 1
     hosts: dict[str, list[IbNode]] = defaultdict(list)
     unnamed: list[str] = []
     for node in fabric.nodes.values():
         if node.kind != "Ca":
+            continue
+        if node.problem:
+            aside.setdefault(record_label(f"{node.id}"), f"{node.problem}; HCA set aside")
             continue
         m = rx.fullmatch(node.desc)
         name = m.group(group) if m else None
@@ -269,7 +367,8 @@ def _hosts(fabric: Fabric, rx: re.Pattern[str], warnings: list[str]) -> dict[str
         try:
             check_node_name(name, f"HCA {node.id}")
         except UnsafeNameError as exc:
-            raise ProviderError(f"{node.source}:{node.line}: {exc}") from None
+            aside.setdefault(record_label(node.desc), f"{node.source}:{node.line}: {exc}; HCA set aside")
+            continue
         hosts[name].append(node)
     if unnamed:
         examples = ", ".join(repr(d) for d in sorted(set(unnamed))[:3])
@@ -277,38 +376,92 @@ def _hosts(fabric: Fabric, rx: re.Pattern[str], warnings: list[str]) -> dict[str
             f"{len(unnamed)} HCA(s) have a node description that names no host ({examples}) and were left out; "
             "if they are compute nodes, set their description (rdma-ndd) or adjust the host regex"
         )
+    for name, reason in _claims(hosts).items():
+        aside[name] = reason
+        del hosts[name]
     return hosts
+
+
+def _claims(hosts: Mapping[str, list[IbNode]]) -> dict[str, str]:
+    """Host names that more than one machine claims -> why; such a host cannot be placed.
+
+    ``sysimgguid`` only says which HCAs share a machine, not which are apart: a DGX's HCAs each
+    have their own. So a claim is contested when one sysimgguid's HCAs name several hosts (root on
+    that machine rewrote a description), or when HCAs of different sysimgguids carry the same
+    description that is more than the host name (``gpu-00 mlx5_1`` twice: one host has one
+    mlx5_1). Both names are set aside, neither HCA is moved to the other's leaf.
+    """
+    out: dict[str, str] = {}
+    by_sysimg: dict[str, set[str]] = defaultdict(set)
+    for name, hcas in hosts.items():
+        for hca in hcas:
+            if hca.sysimg:
+                by_sysimg[hca.sysimg].add(name)
+    for sysimg, names in sorted(by_sysimg.items()):
+        if len(names) > 1:
+            for name in sorted(names):
+                guids = sorted({h.sysimg or h.id for h in hosts[name]})
+                out.setdefault(
+                    name,
+                    f"HCAs of one machine (sysimgguid {sysimg}) name the hosts {', '.join(sorted(names))}; "
+                    f"{name!r} is claimed by sysimgguid {', '.join(guids)}; left out",
+                )
+    for name, hcas in sorted(hosts.items()):
+        by_desc: dict[str, list[IbNode]] = defaultdict(list)
+        for hca in hcas:
+            by_desc[hca.desc].append(hca)
+        for desc, same in sorted(by_desc.items()):
+            machines = sorted({h.sysimg or h.id for h in same})
+            if desc != name and len(machines) > 1:
+                where = ", ".join(f"{h.source}:{h.line}" for h in same)
+                out.setdefault(
+                    name,
+                    f"{len(machines)} machines claim {desc!r} (sysimgguid {', '.join(machines)}; {where}); left out",
+                )
+    return out
 
 
 def _leaves(
     fabric: Fabric, cabled: Mapping[str, list[str]], wanted: set[str], compat: bool, warnings: list[str]
 ) -> set[str]:
-    """Leaf switches: those of the wanted hosts, plus those of other hosts that are not cabled to one.
+    """Leaf switches: the switches carrying hosts, except upper-tier switches a stray host is cabled to.
 
-    The second set keeps a leaf whose hosts were filtered out at tier 0 (Topograph makes it a
-    tier above the spines); a switch cabled to a wanted leaf stays out of it, so a management
-    host plugged into a spine does not turn that spine into a leaf when it is filtered out.
+    Which switches are leaves is decided the way the majority of host switches look, so one storage
+    or management host cabled to a spine (or a core) never turns that switch into a leaf and never
+    changes the tiers of the rest. A host-carrying switch is an upper-tier one (:func:`_upper`)
+    when it is the hub of other host switches, or when its host cables are a small minority of its
+    ports while the majority of host switches are not like that. A leaf whose hosts were filtered
+    out stays a leaf. ``compat``: Topograph's rule, the switches of the wanted hosts only.
     """
     own = {sw for h in wanted for sw in cabled[h]}
     if compat:
         return own
-    others = {sw for h, sws in cabled.items() if h not in wanted for sw in sws} - own
-    leaves = own | {sw for sw in others if not any(p.remote in own for p in fabric.nodes[sw].ports.values())}
-    host_cables: dict[str, int] = defaultdict(int)
-    for sws in cabled.values():
-        for sw in sws:
-            host_cables[sw] += 1
-    odd = []
-    for sw in sorted(leaves):
-        leaf_links = sum(1 for p in fabric.nodes[sw].ports.values() if p.remote in leaves)
-        if leaf_links > host_cables[sw]:
-            odd.append(sw)
-    if odd:
-        warnings.append(
-            f"switch(es) {', '.join(odd)} carry hosts but are cabled mostly to other leaf switches, so they are "
-            "probably spines with a management host attached; exclude those hosts (host regex or node list)"
-        )
-    return leaves
+    candidates = {sw for sws in cabled.values() for sw in sws}
+    upper = _upper(fabric, candidates)
+    return candidates - upper if upper != candidates else candidates
+
+
+def _upper(fabric: Fabric, candidates: set[str]) -> set[str]:
+    """The host-carrying switches that sit above other host switches (see :func:`_leaves`)."""
+    neighbours: dict[str, set[str]] = {}
+    host_cables: dict[str, int] = {}
+    switch_cables: dict[str, int] = {}
+    for sw in candidates:
+        remotes = [fabric.nodes[p.remote] for p in fabric.nodes[sw].ports.values()]
+        neighbours[sw] = {r.id for r in remotes if r.id in candidates and r.id != sw}
+        host_cables[sw] = sum(1 for r in remotes if r.kind == "Ca" and not r.desc.endswith("Aggregation Node"))
+        switch_cables[sw] = sum(1 for r in remotes if r.kind == "Switch")
+    # a hub: cabled to several host switches, each of which reaches fewer host switches than it does
+    hubs = {
+        sw
+        for sw, near in neighbours.items()
+        if len(near) >= 2 and all(len(neighbours[o]) < len(near) for o in near)
+    }
+    # a switch whose ports are almost all switch cables, in a fabric whose host switches mostly are not
+    sparse = {sw for sw in candidates if host_cables[sw] * 8 <= switch_cables[sw]}
+    if len(sparse) * 2 >= len(candidates):
+        sparse = set()
+    return hubs | sparse
 
 
 def _tiers(fabric: Fabric, leaves: set[str]) -> dict[str, int]:
@@ -354,21 +507,45 @@ def build_graph(
     switch_names: bool = False,
     topograph_compat: bool = False,
 ) -> tuple[DiscoveryResult, Collapse]:
-    """The graph of a parsed fabric, and the collapse report (merges, multi-rail choices)."""
+    """The graph of a parsed fabric, and the collapse report (merges, multi-rail choices).
+
+    What cannot be placed is set aside in ``graph.unplaced`` with its reason (records the parser
+    could not read, HCAs naming an unsafe host, names two machines claim, hosts cabled only to an
+    upper-tier switch); every other host is placed as if it were not there.
+    """
     warnings = list(fabric.warnings)
-    hosts = _hosts(fabric, _host_pattern(host_regex), warnings)
+    aside = dict(fabric.bad)
+    hosts = _hosts(fabric, _host_pattern(host_regex), warnings, aside)
     requested = None if nodes is None else set(nodes)
     wanted = sorted(hosts if requested is None else requested & hosts.keys())
 
     def cables(host: str) -> list[str]:
         return [p.remote for hca in hosts[host] for p in hca.ports.values() if fabric.nodes[p.remote].kind == "Switch"]
 
-    leaves = _leaves(fabric, {h: cables(h) for h in hosts}, set(wanted), topograph_compat, warnings)
+    cabled = {h: cables(h) for h in hosts}
+    leaves = _leaves(fabric, cabled, set(wanted), topograph_compat, warnings)
     tier = _tiers(fabric, leaves)
     uplinks: dict[str, list[str]] = {}
     for sw, t in tier.items():
         uplinks[sw] = [p.remote for p in fabric.nodes[sw].ports.values() if tier.get(p.remote) == t + 1]
-    tree = collapse({h: cables(h) for h in wanted}, uplinks)
+    # a host's cable to an upper-tier switch is ignored: the host goes under its leaves, or has no topology
+    attach = {h: [sw for sw in cabled[h] if sw in leaves] for h in wanted}
+    stray = {h: sorted({sw for sw in cabled[h] if sw not in leaves}) for h in wanted}
+    stray = {h: sws for h, sws in stray.items() if sws}
+    tree = collapse({h: sws for h, sws in attach.items() if sws or h not in stray}, uplinks)
+    for host, sws in stray.items():
+        if not attach[host]:
+            aside[host] = (
+                f"cabled only to upper-tier switch(es) {', '.join(_shown(fabric, sws))}, not to a leaf; "
+                "kept without topology"
+            )
+    if stray:
+        shown = "; ".join(f"{h} -> {', '.join(_shown(fabric, sws))}" for h, sws in sorted(stray.items())[:5])
+        more = f"; and {len(stray) - 5} more" if len(stray) > 5 else ""
+        warnings.append(
+            f"{len(stray)} host(s) are cabled to an upper-tier switch (spine or above), not only to leaves; "
+            f"those cables are ignored and the tiers of the rest are unchanged: {shown}{more}"
+        )
 
     domains = domains or {}
     names = sorted(set(wanted) | (requested or set()))
@@ -383,11 +560,38 @@ def build_graph(
                 subdomain=dom.subdomain if dom else None,
             )
         )
-    _report(warnings, names, hosts, tree, domains)
+    _report(warnings, [n for n in names if n not in aside], hosts, tree, domains)
     used = {sw for path in tree.paths.values() for sw in path}
     display = _display_names(fabric, used, warnings) if switch_names else {}
-    graph = TopologyGraph(cluster=cluster, provider=PROVIDER, nodes=graph_nodes, switch_names=display)
+    graph = place_nodes(cluster, PROVIDER, graph_nodes, switch_names=display, unplaced=aside)
     return DiscoveryResult(graph=graph, warnings=warnings), tree
+
+
+def _shown(fabric: Fabric, switches: Iterable[str]) -> list[str]:
+    """Switch IDs with the name their description gives, for messages: ``S-2c5e... (A10-P1-IBSPINE-02)``."""
+    out = []
+    for sw in switches:
+        m = _SWITCH_NAME.match(fabric.nodes[sw].desc)
+        out.append(f"{sw} ({m.group(1)})" if m else sw)
+    return out
+
+
+def check_upload(data: str | bytes, source: str, *, host_regex: str | None = None) -> list[str]:
+    """The check an upload must pass before discovery may use it: the same parse and build as discovery.
+
+    Returns what the upload's build sets aside (``label: reason``, for warnings). Raises
+    :class:`ProviderError` when the upload is not ibnetdiscover output, is cut off, or none of its
+    records is usable (records were set aside and no host could be placed).
+    """
+    fabric = parse(data, source)
+    result, _ = build_graph(fabric, host_regex=host_regex or DEFAULT_HOST_REGEX)
+    graph = result.graph
+    if graph.unplaced and not any(n.fabric for n in graph.nodes):
+        first = next(iter(graph.nodes_set_aside().items()))
+        raise ProviderError(
+            f"{source}: no usable record: {len(graph.unplaced)} set aside and no host placed, e.g. {first[0]}: {first[1]}"
+        )
+    return [f"{k}: {v}" for k, v in graph.nodes_set_aside().items()]
 
 
 def _report(
