@@ -434,3 +434,135 @@ def test_slurmctld_loads_a_three_tier_fabric_of_1024_hosts(slurm_controller_fact
         assert node.name in shown[leaf].nodes and node.name in shown[spine].nodes
         assert shown[leaf].level == 0 and shown[spine].level == 1 and shown[core].level == 2
     assert set(shown[graph.nodes[0].fabric[-1]].nodes) == set(fab.hosts)
+
+
+# ----- one odd host or record never reshapes the rest ------------------------------------------
+def storage_on_a_spine() -> tuple[IbFabric, str, list[str]]:
+    """2 scalable units x 2 leaves (one per rail) under 2 spines, and storage-01 cabled to spine P0-SPINE-R0-0."""
+    fab = fat_tree(units=2, hosts_per_unit=4, rails=2, spines_per_rail=1)
+    spine = next(sw for sw in fab.spines if "SPINE-R0-0" in fab.nodes[sw].desc)
+    fab.hca("storage-01", "mlx5_0", spine)
+    leaves = sorted(sw for sw in fab.nodes if "LEAF" in fab.nodes[sw].desc)
+    return fab, spine, leaves
+
+
+def test_a_storage_host_on_a_spine_keeps_the_spine_above_every_leaf() -> None:
+    fab, spine, _ = storage_on_a_spine()
+    result = ib.discover(texts={"x": fab.text()})
+    text = render(result.graph, "slurm-tree").content
+    # one root (spine R0, merged with spine R1) over both scalable units; each SU's two rail leaves are
+    # one leaf named by the smaller GUID (SU0: S-...0c0 = LEAF-R0, SU1: S-...340 = LEAF-R0)
+    assert text == (
+        "SwitchName=S-2c5eab0300000040 Switches=S-2c5eab0300000340,S-2c5eab03000000c0\n"
+        "SwitchName=no-topology Nodes=storage-01\n"
+        "SwitchName=S-2c5eab03000000c0 Nodes=gpu[0001-0004]\n"
+        "SwitchName=S-2c5eab0300000340 Nodes=gpu[0005-0008]\n"
+    )
+    assert result.graph.unplaced == {
+        "storage-01": f"cabled only to upper-tier switch(es) {spine} (P0-SPINE-R0-0), not to a leaf; "
+        "kept without topology"
+    }
+    assert (
+        f"1 host(s) are cabled to an upper-tier switch (spine or above), not only to leaves; those cables are "
+        f"ignored and the tiers of the rest are unchanged: storage-01 -> {spine} (P0-SPINE-R0-0)"
+    ) in result.warnings
+
+
+@pytest.mark.slurm
+def test_slurmctld_sees_one_spine_over_both_units_with_a_storage_host(
+    slurm_controller_factory: ControllerFactory,
+) -> None:
+    fab, _, _ = storage_on_a_spine()
+    graph = ib.discover(texts={"x": fab.text()}).graph
+    ctl = slurm_controller_factory(graph.node_names(), render(graph, "slurm-tree").content)
+    shown = ctl.show_topology()
+    assert set(shown["S-2c5eab0300000040"].nodes) == {f"gpu{i:04d}" for i in range(1, 9)}
+    assert shown["S-2c5eab0300000040"].level == 1
+
+
+def test_a_host_on_a_core_of_a_three_tier_fabric_changes_no_tier() -> None:
+    # the core has 8 spine cables (4 pods x 2 spines) and one host cable: a stray host, not a leaf
+    fab = fat_tree(pods=4, units=1, hosts_per_unit=4, rails=2, spines_per_rail=2, cores_per_rail=2)
+    clean = {n.name: n.fabric for n in ib.discover(texts={"x": fab.text()}).graph.nodes}
+    fab.hca("storage-01", "mlx5_0", sorted(fab.cores)[0])
+    graph = ib.discover(texts={"x": fab.text()}).graph
+    assert {n.name: n.fabric for n in graph.nodes if n.name != "storage-01"} == clean
+    assert {len(path) for path in clean.values()} == {3}
+
+
+def test_clos_keeps_a_spine_no_host_chose_free_for_the_leaves() -> None:
+    # h1 has one cable to leaf L1 and one to spine S1; L1 has more children, so h1 keeps L1
+    tree = collapse({"h1": ["L1", "S1"], "h2": ["L1"]}, {"L1": ["S1"], "S1": []})
+    assert tree.paths == {"h1": ("L1", "S1"), "h2": ("L1", "S1")}
+
+
+def two_port_cards() -> IbFabric:
+    """gpu-00..03, each one dual-port card (mlx5_0 on leaf A, mlx5_1 on leaf B: one sysimgguid per host)."""
+    fab = IbFabric()
+    spine = fab.switch("SPINE")
+    a, b = fab.switch("LEAF-A"), fab.switch("LEAF-B")
+    fab.link(a, spine)
+    fab.link(b, spine)
+    for i in range(4):
+        for port, leaf in enumerate((a, b)):
+            fab.hca(f"gpu-{i:02d}", f"mlx5_{port}", leaf, sysimg=f"a0000000000000{i:02d}")
+    return fab
+
+
+def test_a_spoofed_description_sets_aside_both_machines_and_moves_nobody() -> None:
+    fab = two_port_cards()
+    clean = ib.discover(texts={"x": fab.text()}).graph
+    text = fab.text().replace('"gpu-03 mlx5_1"', '"gpu-00 mlx5_1"')  # root on gpu-03 rewrote its description
+    graph = ib.discover(texts={"x": text}).graph
+    assert graph.node_names() == ["gpu-01", "gpu-02"]
+    assert [n for n in graph.nodes] == [n for n in clean.nodes if n.name in ("gpu-01", "gpu-02")]
+    assert graph.unplaced == {
+        "gpu-00": "HCAs of one machine (sysimgguid 0xa000000000000003) name the hosts gpu-00, gpu-03; 'gpu-00' is "
+        "claimed by sysimgguid 0xa000000000000000, 0xa000000000000003; left out",
+        "gpu-03": "HCAs of one machine (sysimgguid 0xa000000000000003) name the hosts gpu-00, gpu-03; 'gpu-03' is "
+        "claimed by sysimgguid 0xa000000000000003; left out",
+    }
+
+
+def test_a_description_copied_onto_another_dgx_sets_aside_the_name() -> None:
+    # DGX-style: every HCA its own sysimgguid (as in Topograph's example.out), so only the copy gives it away
+    fab = fat_tree(units=2, hosts_per_unit=2, rails=2, spines_per_rail=1)
+    text = fab.text().replace('"gpu0004 mlx5_1"', '"gpu0001 mlx5_1"')
+    graph = ib.discover(texts={"x": text}).graph
+    assert graph.node_names() == ["gpu0002", "gpu0003", "gpu0004"]
+    assert list(graph.unplaced) == ["gpu0001"]
+    assert graph.unplaced["gpu0001"].startswith("2 machines claim 'gpu0001 mlx5_1' (sysimgguid 0x")
+
+
+def test_an_unsafe_or_unreadable_description_sets_aside_that_record_only() -> None:
+    fab = fat_tree(units=4, hosts_per_unit=8, rails=4)
+    clean = ib.discover(texts={"x": fab.text()}).graph
+    text = fab.text().replace('"gpu0003 mlx5_0"', '"gpu0003=x mlx5_0"').replace('"gpu0002 mlx5_1"', '"gpu0002 "x mlx5_1"')
+    lines = text.splitlines()
+    unsafe = next(i for i, ln in enumerate(lines, 1) if ln.startswith("Ca") and "gpu0003=x" in ln)
+    quote = next(i for i, ln in enumerate(lines, 1) if ln.startswith("Ca") and '"x mlx5_1' in ln)
+    hca = lines[quote - 1].split('"')[1]
+    graph = ib.discover(texts={"f.out": text}).graph
+    assert graph.unplaced == {
+        "record 'gpu0003=x mlx5_0'": f"f.out:{unsafe}: node name 'gpu0003=x' of HCA "
+        f"{lines[unsafe - 1].split(chr(34))[1]} contains '='; allowed are letters, digits and . _ - + @ /; "
+        "HCA set aside",
+        f"record '{hca}'": f"f.out:{quote}: the node description '\"gpu0002 \"x mlx5_1\"' is not readable; "
+        "HCA set aside",
+    }
+    # both hosts keep their other rail: every host keeps a place, in one tree, under a leaf it is cabled to
+    assert graph.node_names() == clean.node_names() and all(n.fabric for n in graph.nodes)
+    assert_one_tree(graph)
+    assert_every_host_under_a_cabled_leaf(fab, graph)
+    assert ib.check_upload(text, "f.out") == [f"{k}: {v}" for k, v in sorted(graph.unplaced.items())]
+
+
+def test_an_upload_with_no_usable_record_is_refused() -> None:
+    fab = IbFabric()
+    leaf = fab.switch("LEAF")
+    fab.hca("gpu1=x", "mlx5_0", leaf)
+    fab.hca("gpu2=x", "mlx5_0", leaf)
+    with pytest.raises(ProviderError, match=r"^f\.out: no usable record: 2 set aside and no host placed, e\.g\. "):
+        ib.check_upload(fab.text(), "f.out")
+    with pytest.raises(ProviderError, match=r"^f\.out:1: unrecognized line 'hello'"):
+        ib.check_upload("hello\nworld\n", "f.out")

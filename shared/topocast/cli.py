@@ -398,11 +398,15 @@ group("collect", "Collect raw fabric data on a fabric-attached host and upload i
 @option("--command", default="ibnetdiscover", help="The command to run.")
 @option("--host", help="Name of this collector (default: hostname).")
 @option("--timeout", type=float, default=300.0, help="Seconds the command may take.")
+@option("--host-regex", help="Regex with group 'host' for HCA descriptions (as discover's; checks names).")
 def collect_ibnetdiscover(a: Namespace) -> None:
     """Run ibnetdiscover (or read --input), upload it with its fabric checksum; unchanged fabrics upload nothing."""
     from topocast.collect import collect_ibnetdiscover as collect
 
-    result = collect(a.input, a.upload, command=a.command, host=a.host, timeout=a.timeout)
+    result = collect(
+        a.input, a.upload, command=a.command, host=a.host, timeout=a.timeout, host_regex=a.host_regex,
+        warn=lambda line: print(f"topocast: warning: {line}", file=sys.stderr),
+    )  # fmt: skip
     state = "uploaded" if result.uploaded else "unchanged, not uploaded"
     print(f"{result.uri}: {state} (fabric sha256 {result.sha256[:16]}, {result.size} bytes)")
 

@@ -14,8 +14,10 @@ A no-change run uploads nothing: ``sha256`` is computed over the parsed fabric
 because ``ibnetdiscover`` stamps the time into a comment and LIDs move after a
 subnet-manager restart; neither changes the topology. When the stored object
 already carries the same ``sha256`` the upload is skipped, no event fires and
-no generation is made. The output is parsed before upload, so a truncated or
-garbage run fails here, on the host, instead of reaching the pipeline.
+no generation is made. Before upload the output goes through the same parse and
+build as discovery (:func:`topocast.providers.ibnetdiscover.check_upload`), so a
+truncated or garbage run fails here, on the host, instead of reaching the pipeline,
+and the records discovery would set aside are reported as warnings first.
 
 boto3 / google-cloud-storage are imported only when used.
 """
@@ -41,7 +43,7 @@ from topocast.names import check_node_name
 from topocast.pipeline.objects import UPLOAD_MEDIA_TYPE, UPLOAD_NAME, ObjectStore, UploadSet
 from topocast.pipeline.objects import read_good_uploads as objects_read_good_uploads
 from topocast.pipeline.objects import read_uploads as objects_read_uploads
-from topocast.providers.ibnetdiscover import Fabric, parse
+from topocast.providers.ibnetdiscover import Fabric, check_upload, parse
 
 #: metadata key holding the fabric digest that decides "changed or not"
 SHA_KEY = "sha256"
@@ -62,6 +64,8 @@ class CollectResult:
     #: False when the stored object already had this fabric digest (nothing written, no event)
     uploaded: bool
     host: str
+    #: records discovery will set aside (``label: reason``), reported before the upload
+    set_aside: tuple[str, ...] = ()
 
 
 def split_uri(uri: str) -> tuple[str, str, str]:
@@ -126,8 +130,13 @@ def collect_ibnetdiscover(
     timeout: float = 300.0,
     s3_client: Any = None,
     gcs_client: Any = None,
+    host_regex: str | None = None,
+    warn: Callable[[str], None] | None = None,
 ) -> CollectResult:
-    """Run ``command`` (or read ``input_file``), check the output parses, upload it unless unchanged."""
+    """Run ``command`` (or read ``input_file``), check it as discovery will, upload it unless unchanged.
+
+    ``warn`` is called, before anything is uploaded, once per record discovery will set aside.
+    """
     scheme, bucket, prefix = split_uri(upload_uri)
     host = check_node_name(host or short_hostname(), "the collecting host")
     if input_file is not None:
@@ -140,9 +149,14 @@ def collect_ibnetdiscover(
         data = run_command(command, timeout)
         source = command if isinstance(command, str) else shlex.join(command)
     try:
+        set_aside = tuple(check_upload(data, source, host_regex=host_regex))
         digest = fabric_digest(parse(data, source))
     except ProviderError as exc:
         raise CollectError(f"not uploading: {exc}") from None
+    if set_aside and warn is not None:
+        warn(f"{len(set_aside)} record(s) will be set aside by discovery (the rest is used):")
+        for line in set_aside:
+            warn(f"  {line}")
     key = object_key(prefix, host)
     metadata = {
         SHA_KEY: digest,
@@ -163,7 +177,9 @@ def collect_ibnetdiscover(
             objects.put(key, data, content_type=UPLOAD_MEDIA_TYPE, metadata=metadata)
         except Exception as exc:
             raise CollectError(f"{uri}: upload failed ({exc})") from None
-    return CollectResult(f"{scheme}://{bucket}/{key}", digest, metadata["content-sha256"], len(data), uploaded, host)
+    return CollectResult(
+        f"{scheme}://{bucket}/{key}", digest, metadata["content-sha256"], len(data), uploaded, host, set_aside
+    )
 
 
 def _objects(scheme: str, bucket: str, s3_client: Any = None, gcs_client: Any = None) -> ObjectStore:

@@ -139,9 +139,21 @@ def provider_inputs(a: DiscoverArgs) -> ProviderInputs:
     return ProviderInputs(cluster, options, _clients(a), _local_files(a.inputs), _read_local, _secret)
 
 
+def set_aside_summary(unplaced: dict[str, str], sample: int = 5) -> list[str]:
+    """What discovery set aside as warning lines: the count, then a few entries with their reasons."""
+    if not unplaced:
+        return []
+    items = list(unplaced.items())
+    lines = [f"{len(items)} node(s)/record(s) set aside (the rest is placed); see 'unplaced' in the graph:"]
+    lines += [f"  {key}: {reason}" for key, reason in items[:sample]]
+    if len(items) > sample:
+        lines.append(f"  ... and {len(items) - sample} more")
+    return lines
+
+
 def run_discover(args: DiscoverArgs, out: Path | None) -> DiscoveryResult:
     result = build_provider(args.provider, provider_inputs(args)).discover_full(None)
-    for warning in result.warnings:
+    for warning in [*result.warnings, *set_aside_summary(result.graph.nodes_set_aside())]:
         print(f"topocast: warning: {warning}", file=sys.stderr)
     text = dump_graph(result.graph)
     if out is None:

@@ -211,7 +211,13 @@ class AwsRuntime:
         from topocast.providers import ibnetdiscover
 
         s = self.settings
-        uploads = read_good_uploads(self.objects, cluster_base(s.prefix, s.cluster, "uploads"), ibnetdiscover.parse)
+        regex = s.provider_options().get("host_regex")
+        # the same parse and build as discovery: an upload discovery cannot use is quarantined here
+        uploads = read_good_uploads(
+            self.objects,
+            cluster_base(s.prefix, s.cluster, "uploads"),
+            lambda data, uri: ibnetdiscover.check_upload(data, uri, host_regex=regex),
+        )
         report_quarantined(uploads.quarantined, self.metrics)
         return uploads.texts
 

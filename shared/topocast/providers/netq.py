@@ -29,7 +29,7 @@ from __future__ import annotations
 import json
 import os
 import stat
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -39,6 +39,7 @@ from topocast.errors import ProviderError, UnsafeNameError
 from topocast.graph import Node, TopologyGraph
 from topocast.hostlist import compact_str
 from topocast.names import check_domain_name, check_node_name, check_switch_name
+from topocast.placement import place_nodes, record_label
 from topocast.providers.base import DiscoveryResult
 from topocast.providers.clos import collapse, summarize_choices
 from topocast.providers.domains import HostDomain, load_domains
@@ -118,6 +119,8 @@ class NetqFabric:
     #: lower-tier id -> upper-tier ids, one entry per cable
     up: dict[str, list[str]] = field(default_factory=lambda: defaultdict(list))
     warnings: list[str] = field(default_factory=list)
+    #: records set aside (an unsafe host name): record label -> reason
+    bad: dict[str, str] = field(default_factory=dict)
 
 
 def _expect(cond: bool, source: str, where: str, what: str) -> None:
@@ -159,8 +162,8 @@ def _parse_topology(data: Any, source: str) -> NetqFabric:
             if tier == HOST_TIER:
                 try:
                     fab.hosts[node_id] = check_node_name(name, f"NetQ node {node_id}")
-                except UnsafeNameError as exc:
-                    raise ProviderError(f"{source}: {where}: {exc}") from None
+                except UnsafeNameError as exc:  # this host only: the rest of the premise is placed
+                    fab.bad[record_label(name)] = f"{source}: {where}: {exc}; set aside"
             else:
                 fab.switches[node_id] = name
     unknown: set[str] = set()
@@ -228,16 +231,22 @@ def build_graph(
     """Graph from one parsed fabric per premise (``prefixes[i]`` is put before fabric i's IDs)."""
     requested = None if nodes is None else set(nodes)
     warnings: list[str] = []
+    aside: dict[str, str] = {}
     graph_nodes: dict[str, Node] = {}
     display: dict[str, str] = {}
     for k, fab in enumerate(fabrics):
         pre = prefixes[k] if prefixes else ""
         warnings.extend(fab.warnings)
+        aside.update(fab.bad)
         by_name: dict[str, list[str]] = defaultdict(list)
         for host_id, name in fab.hosts.items():
             if requested is None or name in requested:
                 by_name[name].append(host_id)
-        attach = {name: [pre + sw for hid in ids for sw in fab.up.get(hid, ())] for name, ids in by_name.items()}
+        for name, ids in sorted(by_name.items()):
+            if len(ids) > 1:  # a NetQ node ID is a machine: two machines claiming one name are never merged
+                aside[name] = f"{len(ids)} NetQ nodes claim the name {name!r} (ids {', '.join(sorted(ids))}); left out"
+        by_name = {name: ids for name, ids in by_name.items() if len(ids) == 1}
+        attach = _host_cables(fab, {ids[0]: name for name, ids in by_name.items()}, pre, aside, warnings)
         uplinks = {pre + sw: [pre + x for x in fab.up.get(sw, ())] for sw in fab.switches}
         tree = collapse(attach, uplinks)
         warnings.extend(summarize_choices(tree.choices))
@@ -245,12 +254,10 @@ def build_graph(
             if name in graph_nodes:
                 warnings.append(f"host {name!r} is in several premises; keeping the first")
                 continue
-            if len(ids) > 1:
-                warnings.append(f"host {name!r} has several NetQ node IDs ({', '.join(sorted(ids))}); merged")
             dom = (domains or {}).get(name)
             graph_nodes[name] = _node(
                 name=name,
-                id=pre + min(ids),
+                id=pre + ids[0],
                 fabric=list(tree.paths.get(name, ())),
                 accelerator=dom.domain if dom else None,
                 subdomain=dom.subdomain if dom else None,
@@ -261,21 +268,50 @@ def build_graph(
     for name in sorted((requested or set()) - graph_nodes.keys()):
         dom = (domains or {}).get(name)
         graph_nodes[name] = _node(name=name, accelerator=dom.domain if dom else None)
-    absent = sorted(n.name for n in graph_nodes.values() if not n.fabric)
+    absent = sorted(n.name for n in graph_nodes.values() if not n.fabric and n.name not in aside)
     if absent:
         warnings.append(f"{len(absent)} host(s) have no fabric in NetQ: {compact_str(absent)}")
     if domains:
         extra = sorted(set(domains) - graph_nodes.keys())
         if extra:
             warnings.append(f"{len(extra)} host(s) with an NVLink domain are not in the graph: {compact_str(extra)}")
-    data = {
-        "cluster": cluster,
-        "provider": PROVIDER,
-        "nodes": sorted(graph_nodes.values(), key=lambda n: n.name),
-        "switch_names": _safe_names(display, warnings),
-    }
-    graph = validate(TopologyGraph, data, "NetQ topology does not make a valid graph", ProviderError, keep_class=False)
+    nodes_sorted = sorted(graph_nodes.values(), key=lambda n: n.name)
+    graph = place_nodes(cluster, PROVIDER, nodes_sorted, switch_names=_safe_names(display, warnings), unplaced=aside)
     return DiscoveryResult(graph=graph, warnings=warnings)
+
+
+def _host_cables(
+    fab: NetqFabric, hosts: Mapping[str, str], pre: str, aside: dict[str, str], warnings: list[str]
+) -> dict[str, list[str]]:
+    """host name -> its cables to the leaf tier; a cable to a higher tier (a spine) is ignored.
+
+    The leaf tier is the one most host cables go to (NetQ's tier 1 in every sane fabric), so one
+    host cabled to a spine neither merges that spine into its leaf nor changes the tiers of the rest.
+    """
+    tiers = Counter(fab.tier[sw] for hid in hosts for sw in fab.up.get(hid, ()))
+    leaf_tier = min(tiers, key=lambda t: (-tiers[t], t)) if tiers else None
+    attach: dict[str, list[str]] = {}
+    stray: dict[str, list[str]] = {}
+    for hid, name in hosts.items():
+        cables = fab.up.get(hid, [])
+        attach[name] = [pre + sw for sw in cables if fab.tier[sw] == leaf_tier]
+        odd = sorted({sw for sw in cables if fab.tier[sw] != leaf_tier})
+        if odd:
+            stray[name] = odd
+            if not attach[name]:
+                shown = ", ".join(f"{pre}{sw} ({fab.switches.get(sw, sw)}, tier {fab.tier[sw]})" for sw in odd)
+                aside[name] = f"cabled only to switch(es) {shown}, not to a leaf (tier {leaf_tier}); kept without topology"
+    if stray:
+        shown = "; ".join(
+            f"{h} -> {', '.join(f'{pre}{sw} ({fab.switches.get(sw, sw)})' for sw in sws)}"
+            for h, sws in sorted(stray.items())[:5]
+        )
+        more = f"; and {len(stray) - 5} more" if len(stray) > 5 else ""
+        warnings.append(
+            f"{len(stray)} host(s) are cabled to a switch above the leaf tier (tier {leaf_tier}); those cables "
+            f"are ignored and the tiers of the rest are unchanged: {shown}{more}"
+        )
+    return attach
 
 
 def _node(**fields: Any) -> Node:
