@@ -244,3 +244,49 @@ def test_gcs_bad_upload_is_quarantined_with_its_reason_and_the_last_good_stands_
     assert moved.download_as_bytes() == b"\x00garbage\n"
     assert set(moved.metadata) == {"reason"} and moved.metadata["reason"] == got.quarantined[0][1]
     assert gcs.bucket(BUCKET).get_blob("topocast/c1/uploads/ufm-01/ibnetdiscover.out") is None
+
+
+def test_a_few_bad_records_are_reported_before_upload_and_accepted_by_the_quarantine(
+    s3: Any, example: Path, tmp_path: Path
+) -> None:
+    from topocast.collect import read_good_uploads
+
+    text = example.read_text().replace('"b05-p1-dgx-05-c14 HCA-5"', '"b05-p1-dgx-05-c14=x HCA-5"')
+    line = next(i for i, ln in enumerate(text.splitlines(), 1) if ln.startswith("Ca") and "c14=x" in ln)
+    damaged = tmp_path / "damaged.out"
+    damaged.write_text(text)
+    said: list[str] = []
+    uploads = f"s3://{BUCKET}/topocast/c1/uploads"
+    result = collect_ibnetdiscover(damaged, uploads, host="ufm-01", s3_client=s3, warn=said.append)
+    assert result.uploaded
+    assert said[0] == "1 record(s) will be set aside by discovery (the rest is used):"
+    assert said[1].startswith(
+        f"  record 'b05-p1-dgx-05-c14=x HCA-5': {damaged}:{line}: node name 'b05-p1-dgx-05-c14=x'"
+    )
+    got = read_good_uploads(uploads, ibnetdiscover.check_upload, s3_client=s3)
+    assert got.quarantined == [] and list(got.texts) == [f"{uploads}/ufm-01/ibnetdiscover.out"]
+    # an upload none of whose records is usable is still quarantined, with the reason
+    s3.put_object(Bucket=BUCKET, Key="topocast/c1/uploads/ufm-02/ibnetdiscover.out", Body=b"hello\nworld\n")
+    got = read_good_uploads(uploads, ibnetdiscover.check_upload, s3_client=s3)
+    assert got.quarantined == [
+        (
+            f"{uploads}/ufm-02/ibnetdiscover.out",
+            f"{uploads}/ufm-02/ibnetdiscover.out:1: unrecognized line 'hello' (not ibnetdiscover output, or a "
+            "damaged copy)",
+        )
+    ]
+
+
+def test_discover_prints_what_it_set_aside(example: Path, tmp_path: Path) -> None:
+    from cli_runner import invoke
+
+    damaged = tmp_path / "damaged.out"
+    damaged.write_text(example.read_text().replace('"b05-p1-dgx-05-c14 HCA-5"', '"b05-p1-dgx-05-c14=x HCA-5"'))
+    out = invoke(["discover", "--provider", "ibnetdiscover", "--input", str(damaged), "--cluster", "dgx"])
+    assert out.exit_code == 0
+    assert (
+        "topocast: warning: 1 node(s)/record(s) set aside (the rest is placed); see 'unplaced' in the graph:\n"
+        in out.stderr
+    )
+    assert "topocast: warning:   record 'b05-p1-dgx-05-c14=x HCA-5': " in out.stderr
+    assert '"b05-p1-dgx-05-c14"' in out.stdout  # the host keeps its place through its other HCAs

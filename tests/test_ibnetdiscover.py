@@ -537,7 +537,9 @@ def test_a_description_copied_onto_another_dgx_sets_aside_the_name() -> None:
 def test_an_unsafe_or_unreadable_description_sets_aside_that_record_only() -> None:
     fab = fat_tree(units=4, hosts_per_unit=8, rails=4)
     clean = ib.discover(texts={"x": fab.text()}).graph
-    text = fab.text().replace('"gpu0003 mlx5_0"', '"gpu0003=x mlx5_0"').replace('"gpu0002 mlx5_1"', '"gpu0002 "x mlx5_1"')
+    text = (
+        fab.text().replace('"gpu0003 mlx5_0"', '"gpu0003=x mlx5_0"').replace('"gpu0002 mlx5_1"', '"gpu0002 "x mlx5_1"')
+    )
     lines = text.splitlines()
     unsafe = next(i for i, ln in enumerate(lines, 1) if ln.startswith("Ca") and "gpu0003=x" in ln)
     quote = next(i for i, ln in enumerate(lines, 1) if ln.startswith("Ca") and '"x mlx5_1' in ln)
@@ -547,7 +549,7 @@ def test_an_unsafe_or_unreadable_description_sets_aside_that_record_only() -> No
         "record 'gpu0003=x mlx5_0'": f"f.out:{unsafe}: node name 'gpu0003=x' of HCA "
         f"{lines[unsafe - 1].split(chr(34))[1]} contains '='; allowed are letters, digits and . _ - + @ /; "
         "HCA set aside",
-        f"record '{hca}'": f"f.out:{quote}: the node description '\"gpu0002 \"x mlx5_1\"' is not readable; "
+        f"record '{hca}'": f'f.out:{quote}: the node description \'"gpu0002 "x mlx5_1"\' is not readable; '
         "HCA set aside",
     }
     # both hosts keep their other rail: every host keeps a place, in one tree, under a leaf it is cabled to

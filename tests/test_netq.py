@@ -313,3 +313,35 @@ def test_credentials_from_secrets_manager_and_ssm(aws_env: str) -> None:
     assert (creds.password, creds.notes) == ("p", ())
     with pytest.raises(ProviderError, match="cannot read parameter"):
         netq.load_credentials(f"arn:aws:ssm:{region}:123456789012:parameter/missing")
+
+
+def test_a_storage_host_on_a_spine_never_merges_the_spine_into_a_leaf() -> None:
+    # leaf L1 carries only A, which also has a cable to spine S1 (identical children used to merge S1 into L1);
+    # storage has its only cable on S1
+    tiers = {"A": -1, "B": -1, "storage": -1, "L1": 1, "L2": 1, "S1": 2}
+    links = ["A-*-L1", "A-*-S1", "B-*-L2", "storage-*-S1", "L1-*-S1", "L2-*-S1"]
+    nodes = [{"id": k, "name": k, "tier": t} for k, t in tiers.items()]
+    topology = [{"nodes": [{"compounded_nodes": nodes}], "links": [{"id": i} for i in links]}]
+    with FakeNetq({7: topology}) as server:
+        result = netq.discover(server.url, credentials=CREDS, nvlink=False)
+    assert render(result.graph, "slurm-tree").content == (
+        "SwitchName=S1 Switches=L[1-2]\nSwitchName=no-topology Nodes=storage\n"
+        "SwitchName=L1 Nodes=A\nSwitchName=L2 Nodes=B\n"
+    )
+    assert result.graph.unplaced == {
+        "storage": "cabled only to switch(es) S1 (S1, tier 2), not to a leaf (tier 1); kept without topology"
+    }
+    assert (
+        "2 host(s) are cabled to a switch above the leaf tier (tier 1); those cables are ignored and the tiers "
+        "of the rest are unchanged: A -> S1 (S1); storage -> S1 (S1)"
+    ) in result.warnings
+
+
+def test_two_netq_nodes_claiming_one_name_are_set_aside_not_merged() -> None:
+    tiers = {"h1": -1, "h2": -1, "h3": -1, "L1": 1, "L2": 1}
+    names = {"h1": "gpu-00", "h2": "gpu-00", "h3": "gpu-03"}
+    nodes = [{"id": k, "name": names.get(k, k), "tier": t} for k, t in tiers.items()]
+    links = [{"id": i} for i in ("h1-*-L1", "h2-*-L2", "h3-*-L2")]
+    result = netq.build_graph([netq.parse_topology([{"nodes": [{"compounded_nodes": nodes}], "links": links}])])
+    assert [(n.name, n.fabric) for n in result.graph.nodes] == [("gpu-03", ["L2"])]
+    assert result.graph.unplaced == {"gpu-00": "2 NetQ nodes claim the name 'gpu-00' (ids h1, h2); left out"}

@@ -19,10 +19,12 @@ Mapping to the graph:
   is the node name. Other HCAs (unnamed ``"MT4129 ConnectX7 ..."``, SHARP
   aggregation nodes) are not hosts. ``nodes`` restricts the graph to those hosts;
   a requested host missing from the fabric is kept without fabric and reported.
-* **Leaves** are the switches cabled to a wanted host's HCA, and those cabled to
-  other hosts unless they are cabled to such a leaf (see :func:`_leaves`); **upper
-  tiers** follow from switch-to-switch links by distance from the leaves (links
-  inside a tier are ignored).
+* **Leaves** are the host-carrying switches except the upper-tier ones a stray host
+  is cabled to (see :func:`_leaves`); a host's cable to an upper tier is ignored
+  (warning; a host with no leaf cable has no topology). **Upper tiers** follow from
+  switch-to-switch links by distance from the leaves (links inside a tier are ignored).
+* **Machines**: a host name two machines claim (by ``sysimgguid``, :func:`_claims`)
+  is set aside, never merged.
 * **CLOS collapse and multi-rail**: :func:`topocast.providers.clos.collapse`
   (identical-children merge, then "most cables" choice). Switch IDs are the raw
   ``S-<guid>``; ``switch_names=True`` adds the descriptions' names
@@ -37,9 +39,12 @@ becomes a bogus tier above the spines (in its own test data the root is the
 leaf ``A09-P1-IBLEAF-04-04``). We keep such leaves at tier 0;
 ``topograph_compat=True`` restores Topograph's rule for byte-for-byte comparisons.
 
-Bad input fails with :class:`ProviderError` ``<file>:<line>: what``: unknown lines,
-port lines outside a record, links to nodes the output never describes, links
-only one end reports (a cut-off file), duplicate records. Pure: no I/O except
+One bad record (an unreadable or unsafe description, a damaged line) is set aside
+in ``graph.unplaced`` with its line; the rest is placed (:func:`topocast.placement.place_nodes`).
+Output unusable as a whole fails with :class:`ProviderError` ``<file>:<line>: what``:
+no readable record, links to nodes the output never describes or that only one end
+reports (a cut-off file), duplicate records. :func:`check_upload` is the same parse
+and build, for the upload quarantine and the collector. Pure: no I/O except
 reading the files :func:`discover` is given.
 """
 
@@ -52,7 +57,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from topocast.errors import ProviderError, UnsafeNameError
-from topocast.graph import Node, TopologyGraph
+from topocast.graph import Node
 from topocast.hostlist import compact_str
 from topocast.limits import MAX_UPLOAD_BYTES, check_size, read_capped
 from topocast.names import MAX_SWITCH_NAME, check_name, check_node_name, check_switch_name
@@ -341,9 +346,7 @@ def _host_pattern(host_regex: str | re.Pattern[str]) -> re.Pattern[str]:
     return rx
 
 
-def _hosts(
-    fabric: Fabric, rx: re.Pattern[str], warnings: list[str], aside: dict[str, str]
-) -> dict[str, list[IbNode]]:
+def _hosts(fabric: Fabric, rx: re.Pattern[str], warnings: list[str], aside: dict[str, str]) -> dict[str, list[IbNode]]:
     """host name -> its HCAs (``Ca`` records whose description names it).
 
     An HCA whose description cannot be read or names an unsafe host is set aside in ``aside`` with
@@ -453,9 +456,7 @@ def _upper(fabric: Fabric, candidates: set[str]) -> set[str]:
         switch_cables[sw] = sum(1 for r in remotes if r.kind == "Switch")
     # a hub: cabled to several host switches, each of which reaches fewer host switches than it does
     hubs = {
-        sw
-        for sw, near in neighbours.items()
-        if len(near) >= 2 and all(len(neighbours[o]) < len(near) for o in near)
+        sw for sw, near in neighbours.items() if len(near) >= 2 and all(len(neighbours[o]) < len(near) for o in near)
     }
     # a switch whose ports are almost all switch cables, in a fabric whose host switches mostly are not
     sparse = {sw for sw in candidates if host_cables[sw] * 8 <= switch_cables[sw]}
@@ -589,7 +590,8 @@ def check_upload(data: str | bytes, source: str, *, host_regex: str | None = Non
     if graph.unplaced and not any(n.fabric for n in graph.nodes):
         first = next(iter(graph.nodes_set_aside().items()))
         raise ProviderError(
-            f"{source}: no usable record: {len(graph.unplaced)} set aside and no host placed, e.g. {first[0]}: {first[1]}"
+            f"{source}: no usable record: {len(graph.unplaced)} set aside and no host placed, "
+            f"e.g. {first[0]}: {first[1]}"
         )
     return [f"{k}: {v}" for k, v in graph.nodes_set_aside().items()]
 

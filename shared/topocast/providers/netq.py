@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from topocast.errors import ProviderError, UnsafeNameError
-from topocast.graph import Node, TopologyGraph
+from topocast.graph import Node
 from topocast.hostlist import compact_str
 from topocast.names import check_domain_name, check_node_name, check_switch_name
 from topocast.placement import place_nodes, record_label
@@ -300,7 +300,9 @@ def _host_cables(
             stray[name] = odd
             if not attach[name]:
                 shown = ", ".join(f"{pre}{sw} ({fab.switches.get(sw, sw)}, tier {fab.tier[sw]})" for sw in odd)
-                aside[name] = f"cabled only to switch(es) {shown}, not to a leaf (tier {leaf_tier}); kept without topology"
+                aside[name] = (
+                    f"cabled only to switch(es) {shown}, not to a leaf (tier {leaf_tier}); kept without topology"
+                )
     if stray:
         shown = "; ".join(
             f"{h} -> {', '.join(f'{pre}{sw} ({fab.switches.get(sw, sw)})' for sw in sws)}"
