@@ -367,19 +367,60 @@ def test_incremental_removes_and_ignores(ec2: Any) -> None:
     ec2.terminate_instances(InstanceIds=[ids[1]])
     ec2.stop_instances(InstanceIds=[ids[2]])
     changes = [
-        InstanceChange(ids[0], "remove", "test"),  # terminate event: no call needed
+        InstanceChange(ids[0], "remove", "test"),  # a stale stop: ids[0] still runs, so it stays
         InstanceChange(ids[1], "upsert", "test"),  # stale upsert: EC2 says terminated
         InstanceChange(ids[2], "upsert", "test"),  # stopped
         InstanceChange(outsider[0], "upsert", "test"),
         InstanceChange(ghost, "upsert", "test"),
     ]
     result = discover_instances(ec2, config(), base, changes)
-    assert {n.id for n in result.graph.nodes} == set(ids[3:])
+    assert {n.id for n in result.graph.nodes} == {ids[0], *ids[3:]}
     assert any(outsider[0] in w and "not matching" in w for w in result.warnings)
-    assert result.api_calls.get("DescribeInstanceTopology", 0) == 0  # nothing left running to look up
+    assert any(ids[0] in w and "removal event(s) older than the instance's state" in w for w in result.warnings)
 
+    ec2.terminate_instances(InstanceIds=[ids[4]])
     removal_only = discover_instances(ec2, config(), base, [InstanceChange(ids[4], "remove", "test")])
-    assert removal_only.api_calls == {} and ids[4] not in {n.id for n in removal_only.graph.nodes}
+    assert removal_only.api_calls == {"DescribeInstances": 1}  # the removal is confirmed by one read
+    assert ids[4] not in {n.id for n in removal_only.graph.nodes}
+    unknown = discover_instances(ec2, config(), base, [InstanceChange(outsider[0], "remove", "test")])
+    assert unknown.api_calls == {}  # not in the graph: nothing to confirm
+
+
+def test_a_stop_delivered_after_the_newer_running_never_removes_the_instance(ec2: Any) -> None:
+    """Late delivery across batches: stop, start (running, batch 1), then the old `stopped` (batch 2)."""
+    ids = sim.generate_cluster(ec2, 4, name_prefix=None)
+    base = discover_full(ec2, config()).graph
+    ec2.stop_instances(InstanceIds=[ids[0]])
+    ec2.start_instances(InstanceIds=[ids[0]])
+    first = discover_instances(ec2, config(), base, [InstanceChange(ids[0], "upsert", "test")])
+    late = [InstanceChange(ids[0], "remove", "test"), InstanceChange(ids[0], "remove", "test")]  # duplicated
+    second = discover_instances(ec2, config(), first.graph, late)
+    assert sorted(n.id for n in second.graph.nodes) == sorted(ids)
+    node = next(n for n in second.graph.nodes if n.id == ids[0])
+    assert node.fabric and node.fabric == next(n for n in base.nodes if n.id == ids[0]).fabric
+
+
+def test_a_name_held_by_a_terminated_instance_goes_to_its_replacement_when_the_termination_lands(ec2: Any) -> None:
+    old = launch(ec2, "p5.48xlarge", 1, tags={"Name": "gpu-7"})
+    base = discover_full(ec2, config(name_from="tag:Name")).graph
+    new = launch(ec2, "p5.48xlarge", 1, tags={"Name": "gpu-7"})
+    ec2.terminate_instances(InstanceIds=old)
+    launched = discover_instances(ec2, config(name_from="tag:Name"), base, [InstanceChange(new[0], "upsert", "test")])
+    assert {n.name: n.id for n in launched.graph.nodes} == {"gpu-7": old[0], new[0]: new[0]}  # named by ID for now
+    landed = discover_instances(ec2, config(name_from="tag:Name"), launched.graph, [InstanceChange(old[0], "remove", "test")])
+    assert {n.name: n.id for n in landed.graph.nodes} == {"gpu-7": new[0]}
+    assert landed.graph.nodes[0].labels.get("topocast/wanted-name") is None
+    assert any("took their name once its holder left" in w for w in landed.warnings)
+
+
+def test_a_name_tag_equal_to_a_switch_id_names_that_instance_by_id_and_places_the_rest(ec2: Any) -> None:
+    ids = sim.generate_cluster(ec2, 4, name_prefix=None)
+    leaf = discover_full(ec2, config(name_from="tag:Name")).graph.nodes[0].fabric[0]
+    odd = launch(ec2, "p5.48xlarge", 1, tags={"Name": leaf})
+    result = discover_full(ec2, config(name_from="tag:Name"))
+    assert {n.id: n.name for n in result.graph.nodes}[odd[0]] == odd[0]
+    assert all(n.fabric for n in result.graph.nodes if n.id in ids)
+    assert any(odd[0] in w and "named like a switch of the fabric" in w for w in result.warnings)
 
 
 def test_incremental_name_clash_with_an_existing_node_falls_back(ec2: Any) -> None:
@@ -555,17 +596,17 @@ def test_importing_discovery_does_not_import_boto3() -> None:
 
 def test_a_followed_instance_in_transition_keeps_its_node_and_is_reported_unsettled(ec2: Any) -> None:
     ids = sim.generate_cluster(ec2, 3, name_prefix=None)
-    base = discover_full(ec2, config()).graph
+    base = discover_full(ec2, config(name_from="tag:Name")).graph
     kept = next(n for n in base.nodes if n.id == ids[0])
     set_ec2_state(ids[0], "stopping", 64, REGION)
     set_ec2_state(ids[1], "stopping", 64, REGION)
     followed = InstanceChange(ids[0], "upsert", "test", follow=True)
     plain = InstanceChange(ids[1], "upsert", "test")  # not followed: stopping is out
-    result = discover_instances(ec2, config(), base, [followed, plain])
+    result = discover_instances(ec2, config(name_from="tag:Name"), base, [followed, plain])
     assert result.unsettled == [ids[0]]
     assert next(n for n in result.graph.nodes if n.id == ids[0]) == kept  # exactly as it was
     assert ids[1] not in {n.id for n in result.graph.nodes}
 
     set_ec2_state(ids[0], "stopped", 80, REGION)  # steady out: removed, follow over
-    result = discover_instances(ec2, config(), result.graph, [followed])
+    result = discover_instances(ec2, config(name_from="tag:Name"), result.graph, [followed])
     assert result.unsettled == [] and ids[0] not in {n.id for n in result.graph.nodes}

@@ -182,7 +182,27 @@ def _after_commit(
             log.warning("the full discovery confirms the held loss of %d node(s); publishing", len(hold.lost))
             ports.handoff.request_publish(manifest.generation, "hold confirmed", f"confirmed-{hold.confirmed_at}")
             detail["hold_confirmed"] = hold.generation
+        elif hold is None:
+            caught_up = _catch_up_publish(ports)
+            if caught_up is not None:
+                detail["publish_caught_up"] = caught_up
     return Outcome.done(f"generation {written.generation}{' (new)' if written.changed else ''}", **detail)
+
+
+def _catch_up_publish(ports: DiscoverPorts) -> int | None:
+    """A reconcile asks again for the publish of a rendered generation that is not what is published
+    (its publish died or was lost), unless a hold is waiting on it; the generation asked for, or None."""
+    manifest = ports.artifacts.latest_manifest()
+    if manifest is None or ports.publish_state.load_hold() is not None:
+        return None
+    last = ports.publish_state.load_published()
+    if last is not None and (last.generation, last.graph_sha256) == (manifest.generation, manifest.graph_sha256):
+        return None
+    log.warning("generation %d is rendered but not published; asking for its publish again", manifest.generation)
+    ports.handoff.request_publish(
+        manifest.generation, "reconcile: rendered, not published", f"catch-up-{manifest.generation}"
+    )
+    return manifest.generation
 
 
 def _follow_up(

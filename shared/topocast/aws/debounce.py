@@ -44,7 +44,7 @@ from topocast.pipeline.debounce import DebounceState, Decision
 from topocast.pipeline.debounce_runner import DebounceRunner
 
 MAX_SQS_DELAY = 900
-_NUMBERS = ("first_change_at", "last_change_at", "timer_due_at", "lease_until")
+_NUMBERS = ("first_change_at", "last_change_at", "timer_due_at", "lease_until", "timer_unconfirmed_since")
 _INTS = ("latest_generation", "last_rendered_generation", "version", "render_failures")
 _KNOWN = frozenset(f.name for f in fields(DebounceState))
 

@@ -20,8 +20,16 @@ the rules below make at-least-once delivery harmless:
   lease (the render died without reporting) renders again. The render stage
   reports back with :func:`on_rendered`, which goes idle or, if changes arrived
   meanwhile, arms the next timer.
-* A timer that never fires (message lost, sender crashed) is presumed lost
-  ``lost_timer_grace`` seconds after it was due; the next change re-arms.
+* A timer that never fires (message lost) is presumed lost ``lost_timer_grace``
+  seconds after it was due; the next change re-arms.
+* Arming is two writes around the send: the state is saved with the new timer
+  *unconfirmed* (``timer_unconfirmed_since``), the timer is sent, then the state is
+  marked sent. A process that dies between the save and the send (Lambda timeout,
+  OOM: no ``except`` runs) leaves an unconfirmed timer; ``send_grace`` seconds later
+  it counts as dead, and the redelivered change, any later discovery (a reconcile
+  that finds the graph unchanged included) re-arms while a generation is unrendered.
+* A copy of the live timer that arrives during its render's lease asks to be
+  **retried** (action ``retry``): if that render dies, the copy renders after the lease.
 """
 
 from __future__ import annotations
@@ -35,9 +43,12 @@ DEFAULT_MAX_WAIT = 120.0
 #: below the timer queue's visibility timeout so a render that failed is retried by redelivery
 DEFAULT_LEASE = 180.0
 DEFAULT_LOST_TIMER_GRACE = 300.0
+#: an armed timer whose send was not confirmed this long ago is taken as never sent (the sender
+#: died between the state write and the send); a send takes milliseconds, a stuck one times out first
+DEFAULT_SEND_GRACE = 60.0
 
 Phase = Literal["idle", "waiting", "rendering"]
-Action = Literal["render", "wait", "idle", "drop"]
+Action = Literal["render", "wait", "idle", "drop", "retry"]
 
 
 @dataclass(frozen=True)
@@ -56,6 +67,8 @@ class DebounceState:
     timer_id: str | None = None
     timer_due_at: float | None = None
     lease_until: float | None = None
+    #: when the live timer was armed, while its send is not confirmed (None: sent, or no timer)
+    timer_unconfirmed_since: float | None = None
     #: optimistic-concurrency counter, bumped by the store on every write
     version: int = 0
     #: renders of the pending changes that failed in a row (reset by a successful render)
@@ -107,9 +120,16 @@ def decide(
     return Decision("wait", wait_seconds=due - now, reason=f"render due in {due - now:.1f}s")
 
 
-def timer_alive(state: DebounceState, now: float, lost_timer_grace: float = DEFAULT_LOST_TIMER_GRACE) -> bool:
+def timer_alive(
+    state: DebounceState,
+    now: float,
+    lost_timer_grace: float = DEFAULT_LOST_TIMER_GRACE,
+    send_grace: float = DEFAULT_SEND_GRACE,
+) -> bool:
     """Is a timer (or a render it started) still expected to report back?"""
     if state.phase == "waiting":
+        if state.timer_unconfirmed_since is not None:  # saved, but the send never said it went out
+            return now < state.timer_unconfirmed_since + send_grace
         return state.timer_due_at is None or now < state.timer_due_at + lost_timer_grace
     if state.phase == "rendering":
         return state.lease_until is not None and now < state.lease_until
@@ -118,7 +138,10 @@ def timer_alive(state: DebounceState, now: float, lost_timer_grace: float = DEFA
 
 def _arm(state: DebounceState, now: float, delay: float, timer_id: str, reason: str) -> Step:
     delay = max(0.0, delay)
-    armed = replace(state, phase="waiting", timer_id=timer_id, timer_due_at=now + delay, lease_until=None)
+    armed = replace(
+        state, phase="waiting", timer_id=timer_id, timer_due_at=now + delay, lease_until=None,
+        timer_unconfirmed_since=now,
+    )  # fmt: skip
     return Step(armed, Decision("wait", wait_seconds=delay, reason=reason, timer_id=timer_id), arm=delay)
 
 
@@ -131,9 +154,25 @@ def on_change(
     quiet: float = DEFAULT_QUIET,
     max_wait: float = DEFAULT_MAX_WAIT,
     lost_timer_grace: float = DEFAULT_LOST_TIMER_GRACE,
+    send_grace: float = DEFAULT_SEND_GRACE,
 ) -> Step:
-    """A new generation was written: record it; arm a timer only if none is alive."""
+    """A generation was written (or found unchanged): record it; arm a timer only if none is alive.
+
+    An already noted generation re-arms when a generation is still unrendered and its timer is dead
+    (never sent, lost, or its render's lease ran out): whatever killed it, the next discovery heals it.
+    """
     if generation <= max(state.latest_generation, state.last_rendered_generation):
+        unrendered = state.latest_generation > state.last_rendered_generation
+        if unrendered and not timer_alive(state, now, lost_timer_grace, send_grace):
+            pending = replace(
+                state,
+                first_change_at=state.first_change_at if state.first_change_at is not None else now,
+                last_change_at=state.last_change_at if state.last_change_at is not None else now,
+            )
+            dead = "its render's lease ran out" if state.phase == "rendering" else "its timer was lost"
+            return _arm(
+                pending, now, 0.0, new_timer_id, f"generation {state.latest_generation} unrendered and {dead}: re-armed"
+            )
         return Step(state, Decision("drop", reason=f"generation {generation} already noted"))
     noted = replace(
         state,
@@ -141,7 +180,7 @@ def on_change(
         last_change_at=now,
         first_change_at=state.first_change_at if state.first_change_at is not None else now,
     )
-    if timer_alive(state, now, lost_timer_grace):
+    if timer_alive(state, now, lost_timer_grace, send_grace):
         return Step(noted, Decision("wait", reason=f"timer already {state.phase}", timer_id=state.timer_id))
     due = decide(noted, now, quiet, max_wait)
     return _arm(noted, now, due.wait_seconds, new_timer_id, "timer armed")
@@ -162,7 +201,10 @@ def on_timer(
         return Step(state, Decision("drop", reason=f"timer {timer_id} is not the live one"))
     if state.phase == "rendering":
         if state.lease_until is not None and now < state.lease_until:
-            return Step(state, Decision("drop", reason="duplicate timer: its render is in progress"))
+            # not acknowledged: if that render dies, this copy (redelivered after the lease) renders
+            wait = state.lease_until - now
+            reason = f"duplicate timer: its render is in progress; retry after the lease ({wait:.0f} s)"
+            return Step(state, Decision("retry", wait_seconds=wait, reason=reason, timer_id=timer_id))
         # the render that claimed this timer never reported back (crashed, timed out): try again
         retry = replace(state, lease_until=now + lease, first_change_at=None)
         return Step(
@@ -179,6 +221,13 @@ def on_timer(
         return _arm(state, now, due.wait_seconds, new_timer_id, due.reason)
     claimed = replace(state, phase="rendering", lease_until=now + lease, first_change_at=None)
     return Step(claimed, replace(due, timer_id=timer_id))
+
+
+def on_timer_sent(state: DebounceState, timer_id: str) -> Step:
+    """The send of ``timer_id`` was confirmed: it is alive until it is due (plus the lost-timer grace)."""
+    if state.timer_id != timer_id or state.timer_unconfirmed_since is None:
+        return Step(state, Decision("drop", reason="nothing to confirm"))
+    return Step(replace(state, timer_unconfirmed_since=None), Decision("wait", reason="timer sent", timer_id=timer_id))
 
 
 def on_rendered(

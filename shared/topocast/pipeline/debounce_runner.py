@@ -22,8 +22,10 @@ the timer. So before re-deciding, the runner re-reads: if its write ID is in
 the stored state, the write was its own and the step completes (timer sent).
 
 If the send fails, the state is rolled back (conditionally) and the error
-propagates, so the caller's input is retried; if even the rollback is lost,
-the lost-timer grace re-arms on the next change. The timer body is the same on
+propagates, so the caller's input is retried. After a send the state is marked
+*sent*; a process that died between the save and the send leaves the timer
+unconfirmed, which counts as dead after ``send_grace``, so the redelivered input
+(or any later discovery) re-arms (:mod:`topocast.pipeline.debounce`). The timer body is the same on
 every cloud: ``{"kind": "topocast.debounce.timer", "cluster", "timer_id",
 "armed_at", "due_at"}``.
 """
@@ -95,6 +97,7 @@ class DebounceRunner:
         max_wait: float = core.DEFAULT_MAX_WAIT,
         lease: float = core.DEFAULT_LEASE,
         lost_timer_grace: float = core.DEFAULT_LOST_TIMER_GRACE,
+        send_grace: float = core.DEFAULT_SEND_GRACE,
         clock: Callable[[], float] = time.time,
         max_attempts: int = 50,
     ) -> None:
@@ -106,6 +109,7 @@ class DebounceRunner:
         self.max_wait = max_wait
         self.lease = lease
         self.lost_timer_grace = lost_timer_grace
+        self.send_grace = send_grace
         self.clock = clock
         self.max_attempts = max_attempts
 
@@ -124,6 +128,7 @@ class DebounceRunner:
                 quiet=self.quiet,
                 max_wait=self.max_wait,
                 lost_timer_grace=self.lost_timer_grace,
+                send_grace=self.send_grace,
             ),
         )
         return replace(step.decision, cluster=cluster)
@@ -186,8 +191,16 @@ class DebounceRunner:
                 except Exception:
                     self._roll_back(cluster, before, after, new_token)
                     raise
+                self._confirm_sent(cluster, after.timer_id)
             return replace(step, state=after)
         raise TopocastError(f"debounce state of cluster {cluster!r} kept changing ({self.max_attempts} attempts)")
+
+    def _confirm_sent(self, cluster: str, timer_id: str) -> None:
+        """Mark ``timer_id`` sent. Best effort: unconfirmed, a sent timer only risks one extra re-arm."""
+        try:
+            self._transition(cluster, lambda s, _now, _tid: core.on_timer_sent(s, timer_id))
+        except Exception as exc:
+            log.warning("debounce: timer %s was sent but not marked sent (%s)", timer_id, exc)
 
     def _save(self, cluster: str, state: DebounceState, token: Any) -> tuple[bool, Any]:
         """Write ``state`` (tagged by :func:`_tagged`) if the store is still at ``token``.

@@ -62,6 +62,7 @@ from topocast.changes import InstanceChange
 from topocast.errors import ProviderError, TopocastError
 from topocast.graph import Node, TopologyGraph
 from topocast.names import check_node_name
+from topocast.placement import place_nodes
 from topocast.providers import base
 from topocast.providers.aws_capacity import parse_reserved_nodes, reserved_nodes
 from topocast.providers.base import ProviderInputs
@@ -81,6 +82,8 @@ __all__ = [
 ]
 
 DEFAULT_ULTRASERVER_FAMILIES = ("p6e-gb200", "p6e-gb300", "trn2u")
+#: the name a node named by its instance ID (its name was another instance's) takes once it is free
+WANTED_NAME_LABEL = "topocast/wanted-name"
 GONE_STATES = frozenset({"shutting-down", "terminated", "stopping", "stopped"})
 #: states between two steady ones (running, or out): a *followed* instance in one keeps its node and is
 #: reported in ``DiscoveryResult.unsettled`` (EC2 restarts nothing by itself: stopped / terminated are out)
@@ -282,12 +285,17 @@ def _raw_name(inst: dict[str, Any], name_from: str) -> tuple[str | None, str]:
     return "".join(parts), "template"
 
 
-def _names(instances: dict[str, dict], name_from: str, taken: dict[str, str]) -> tuple[dict[str, str], list[str]]:
+def _names(
+    instances: dict[str, dict], name_from: str, taken: dict[str, str]
+) -> tuple[dict[str, str], list[str], dict[str, str]]:
     """Node name per instance ID; falls back to the instance ID (with a warning) when unusable.
 
     ``taken`` maps names already used by other nodes (incremental updates) to their instance IDs.
+    The third value is the name each instance named by ID *for a clash* wants, for
+    :func:`_claim_freed_names` to give back once the other holder has left.
     """
     names: dict[str, str] = {}
+    wanted: dict[str, str] = {}
     problems: dict[str, list[str]] = {}
     for iid, inst in instances.items():
         name, what = _raw_name(inst, name_from)
@@ -309,12 +317,13 @@ def _names(instances: dict[str, dict], name_from: str, taken: dict[str, str]) ->
             for iid in iids:
                 if names[iid] != iid:
                     problems.setdefault("share their name with another instance", []).append(iid)
+                    wanted[iid] = name
                     names[iid] = iid
     warnings = [
         _summary(f"instance(s) {why} (name_from={name_from}); named by instance ID", iids)
         for why, iids in problems.items()
     ]
-    return names, warnings
+    return names, warnings, wanted
 
 
 def _build_nodes(
@@ -323,6 +332,7 @@ def _build_nodes(
     names: dict[str, str],
     config: AwsDiscoveryConfig,
     previous: TopologyGraph | None,
+    wanted: dict[str, str] | None = None,
 ) -> tuple[list[Node], list[str]]:
     prev_by_id = {n.id: n for n in previous.nodes if n.id} if previous else {}
     no_topology: list[str] = []
@@ -348,6 +358,8 @@ def _build_nodes(
         group = (entry or {}).get("GroupName") or (inst.get("Placement") or {}).get("GroupName")
         if group:
             labels["placement-group"] = group
+        if wanted and iid in wanted:
+            labels[WANTED_NAME_LABEL] = wanted[iid]
         try:
             nodes.append(
                 Node(
@@ -375,12 +387,44 @@ def _build_nodes(
     return nodes, warnings
 
 
-def _graph(config: AwsDiscoveryConfig, nodes: list[Node], previous: TopologyGraph | None) -> TopologyGraph:
+def _claim_freed_names(by_id: dict[str, Node]) -> list[str]:
+    """Nodes named by their ID because another instance held their name take it once it is free
+    (the holder terminated in this batch or an earlier one); the rename is said in a warning."""
+    used = {n.name for n in by_id.values()}
+    renamed: list[str] = []
+    for iid, node in sorted(by_id.items()):
+        wanted = node.labels.get(WANTED_NAME_LABEL)
+        if wanted is None or node.name != iid or wanted in used:
+            continue
+        labels = {k: v for k, v in node.labels.items() if k != WANTED_NAME_LABEL}
+        by_id[iid] = node.model_copy(update={"name": wanted, "labels": labels})
+        used.add(wanted)
+        renamed.append(iid)
+    return [_summary("instance(s) named by ID took their name once its holder left", renamed)] if renamed else []
+
+
+def _name_switch_clashes(nodes: list[Node]) -> tuple[list[Node], list[str]]:
+    """A node whose name is also a switch ID of the fabric (a `Name` tag set to a leaf's ID) is named by
+    its instance ID instead, so that one tag never fails the whole cluster's discovery."""
+    switches = {sw for n in nodes for sw in n.fabric}
+    clashes = [n.id for n in nodes if n.name in switches and n.id]
+    if not clashes:
+        return nodes, []
+    out = [n.model_copy(update={"name": n.id}) if n.id in clashes else n for n in nodes]
+    return out, [_summary("instance(s) named like a switch of the fabric; named by instance ID", clashes)]
+
+
+def _graph(
+    config: AwsDiscoveryConfig, nodes: list[Node], previous: TopologyGraph | None, warnings: list[str]
+) -> TopologyGraph:
+    """The graph of ``nodes`` (what breaks a rule set aside per node); adds to ``warnings``."""
+    nodes, clash_warnings = _name_switch_clashes(nodes)
+    warnings += clash_warnings
     try:
-        return TopologyGraph(
-            cluster=config.cluster,
-            provider="aws",
-            nodes=sorted(nodes, key=lambda n: n.id or n.name),
+        return place_nodes(
+            config.cluster,
+            "aws",
+            sorted(nodes, key=lambda n: n.id or n.name),
             switch_names=dict(previous.switch_names) if previous else {},
         )
     except ValidationError as exc:
@@ -406,15 +450,15 @@ def discover_full(ec2: Any, config: AwsDiscoveryConfig, previous: TopologyGraph 
     if gone:  # terminated between the two calls
         warnings.append(_summary("instance(s) disappeared during discovery; removed", sorted(gone)))
         instances = {k: v for k, v in instances.items() if k not in gone}
-    names, name_warnings = _names(dict(sorted(instances.items())), config.name_from, {})
-    nodes, node_warnings = _build_nodes(instances, topo, names, config, previous)
+    names, name_warnings, wanted = _names(dict(sorted(instances.items())), config.name_from, {})
+    nodes, node_warnings = _build_nodes(instances, topo, names, config, previous, wanted)
     if config.reserved_nodes:  # topology before launch: reserved names no running instance carries yet
         reservations, unknown = api.capacity_topology(sorted(config.reserved_nodes))
         placed, reserve_warnings = reserved_nodes(reservations, unknown, config.reserved_nodes, set(names.values()))
         nodes += placed
         warnings += reserve_warnings
     return DiscoveryResult(
-        _graph(config, nodes, previous),
+        _graph(config, nodes, previous, warnings),
         api.calls,
         warnings + name_warnings + node_warnings,
         api.retries,
@@ -435,15 +479,28 @@ def discover_instances(
     by_id = {n.id: n for n in previous.nodes if n.id}
     keep = [n for n in previous.nodes if not n.id]  # nodes from elsewhere (no instance ID) stay as they are
     warnings: list[str] = []
-    for iid, ch in latest.items():
-        if ch.action == "remove":
-            by_id.pop(iid, None)  # removals need no API call; unknown IDs (other clusters) are no-ops
+    # A removal is confirmed by the same DescribeInstances call as the upserts: a `stopped` or `terminated`
+    # delivered late (after a newer `running`, or by a retried batch) must never take out a running instance.
+    # Removals of instances this graph does not hold (other clusters) need no read.
+    removals = sorted(i for i, ch in latest.items() if ch.action == "remove" and i in by_id)
     upserts = sorted(i for i, ch in latest.items() if ch.action == "upsert")
+    reads = sorted({*upserts, *removals})
 
-    described, missing = api.describe(config.describe_filters(), upserts) if upserts else ({}, set())
+    described, missing = api.describe(config.describe_filters(), reads) if reads else ({}, set())
     live: dict[str, dict[str, Any]] = {}
     outside: list[str] = []
     waiting: list[str] = []
+    stale: list[str] = []
+    for iid in removals:
+        inst = described.get(iid)
+        state = (inst or {}).get("State", {}).get("Name")
+        if inst is not None and state not in GONE_STATES:
+            stale.append(iid)  # it runs (or starts) again: read as an upsert
+            upserts.append(iid)
+        else:
+            by_id.pop(iid, None)
+    if stale:
+        warnings.append(_summary("removal event(s) older than the instance's state (it runs); kept", stale))
     for iid in upserts:
         inst = described.get(iid)
         state = (inst or {}).get("State", {}).get("Name")
@@ -466,14 +523,15 @@ def discover_instances(
         live.pop(iid, None)
         by_id.pop(iid, None)
     taken = {n.name: i for i, n in by_id.items() if i not in live}
-    names, name_warnings = _names(live, config.name_from, taken)
-    nodes, node_warnings = _build_nodes(live, topo, names, config, previous)
+    names, name_warnings, wanted = _names(live, config.name_from, taken)
+    nodes, node_warnings = _build_nodes(live, topo, names, config, previous, wanted)
     for node in nodes:
         by_id[node.id] = node  # type: ignore[index]
+    name_warnings += _claim_freed_names(by_id)
     # a launched instance replaces the before-launch placeholder of its name (providers/aws_capacity.py)
     launched = {n.name for n in by_id.values()}
     keep = [n for n in keep if n.name not in launched]
-    graph = _graph(config, keep + list(by_id.values()), previous)
+    graph = _graph(config, keep + list(by_id.values()), previous, warnings)
     return DiscoveryResult(
         graph, api.calls, warnings + name_warnings + node_warnings, api.retries, "ids", unsettled=waiting
     )
