@@ -210,7 +210,16 @@ def graphs() -> dict[str, TopologyGraph]:
         provider="x",
         nodes=[Node(name=f"n{i}", fabric=[f"t0-{i // 2}", f"t1-{i // 4}", "t2", "t3", "t4"]) for i in range(8)],
     )
-    return {"synthetic-512": synthetic_graph(512), "odd-names": odd, "five-tiers": deep}
+    # one NVLink domain on two fabrics: Kueue/KAI levels become [domain, hostname] (docs/kubernetes.md)
+    straddling = TopologyGraph(
+        cluster="straddling",
+        provider="x",
+        nodes=[
+            Node(name="s1", fabric=["leaf-1", "core-1"], accelerator="nvl-1"),
+            Node(name="s2", fabric=["leaf-2", "core-2"], accelerator="nvl-1"),
+        ],
+    )
+    return {"synthetic-512": synthetic_graph(512), "odd-names": odd, "five-tiers": deep, "straddling": straddling}
 
 
 def objects(fmt: str, graph: TopologyGraph, version: str, **options: Any) -> list[dict[str, Any]]:

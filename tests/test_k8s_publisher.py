@@ -187,13 +187,45 @@ def test_one_node_moved_with_every_format_still_patches_one_node(fake: FakeKubeA
     assert publisher.run(artifacts(graph)).ok
     fake.reset_log()
 
-    report = publisher.run(artifacts(make_graph(256, fabric={3: ["leaf-1", "spine-0", "core-0"]})))
+    # gpu-0003 moves to leaf-1 together with its NVLink domain (nvl-2 is on leaf-1): every domain
+    # stays on one leaf, so the Kueue/KAI levels stay as they are
+    moved = make_graph(256, fabric={3: ["leaf-1", "spine-0", "core-0"]})
+    moved.nodes[3] = moved.nodes[3].model_copy(update={"accelerator": "nvl-2"})
+    report = publisher.run(artifacts(moved))
 
     assert report.ok, report.summary()
     assert [r.name for r in node_patches(fake)] == ["gpu-0003"]
     # the two leaf HyperNodes whose members changed, and the Slinky file; Kueue/KAI levels did not change
     applied = {r.name for r in fake.calls("PATCH") if r.resource != "nodes"}
     assert applied == {"leaf-0", "leaf-1", "slurm-config-extra"}
+
+
+def test_a_move_that_makes_a_domain_straddle_leaves_drops_tier_0_from_the_topologies_first(
+    fake: FakeKubeApiServer,
+) -> None:
+    graph = make_graph(256)
+    add_cluster_nodes(fake, graph)
+    publisher = make_publisher(fake)
+    assert publisher.run(artifacts(graph)).ok
+    fake.reset_log()
+
+    # gpu-0003 moves to leaf-1 but stays in nvl-0 (gpu-0000..0007, on leaf-0): nvl-0 now spans two leaves
+    report = publisher.run(artifacts(make_graph(256, fabric={3: ["leaf-1", "spine-0", "core-0"]})))
+
+    assert report.ok, report.summary()
+    assert [r.name for r in node_patches(fake)] == ["gpu-0003"]
+    topologies = [r for r in fake.calls("PATCH", resource="topologies")]
+    assert {r.group for r in topologies} == {"kueue.x-k8s.io", "kai.scheduler"}
+    for r in topologies:
+        assert [level["nodeLabel"] for level in r.body["spec"]["levels"]] == [
+            "fabric.topograph.run/tier-2",
+            "fabric.topograph.run/tier-1",
+            "accelerator.topograph.run/domain",
+            "kubernetes.io/hostname",
+        ]
+    # the levels shrink, so the schedulers stop using tier-0 before any label changes
+    order = [r.resource for r in fake.calls("PATCH") if r.resource in ("topologies", "nodes")]
+    assert order == ["topologies", "topologies", "nodes"]
 
 
 def test_second_identical_publish_writes_nothing(fake: FakeKubeApiServer) -> None:

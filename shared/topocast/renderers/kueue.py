@@ -2,7 +2,8 @@
 
 One cluster-scoped object whose ``spec.levels`` list the node labels topocast
 writes, coarsest first, ``kubernetes.io/hostname`` last (see
-:mod:`topocast.renderers.k8s_topology`). ``options.kueue_api_version`` picks the
+:mod:`topocast.renderers.k8s_topology`; tiers that an accelerator domain straddles
+are left out so that Kueue never splits a domain). ``options.kueue_api_version`` picks the
 API version the installed Kueue serves: ``v1beta2`` (Kueue >= 0.15),
 ``v1beta1`` (0.14) or ``v1alpha1`` (0.9 - 0.13). A ResourceFlavor must still
 reference it through ``spec.topologyName``. ``levels`` are immutable: when the
