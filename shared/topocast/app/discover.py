@@ -135,7 +135,7 @@ def _run(ports: DiscoverPorts, provider: Provider, changes: list[InstanceChange]
         ports.metrics.count(m.HEALED)
         healed = True
     result, was_full = results[-1]
-    return _after_commit(ports, result, written, was_full, healed, changes)
+    return _after_commit(ports, result, written, was_full, healed, changes, reconcile)
 
 
 def _after_commit(
@@ -145,6 +145,7 @@ def _after_commit(
     full: bool,
     healed: bool,
     changes: list[InstanceChange],
+    reconcile: bool = False,
 ) -> Outcome:
     graph = result.graph
     for w in result.warnings:
@@ -182,7 +183,7 @@ def _after_commit(
             log.warning("the full discovery confirms the held loss of %d node(s); publishing", len(hold.lost))
             ports.handoff.request_publish(manifest.generation, "hold confirmed", f"confirmed-{hold.confirmed_at}")
             detail["hold_confirmed"] = hold.generation
-        elif hold is None:
+        elif hold is None and reconcile:  # the reconcile, not every full scan (GCP reads every VM each time)
             caught_up = _catch_up_publish(ports)
             if caught_up is not None:
                 detail["publish_caught_up"] = caught_up
