@@ -400,6 +400,14 @@ def test_a_stop_delivered_after_the_newer_running_never_removes_the_instance(ec2
     assert node.fabric and node.fabric == next(n for n in base.nodes if n.id == ids[0]).fabric
 
 
+def test_a_terminate_lifecycle_hook_takes_out_a_running_instance_without_a_read(ec2: Any) -> None:
+    ids = sim.generate_cluster(ec2, 3, name_prefix=None)
+    base = discover_full(ec2, config()).graph
+    hook = InstanceChange(ids[0], "remove", "aws.autoscaling/EC2 Instance-terminate Lifecycle Action")
+    result = discover_instances(ec2, config(), base, [hook])
+    assert sorted(n.id for n in result.graph.nodes) == sorted(ids[1:]) and result.api_calls == {}
+
+
 def test_a_name_held_by_a_terminated_instance_goes_to_its_replacement_when_the_termination_lands(ec2: Any) -> None:
     old = launch(ec2, "p5.48xlarge", 1, tags={"Name": "gpu-7"})
     base = discover_full(ec2, config(name_from="tag:Name")).graph
@@ -407,7 +415,9 @@ def test_a_name_held_by_a_terminated_instance_goes_to_its_replacement_when_the_t
     ec2.terminate_instances(InstanceIds=old)
     launched = discover_instances(ec2, config(name_from="tag:Name"), base, [InstanceChange(new[0], "upsert", "test")])
     assert {n.name: n.id for n in launched.graph.nodes} == {"gpu-7": old[0], new[0]: new[0]}  # named by ID for now
-    landed = discover_instances(ec2, config(name_from="tag:Name"), launched.graph, [InstanceChange(old[0], "remove", "test")])
+    landed = discover_instances(
+        ec2, config(name_from="tag:Name"), launched.graph, [InstanceChange(old[0], "remove", "test")]
+    )
     assert {n.name: n.id for n in landed.graph.nodes} == {"gpu-7": new[0]}
     assert landed.graph.nodes[0].labels.get("topocast/wanted-name") is None
     assert any("took their name once its holder left" in w for w in landed.warnings)

@@ -84,6 +84,8 @@ __all__ = [
 DEFAULT_ULTRASERVER_FAMILIES = ("p6e-gb200", "p6e-gb300", "trn2u")
 #: the name a node named by its instance ID (its name was another instance's) takes once it is free
 WANTED_NAME_LABEL = "topocast/wanted-name"
+#: removal kinds that take out an instance that still runs (so EC2's state does not confirm them)
+LEAVES_WHILE_RUNNING = frozenset({"aws.autoscaling/EC2 Instance-terminate Lifecycle Action"})
 GONE_STATES = frozenset({"shutting-down", "terminated", "stopping", "stopped"})
 #: states between two steady ones (running, or out): a *followed* instance in one keeps its node and is
 #: reported in ``DiscoveryResult.unsettled`` (EC2 restarts nothing by itself: stopped / terminated are out)
@@ -482,6 +484,10 @@ def discover_instances(
     # A removal is confirmed by the same DescribeInstances call as the upserts: a `stopped` or `terminated`
     # delivered late (after a newer `running`, or by a retried batch) must never take out a running instance.
     # Removals of instances this graph does not hold (other clusters) need no read.
+    # A terminate lifecycle hook takes a running instance out on purpose: that removal needs no read.
+    for iid, ch in latest.items():
+        if ch.action == "remove" and ch.kind in LEAVES_WHILE_RUNNING:
+            by_id.pop(iid, None)
     removals = sorted(i for i, ch in latest.items() if ch.action == "remove" and i in by_id)
     upserts = sorted(i for i, ch in latest.items() if ch.action == "upsert")
     reads = sorted({*upserts, *removals})
