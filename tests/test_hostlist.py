@@ -141,9 +141,7 @@ def _reference_compact(names: list[str]) -> list[str]:
         else:
             runs: list[list[tuple[str, int]]] = []
             for digits, value in nums:
-                fits = [
-                    r for r in runs if r[-1][1] == value - 1 and str(value).zfill(len(r[0][0])) == digits
-                ]
+                fits = [r for r in runs if r[-1][1] == value - 1 and str(value).zfill(len(r[0][0])) == digits]
                 fits.sort(key=lambda r: len(r[0][0]) > 1 and r[0][0].startswith("0"))  # unpadded first
                 if fits:
                     fits[0].append((digits, value))
