@@ -23,7 +23,9 @@ from __future__ import annotations
 
 import functools
 import os
+import random
 import shutil
+import subprocess
 import tempfile
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
@@ -31,7 +33,7 @@ from pathlib import Path
 import pytest
 
 from topocast.errors import TopocastError
-from topocast.slurm.controller import SlurmController, SlurmInstall, ensure_proc, find_binary
+from topocast.slurm.controller import SlurmController, SlurmInstall, argv, ensure_proc, find_binary
 
 #: Nodes and 2-leaf tree of the ready-made ``slurm_controller``.
 DEFAULT_NODES = [f"n{i}" for i in range(1, 9)]
@@ -143,3 +145,45 @@ def sid_controller_factory(sid_slurm: SlurmInstall, request: pytest.FixtureReque
 
 #: passed test counts per tier, printed by pytest_terminal_summary in tests/conftest.py
 TIER_COUNTS: dict[str, int] = {"slurm_current": 0, "slurm": 0}
+
+
+# ----- Slurm's own hostlist reader ------------------------------------------------------------------
+
+#: what ``scontrol show hostnames`` needs: a slurm.conf to read, no running controller
+_HOSTNAMES_CONF = "ClusterName=hostlists\nSlurmctldHost=localhost\nNodeName=n1 CPUs=1\nPartitionName=p Nodes=n1\n"
+
+
+def slurm_hostnames(install: SlurmInstall, hostlist: str, workdir: Path) -> list[str]:
+    """The names Slurm's own reader makes of ``hostlist`` (``scontrol show hostnames``), in its order.
+
+    ``workdir`` holds the scratch slurm.conf: inside the chroot for an install in one.
+    """
+    conf = workdir / "slurm.conf"
+    conf.write_text(_HOSTNAMES_CONF)
+    cp = subprocess.run(
+        [*argv(install.scontrol_command), "show", "hostnames", hostlist],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        env={**os.environ, "SLURM_CONF": install.inside(conf)},
+    )
+    assert cp.returncode == 0, f"scontrol show hostnames {hostlist!r} failed: {cp.stderr.strip()}"
+    return cp.stdout.split()
+
+
+def mixed_padding_names(seed: int, count: int = 300) -> list[str]:
+    """``count`` distinct names as clusters have them, padding mixed within one prefix on purpose.
+
+    Numbers cluster around the width changes (9/10, 99/100, 999/1000) where padded and unpadded
+    numbers of one value range meet; prefixes hold digits (``a1b``), some names carry a suffix
+    after the number (``gpu07-ib``) and some have no number at all.
+    """
+    rng = random.Random(seed)
+    names: set[str] = {"login", "head-a"}
+    while len(names) < count:
+        prefix = rng.choice(["n", "gpu", "gpu-", "a1b", "rack1-n", "r07n"])
+        value = rng.choice([rng.randint(0, 15), rng.randint(90, 110), rng.randint(990, 1010), rng.randint(0, 99999)])
+        suffix = rng.choice(["", "", "", "", "-ib"])
+        names.add(f"{prefix}{str(value).zfill(rng.randint(1, 5))}{suffix}")
+    return sorted(names)

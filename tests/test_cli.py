@@ -184,3 +184,48 @@ def test_importing_the_cli_loads_no_command_dependencies() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+# ----- topology names of topology.yaml: refused at render with the rule pull applies --------------------
+_ALLOWED = "allowed are letters, digits and . _ - + @ /"
+
+
+@pytest.mark.parametrize(
+    ("name", "why"),
+    [
+        ("x,y", "topology 'x,y': topology name 'x,y' of topology.yaml contains ','; " + _ALLOWED),
+        ("a:b", "topology 'a:b': topology name 'a:b' of topology.yaml contains ':'; " + _ALLOWED),
+        ("x y", "topology 'x y': topology name 'x y' of topology.yaml contains whitespace; " + _ALLOWED),
+        ("", "topology '': topology name of topology.yaml is empty"),
+    ],
+)
+def test_render_refuses_a_topology_name_pull_would_refuse(
+    name: str, why: str, graph_file: Path, tmp_path: Path
+) -> None:
+    options = tmp_path / "o.yaml"
+    options.write_text(json.dumps({"topologies": {name: {"plugin": "tree"}, "ok": {"plugin": "flat"}}}))
+    out = tmp_path / "out"
+    result = invoke(["render", "--graph", graph_file, "-f", "slurm-yaml", "--options", options, "--out", out])
+    assert result.exit_code == 2
+    assert result.stdout == ""
+    assert result.stderr == (
+        f"topocast: error: {options}: bad render options: topologies: {why} "
+        "(topocast pull and node-topology refuse it)\n"
+    )
+    assert not out.exists()  # nothing written
+    # the very rule of pull: the topology.yaml such a name would make is refused by its reader
+    from topocast.slurm.topoyaml import parse_topology_yaml
+
+    parsed = parse_topology_yaml(f"- topology: {json.dumps(name)}\n  cluster_default: true\n  flat: true\n")
+    assert parsed.errors, name
+
+
+def test_render_keeps_topology_names_pull_accepts(graph_file: Path, tmp_path: Path) -> None:
+    options = tmp_path / "o.yaml"
+    options.write_text("topologies:\n  part-a.1: {plugin: flat}\n  gpu@b/2: {plugin: flat, cluster_default: true}\n")
+    result = invoke(["render", "--graph", graph_file, "-f", "slurm-yaml", "--options", options])
+    assert result.exit_code == 0, result.stderr
+    assert result.stdout == (
+        "- topology: gpu@b/2\n  cluster_default: true\n  flat: true\n"
+        "- topology: part-a.1\n  cluster_default: false\n  flat: true\n"
+    )

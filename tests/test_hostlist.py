@@ -34,10 +34,44 @@ def test_topograph_cluset_cases(conformance_dir) -> None:
         (["node001", "node002", "node003", "node004", "node010"], "node[001-004,010]"),
         (["a"], "a"),
         (["x9", "x10", "x11"], "x[9-11]"),
+        # numbers of different zero padding: Slurm reads n[9-010] as n9,n10 and gpu[98-100] as gpu98,gpu99,gpu100
+        (["n9", "n010"], "n[9,010]"),
+        (["gpu98", "gpu099", "gpu100"], "gpu[98,099-100]"),
+        (["gpu098", "gpu099", "gpu100"], "gpu[098-100]"),
+        (["n08", "n09", "n10", "n11"], "n[08-11]"),
+        (["n099", "n100", "n101", "n1000"], "n[099-101,1000]"),
+        (["n8", "n9", "n010", "n011"], "n[8-9,010-011]"),
+        (["n1", "n2", "n3", "n01", "n02", "n03"], "n[01-03,1-3]"),
+        (["n0", "n1", "n2"], "n[0-2]"),
+        (["n00", "n01", "n1", "n2"], "n[00-01,1-2]"),
+        (["n7", "n08", "n9"], "n[7,08,9]"),
+        (["a1b07", "a1b08", "a1b9"], "a1b[07-08,9]"),
+        (["gpu07-ib", "gpu08-ib"], "gpu07-ib,gpu08-ib"),
+        (["n", "n0", "n1"], "n,n[0-1]"),  # a plain name that is also a prefix
+        (["x\u066307", "x\u066308"], "x\u0663[07-08]"),
     ],
 )
 def test_compact_examples(names: list[str], expected: str) -> None:
     assert compact_str(names) == expected
+
+
+@pytest.mark.parametrize(
+    ("expr", "expected"),
+    [
+        ("n[9-010]", ["n9", "n10"]),  # the width is the first number's: what Slurm reads
+        ("gpu[98-100]", ["gpu98", "gpu99", "gpu100"]),
+        ("gpu[098-100]", ["gpu098", "gpu099", "gpu100"]),
+        ("n[9,010]", ["n9", "n010"]),
+    ],
+)
+def test_expand_reads_widths_as_slurm_does(expr: str, expected: list[str]) -> None:
+    assert expand(expr) == expected
+
+
+@pytest.mark.parametrize("bad", ["n[1-\u00b2]", "n[\u0663]"])
+def test_expand_rejects_non_ascii_digits(bad: str) -> None:
+    with pytest.raises(HostlistError, match="hostlist"):
+        expand(bad)
 
 
 def test_expand_keeps_width_and_order() -> None:
@@ -59,31 +93,61 @@ def test_compact_then_expand_is_identity(nums: set[int], prefix: str) -> None:
     assert sorted(expand(compact_str(names))) == sorted(names)
 
 
+#: names as clusters have them: mixed padding, prefixes holding digits, a suffix after the number, plain names
+_NAME = st.one_of(
+    st.builds(
+        lambda prefix, n, width, suffix: f"{prefix}{str(n).zfill(width)}{suffix}",
+        st.sampled_from(["n", "gpu", "gpu-", "a1b", "rack1-n", "r07n", "x.1.", ""]),
+        st.one_of(st.integers(0, 130), st.integers(990, 1010), st.integers(0, 100_000)),
+        st.integers(1, 5),
+        st.sampled_from(["", "", "", "-ib", "b", ".eth0"]),
+    ),
+    st.sampled_from(["login", "head-a", "gpu07-ib", "n", "0"]),
+)
+
+
+@given(st.lists(_NAME, min_size=1, max_size=60, unique=True))
+def test_expand_of_compact_gives_back_the_names(names: list[str]) -> None:
+    text = compact_str(names)
+    back = expand(text)
+    assert sorted(back) == sorted(names), text  # the same names, none twice, none lost
+    in_order = sorted(names)  # the shape the renderers pass: the fast paths
+    assert sorted(expand(compact_str(in_order))) == in_order
+
+
 def _reference_compact(names: list[str]) -> list[str]:
-    """The hostlist rule written out plainly (the regex split, every run one by one)."""
+    """The hostlist rule written out plainly, one number at a time, from Slurm's reading of a range.
+
+    The number is a name's trailing ASCII digits. Slurm prints every number of ``[a-b]`` at the width
+    of ``a``'s digits, so a number joins an open range ending just below it only when that printing
+    gives back its digits exactly; with two such ranges the unpadded one wins.
+    """
     import re
 
-    groups: dict[str, dict[str, int]] = {}
+    groups: dict[tuple[str, bool], dict[str, int]] = {}
     for name in names:
-        m = re.match(r"^(.*?)(0*\d+)$", name, re.DOTALL)
+        m = re.match(r"^(.*?)([0-9]+)$", name, re.DOTALL)
         if m is None:
-            groups.setdefault(name, {})
+            groups.setdefault((name, False), {})
         else:
-            groups.setdefault(m.group(1), {})[m.group(2)] = int(m.group(2))
+            groups.setdefault((m.group(1), True), {})[m.group(2)] = int(m.group(2))
     out = []
-    for prefix in sorted(groups):
-        nums = sorted(groups[prefix].items(), key=lambda kv: (kv[1], kv[0]))
+    for prefix, numbered in sorted(groups):
+        nums = sorted(groups[prefix, numbered].items(), key=lambda kv: (kv[1], kv[0]))
         if not nums:
             out.append(prefix)
         elif len(nums) == 1:
             out.append(prefix + nums[0][0])
         else:
-            runs = [[nums[0]]]
-            for item in nums[1:]:
-                if item[1] == runs[-1][-1][1] + 1:
-                    runs[-1].append(item)
+            runs: list[list[tuple[str, int]]] = []
+            for digits, value in nums:
+                fits = [r for r in runs if r[-1][1] == value - 1 and str(value).zfill(len(r[0][0])) == digits]
+                fits.sort(key=lambda r: len(r[0][0]) > 1 and r[0][0].startswith("0"))  # unpadded first
+                if fits:
+                    fits[0].append((digits, value))
                 else:
-                    runs.append([item])
+                    runs.append([(digits, value)])
+            runs.sort(key=lambda r: (r[0][1], r[0][0]))
             body = ",".join(r[0][0] if len(r) == 1 else f"{r[0][0]}-{r[-1][0]}" for r in runs)
             out.append(f"{prefix}[{body}]")
     return out

@@ -24,7 +24,7 @@ from pydantic import ValidationError
 from topocast.errors import RenderError
 from topocast.graph import Node, TopologyGraph
 from topocast.renderers import render
-from topocast.renderers.base import LabelScheme, RenderOptions, SlinkyOptions
+from topocast.renderers.base import LabelScheme, RenderOptions, SlinkyOptions, TopologySpec
 from topocast.renderers.k8s_labels import owns_key
 
 TIER = "fabric.topograph.run/tier-"
@@ -460,6 +460,32 @@ def test_slinky_block_content_reports_block_sizes() -> None:
 def test_slinky_bad_names_are_refused(slinky: SlinkyOptions, field: str) -> None:
     with pytest.raises(RenderError, match=field):
         render(three_tier(), "slinky", RenderOptions(slinky=slinky))
+
+
+_YAML_SLINKY = SlinkyOptions(content="slurm-yaml", key="topology.yaml")
+
+
+def test_slinky_spec_names_the_topology_of_the_options() -> None:
+    from topocast.renderers.slinky import SPEC_ANNOTATION, node_annotations
+
+    options = RenderOptions(topologies={"p1": {"plugin": "tree"}}, slinky=_YAML_SLINKY)
+    assert node_annotations(three_tier(), options)["n1"] == {SPEC_ANNOTATION: "p1:core:spine-a:leaf-1"}
+
+
+@pytest.mark.parametrize("name", ["x,y", "a:b", "x y", ""])
+def test_slinky_refuses_a_topology_name_that_would_break_its_spec(name: str) -> None:
+    from topocast.renderers.slinky import node_annotations
+
+    # "x,y" would make the spec "x,y:core:spine-a:leaf-1": two parts, neither of them this topology
+    with pytest.raises(ValidationError, match=r"topologies\n.*topology '.*': .*\(topocast pull and node-topology"):
+        RenderOptions(topologies={name: {"plugin": "tree"}}, slinky=_YAML_SLINKY)
+    # options copied without validation (model_copy) are refused at render: no ConfigMap, no spec
+    bad = {name: TopologySpec(plugin="tree")}
+    unchecked = RenderOptions(slinky=_YAML_SLINKY).model_copy(update={"topologies": bad})
+    with pytest.raises(RenderError, match=rf"^topologies: topology {re.escape(repr(name))}: "):
+        render(three_tier(), "slinky", unchecked)
+    with pytest.raises(RenderError, match=rf"^topologies: topology {re.escape(repr(name))}: "):
+        node_annotations(three_tier(), unchecked)
 
 
 def test_slinky_refuses_content_over_the_configmap_limit(monkeypatch: pytest.MonkeyPatch) -> None:

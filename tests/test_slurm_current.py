@@ -9,15 +9,18 @@ missing (see tests/slurm_fixtures.py).
 from __future__ import annotations
 
 import hashlib
+import shutil
 import subprocess
 import sys
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from slurm_fixtures import ControllerFactory
+from slurm_fixtures import SID_ROOT, ControllerFactory, mixed_padding_names, slurm_hostnames
 
 from topocast.graph import Node, TopologyGraph
-from topocast.hostlist import expand
+from topocast.hostlist import compact_str, expand
 from topocast.pull import pull
 from topocast.renderers import render
 from topocast.renderers.base import RenderOptions
@@ -524,3 +527,36 @@ def test_generated_clusters_load_into_26_05_as_the_graph_says(
     for text, source in ((block, "topology.conf"), (yml, "topology.yaml")):
         result = validate_topology_text(text, source=source, install=ctl.install, controller=True)
         assert result.ok and result.controller_checked, result.errors
+
+
+@pytest.fixture
+def sid_scratch(sid_slurm: SlurmInstall) -> Iterator[Path]:
+    """A directory inside the chroot (scontrol there reads its slurm.conf by a path inside it), removed after."""
+    parent = SID_ROOT / "srv" / "topocast-tests"
+    parent.mkdir(parents=True, exist_ok=True)
+    where = Path(tempfile.mkdtemp(prefix="hostnames-", dir=parent))
+    yield where
+    shutil.rmtree(where, ignore_errors=True)
+
+
+# ----- Slurm's own hostlist reader gives back what compact wrote ------------------------------------
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_slurm_reads_back_every_compacted_name_26_05(sid_slurm: SlurmInstall, sid_scratch: Path, seed: int) -> None:
+    names = mixed_padding_names(seed)
+    text = compact_str(names)
+    got = slurm_hostnames(sid_slurm, text, sid_scratch)
+    assert len(got) == len(set(got)) == len(names), text  # no name twice, none lost
+    assert set(got) == set(names)
+
+
+def test_slurm_reads_the_padding_cases_as_written_26_05(sid_slurm: SlurmInstall, sid_scratch: Path) -> None:
+    # the two lists that used to lose gpu099 and n010 (gpu[98-100], n[9-010])
+    assert compact_str(["gpu98", "gpu099", "gpu100", "n9", "n010"]) == "gpu[98,099-100],n[9,010]"
+    assert slurm_hostnames(sid_slurm, "gpu[98,099-100],n[9,010]", sid_scratch) == [
+        "gpu98",
+        "gpu099",
+        "gpu100",
+        "n9",
+        "n010",
+    ]
+    assert slurm_hostnames(sid_slurm, "gpu[98-100],n[9-010]", sid_scratch) == ["gpu98", "gpu99", "gpu100", "n9", "n10"]

@@ -190,6 +190,16 @@ def test_what_forces_a_reconfigure(new: str, reason: str) -> None:
     assert not plan.live and reason in plan.reason, plan.reason
 
 
+def test_live_update_hostlists_keep_every_node_of_mixed_padding() -> None:
+    # n9 and n010 join leaf2: "n[9-010]" would make scontrol update n9 and n10, and leave n010 behind
+    head, mixed = "SwitchName=spine Switches=leaf[1-2]\n", "n9,n010,gpu98,gpu099,gpu100"
+    old = f"{head}SwitchName=leaf1 Nodes={mixed}\nSwitchName=leaf2 Nodes=n1\n"
+    new = f"{head}SwitchName=leaf1 Nodes=n1\nSwitchName=leaf2 Nodes={mixed}\n"
+    plan = plan_live(old, new, NEW_VERSION, max_share=1.0)
+    assert plan.live, plan.reason
+    assert plan.moves == [("n1", "default:spine:leaf1"), ("gpu[98,099-100],n[9,010]", "default:spine:leaf2")]
+
+
 def test_added_nodes_and_new_switches_below_a_known_one_go_live_grouped_by_destination() -> None:
     new = TREE.replace("root Switches=spine[1-2]", "root Switches=spine[1-2,9]") + (
         "SwitchName=spine9 Switches=leaf9\nSwitchName=leaf9 Nodes=n[13-14]\n"

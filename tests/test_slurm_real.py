@@ -13,11 +13,12 @@ from pathlib import Path
 
 import pytest
 from cli_runner import invoke
-from slurm_fixtures import DEFAULT_TOPOLOGY, ControllerFactory, requires_slurm
+from slurm_fixtures import DEFAULT_TOPOLOGY, ControllerFactory, mixed_padding_names, requires_slurm, slurm_hostnames
 
 from topocast.graph import Node, TopologyGraph
+from topocast.hostlist import compact_str
 from topocast.renderers import render
-from topocast.slurm.controller import SlurmController, SwitchInfo
+from topocast.slurm.controller import SlurmController, SlurmInstall, SwitchInfo
 from topocast.slurm.install import install_topology
 from topocast.slurm.validate import validate_topology_text
 
@@ -330,3 +331,32 @@ def test_mixed_depth_switch_is_loadable_and_keeps_its_nodes_below_it(
     assert shown["spine"].switches == ("leaf1", "spine.nodes")
     assert shown["spine.nodes"] == SwitchInfo(level=0, nodes=("flat1", "flat2"), switches=())
     assert validate_topology_text(art.content).ok
+
+
+# ----- Slurm's own hostlist reader gives back what compact wrote ------------------------------------
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_slurm_reads_back_every_compacted_name(seed: int, tmp_path: Path) -> None:
+    names = mixed_padding_names(seed)
+    text = compact_str(names)
+    got = slurm_hostnames(SlurmInstall.find(), text, tmp_path)
+    assert len(got) == len(set(got)) == len(names), text  # no name twice, none lost
+    assert set(got) == set(names)
+
+
+def test_slurm_reads_the_padding_cases_as_written(tmp_path: Path) -> None:
+    # the two lists that used to lose gpu099 and n010 (gpu[98-100], n[9-010])
+    assert compact_str(["gpu98", "gpu099", "gpu100", "n9", "n010"]) == "gpu[98,099-100],n[9,010]"
+    assert slurm_hostnames(SlurmInstall.find(), "gpu[98,099-100],n[9,010]", tmp_path) == [
+        "gpu98",
+        "gpu099",
+        "gpu100",
+        "n9",
+        "n010",
+    ]
+    assert slurm_hostnames(SlurmInstall.find(), "gpu[98-100],n[9-010]", tmp_path) == [
+        "gpu98",
+        "gpu99",
+        "gpu100",
+        "n9",
+        "n10",
+    ]

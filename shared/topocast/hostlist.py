@@ -1,15 +1,22 @@
-"""Slurm hostlist compression and expansion, byte-compatible with Topograph.
+"""Slurm hostlist compression and expansion, as Slurm itself reads them.
 
 ``compact(["n1","n2","n4"]) == ["n[1-2,4]"]``. Each name splits into a *lazy*
-prefix and all trailing digits (``^(.*?)(0*\\d+)$``), so ``dgx-01`` groups under
-``dgx-`` and ``switch.1.10`` under ``switch.1.``. Numbers of one prefix are
-sorted by value and consecutive runs merge; the original digit strings (with
-their zero padding) are printed. A lone number prints without brackets.
+prefix and all trailing ASCII digits (``^(.*?)([0-9]+)$``), so ``dgx-01`` groups under
+``dgx-`` and ``switch.1.10`` under ``switch.1.``. Numbers of one prefix that are
+consecutive merge into ranges; the original digit strings (with their zero
+padding) are printed. A lone number prints without brackets.
+
+A range only joins numbers Slurm's expansion gives back exactly: in ``[a-b]``
+Slurm prints every number at the width of ``a``'s digits (``gpu[098-100]`` is
+098, 099, 100; ``n[9-010]`` is n9, n10). So a zero-padded number only shares a
+range with numbers of its own width (and, past the last number of that width,
+with unpadded ones: ``n[099-100]``), and an unpadded number never with a padded
+one. Topograph's compaction joins them regardless (``n[9-010]``), dropping
+nodes; here those stay apart (``n[9,010]``), otherwise the output is Topograph's.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -22,9 +29,6 @@ from topocast.errors import HostlistError
 EXPAND_LIMIT = 500_000
 
 __all__ = ["EXPAND_LIMIT", "compact", "compact_str", "count", "expand", "expand_one", "name_budget", "split_list"]
-
-_SPLIT = re.compile(r"^(.*?)(0*\d+)$", re.DOTALL)
-
 
 _DIGITS = "0123456789"
 
@@ -71,7 +75,49 @@ def _one_run(names: list[str]) -> list[str] | None:
     low, high = min(values), max(values)
     if high - low != len(values) - 1 or len(set(values)) != len(values):
         return None  # gaps, or the same number twice (n1 and n01)
-    return [f"{prefix}[{digits[values.index(low)]}-{digits[values.index(high)]}]"]
+    first = digits[values.index(low)]
+    if _padded(first):
+        if set(map(len, digits)) != {len(first)}:
+            return None  # n[098-1000] is right, n[08-100] is not: the general path tells them apart
+    elif sum(map(str.startswith, digits, repeat("0"))) != (first == "0"):
+        return None  # a padded number after an unpadded start: Slurm would print it without its zeros
+    return [f"{prefix}[{first}-{digits[values.index(high)]}]"]
+
+
+def _padded(digits: str) -> bool:
+    """``007`` is zero-padded (Slurm keeps its width), ``7``, ``0`` and ``70`` are not."""
+    return len(digits) > 1 and digits[0] == "0"
+
+
+def _runs(nums: dict[str, int]) -> list[tuple[str, str]]:
+    """``(first, last)`` digit strings of the ranges, each one Slurm expands back to exactly its numbers.
+
+    Zero-padded numbers of width w only run with each other; unpadded ones with each other;
+    a padded run that ends at the last number of its width (``099``) goes on into the unpadded
+    run that starts right after it (``100``, ``101``: Slurm prints those unchanged at width 3).
+    """
+    by_width: dict[int, list[tuple[int, str]]] = {}
+    for s, v in nums.items():
+        by_width.setdefault(len(s) if _padded(s) else 0, []).append((v, s))
+    runs: dict[int, list[list[tuple[int, str]]]] = {}
+    for width, items in by_width.items():
+        items.sort()
+        out = runs[width] = [[items[0], items[0]]]
+        for v, s in items[1:]:
+            if v == out[-1][1][0] + 1:
+                out[-1][1] = (v, s)
+            else:
+                out.append([(v, s), (v, s)])
+    plain = {run[0][0]: run for run in runs.get(0, [])}
+    for width, padded_runs in runs.items():
+        if width:
+            last = padded_runs[-1]
+            follow = plain.get(last[1][0] + 1)
+            if follow is not None and last[1][0] + 1 == 10 ** (width - 1):
+                last[1] = follow[1]
+                runs[0].remove(follow)
+    ordered = sorted((run for width_runs in runs.values() for run in width_runs), key=lambda r: r[0])
+    return [(a[1], b[1]) for a, b in ordered]
 
 
 def compact(names: Iterable[str]) -> list[str]:
@@ -81,45 +127,27 @@ def compact(names: Iterable[str]) -> list[str]:
         fast = _one_run(names)
         if fast is not None:
             return fast
-    groups: dict[str, dict[str, int]] = {}
+    # keyed (prefix, numbered): the plain name "n" and the prefix of "n0" are two groups
+    groups: dict[tuple[str, bool], dict[str, int]] = {}
     for name in names:
-        # For ASCII names (every graph name is) rstrip finds the split the lazy regex finds,
-        # at a fraction of the cost: compaction runs once per node per format.
-        if name.isascii():
-            prefix = name.rstrip(_DIGITS)
-            if len(prefix) == len(name):
-                groups.setdefault(name, {})
-                continue
-            digits = name[len(prefix) :]
-        else:  # \d also matches other Unicode digits: keep the regex's answer
-            m = _SPLIT.match(name)
-            if m is None:
-                groups.setdefault(name, {})
-                continue
-            prefix, digits = m.group(1), m.group(2)
-        groups.setdefault(prefix, {})[digits] = int(digits)
+        # The number is the trailing ASCII digits only: Slurm reads bytes, and other Unicode
+        # digits (an Arabic 3) would expand back as ASCII ones, a different name.
+        prefix = name.rstrip(_DIGITS)
+        if len(prefix) == len(name):
+            groups.setdefault((name, False), {})
+            continue
+        digits = name[len(prefix) :]
+        groups.setdefault((prefix, True), {})[digits] = int(digits)
     out: list[str] = []
-    for prefix in sorted(groups):
-        nums = groups[prefix]
-        if not nums:
+    for prefix, numbered in sorted(groups):
+        nums = groups[prefix, numbered]
+        if not numbered:
             out.append(prefix)
             continue
         if len(nums) == 1:
             out.append(prefix + next(iter(nums)))
             continue
-        ordered = sorted([(v, s) for s, v in nums.items()])
-        runs: list[tuple[str, str]] = []
-        prev_v, start_s = ordered[0]
-        prev_s = start_s
-        for v, s in ordered[1:]:
-            if v == prev_v + 1:
-                prev_s, prev_v = s, v
-                continue
-            # a gap, or the same value in another width (n1 vs n01): both are hosts, start a new run
-            runs.append((start_s, prev_s))
-            start_s = prev_s = s
-            prev_v = v
-        runs.append((start_s, prev_s))
+        runs = _runs(nums)
         body = ",".join(a if a == b else f"{a}-{b}" for a, b in runs)
         out.append(f"{prefix}[{body}]")
     return out
@@ -153,6 +181,11 @@ def split_list(expr: str) -> list[str]:
     return [p.strip() for p in parts if p.strip()]
 
 
+def _is_number(text: str) -> bool:
+    """ASCII digits only: ``str.isdigit`` also takes ``²`` and ``٣``, which ``int`` then refuses or misreads."""
+    return text.isascii() and text.isdigit()
+
+
 def _ranges(body: str, expr: str) -> list[tuple[int, int, int] | str]:
     """Parse ``1-3,07`` into ``(lo, hi, width)`` ranges and single numbers, checking every item."""
     out: list[tuple[int, int, int] | str] = []
@@ -162,14 +195,14 @@ def _ranges(body: str, expr: str) -> list[tuple[int, int, int] | str]:
             raise HostlistError(f"empty range in hostlist {expr!r}")
         if "-" in item:
             lo, _, hi = item.partition("-")
-            if not (lo.isdigit() and hi.isdigit()):
+            if not (_is_number(lo) and _is_number(hi)):
                 raise HostlistError(f"bad range {item!r} in hostlist {expr!r}")
             a, b = int(lo), int(hi)
             if b < a:
                 raise HostlistError(f"descending range {item!r} in hostlist {expr!r}")
             out.append((a, b, len(lo)))
         else:
-            if not item.isdigit():
+            if not _is_number(item):
                 raise HostlistError(f"bad number {item!r} in hostlist {expr!r}")
             out.append(item)
     return out

@@ -106,3 +106,20 @@ def check_switch_name(name: object, node: str) -> str:
 
 def check_domain_name(name: object, node: str, kind: str = "accelerator domain") -> str:
     return check_name(name, kind, f"node {node!r}", MAX_DOMAIN_NAME)
+
+
+def check_topology_name(name: str) -> str | None:
+    """Why ``name`` cannot name a topology in topology.yaml (or a ``Topology=`` spec), or None.
+
+    The one rule: ``topocast pull`` / ``node-topology`` refuse a topology.yaml that breaks it,
+    and ``render`` refuses options that would write one (``RenderOptions``, ``slurm_yaml``).
+    """
+    if len(name) > MAX_SWITCH_NAME:
+        return f"is {len(name)} characters; at most {MAX_SWITCH_NAME}"
+    try:
+        check_name(name, "topology name", "topology.yaml", MAX_SWITCH_NAME)
+    except UnsafeNameError as exc:
+        return str(exc)
+    if ":" in name or "," in name:
+        return "contains ':' or ',', which separate the parts of a Topology= spec"
+    return None

@@ -32,7 +32,11 @@ def load_options(path: Path | None) -> dict:
 
 
 def build_options(
-    base: dict, block_sizes: list[int] | None, skeleton: bool, topograph_compat: bool = False
+    base: dict,
+    block_sizes: list[int] | None,
+    skeleton: bool,
+    topograph_compat: bool = False,
+    source: str = "bad render options",
 ) -> RenderOptions:
     data = dict(base)
     if topograph_compat:
@@ -41,7 +45,7 @@ def build_options(
         data["block_sizes"] = block_sizes
     if skeleton:
         data["skeleton_only"] = True
-    return validate(RenderOptions, data, "bad render options", RenderError)
+    return validate(RenderOptions, data, source, RenderError)
 
 
 def load_input(graph: Path | None, model: Path | None) -> TopologyGraph:
@@ -85,7 +89,8 @@ def run_render(
     fmts = expand_formats(formats)
     if previous is not None and "html" not in fmts:
         raise RenderError("--previous only applies to the html format (add -f html)")
-    options = build_options(load_options(options_file), block_sizes, skeleton, topograph_compat)
+    source = f"{options_file}: bad render options" if options_file is not None else "bad render options"
+    options = build_options(load_options(options_file), block_sizes, skeleton, topograph_compat, source)
     with shared_views():  # the node columns the graph's checks build are the renderers' too
         _render_to(fmts, options, load_input(graph_path, model_path), previous, out)
 

@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from topocast.errors import HostlistError
 from topocast.hostlist import EXPAND_LIMIT, count
+from topocast.names import check_topology_name
 
 DEFAULT_TIER_PREFIX = "fabric.topograph.run/tier-"
 DEFAULT_ACCELERATOR_KEY = "accelerator.topograph.run/domain"
@@ -43,6 +44,20 @@ class TopologySpec(BaseModel):
     @property
     def kind(self) -> str:
         return self.plugin.removeprefix("topology/")
+
+
+def topology_name_problem(name: str) -> str | None:
+    """Why ``name`` may not be a key of ``topologies``, as one line, or None.
+
+    The rule is the one ``topocast pull`` and ``node-topology`` apply to the topology.yaml they read
+    (:func:`topocast.names.check_topology_name`): a name they refuse must never be rendered, and a
+    ``,`` or ``:`` in it would also split a Slinky spec (``x,y:s1:l1``) into parts that mean other things.
+    """
+    problem = check_topology_name(name)
+    if problem is None:
+        return None
+    shown = repr(name) if len(name) <= 40 else f"{name[:40]!r}..."
+    return f"topology {shown}: {problem} (topocast pull and node-topology refuse it)"
 
 
 class LabelScheme(BaseModel):
@@ -104,6 +119,15 @@ class RenderOptions(BaseModel):
     def _sizes(cls, v: list[int] | None) -> list[int] | None:
         if v is not None and not v:
             return None
+        return v
+
+    @field_validator("topologies")
+    @classmethod
+    def _topology_names(cls, v: dict[str, TopologySpec] | None) -> dict[str, TopologySpec] | None:
+        for name in v or {}:
+            problem = topology_name_problem(name)
+            if problem:
+                raise ValueError(problem)
         return v
 
     @model_validator(mode="after")

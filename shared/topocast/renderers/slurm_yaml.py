@@ -39,7 +39,7 @@ from topocast.errors import HostlistError, RenderError
 from topocast.fabric import NO_TOPOLOGY, FabricTree, build_tree
 from topocast.graph import TopologyGraph
 from topocast.hostlist import compact_str, expand
-from topocast.renderers.base import Artifact, RenderOptions, TopologySpec
+from topocast.renderers.base import Artifact, RenderOptions, TopologySpec, topology_name_problem
 from topocast.renderers.slurm_block import cluster_layout, domain_order, layout
 from topocast.renderers.slurm_tree import check_reserved_names, empty_graph_error, split_mixed_switches
 from topocast.renderers.yamlv3 import scalar
@@ -183,6 +183,11 @@ def build_units(graph: TopologyGraph, options: RenderOptions) -> tuple[list[Unit
         return ctx.default_units(), ctx.warnings
     units: list[Unit] = []
     for topo in sorted(options.topologies):
+        # RenderOptions checks the names when loaded; options copied or built without validation
+        # (model_copy, model_construct) come here unchecked, and what is written must still be readable
+        problem = topology_name_problem(topo)
+        if problem:
+            raise RenderError(f"topologies: {problem}")
         spec = options.topologies[topo]
         kind = spec.kind
         if kind == "tree":

@@ -142,19 +142,6 @@ def _check_record_name(topo: TopologyFile, where: str, kind: str, name: str) -> 
         topo.errors.append(f"{where}: {exc}")
 
 
-def check_topology_name(name: str) -> str | None:
-    """Why ``name`` cannot name a topology in topology.yaml (or a ``Topology=`` spec), or None."""
-    if len(name) > MAX_SWITCH_NAME:
-        return f"is {len(name)} characters; at most {MAX_SWITCH_NAME}"
-    try:
-        check_name(name, "topology name", "topology.yaml", MAX_SWITCH_NAME)
-    except UnsafeNameError as exc:
-        return str(exc)
-    if ":" in name or "," in name:
-        return "contains ':' or ',', which separate the parts of a Topology= spec"
-    return None
-
-
 def block_sizes_problems(sizes: list[int]) -> list[str]:
     """Why slurmctld would refuse these BlockSizes (26.05: fatal 'Invalid BlockSizes value'), or []."""
     problems = []
