@@ -62,6 +62,7 @@ from topocast.changes import InstanceChange
 from topocast.errors import ProviderError, TopocastError
 from topocast.graph import Node, TopologyGraph
 from topocast.names import check_node_name
+from topocast.placement import carry_unplaced, place_nodes
 from topocast.providers import base
 from topocast.providers.aws_capacity import parse_reserved_nodes, reserved_nodes
 from topocast.providers.base import ProviderInputs
@@ -375,13 +376,25 @@ def _build_nodes(
     return nodes, warnings
 
 
-def _graph(config: AwsDiscoveryConfig, nodes: list[Node], previous: TopologyGraph | None) -> TopologyGraph:
+def _graph(
+    config: AwsDiscoveryConfig, nodes: list[Node], previous: TopologyGraph | None, *, reread: list[Node] | None = None
+) -> TopologyGraph:
+    """The graph, an instance whose data breaks a rule set aside with the reason (``placement``).
+
+    ``reread``: an incremental update's re-read nodes; what ``previous`` set aside is kept for the others.
+    """
+    carried = (
+        carry_unplaced(previous, reread=[n.name for n in reread], nodes=[n.name for n in nodes])
+        if previous is not None and reread is not None
+        else None
+    )
     try:
-        return TopologyGraph(
-            cluster=config.cluster,
-            provider="aws",
-            nodes=sorted(nodes, key=lambda n: n.id or n.name),
+        return place_nodes(
+            config.cluster,
+            "aws",
+            sorted(nodes, key=lambda n: n.id or n.name),
             switch_names=dict(previous.switch_names) if previous else {},
+            unplaced=carried,
         )
     except ValidationError as exc:
         raise ProviderError(
@@ -473,7 +486,7 @@ def discover_instances(
     # a launched instance replaces the before-launch placeholder of its name (providers/aws_capacity.py)
     launched = {n.name for n in by_id.values()}
     keep = [n for n in keep if n.name not in launched]
-    graph = _graph(config, keep + list(by_id.values()), previous)
+    graph = _graph(config, keep + list(by_id.values()), previous, reread=nodes)
     return DiscoveryResult(
         graph, api.calls, warnings + name_warnings + node_warnings, api.retries, "ids", unsettled=waiting
     )
