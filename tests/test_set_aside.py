@@ -4,21 +4,27 @@ discovery only when the share set aside passes the guard's limit."""
 
 from __future__ import annotations
 
+import json
+import re
 from collections.abc import Iterator, Sequence
+from pathlib import Path
 from typing import Any
 
 import pytest
+from cli_runner import invoke
 from gce_fake_server import FakeCompute, compute_for
 from k8s_fake_apiserver import FakeKubeApiServer
 from test_app_follow import Debouncer
+from test_html import chromium
 from test_k8s_node_label_provider import EKS, eks_nodes, from_fake
+from test_k8s_publish_cli import kubeconfig
 
 from topocast.app import discover
 from topocast.app.metrics import MetricCounts
 from topocast.app.ports import DiscoverPorts
 from topocast.aws.clients import ec2_client
 from topocast.changes import InstanceChange, Reconcile
-from topocast.graph import Node, TopologyGraph
+from topocast.graph import Node, TopologyGraph, dump_graph, graph_from_json
 from topocast.pipeline.artifacts import MemoryArtifactStore
 from topocast.pipeline.publish_stage import MemoryPublishState
 from topocast.pipeline.store import MemoryGraphStore
@@ -28,6 +34,7 @@ from topocast.providers.aws import discover_full as aws_full
 from topocast.providers.base import DiscoveryResult
 from topocast.providers.gcp import GcpDiscoveryConfig
 from topocast.providers.gcp import discover_full as gcp_full
+from topocast.renderers.html import render_page
 from topocast_sim import ec2 as sim
 from topocast_sim.gce import instance_json, placement
 
@@ -177,3 +184,107 @@ def test_a_few_set_aside_are_committed_and_counted_too_many_fail_and_the_last_go
     assert second.reason.endswith("; nothing written, the last good graph stays")
     latest = store.latest()
     assert latest is not None and latest.generation == 1  # nothing was written
+
+
+# ----- shown everywhere: the fabric view -------------------------------------------------------------------
+HOSTILE = "<script>alert(1)</script>"
+
+
+def _graph_with_hostile_record() -> TopologyGraph:
+    nodes = [Node(name=f"gpu-{i:02d}", fabric=["leaf", "spine"]) for i in range(4)]
+    return place_nodes("c1", "test", [*nodes, Node(name=HOSTILE, fabric=["leaf", "spine"])])
+
+
+def test_the_fabric_view_lists_what_was_set_aside_escaped() -> None:
+    page = render_page(_graph_with_hostile_record())
+
+    assert '<div class="card alert"><b>1</b><span>set aside</span></div>' in page
+    assert "<li><code>record &#x27;&lt;script&gt;alert(1)&lt;/script&gt;&#x27;</code>: node name " in page
+    assert HOSTILE not in page
+
+
+@pytest.mark.browser
+def test_the_set_aside_list_shows_in_chromium_and_the_page_script_still_runs(tmp_path: Path) -> None:
+    page = tmp_path / "view.html"
+    page.write_text(render_page(_graph_with_hostile_record()))
+
+    dom = chromium(["--dump-dom", f"{page.as_uri()}#search=gpu-02"]).stdout
+
+    assert re.search(r'<body[^>]*data-render-ms="\d+"', dom), "the page script did not finish"
+    assert re.search(r'id="results" data-count="1"', dom)  # search still works
+    assert '<details class="alertbox setaside" id="set-aside" open="">' in dom
+    assert "<code>record '&lt;script&gt;alert(1)&lt;/script&gt;'</code>: node name" in dom
+    shot = tmp_path / "view.png"
+    chromium([f"--screenshot={shot}", page.as_uri()])
+    assert shot.is_file() and shot.stat().st_size > 20_000
+
+
+# ----- shown everywhere: the commands -------------------------------------------------------------------
+def _rack_file(tmp_path: Path, name: str, liars: int) -> Path:
+    nodes = [Node(name=f"gpu-{i:02d}", fabric=["leaf", "spine"], accelerator="nvl-1") for i in range(4)]
+    nodes += [Node(name=f"liar-{i}", fabric=["leaf", "spine-x"], accelerator="nvl-1") for i in range(liars)]
+    path = tmp_path / name
+    path.write_text(dump_graph(place_nodes("c1", "test", nodes)))
+    return path
+
+
+LIAR_0 = (
+    "fabric path spine-x/leaf contradicts 4 other node(s): switch 'leaf' is under 'spine' there (height 1), "
+    "under 'spine-x' here; kept without topology"
+)
+
+
+def test_render_prints_what_was_set_aside_and_the_manifest_lists_it(tmp_path: Path) -> None:
+    graph = _rack_file(tmp_path, "g.json", liars=1)
+
+    result = invoke(["render", "--graph", str(graph), "-f", "all", "--out", str(tmp_path / "out")])
+
+    assert result.exit_code == 0, result.output
+    assert (
+        "topocast: warning: 1 set aside of 5 node(s): kept without (part of) their topology or left out\n"
+        f"  liar-0: {LIAR_0}\n"
+    ) in result.stderr
+    manifest = json.loads((tmp_path / "out" / "manifest.json").read_text())
+    assert manifest["set_aside"] == {"liar-0": LIAR_0}
+
+
+def test_discover_prints_the_count_and_a_sample(fake: FakeKubeApiServer, tmp_path: Path) -> None:
+    for i in range(2):
+        fake.add_node(f"n{i}", {"example.com/rack": "r1", "example.com/row": "row-a"})
+    fake.add_node("odd", {"example.com/rack": "r1", "example.com/row": "row-b"})
+    fake.add_node("bad", {"example.com/rack": "n0", "example.com/row": "row-a"})  # a switch named like a node
+
+    result = invoke(
+        ["discover", "--provider", "k8s-labels", "--cluster", "c1", "--kubeconfig", str(kubeconfig(tmp_path, fake.url)),
+         "--fabric-key", "example.com/rack", "--fabric-key", "example.com/row"]
+    )  # fmt: skip
+
+    assert result.exit_code == 0, result.output
+    assert "topocast: warning: 2 set aside of 4 node(s): kept without (part of) their topology or left out\n" in (
+        result.stderr
+    )
+    assert "  n0: node name 'n0' is also a switch of the fabric; left out\n" in result.stderr
+    assert (
+        "  odd: fabric path row-b/r1 contradicts 2 other node(s): switch 'r1' is under 'row-a' there (height 1), "
+        "under 'row-b' here; kept without topology\n"
+    ) in result.stderr
+    assert "topocast: 3 node(s), 1 without topology, 2 set aside (k8s_GET=1)" in result.stderr
+    assert set(json.loads(result.stdout)["unplaced"]) == {"n0", "odd"}
+
+
+def test_diff_reports_entries_newly_and_no_longer_set_aside(tmp_path: Path) -> None:
+    old = _rack_file(tmp_path, "old.json", liars=1)
+    new = tmp_path / "new.json"
+    graph = graph_from_json(old.read_text())
+    new.write_text(dump_graph(graph.model_copy(update={"unplaced": {"record 'x y'": "no port on line 7"}})))
+
+    text = invoke(["diff", str(old), str(new)])
+    as_json = invoke(["diff", "--json", str(old), str(new)])
+
+    assert text.exit_code == 1 and as_json.exit_code == 1  # only the set-aside entries differ
+    assert "newly set aside 1:\n  record 'x y': no port on line 7\nno longer set aside 1:\n  liar-0\n" in text.stdout
+    assert "summary: 0 added, 0 removed, 0 moved, 0 domain changed, 1 newly set aside, 1 no longer set aside" in (
+        text.stdout
+    )
+    data = json.loads(as_json.stdout)
+    assert (data["newly_set_aside"], data["no_longer_set_aside"]) == ({"record 'x y'": "no port on line 7"}, ["liar-0"])

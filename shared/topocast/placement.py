@@ -30,7 +30,14 @@ from topocast.graph import Node, TopologyGraph
 from topocast.graph_checks import MAX_UNPLACED_KEY, MAX_UNPLACED_REASON, looks_consistent
 from topocast.names import check_domain_name, check_node_name, check_switch_name
 
-__all__ = ["carry_unplaced", "place_nodes", "record_label", "set_aside_count", "set_aside_lines"]
+__all__ = [
+    "carry_unplaced",
+    "place_nodes",
+    "record_label",
+    "set_aside_count",
+    "set_aside_lines",
+    "set_aside_report",
+]
 
 #: ``unplaced`` keys that name a switch (a dropped display name), not a node: never counted as nodes
 SWITCH_PREFIX = "switch "
@@ -213,3 +220,14 @@ def set_aside_lines(unplaced: Mapping[str, str], limit: int = 10) -> list[str]:
     if len(items) > limit:
         lines.append(f"... and {len(items) - limit} more")
     return lines
+
+
+def set_aside_report(graph: TopologyGraph, limit: int = 10) -> list[str]:
+    """What a command prints on stderr: ``N set aside of M node(s) ...`` and a bounded sample (empty: nothing)."""
+    if not graph.unplaced:
+        return []
+    aside, seen = set_aside_count(graph)
+    others = len(graph.unplaced) - aside
+    extra = f" (and {others} switch display name(s))" if others else ""
+    head = f"{aside} set aside of {seen} node(s){extra}: kept without (part of) their topology or left out"
+    return [head, *(f"  {line}" for line in set_aside_lines(graph.unplaced, limit))]
