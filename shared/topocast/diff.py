@@ -7,7 +7,9 @@ for any two graphs (two files, two generations in the store) as plain data; the 
 * **added / removed**: node names present in only one graph;
 * **moved**: a node in both whose fabric path (its switches) changed, old -> new;
 * **domain changed**: a node in both whose accelerator domain or sub-domain changed;
-* **domains added / removed**: accelerator domains present in only one graph.
+* **domains added / removed**: accelerator domains present in only one graph;
+* **newly set aside / no longer set aside**: entries of the graphs' ``unplaced`` (what discovery set
+  aside, with the reason) only in the new graph (or with another reason there), or only in the old one.
 
 Pure and deterministic: every list is sorted by node (or domain) name.
 """
@@ -51,11 +53,15 @@ class GraphDiff:
     domain_changed: list[DomainChange] = field(default_factory=list)
     domains_added: list[str] = field(default_factory=list)
     domains_removed: list[str] = field(default_factory=list)
+    #: name or record -> reason: set aside in the new graph, not (or for another reason) in the old one
+    newly_set_aside: dict[str, str] = field(default_factory=dict)
+    no_longer_set_aside: list[str] = field(default_factory=list)
 
     @property
     def same(self) -> bool:
-        """True when nothing a scheduler sees differs (no node or domain change of any kind)."""
-        changes = (self.added, self.removed, self.moved, self.domain_changed, self.domains_added, self.domains_removed)
+        """True when nothing differs: no node or domain change of any kind, nothing newly (or no longer) set aside."""
+        changes = (self.added, self.removed, self.moved, self.domain_changed, self.domains_added, self.domains_removed,
+                   self.newly_set_aside, self.no_longer_set_aside)  # fmt: skip
         return not any(changes)
 
     def changed_nodes(self) -> set[str]:
@@ -80,6 +86,8 @@ class GraphDiff:
             ],
             "domains_added": self.domains_added,
             "domains_removed": self.domains_removed,
+            "newly_set_aside": self.newly_set_aside,
+            "no_longer_set_aside": self.no_longer_set_aside,
         }
 
 
@@ -110,6 +118,8 @@ def diff_graphs(old: TopologyGraph, new: TopologyGraph) -> GraphDiff:
         domain_changed=domains,
         domains_added=sorted(new_domains - old_domains),
         domains_removed=sorted(old_domains - new_domains),
+        newly_set_aside={k: v for k, v in sorted(new.unplaced.items()) if old.unplaced.get(k) != v},
+        no_longer_set_aside=sorted(old.unplaced.keys() - new.unplaced.keys()),
     )
 
 
@@ -151,11 +161,18 @@ def format_text(d: GraphDiff, old_label: str = "old", new_label: str = "new", li
         lines.append(f"domains added ({len(d.domains_added)}): {', '.join(d.domains_added[:limit])}")
     if d.domains_removed:
         lines.append(f"domains removed ({len(d.domains_removed)}): {', '.join(d.domains_removed[:limit])}")
+    if d.newly_set_aside:
+        rows = [f"{k}: {v}" for k, v in d.newly_set_aside.items()]
+        listed(f"newly set aside {len(d.newly_set_aside)}", rows)
+    if d.no_longer_set_aside:
+        listed(f"no longer set aside {len(d.no_longer_set_aside)}", d.no_longer_set_aside)
     counts = [
         f"{len(d.added)} added",
         f"{len(d.removed)} removed",
         f"{len(d.moved)} moved",
         f"{len(d.domain_changed)} domain changed",
     ]
+    if d.newly_set_aside or d.no_longer_set_aside:
+        counts += [f"{len(d.newly_set_aside)} newly set aside", f"{len(d.no_longer_set_aside)} no longer set aside"]
     lines.append("summary: " + ", ".join(counts))
     return "\n".join(lines) + "\n"

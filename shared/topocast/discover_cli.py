@@ -15,8 +15,9 @@ from pathlib import Path
 from typing import Any
 
 from topocast.errors import ProviderError
-from topocast.graph import dump_graph
+from topocast.graph import TopologyGraph, dump_graph
 from topocast.hostlist import expand
+from topocast.placement import set_aside_report
 from topocast.providers import DiscoveryResult, ProviderInputs, build_provider
 
 
@@ -139,22 +140,19 @@ def provider_inputs(a: DiscoverArgs) -> ProviderInputs:
     return ProviderInputs(cluster, options, _clients(a), _local_files(a.inputs), _read_local, _secret)
 
 
-def set_aside_summary(unplaced: dict[str, str], sample: int = 5) -> list[str]:
-    """What discovery set aside as warning lines: the count, then a few entries with their reasons."""
-    if not unplaced:
-        return []
-    items = list(unplaced.items())
-    lines = [f"{len(items)} node(s)/record(s) set aside (the rest is placed); see 'unplaced' in the graph:"]
-    lines += [f"  {key}: {reason}" for key, reason in items[:sample]]
-    if len(items) > sample:
-        lines.append(f"  ... and {len(items) - sample} more")
-    return lines
+def print_set_aside(graph: TopologyGraph) -> None:
+    """``topocast: warning: N set aside ...`` and a bounded sample of ``name: reason`` lines on stderr."""
+    lines = set_aside_report(graph)
+    if lines:
+        print(f"topocast: warning: {lines[0]}", file=sys.stderr)
+        print("\n".join(lines[1:]), file=sys.stderr)
 
 
 def run_discover(args: DiscoverArgs, out: Path | None) -> DiscoveryResult:
     result = build_provider(args.provider, provider_inputs(args)).discover_full(None)
-    for warning in [*result.warnings, *set_aside_summary(result.graph.nodes_set_aside())]:
+    for warning in result.warnings:
         print(f"topocast: warning: {warning}", file=sys.stderr)
+    print_set_aside(result.graph)
     text = dump_graph(result.graph)
     if out is None:
         sys.stdout.write(text)
@@ -163,7 +161,8 @@ def run_discover(args: DiscoverArgs, out: Path | None) -> DiscoveryResult:
     calls = ", ".join(f"{k}={v}" for k, v in sorted(result.api_calls.items()))
     print(
         f"topocast: {len(result.graph.nodes)} node(s), {len(result.graph.nodes_without_topology())} without "
-        f"topology{f' ({calls})' if calls else ''}",
+        f"topology{f', {len(result.graph.unplaced)} set aside' if result.graph.unplaced else ''}"
+        f"{f' ({calls})' if calls else ''}",
         file=sys.stderr,
     )
     return result

@@ -14,6 +14,8 @@ One JSON line per event: ``{"cloud", "kind", "action", "instances", "reason"}``.
 0 when the function would accept the delivery (``ignored`` and ``noted`` included) and 2 when it
 would dead-letter any of it. What the function does afterwards with its settings (cluster
 filters, project, zones) is not shown: explain reads no configuration.
+Nor is what discovery would set aside (the graph's ``unplaced``): a delivery names instances or an
+upload, never their topology data, so only the discover outcome, its metric and the graph know it.
 """
 
 from __future__ import annotations

@@ -30,7 +30,17 @@ from topocast.graph import Node, TopologyGraph
 from topocast.graph_checks import MAX_UNPLACED_KEY, MAX_UNPLACED_REASON, looks_consistent
 from topocast.names import check_domain_name, check_node_name, check_switch_name
 
-__all__ = ["place_nodes", "record_label"]
+__all__ = [
+    "carry_unplaced",
+    "place_nodes",
+    "record_label",
+    "set_aside_count",
+    "set_aside_lines",
+    "set_aside_report",
+]
+
+#: ``unplaced`` keys that name a switch (a dropped display name), not a node: never counted as nodes
+SWITCH_PREFIX = "switch "
 
 
 def record_label(value: object) -> str:
@@ -81,7 +91,7 @@ def place_nodes(
         try:
             safe_names[sw] = check_switch_name(display, f"switch {sw}")
         except UnsafeNameError as exc:
-            aside[f"switch {sw}"] = _reason(f"display name dropped: {exc}")
+            aside[f"{SWITCH_PREFIX}{sw}"] = _reason(f"display name dropped: {exc}")
     return TopologyGraph(cluster=cluster, provider=provider, nodes=final, switch_names=safe_names, unplaced=aside)
 
 
@@ -178,3 +188,46 @@ def _resolve_tree(nodes: list[Node], aside: dict[str, str]) -> list[Node]:
         )
         out.append(node.model_copy(update={"fabric": []}))
     return out
+
+
+def carry_unplaced(previous: TopologyGraph, *, reread: Iterable[str], nodes: Iterable[str]) -> dict[str, str]:
+    """What ``previous`` set aside that still holds after an incremental update to the node names ``nodes``.
+
+    An entry of a node that was re-read now (``reread``: the new read decides again) or that is gone
+    (in ``previous.nodes``, not in ``nodes``) is dropped; every other entry (nodes not re-read, records,
+    switches) is kept, so an incremental update never forgets what a full discovery set aside.
+    """
+    gone = {n.name for n in previous.nodes}.difference(nodes)
+    drop = gone.union(reread)
+    return {key: why for key, why in previous.unplaced.items() if key not in drop}
+
+
+def set_aside_count(graph: TopologyGraph) -> tuple[int, int]:
+    """(nodes set aside, nodes discovery saw): kept without (part of) their topology plus left out, of all.
+
+    Entries naming a switch (a dropped display name) are not nodes and count in neither.
+    """
+    names = {n.name for n in graph.nodes}
+    nodes = [k for k in graph.unplaced if not k.startswith(SWITCH_PREFIX)]  # node names have no spaces
+    left_out = sum(k not in names for k in nodes)
+    return len(nodes), len(graph.nodes) + left_out
+
+
+def set_aside_lines(unplaced: Mapping[str, str], limit: int = 10) -> list[str]:
+    """A bounded sample, in name order, as ``name: reason`` lines (plus ``... and N more``) for people."""
+    items = sorted(unplaced.items())
+    lines = [f"{key}: {why}" for key, why in items[:limit]]
+    if len(items) > limit:
+        lines.append(f"... and {len(items) - limit} more")
+    return lines
+
+
+def set_aside_report(graph: TopologyGraph, limit: int = 10) -> list[str]:
+    """What a command prints on stderr: ``N set aside of M node(s) ...`` and a bounded sample (empty: nothing)."""
+    if not graph.unplaced:
+        return []
+    aside, seen = set_aside_count(graph)
+    others = len(graph.unplaced) - aside
+    extra = f" (and {others} switch display name(s))" if others else ""
+    head = f"{aside} set aside of {seen} node(s){extra}: kept without (part of) their topology or left out"
+    return [head, *(f"  {line}" for line in set_aside_lines(graph.unplaced, limit))]

@@ -11,6 +11,7 @@ from topocast.errors import InvalidGraphError, RenderError
 from topocast.fabric import shared_views
 from topocast.graph import TopologyGraph, graph_from_json, load_graph
 from topocast.limits import MAX_YAML_BYTES, read_capped
+from topocast.placement import set_aside_report
 from topocast.renderers import RENDERERS, RenderOptions, render_many
 from topocast.validation import validate
 
@@ -103,6 +104,10 @@ def _render_to(
     if missing:
         shown = ", ".join(missing[:10]) + (f" and {len(missing) - 10} more" if len(missing) > 10 else "")
         print(f"topocast: warning: {len(missing)} node(s) without topology: {shown}", file=sys.stderr)
+    aside = set_aside_report(graph)
+    if aside:  # what discovery set aside (the graph's ``unplaced``), with the reasons
+        print(f"topocast: warning: {aside[0]}", file=sys.stderr)
+        print("\n".join(aside[1:]), file=sys.stderr)
     artifacts = render_many(graph, fmts, options, objects=False)  # render all before writing any
     if before is not None:
         from topocast.renderers.html import render_with_previous
@@ -127,7 +132,10 @@ def _render_to(
             }
             for a in artifacts
         ]
-        (out / "manifest.json").write_text(json.dumps({"artifacts": manifest}, indent=2) + "\n")
+        data: dict[str, object] = {"artifacts": manifest}
+        if graph.unplaced:  # left out when nothing was set aside: the manifest is what it always was
+            data["set_aside"] = graph.nodes_set_aside()
+        (out / "manifest.json").write_text(json.dumps(data, indent=2) + "\n")
     except OSError as exc:
         where = exc.filename or out
         raise RenderError(f"--out {out}: cannot write {where} ({exc.strerror or exc})") from None

@@ -20,6 +20,11 @@ Policies (docs/architecture.md, "Who decides what"):
   function), at most ``follow_rechecks`` times. The last re-check is ``final``: an instance that is
   out is removed, one still in transition is kept with a warning (metric ``follow_unsettled_kept``).
   Without a ``Rechecks`` port (or in a full discovery) one read decides.
+* Degrade per node, never per cluster: what the provider set aside (``graph.unplaced``: nodes kept
+  without topology or left out because their data breaks a rule) is counted (metric
+  ``nodes_set_aside``) and logged. Only when the share set aside passes ``set_aside_limit`` (the
+  guard's ``TOPOCAST_GUARD_MAX_LOSS``) does the whole discovery fail (:class:`TooManySetAside`):
+  ``retry``, nothing is written, the last good graph stays.
 """
 
 from __future__ import annotations
@@ -32,17 +37,38 @@ from typing import Any
 
 from topocast.app import metrics as m
 from topocast.app.outcome import Outcome
-from topocast.app.ports import DiscoverPorts
+from topocast.app.ports import DiscoverPorts, Metrics
 from topocast.changes import EventOutcome, Ignored, InstanceChange, Noted, Recheck, Reconcile
 from topocast.errors import InvalidGraphError, ProviderError
 from topocast.graph import TopologyGraph
 from topocast.pipeline.publish_stage import confirm_on_reconcile
 from topocast.pipeline.store import StoredGraph, WriteResult, commit
+from topocast.placement import set_aside_count, set_aside_lines
 from topocast.providers.base import DiscoveryResult, NeedsFullScan, Provider
 
-__all__ = ["discover"]
+__all__ = ["TooManySetAside", "check_set_aside", "discover"]
 
 log = logging.getLogger("topocast.app")
+
+
+class TooManySetAside(ProviderError):
+    """More of the cluster was set aside than the guard allows: this discovery is not written."""
+
+
+def check_set_aside(graph: TopologyGraph, limit: float, metrics: Metrics | None = None) -> None:
+    """Count and log what ``graph`` set aside; raise :class:`TooManySetAside` when its share passes ``limit``."""
+    aside, seen = set_aside_count(graph)
+    if metrics is not None:
+        metrics.count(m.NODES_SET_ASIDE, aside)
+    if not graph.unplaced:
+        return
+    sample = set_aside_lines(graph.unplaced, limit=3)
+    log.warning("discovery set aside %d of %d node(s): %s", aside, seen, "; ".join(sample))
+    if seen and aside / seen > limit:
+        raise TooManySetAside(
+            f"{aside} of {seen} node(s) set aside ({aside / seen:.0%}, over the {limit:.0%} limit of "
+            f"TOPOCAST_GUARD_MAX_LOSS), e.g. {'; '.join(sample)}; nothing written, the last good graph stays"
+        )
 
 
 def _wanted(ports: DiscoverPorts, events: Sequence[EventOutcome]) -> tuple[bool, list[InstanceChange], int]:
@@ -121,6 +147,7 @@ def _run(ports: DiscoverPorts, provider: Provider, changes: list[InstanceChange]
         results.append((res, whole))
         ports.metrics.count(m.DISCOVER_RUNS)
         ports.metrics.count(m.API_CALLS, sum(res.api_calls.values()))
+        check_set_aside(res.graph, ports.set_aside_limit, ports.metrics)  # before anything is written
         return res.graph
 
     healed = False
@@ -170,6 +197,7 @@ def _after_commit(
         "changed": written.changed,
         "healed": healed,
         "nodes": len(graph.nodes),
+        "set_aside": set_aside_lines(graph.unplaced, limit=5),
         "api_calls": dict(result.api_calls),
         "warnings": result.warnings[:5],
         "debounce": debounce.reason,

@@ -27,6 +27,7 @@ __all__ = [
     "IGNORED",
     "MALFORMED",
     "NODES",
+    "NODES_SET_ASIDE",
     "NODES_WITHOUT_TOPOLOGY",
     "NOTED",
     "PUBLISHED_NODES_PATCHED",
@@ -56,6 +57,8 @@ DISCOVER_FAILURES = "discover_failures"
 API_CALLS = "api_calls"
 NODES = "nodes"
 NODES_WITHOUT_TOPOLOGY = "nodes_without_topology"
+#: nodes the last discovery set aside (kept without topology or left out: their data breaks a rule of the graph)
+NODES_SET_ASIDE = "nodes_set_aside"
 GENERATIONS = "generations"
 #: followed instances (host maintenance, restarts) not steady yet, re-read later
 FOLLOW_RECHECKS = "follow_rechecks"
@@ -94,6 +97,7 @@ EMF_NAMES = {
     API_CALLS: "Ec2ApiCalls",
     NODES: "Nodes",
     NODES_WITHOUT_TOPOLOGY: "NodesWithoutTopology",
+    NODES_SET_ASIDE: "NodesSetAside",
     GENERATIONS: "GraphGenerations",
     HEALED: "GraphsHealed",
     FOLLOW_RECHECKS: "FollowRechecks",
@@ -124,7 +128,7 @@ PUBLISHER_METRICS = {
 }  # fmt: skip
 
 #: gauges: the latest value, not a sum
-GAUGES = frozenset({NODES, NODES_WITHOUT_TOPOLOGY})
+GAUGES = frozenset({NODES, NODES_WITHOUT_TOPOLOGY, NODES_SET_ASIDE})
 
 
 class MetricCounts(Counter[str]):

@@ -103,6 +103,8 @@ class DiscoverPorts:
     follow_rechecks: int = 6
     #: ... this far apart (``TOPOCAST_FOLLOW_INTERVAL_SECONDS``)
     follow_interval: float = 30.0
+    #: share of the nodes a discovery may set aside before it fails (the guard's ``TOPOCAST_GUARD_MAX_LOSS``)
+    set_aside_limit: float = 0.10
 
 
 @dataclass(frozen=True)

@@ -254,6 +254,7 @@ class AwsRuntime:
         return DiscoverPorts(
             s.cluster, self.graphs, self.provider, self.debouncer, self.publish_state, self.artifacts,
             self.handoff, self.metrics, s.full_scan_threshold, self.rechecks, s.follow_rechecks, s.follow_interval,
+            set_aside_limit=s.guard_max_loss,
         )  # fmt: skip
 
     def render_ports(self) -> RenderPorts:

@@ -62,7 +62,7 @@ from topocast.changes import InstanceChange
 from topocast.errors import ProviderError, TopocastError
 from topocast.graph import Node, TopologyGraph
 from topocast.names import check_node_name
-from topocast.placement import place_nodes
+from topocast.placement import carry_unplaced, place_nodes
 from topocast.providers import base
 from topocast.providers.aws_capacity import parse_reserved_nodes, reserved_nodes
 from topocast.providers.base import ProviderInputs
@@ -417,17 +417,32 @@ def _name_switch_clashes(nodes: list[Node]) -> tuple[list[Node], list[str]]:
 
 
 def _graph(
-    config: AwsDiscoveryConfig, nodes: list[Node], previous: TopologyGraph | None, warnings: list[str]
+    config: AwsDiscoveryConfig,
+    nodes: list[Node],
+    previous: TopologyGraph | None,
+    warnings: list[str],
+    *,
+    reread: list[Node] | None = None,
 ) -> TopologyGraph:
-    """The graph of ``nodes`` (what breaks a rule set aside per node); adds to ``warnings``."""
+    """The graph, an instance whose data breaks a rule set aside with the reason (``placement``);
+    adds to ``warnings``.
+
+    ``reread``: an incremental update's re-read nodes; what ``previous`` set aside is kept for the others.
+    """
     nodes, clash_warnings = _name_switch_clashes(nodes)
     warnings += clash_warnings
+    carried = (
+        carry_unplaced(previous, reread=[n.name for n in reread], nodes=[n.name for n in nodes])
+        if previous is not None and reread is not None
+        else None
+    )
     try:
         return place_nodes(
             config.cluster,
             "aws",
             sorted(nodes, key=lambda n: n.id or n.name),
             switch_names=dict(previous.switch_names) if previous else {},
+            unplaced=carried,
         )
     except ValidationError as exc:
         raise ProviderError(
@@ -537,7 +552,7 @@ def discover_instances(
     # a launched instance replaces the before-launch placeholder of its name (providers/aws_capacity.py)
     launched = {n.name for n in by_id.values()}
     keep = [n for n in keep if n.name not in launched]
-    graph = _graph(config, keep + list(by_id.values()), previous, warnings)
+    graph = _graph(config, keep + list(by_id.values()), previous, warnings, reread=nodes)
     return DiscoveryResult(
         graph, api.calls, warnings + name_warnings + node_warnings, api.retries, "ids", unsettled=waiting
     )

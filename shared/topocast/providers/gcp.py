@@ -37,7 +37,11 @@ to its numeric ID, with a warning; it is never dropped.
 Errors: a failed call (after retries of 429/5xx) raises
 :class:`~topocast.errors.ProviderError` naming the operation, project and zone
 and what to do (403: which role to grant); a discovery never returns a partial
-graph. google-cloud-compute is imported lazily (see :mod:`topocast.gcp.clients`).
+graph. A VM whose data breaks a rule of the graph (a topology ID that is not a safe switch name, a
+path that contradicts the other VMs', an unsafe sub-block as domain) is set aside with the reason in
+``graph.unplaced`` (:func:`topocast.placement.place_nodes`); the other VMs are placed. An incremental
+update keeps what the previous graph set aside unless that VM was read again or is gone.
+google-cloud-compute is imported lazily (see :mod:`topocast.gcp.clients`).
 """
 
 from __future__ import annotations
@@ -56,6 +60,7 @@ from topocast.changes import InstanceChange
 from topocast.errors import InvalidGraphError, ProviderError, TopocastError
 from topocast.graph import Node, TopologyGraph
 from topocast.names import check_domain_name, check_node_name, check_switch_name
+from topocast.placement import carry_unplaced, place_nodes
 from topocast.providers import base
 from topocast.providers.base import NeedsFullScan, ProviderInputs
 from topocast.providers.gcp_sdk import RetryPolicy, transient_retry
@@ -414,6 +419,10 @@ def _parse_physical_host(text: str) -> dict[str, str] | None:
     return None
 
 
+#: the reason :meth:`_Paths.path` gives for a topology ID that is not a safe switch name
+UNUSABLE = "unusable topology ID"
+
+
 def _digest(*parts: str) -> str:
     return hashlib.sha256("/".join(parts).encode()).hexdigest()[:8]
 
@@ -459,7 +468,7 @@ class _Paths:
             for sw in raw:
                 check_switch_name(sw, vm.name)
         except TopocastError as exc:
-            return [], f"unusable topology ID ({exc})", None
+            return [], f"{UNUSABLE} ({exc})", None
         # qualify from the root down, so a parent's final ID is known before its children
         final: list[str] = []
         parent: str | None = None
@@ -478,8 +487,10 @@ class _Paths:
 
 def _nodes(
     vms: Sequence[_Vm], names: dict[str, str], config: GcpDiscoveryConfig, paths: _Paths
-) -> tuple[list[Node], list[str]]:
+) -> tuple[list[Node], list[str], dict[str, str]]:
+    """The VMs' nodes, warnings, and what was set aside (node name -> reason: data that breaks a rule)."""
     without: dict[str, list[str]] = {}
+    aside: dict[str, str] = {}
     nodes: list[Node] = []
     for vm in vms:
         fabric, sub, block = paths.path(vm)
@@ -489,10 +500,13 @@ def _nodes(
             if domain is not None:
                 try:
                     check_domain_name(domain, names[vm.id])
-                except TopocastError:
+                except TopocastError as exc:
+                    aside[names[vm.id]] = f"accelerator domain dropped: {exc}"
                     domain = None
         else:
             without.setdefault(sub or "no topology", []).append(names[vm.id])
+            if sub is not None and sub.startswith(UNUSABLE):  # broken data, not a VM without topology
+                aside[names[vm.id]] = f"physicalHostTopology of VM {vm.zone}/{vm.name}: {sub}; kept without topology"
         nodes.append(
             Node(
                 name=names[vm.id],
@@ -508,14 +522,18 @@ def _nodes(
         warnings.append(
             _summary("topology ID(s) seen under two parents, qualified with a digest of the parent", paths.qualified)
         )
-    return nodes, warnings
+    return nodes, warnings, aside
 
 
-def _graph(config: GcpDiscoveryConfig, nodes: Iterable[Node]) -> TopologyGraph:
+def _graph(
+    config: GcpDiscoveryConfig, nodes: Iterable[Node], unplaced: Mapping[str, str] | None = None
+) -> TopologyGraph:
+    # a VM whose data breaks a rule of the graph is set aside with the reason; the others are placed
     try:
-        return TopologyGraph(cluster=config.cluster, provider="gcp", nodes=sorted(nodes, key=lambda n: n.name))
-    except ValidationError as exc:
-        raise InvalidGraphError(f"GCP discovery of {config.cluster}: {describe(exc)}") from None
+        return place_nodes(config.cluster, "gcp", sorted(nodes, key=lambda n: n.name), unplaced=unplaced)
+    except (ValidationError, TopocastError) as exc:  # not one VM's fault (the cluster name is checked first)
+        message = describe(exc) if isinstance(exc, ValidationError) else str(exc)
+        raise InvalidGraphError(f"GCP discovery of {config.cluster}: {message}") from None
 
 
 def discover_full(
@@ -536,8 +554,8 @@ def discover_full(
         if vm.topology:
             paths.learn(vm.topology)
     names, name_warnings = _names(vms, config.name_from, {})
-    nodes, node_warnings = _nodes(vms, names, config, paths)
-    graph = _graph(config, nodes)
+    nodes, node_warnings, aside = _nodes(vms, names, config, paths)
+    graph = _graph(config, nodes, aside)
     return DiscoveryResult(
         graph, api.calls, warnings + name_warnings + node_warnings, api.retries, upserted=graph.node_names()
     )
@@ -585,9 +603,13 @@ def discover_instances(
         if vm.topology:
             paths.learn(vm.topology)
     names, warnings = _names(live, config.name_from, {n.name: n.id or "" for n in kept})
-    nodes, node_warnings = _nodes(live, names, config, paths)
+    nodes, node_warnings, aside = _nodes(live, names, config, paths)
+    # what the previous graph set aside stays set aside unless its VM was read again now or is gone
+    carried: dict[str, str] = {}
+    if previous is not None:
+        carried = carry_unplaced(previous, reread=[n.name for n in nodes], nodes=[n.name for n in [*kept, *nodes]])
     try:
-        graph = _graph(config, [*kept, *nodes])
+        graph = _graph(config, [*kept, *nodes], {**carried, **aside})
     except InvalidGraphError as exc:
         raise NeedsFullScan(
             f"incremental update does not fit the stored graph ({exc}); a full scan is needed"
@@ -730,7 +752,7 @@ class GcpProvider:
         names = set(listed.graph.node_names())
         restore = [n for n in previous.nodes if n.name not in names and any(matches(n, r) for r in absent)]
         try:
-            base = _graph(self.config, [*listed.graph.nodes, *restore])
+            base = _graph(self.config, [*listed.graph.nodes, *restore], listed.graph.unplaced)
         except InvalidGraphError:
             base = listed.graph
         read = discover_instances(self._client("compute"), self.config, base, absent, followed=followed)

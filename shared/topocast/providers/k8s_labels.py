@@ -25,7 +25,9 @@ Each node's ID is the last segment of ``spec.providerID`` (the EC2 instance ID,
 the GCE instance name), so the Kubernetes publisher matches nodes by it. Zone and
 instance type come from the well-known ``topology.kubernetes.io/zone`` and
 ``node.kubernetes.io/instance-type``. Nodes with none of the keys are kept
-without topology and reported. The slurm-operator
+without topology and reported. A node whose labels break the graph's rules (a path contradicting
+the other nodes', an unsafe value: its kubelet can set them) is set aside with the reason
+(:func:`topocast.placement.place_nodes`); the others are placed. The slurm-operator
 ``nodeset.slinky.slurm.net/hostname-override`` annotation is copied into the
 node's ``labels`` so the Slinky renderer's ``hostname-override`` mode finds it.
 
@@ -39,13 +41,14 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from topocast.changes import InstanceChange
 from topocast.errors import ProviderError
-from topocast.graph import TopologyGraph, graph_from_data
+from topocast.graph import Node, TopologyGraph
+from topocast.placement import place_nodes
 from topocast.providers.base import DiscoveryResult, ProviderInputs
 from topocast.validation import validate
 
@@ -126,7 +129,7 @@ def _accelerator(labels: Mapping[str, str], scheme: Scheme | None, config: NodeL
 
 def graph_from_nodes(nodes: Iterable[ClusterNodeInfo], config: NodeLabelsConfig) -> DiscoveryResult:
     """Pure: the listed Nodes as a graph, plus what looked wrong."""
-    rows: list[dict[str, Any]] = []
+    rows: list[Node] = []
     used: dict[str, int] = {}
     partial: list[str] = []
     for node in sorted(nodes, key=lambda n: n.name):
@@ -148,16 +151,16 @@ def graph_from_nodes(nodes: Iterable[ClusterNodeInfo], config: NodeLabelsConfig)
         if labels.get(GKE_HOST):
             extra[GKE_HOST] = labels[GKE_HOST]
         rows.append(
-            {
-                "name": node.name,
-                "id": _instance(node.provider_id),
-                "fabric": path,
-                "accelerator": accelerator,
-                "subdomain": (labels.get(config.subdomain_key) or None) if accelerator else None,
-                "zone": labels.get(ZONE),
-                "instance_type": labels.get(INSTANCE_TYPE),
-                "labels": extra,
-            }
+            Node(
+                name=node.name,
+                id=_instance(node.provider_id),
+                fabric=path,
+                accelerator=accelerator,
+                subdomain=(labels.get(config.subdomain_key) or None) if accelerator else None,
+                zone=labels.get(ZONE),
+                instance_type=labels.get(INSTANCE_TYPE),
+                labels=extra,
+            )
         )
     warnings: list[str] = []
     if partial:
@@ -169,9 +172,9 @@ def graph_from_nodes(nodes: Iterable[ClusterNodeInfo], config: NodeLabelsConfig)
         warnings.append(
             f"{used['none']} of {len(rows)} node(s) carry no topology labels of the schemes {config.schemes}"
         )
-    graph: TopologyGraph = graph_from_data(
-        {"cluster": config.cluster, "provider": "k8s-labels", "nodes": rows}, "node labels"
-    )
+    # any kubelet can set its own labels: a node whose labels break the graph's rules (a path that
+    # contradicts the others, an unsafe value) is set aside with the reason, never the whole cluster
+    graph = place_nodes(config.cluster, "k8s-labels", rows)
     return DiscoveryResult(graph, {}, warnings)
 
 

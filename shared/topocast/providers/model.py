@@ -13,7 +13,9 @@ render them with topocast directly::
 
 The same validation rules apply as in Topograph: a switch with two parents, a
 node in two blocks, a cycle, an unknown switch, a ``name:`` that disagrees with
-its key and an empty block are errors.
+its key and an empty block are errors. A node that breaks a graph rule on its own (an unsafe
+host or switch name, a host named like a switch) is set aside with the reason
+(:func:`topocast.placement.place_nodes`), the rest renders.
 """
 
 from __future__ import annotations
@@ -22,9 +24,11 @@ from pathlib import Path
 from typing import Any
 
 from topocast.errors import InvalidGraphError, TopocastError
-from topocast.graph import TopologyGraph, graph_from_data
+from topocast.graph import Node, TopologyGraph
 from topocast.hostlist import expand, name_budget
 from topocast.limits import MAX_YAML_BYTES, read_capped
+from topocast.names import check_node_name
+from topocast.placement import place_nodes
 from topocast.safe_yaml import load_yaml
 
 DOMAIN_KEY = "accelerator.topology.test/domain"
@@ -128,17 +132,24 @@ def _model_to_graph(
                 "labels": labels,
             }
 
-    nodes: list[dict[str, Any]] = []
+    nodes: list[Node] = []
     if instances is None:
         for host, info in hosts.items():
-            nodes.append({"name": host, "id": instance_id_prefix + host, **info})
+            nodes.append(Node(name=host, id=instance_id_prefix + host, **info))
     else:
         by_id = {instance_id_prefix + h: h for h in hosts}
         for iid, name in instances.items():
             owner = by_id.get(iid)
             info = hosts[owner] if owner is not None else {}
-            nodes.append({"name": name, "id": iid, **info})
-    return graph_from_data({"schema_version": 1, "cluster": cluster, "provider": "model", "nodes": nodes}, source)
+            nodes.append(Node(name=name, id=iid, **info))
+    # the model's own structure (two parents, a cycle, a node in two blocks) is an error above; a node
+    # that breaks a graph rule on its own (an unsafe name or switch, a host named like a switch) is set
+    # aside with the reason, and the rest of the model renders
+    try:
+        check_node_name(cluster, "the graph's cluster name")  # not one node's fault: an error
+    except TopocastError as exc:
+        raise InvalidGraphError(f"{source}: {exc}") from None
+    return place_nodes(cluster, "model", nodes)
 
 
 def load_model(path: str | Path, cluster: str | None = None, **kwargs: Any) -> TopologyGraph:

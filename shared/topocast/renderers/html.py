@@ -33,6 +33,7 @@ from topocast.diff import GraphDiff, diff_graphs, format_text
 from topocast.fabric import FabricTree, build_domains, build_tree
 from topocast.graph import TopologyGraph
 from topocast.hostlist import compact_str
+from topocast.placement import set_aside_count
 from topocast.renderers.base import Artifact, RenderOptions
 
 FILENAME = "topology.html"
@@ -151,6 +152,23 @@ def _card(value: int, label: str, alert: bool = False) -> str:
     return f'<div class="card{" alert" if alert else ""}"><b>{value}</b><span>{escape(label)}</span></div>'
 
 
+#: entries of ``unplaced`` the page lists (the graph file has them all)
+SET_ASIDE_SHOWN = 500
+
+
+def _set_aside_note(graph: TopologyGraph) -> str:
+    """The list of what discovery set aside, every name and reason escaped (a kubelet may set any label)."""
+    items = sorted(graph.unplaced.items())
+    rows = "".join(f"<li><code>{escape(k)}</code>: {escape(v)}</li>" for k, v in items[:SET_ASIDE_SHOWN])
+    more = f"<li>... and {len(items) - SET_ASIDE_SHOWN} more (the graph's <code>unplaced</code>)</li>"
+    aside = set_aside_count(graph)[0]
+    return (
+        f'<details class="alertbox setaside" id="set-aside" open><summary><b>{aside} node(s) set aside</b> '
+        "by discovery: their data breaks a rule of the graph, so they are kept without (part of) their "
+        f"topology or left out</summary><ul>{rows}{more if len(items) > SET_ASIDE_SHOWN else ''}</ul></details>"
+    )
+
+
 def render_page(graph: TopologyGraph, previous: TopologyGraph | None = None) -> str:
     """The page; with ``previous``, what changed since it is highlighted."""
     tree = build_tree(graph, no_topology_switch=False)
@@ -167,7 +185,11 @@ def render_page(graph: TopologyGraph, previous: TopologyGraph | None = None) -> 
     ]
     if pending:
         cards.append(_card(pending, "domains pending", alert=True))
+    if graph.unplaced:
+        cards.append(_card(set_aside_count(graph)[0], "set aside", alert=True))
     notes = []
+    if graph.unplaced:
+        notes.append(_set_aside_note(graph))
     if bare:
         notes.append(
             f'<div class="alertbox"><b>{len(bare)} node(s) without topology</b> (the provider reported no '

@@ -78,6 +78,8 @@ locals {
       TOPOCAST_ZONES                     = join(";", var.zones)
       TOPOCAST_FULL_SCAN_THRESHOLD       = tostring(var.full_scan_threshold)
       TOPOCAST_DLQ_URL                   = aws_sqs_queue.dlq["events"].url
+      # a discovery that sets aside more than this share of the nodes fails (the last good graph stays)
+      TOPOCAST_GUARD_MAX_LOSS = tostring(var.guard_max_loss)
       # host maintenance / restarts: delayed re-checks go back to discover's own queue
       TOPOCAST_EVENTS_QUEUE_URL        = aws_sqs_queue.main["events"].url
       TOPOCAST_FOLLOW_RECHECKS         = tostring(var.follow_rechecks)

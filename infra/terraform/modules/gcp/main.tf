@@ -54,6 +54,7 @@ locals {
       TOPOCAST_GCP_DOMAIN_TIER           = var.domain_tier
       TOPOCAST_NAME_FROM                 = var.name_from
       TOPOCAST_FULL_SCAN_THRESHOLD       = tostring(var.full_scan_threshold)
+      TOPOCAST_GUARD_MAX_LOSS            = tostring(var.guard_max_loss)
       TOPOCAST_DISCOVER_WINDOW_SECONDS   = tostring(var.discover_window_seconds)
       TOPOCAST_FOLLOW_RECHECKS           = tostring(var.follow_rechecks)
       TOPOCAST_FOLLOW_INTERVAL_SECONDS   = tostring(var.follow_interval_seconds)
