@@ -64,7 +64,7 @@ def check_set_aside(graph: TopologyGraph, limit: float, metrics: Metrics | None 
         return
     sample = set_aside_lines(graph.unplaced, limit=3)
     log.warning("discovery set aside %d of %d node(s): %s", aside, seen, "; ".join(sample))
-    if seen and aside / seen > limit:
+    if seen and aside > 1 and aside / seen > limit:  # one odd node never holds back a cluster, however small
         raise TooManySetAside(
             f"{aside} of {seen} node(s) set aside ({aside / seen:.0%}, over the {limit:.0%} limit of "
             f"TOPOCAST_GUARD_MAX_LOSS), e.g. {'; '.join(sample)}; nothing written, the last good graph stays"
