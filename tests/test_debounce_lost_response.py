@@ -66,7 +66,7 @@ def test_dynamodb_lost_write_response_still_sends_the_timer(aws: dict[str, Any],
     deb = DynamoSqsDebouncer(aws["table"], aws["queue"], aws["ddb"], aws["sqs"], quiet=1, max_wait=5)
     inject(aws["ddb"])
     decision = deb.note_change("c1", 1)
-    # the state write sent twice (the injection), then the write that marks the timer sent
+    # the state write twice (the injection), then the write that confirms the timer was sent
     assert len(aws["puts"]) == 3, "the injection must make the client send the write twice"
     assert decision.action == "wait" and decision.reason == "timer armed"
     state = deb.state("c1")

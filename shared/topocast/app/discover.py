@@ -212,9 +212,7 @@ def _after_commit(
             ports.handoff.request_publish(manifest.generation, "hold confirmed", f"confirmed-{hold.confirmed_at}")
             detail["hold_confirmed"] = hold.generation
         elif hold is None and reconcile:  # the reconcile, not every full scan (GCP reads every VM each time)
-            caught_up = _catch_up_publish(ports)
-            if caught_up is not None:
-                detail["publish_caught_up"] = caught_up
+            detail["catch_up_publish"] = _catch_up_publish(ports)
     return Outcome.done(f"generation {written.generation}{' (new)' if written.changed else ''}", **detail)
 
 
@@ -228,9 +226,7 @@ def _catch_up_publish(ports: DiscoverPorts) -> int | None:
     if last is not None and (last.generation, last.graph_sha256) == (manifest.generation, manifest.graph_sha256):
         return None
     log.warning("generation %d is rendered but not published; asking for its publish again", manifest.generation)
-    ports.handoff.request_publish(
-        manifest.generation, "reconcile: rendered, not published", f"catch-up-{manifest.generation}"
-    )
+    ports.handoff.request_publish(manifest.generation, "reconcile: never published", f"catch-up-{manifest.generation}")
     return manifest.generation
 
 

@@ -12,16 +12,18 @@ shared with GCP. This module supplies the two AWS pieces:
 * :class:`DynamoDbStates` - table with partition key ``cluster`` (S); attributes
   ``first_change_at``, ``last_change_at``, ``latest_generation``,
   ``last_rendered_generation``, ``phase``, ``timer_id``, ``timer_due_at``,
-  ``lease_until``, ``version``, ``recent_writes`` (L of S), ``updated_at``. The
+  ``lease_until``, ``version``, ``recent_writes`` (L of S), ``unconfirmed_timer``
+  (S, while a timer's send is not confirmed), ``updated_at``. The
   version token is ``version``: every put is conditioned on it (on the item
   not existing for the first write).
 * :class:`SqsTimers` - ``SendMessage`` with ``DelaySeconds`` = the delay rounded
   up, at most 900 (a longer wait simply re-arms when the message arrives).
 
 Configuration: render function timeout <= ``lease`` <= the timer queue's
-visibility timeout. Then a render that failed (the message is not deleted) is
-redelivered after its lease and rendered again, while a duplicate delivery
-during a running render is dropped.
+visibility timeout. Then a render that died (the message is not deleted) is
+redelivered after its lease and rendered again, and a duplicate delivery during
+a running render is reported as a batch item failure (retried after the
+visibility timeout, when the lease is over).
 
 Callers: discover calls :meth:`~DebounceRunner.note_change` after writing a
 generation (idempotent per generation, so calling it again after a retry is
@@ -44,8 +46,9 @@ from topocast.pipeline.debounce import DebounceState, Decision
 from topocast.pipeline.debounce_runner import DebounceRunner
 
 MAX_SQS_DELAY = 900
-_NUMBERS = ("first_change_at", "last_change_at", "timer_due_at", "lease_until", "timer_unconfirmed_since")
+_NUMBERS = ("first_change_at", "last_change_at", "timer_due_at", "lease_until")
 _INTS = ("latest_generation", "last_rendered_generation", "version", "render_failures")
+_STRINGS = ("timer_id", "unconfirmed_timer")
 _KNOWN = frozenset(f.name for f in fields(DebounceState))
 
 
@@ -67,8 +70,10 @@ def _to_item(cluster: str, state: DebounceState, now: float) -> dict[str, Any]:
             item[name] = {"N": repr(float(value))}
     for name in _INTS:
         item[name] = {"N": str(int(getattr(state, name)))}
-    if state.timer_id is not None:
-        item["timer_id"] = {"S": state.timer_id}
+    for name in _STRINGS:
+        value = getattr(state, name)
+        if value is not None:
+            item[name] = {"S": value}
     item["recent_writes"] = {"L": [{"S": w} for w in state.recent_writes]}
     return item
 
@@ -83,8 +88,9 @@ def _from_item(item: Mapping[str, Any]) -> DebounceState:
             values[name] = int(item[name]["N"])
     if "phase" in item:
         values["phase"] = item["phase"]["S"]
-    if "timer_id" in item:
-        values["timer_id"] = item["timer_id"]["S"]
+    for name in _STRINGS:
+        if name in item:
+            values[name] = item[name]["S"]
     if "recent_writes" in item:
         values["recent_writes"] = tuple(w["S"] for w in item["recent_writes"]["L"])
     return DebounceState(**{k: v for k, v in values.items() if k in _KNOWN})

@@ -16,20 +16,20 @@ the rules below make at-least-once delivery harmless:
 * There is at most one live timer per cluster, identified by ``timer_id``. A timer
   message whose id is not the live one is dropped (duplicate or superseded).
 * "Render now" does not clear the timer: the state moves to ``rendering`` with a
-  lease. A redelivered copy during the lease is dropped; one arriving after the
-  lease (the render died without reporting) renders again. The render stage
-  reports back with :func:`on_rendered`, which goes idle or, if changes arrived
-  meanwhile, arms the next timer.
-* A timer that never fires (message lost) is presumed lost ``lost_timer_grace``
-  seconds after it was due; the next change re-arms.
-* Arming is two writes around the send: the state is saved with the new timer
-  *unconfirmed* (``timer_unconfirmed_since``), the timer is sent, then the state is
-  marked sent. A process that dies between the save and the send (Lambda timeout,
-  OOM: no ``except`` runs) leaves an unconfirmed timer; ``send_grace`` seconds later
-  it counts as dead, and the redelivered change, any later discovery (a reconcile
-  that finds the graph unchanged included) re-arms while a generation is unrendered.
-* A copy of the live timer that arrives during its render's lease asks to be
-  **retried** (action ``retry``): if that render dies, the copy renders after the lease.
+  lease. A redelivered copy during the lease asks to be **retried** (decision
+  ``retry``): the render holding the lease may die, and then that copy, retried
+  after the lease, renders again. The render stage reports back with
+  :func:`on_rendered` (idle, or the next timer when changes arrived meanwhile) or
+  :func:`on_render_failed`, which **releases** the claim: back to ``waiting`` on
+  the same timer, due now, so the platform's retry of that delivery renders at once.
+* A timer is *lost* when its send was never confirmed (``unconfirmed_timer``, kept
+  by the runner: the sender died between the state write and the send), when it
+  is ``lost_timer_grace`` seconds past due, or when a render's lease ran out. Any
+  observer that finds a lost timer while a generation is still unrendered gets it
+  going again (:func:`_revive`): a retried or repeated change notification (a
+  reconcile that finds the graph unchanged), a stale timer delivery. An
+  unconfirmed timer is re-sent under its own ID (idempotent, so a sender that is
+  merely slow does no harm); a timer or render that ran out is re-armed due now.
 """
 
 from __future__ import annotations
@@ -43,11 +43,9 @@ DEFAULT_MAX_WAIT = 120.0
 #: below the timer queue's visibility timeout so a render that failed is retried by redelivery
 DEFAULT_LEASE = 180.0
 DEFAULT_LOST_TIMER_GRACE = 300.0
-#: an armed timer whose send was not confirmed this long ago is taken as never sent (the sender
-#: died between the state write and the send); a send takes milliseconds, a stuck one times out first
-DEFAULT_SEND_GRACE = 60.0
 
 Phase = Literal["idle", "waiting", "rendering"]
+#: ``retry``: ask the platform to redeliver this timer later (its render holds the lease)
 Action = Literal["render", "wait", "idle", "drop", "retry"]
 
 
@@ -67,8 +65,6 @@ class DebounceState:
     timer_id: str | None = None
     timer_due_at: float | None = None
     lease_until: float | None = None
-    #: when the live timer was armed, while its send is not confirmed (None: sent, or no timer)
-    timer_unconfirmed_since: float | None = None
     #: optimistic-concurrency counter, bumped by the store on every write
     version: int = 0
     #: renders of the pending changes that failed in a row (reset by a successful render)
@@ -76,6 +72,9 @@ class DebounceState:
     #: IDs of the last few writes, newest last (set by the runner, not by the transitions below):
     #: a writer whose conditional write landed but whose response was lost finds its ID here
     recent_writes: tuple[str, ...] = ()
+    #: the live timer while its send is not confirmed (set by the runner before the send, cleared
+    #: after it): an observer that finds it set presumes the sender died and re-sends that timer
+    unconfirmed_timer: str | None = None
 
 
 @dataclass(frozen=True)
@@ -120,29 +119,53 @@ def decide(
     return Decision("wait", wait_seconds=due - now, reason=f"render due in {due - now:.1f}s")
 
 
-def timer_alive(
-    state: DebounceState,
-    now: float,
-    lost_timer_grace: float = DEFAULT_LOST_TIMER_GRACE,
-    send_grace: float = DEFAULT_SEND_GRACE,
-) -> bool:
+def timer_alive(state: DebounceState, now: float, lost_timer_grace: float = DEFAULT_LOST_TIMER_GRACE) -> bool:
     """Is a timer (or a render it started) still expected to report back?"""
     if state.phase == "waiting":
-        if state.timer_unconfirmed_since is not None:  # saved, but the send never said it went out
-            return now < state.timer_unconfirmed_since + send_grace
         return state.timer_due_at is None or now < state.timer_due_at + lost_timer_grace
     if state.phase == "rendering":
         return state.lease_until is not None and now < state.lease_until
     return False
 
 
+def timer_unsent(state: DebounceState) -> bool:
+    """Was the live timer written but its send never confirmed (the sender may have died)?"""
+    return state.phase == "waiting" and state.timer_id is not None and state.unconfirmed_timer == state.timer_id
+
+
+def unrendered(state: DebounceState) -> bool:
+    return state.latest_generation > state.last_rendered_generation
+
+
 def _arm(state: DebounceState, now: float, delay: float, timer_id: str, reason: str) -> Step:
     delay = max(0.0, delay)
-    armed = replace(
-        state, phase="waiting", timer_id=timer_id, timer_due_at=now + delay, lease_until=None,
-        timer_unconfirmed_since=now,
-    )  # fmt: skip
+    armed = replace(state, phase="waiting", timer_id=timer_id, timer_due_at=now + delay, lease_until=None)
     return Step(armed, Decision("wait", wait_seconds=delay, reason=reason, timer_id=timer_id), arm=delay)
+
+
+def _resend(state: DebounceState, now: float) -> Step:
+    """Send the live timer again under its own ID, for its remaining delay (the state does not change)."""
+    assert state.timer_id is not None
+    delay = max(0.0, (state.timer_due_at or now) - now)
+    reason = "timer re-sent: its send was never confirmed"
+    return Step(state, Decision("wait", wait_seconds=delay, reason=reason, timer_id=state.timer_id), arm=delay)
+
+
+def _revive(state: DebounceState, now: float, new_timer_id: str, quiet: float, lost_timer_grace: float) -> Step | None:
+    """Get an unrendered generation going again when its timer (or render) is lost; None: nothing to do."""
+    if not unrendered(state):
+        return None
+    if timer_unsent(state):
+        return _resend(state, now)
+    if timer_alive(state, now, lost_timer_grace):
+        return None
+    # the timer never fired or the render that claimed it died: render as soon as the new timer fires
+    pending = replace(
+        state,
+        first_change_at=state.first_change_at if state.first_change_at is not None else now,
+        last_change_at=min(state.last_change_at or now, now - quiet),  # quiet already: due when it fires
+    )
+    return _arm(pending, now, 0.0, new_timer_id, f"timer re-armed: the {state.phase} timer was lost")
 
 
 def on_change(
@@ -154,33 +177,24 @@ def on_change(
     quiet: float = DEFAULT_QUIET,
     max_wait: float = DEFAULT_MAX_WAIT,
     lost_timer_grace: float = DEFAULT_LOST_TIMER_GRACE,
-    send_grace: float = DEFAULT_SEND_GRACE,
 ) -> Step:
-    """A generation was written (or found unchanged): record it; arm a timer only if none is alive.
+    """A new generation was written: record it; arm a timer only if none is alive.
 
-    An already noted generation re-arms when a generation is still unrendered and its timer is dead
-    (never sent, lost, or its render's lease ran out): whatever killed it, the next discovery heals it.
+    A generation already noted (a retried batch, a reconcile that finds the graph unchanged) arms
+    nothing while its timer is alive, but gets a lost timer going again if it is still unrendered.
     """
     if generation <= max(state.latest_generation, state.last_rendered_generation):
-        unrendered = state.latest_generation > state.last_rendered_generation
-        if unrendered and not timer_alive(state, now, lost_timer_grace, send_grace):
-            pending = replace(
-                state,
-                first_change_at=state.first_change_at if state.first_change_at is not None else now,
-                last_change_at=state.last_change_at if state.last_change_at is not None else now,
-            )
-            dead = "its render's lease ran out" if state.phase == "rendering" else "its timer was lost"
-            return _arm(
-                pending, now, 0.0, new_timer_id, f"generation {state.latest_generation} unrendered and {dead}: re-armed"
-            )
-        return Step(state, Decision("drop", reason=f"generation {generation} already noted"))
+        revived = _revive(state, now, new_timer_id, quiet, lost_timer_grace)
+        return revived or Step(state, Decision("drop", reason=f"generation {generation} already noted"))
     noted = replace(
         state,
         latest_generation=generation,
         last_change_at=now,
         first_change_at=state.first_change_at if state.first_change_at is not None else now,
     )
-    if timer_alive(state, now, lost_timer_grace, send_grace):
+    if timer_unsent(noted):
+        return _resend(noted, now)
+    if timer_alive(state, now, lost_timer_grace):
         return Step(noted, Decision("wait", reason=f"timer already {state.phase}", timer_id=state.timer_id))
     due = decide(noted, now, quiet, max_wait)
     return _arm(noted, now, due.wait_seconds, new_timer_id, "timer armed")
@@ -195,16 +209,23 @@ def on_timer(
     quiet: float = DEFAULT_QUIET,
     max_wait: float = DEFAULT_MAX_WAIT,
     lease: float = DEFAULT_LEASE,
+    lost_timer_grace: float = DEFAULT_LOST_TIMER_GRACE,
 ) -> Step:
-    """A timer fired: drop it if it is not the live one, else re-arm once or claim the render."""
+    """A timer fired: drop it if it is not the live one, else re-arm once or claim the render.
+
+    A stale timer that finds the live one lost while a generation is unrendered gets it going
+    again; a copy of the live timer during its render's lease asks to be retried.
+    """
     if timer_id != state.timer_id or state.phase == "idle":
+        revived = _revive(state, now, new_timer_id, quiet, lost_timer_grace)
+        if revived is not None:
+            return replace(revived, decision=replace(revived.decision, action="drop"))  # this copy is done
         return Step(state, Decision("drop", reason=f"timer {timer_id} is not the live one"))
     if state.phase == "rendering":
         if state.lease_until is not None and now < state.lease_until:
-            # not acknowledged: if that render dies, this copy (redelivered after the lease) renders
-            wait = state.lease_until - now
-            reason = f"duplicate timer: its render is in progress; retry after the lease ({wait:.0f} s)"
-            return Step(state, Decision("retry", wait_seconds=wait, reason=reason, timer_id=timer_id))
+            # retried, not dropped: if the render holding the lease died, this copy renders after it
+            why = f"duplicate timer: its render is in progress (lease for {state.lease_until - now:.0f}s more)"
+            return Step(state, Decision("retry", reason=why, timer_id=timer_id))
         # the render that claimed this timer never reported back (crashed, timed out): try again
         retry = replace(state, lease_until=now + lease, first_change_at=None)
         return Step(
@@ -221,13 +242,6 @@ def on_timer(
         return _arm(state, now, due.wait_seconds, new_timer_id, due.reason)
     claimed = replace(state, phase="rendering", lease_until=now + lease, first_change_at=None)
     return Step(claimed, replace(due, timer_id=timer_id))
-
-
-def on_timer_sent(state: DebounceState, timer_id: str) -> Step:
-    """The send of ``timer_id`` was confirmed: it is alive until it is due (plus the lost-timer grace)."""
-    if state.timer_id != timer_id or state.timer_unconfirmed_since is None:
-        return Step(state, Decision("drop", reason="nothing to confirm"))
-    return Step(replace(state, timer_unconfirmed_since=None), Decision("wait", reason="timer sent", timer_id=timer_id))
 
 
 def on_rendered(
@@ -257,17 +271,19 @@ def on_render_failed(
     timer_id: str | None,
     now: float,
     *,
-    new_timer_id: str,
-    retry_after: float,
     max_failures: int,
+    quiet: float = DEFAULT_QUIET,
 ) -> Step:
-    """The render claimed by ``timer_id`` failed: arm a retry, or give up after ``max_failures`` in a row.
+    """The render claimed by ``timer_id`` failed: release the claim, or give up after ``max_failures`` in a row.
 
-    Giving up is the decision ``drop`` (the caller dead-letters and alarms); the state goes idle
-    and the next change renders again, so a fixed graph recovers on its own.
+    Released: back to ``waiting`` on the same timer, due now, and the decision ``retry`` - the
+    caller asks the platform to redeliver that timer, which then renders at once (no new timer
+    to send, so this path is a single write). Giving up is the decision ``drop`` (the caller
+    dead-letters and alarms); the state goes idle and the next change renders again, so a fixed
+    graph recovers on its own. ``wait``: another timer took over; nothing to do.
     """
     if timer_id is None or timer_id != state.timer_id or state.phase != "rendering":
-        return Step(state, Decision("drop", reason="another timer took over"))
+        return Step(state, Decision("wait", reason="another timer took over"))
     failures = state.render_failures + 1
     if failures >= max_failures:
         # the given-up generation counts as not noted: the same number written again (a healed store) renders
@@ -276,6 +292,9 @@ def on_render_failed(
             render_failures=0, latest_generation=state.last_rendered_generation,
         )  # fmt: skip
         return Step(idle, Decision("drop", reason=f"render failed {failures} time(s) in a row; giving up"))
-    # pending again, already quiet: the retry timer renders as soon as it fires
-    pending = replace(state, render_failures=failures, first_change_at=now, last_change_at=now - retry_after)
-    return _arm(pending, now, retry_after, new_timer_id, f"render failed ({failures}/{max_failures}); retrying")
+    released = replace(
+        state, phase="waiting", timer_due_at=now, lease_until=None, render_failures=failures,
+        first_change_at=min(state.first_change_at or now, now), last_change_at=now - quiet,
+    )  # fmt: skip
+    why = f"render failed ({failures}/{max_failures}); the claim is released and the timer retried"
+    return Step(released, Decision("retry", reason=why, timer_id=timer_id))

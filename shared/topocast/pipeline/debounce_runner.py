@@ -21,11 +21,19 @@ re-decide on top of our own change ("generation already noted") and never send
 the timer. So before re-deciding, the runner re-reads: if its write ID is in
 the stored state, the write was its own and the step completes (timer sent).
 
-If the send fails, the state is rolled back (conditionally) and the error
-propagates, so the caller's input is retried. After a send the state is marked
-*sent*; a process that died between the save and the send leaves the timer
-unconfirmed, which counts as dead after ``send_grace``, so the redelivered input
-(or any later discovery) re-arms (:mod:`topocast.pipeline.debounce`). The timer body is the same on
+A timer is sent in three steps, so that a process that dies anywhere (a Lambda
+timeout or OOM, where no ``except`` runs) leaves a state someone can repair:
+
+1. the state write names the new timer and marks it ``unconfirmed_timer``;
+2. the send (the timer ID names the task on GCP, so a repeated send is deduplicated;
+   on SQS a second copy is harmless: only the live timer renders);
+3. a conditional write clears the mark if it still names that timer.
+
+Dying between 1 and 3 leaves the mark: the next observer (the retried delivery,
+a reconcile that finds the graph unchanged, a stale timer) re-sends that timer
+(:func:`topocast.pipeline.debounce._revive`). If the send raises, the state is
+also rolled back (conditionally) and the error propagates, so the caller's input
+is retried. The timer body is the same on
 every cloud: ``{"kind": "topocast.debounce.timer", "cluster", "timer_id",
 "armed_at", "due_at"}``.
 """
@@ -97,7 +105,6 @@ class DebounceRunner:
         max_wait: float = core.DEFAULT_MAX_WAIT,
         lease: float = core.DEFAULT_LEASE,
         lost_timer_grace: float = core.DEFAULT_LOST_TIMER_GRACE,
-        send_grace: float = core.DEFAULT_SEND_GRACE,
         clock: Callable[[], float] = time.time,
         max_attempts: int = 50,
     ) -> None:
@@ -109,7 +116,6 @@ class DebounceRunner:
         self.max_wait = max_wait
         self.lease = lease
         self.lost_timer_grace = lost_timer_grace
-        self.send_grace = send_grace
         self.clock = clock
         self.max_attempts = max_attempts
 
@@ -128,7 +134,6 @@ class DebounceRunner:
                 quiet=self.quiet,
                 max_wait=self.max_wait,
                 lost_timer_grace=self.lost_timer_grace,
-                send_grace=self.send_grace,
             ),
         )
         return replace(step.decision, cluster=cluster)
@@ -144,7 +149,14 @@ class DebounceRunner:
         step = self._transition(
             cluster,
             lambda s, now, tid: core.on_timer(
-                s, timer_id, now, new_timer_id=tid, quiet=self.quiet, max_wait=self.max_wait, lease=self.lease
+                s,
+                timer_id,
+                now,
+                new_timer_id=tid,
+                quiet=self.quiet,
+                max_wait=self.max_wait,
+                lease=self.lease,
+                lost_timer_grace=self.lost_timer_grace,
             ),
         )
         return replace(step.decision, cluster=cluster)
@@ -160,12 +172,13 @@ class DebounceRunner:
         return replace(step.decision, cluster=cluster)
 
     def render_failed(self, cluster: str, decision: Decision, *, max_failures: int) -> Decision:
-        """The render that ``decision`` started failed: a retry timer (after ``quiet``), or ``drop`` when
-        ``max_failures`` renders failed in a row (the caller dead-letters it)."""
+        """The render that ``decision`` started failed: ``retry`` (the claim is released, the caller asks
+        for the timer's redelivery), or ``drop`` when ``max_failures`` renders failed in a row (the
+        caller dead-letters it)."""
         step = self._transition(
             cluster,
             lambda s, now, tid: core.on_render_failed(
-                s, decision.timer_id, now, new_timer_id=tid, retry_after=self.quiet, max_failures=max_failures
+                s, decision.timer_id, now, max_failures=max_failures, quiet=self.quiet
             ),
         )
         return replace(step.decision, cluster=cluster)
@@ -176,31 +189,44 @@ class DebounceRunner:
             before, token = self.states.load(cluster)
             now = self.clock()
             step = fn(before, now, new_timer_id)
-            if step.state == before:
+            timer_id = step.state.timer_id if step.arm is not None else None
+            if step.state == before and (timer_id is None or before.unconfirmed_timer == timer_id):
+                if timer_id is not None:  # a re-send of the unconfirmed live timer: nothing to write first
+                    self._send(cluster, timer_id, step, now)
+                    self._confirm(cluster, timer_id)
                 return step
-            after = _tagged(replace(step.state, version=before.version + 1))
+            after = _tagged(replace(step.state, version=before.version + 1, unconfirmed_timer=_mark(step)))
             saved, new_token = self._save(cluster, after, token)
             if not saved:
                 time.sleep(random.uniform(0, 0.02))  # lost a race: re-read and re-decide
                 continue
-            if step.arm is not None and after.timer_id is not None:
+            if timer_id is not None:
                 try:
-                    self.timers.send(
-                        cluster, after.timer_id, step.arm, timer_body(cluster, after.timer_id, now, step.arm)
-                    )
+                    self._send(cluster, timer_id, step, now)
                 except Exception:
                     self._roll_back(cluster, before, after, new_token)
                     raise
-                self._confirm_sent(cluster, after.timer_id)
+                self._confirm(cluster, timer_id)
             return replace(step, state=after)
         raise TopocastError(f"debounce state of cluster {cluster!r} kept changing ({self.max_attempts} attempts)")
 
-    def _confirm_sent(self, cluster: str, timer_id: str) -> None:
-        """Mark ``timer_id`` sent. Best effort: unconfirmed, a sent timer only risks one extra re-arm."""
+    def _send(self, cluster: str, timer_id: str, step: Step, now: float) -> None:
+        delay = step.arm or 0.0
+        self.timers.send(cluster, timer_id, delay, timer_body(cluster, timer_id, now, delay))
+
+    def _confirm(self, cluster: str, timer_id: str) -> None:
+        """Clear the ``unconfirmed_timer`` mark of ``timer_id`` (sent). A failure only costs a re-send
+        by the next observer, so it is logged, not raised: the caller's step did happen."""
         try:
-            self._transition(cluster, lambda s, _now, _tid: core.on_timer_sent(s, timer_id))
+            for _ in range(self.max_attempts):
+                state, token = self.states.load(cluster)
+                if state.unconfirmed_timer != timer_id:
+                    return  # already confirmed, or another timer took over
+                confirmed = _tagged(replace(state, unconfirmed_timer=None, version=state.version + 1))
+                if self._save(cluster, confirmed, token)[0]:
+                    return
         except Exception as exc:
-            log.warning("debounce: timer %s was sent but not marked sent (%s)", timer_id, exc)
+            log.warning("debounce: could not confirm timer %s of %s (it will be re-sent): %s", timer_id, cluster, exc)
 
     def _save(self, cluster: str, state: DebounceState, token: Any) -> tuple[bool, Any]:
         """Write ``state`` (tagged by :func:`_tagged`) if the store is still at ``token``.
@@ -225,6 +251,16 @@ class DebounceRunner:
         rolled_back = _tagged(replace(before, version=after.version + 1))
         if token is None or not self._save(cluster, rolled_back, token)[0]:
             log.warning("debounce: could not roll back the state of %s after a failed timer send", cluster)
+
+
+def _mark(step: Step) -> str | None:
+    """``unconfirmed_timer`` after ``step``: the timer it sends; else a mark that still names the live,
+    waiting timer (its sender died); else none (a claimed or idle state has no timer to send)."""
+    state = step.state
+    if step.arm is not None:
+        return state.timer_id
+    keep = state.phase == "waiting" and state.unconfirmed_timer == state.timer_id
+    return state.unconfirmed_timer if keep else None
 
 
 def _tagged(state: DebounceState) -> DebounceState:
