@@ -38,8 +38,13 @@ What it implements
   ``Content-Type: application/json``.
 * Fault injection: :meth:`FakeKubeApiServer.inject` (status for the next N matching
   requests, optionally after skipping K, with ``Retry-After``), :meth:`fail_after`
-  (every request after K fails) and ``action`` hooks run before a matching request
-  (e.g. a concurrent writer bumping an object to provoke a 409).
+  (every request after K fails), :meth:`refuse` (every write to the named nodes is
+  refused, as an admission policy on one node pool does) and ``action`` hooks run
+  before a matching request (e.g. a concurrent writer bumping an object to provoke a
+  409). An injected answer is a real ``Status``: ``kind: Status``, ``code``, the
+  ``reason`` (the code's own unless given; a webhook may send ``""``), the
+  ``message`` and, for a request naming an object, ``details`` with its ``name`` and
+  ``kind`` (the resource), as kube-apiserver fills them.
 * A request log (:attr:`FakeKubeApiServer.requests`): method, path, query, content
   type, Authorization header, the Kubernetes verb/group/resource/namespace/name and
   the response status.
@@ -204,6 +209,7 @@ class Fault:
     match: Callable[[LoggedRequest], bool] | None = None
     action: Callable[[FakeKubeApiServer], None] | None = None
     message: str = "injected fault"
+    reason: str | None = None  # None: the code's own reason
 
 
 @dataclass
@@ -550,11 +556,25 @@ class FakeKubeApiServer:
         match: Callable[[LoggedRequest], bool] | None = None,
         action: Callable[[FakeKubeApiServer], None] | None = None,
         message: str = "injected fault",
+        reason: str | None = None,
     ) -> Fault:
-        fault = Fault(status, count, skip, retry_after, match, action, message)
+        fault = Fault(status, count, skip, retry_after, match, action, message, reason)
         with self._lock:
             self.faults.append(fault)
         return fault
+
+    def refuse(self, nodes: Iterable[str], status: int, message: str, reason: str | None = None) -> Fault:
+        """Refuse every write (PATCH, PUT) to ``nodes`` with ``status`` for good, the way a validating
+        admission policy or webhook bound to one node pool does (VAP: 422 Invalid or the validation's
+        ``reason``; a webhook: 403 Forbidden with ``admission webhook "..." denied the request: ...``)."""
+        names = frozenset(nodes)
+        return self.inject(
+            status,
+            None,
+            match=lambda r: r.resource == "nodes" and r.method in ("PATCH", "PUT") and r.name in names,
+            message=message,
+            reason=reason,
+        )
 
     def fail_after(self, k: int, status: int = 503) -> Fault:
         """Every request after the next ``k`` fails with ``status`` (an outage half-way through)."""
@@ -678,7 +698,9 @@ class FakeKubeApiServer:
                     if fault.retry_after is not None:
                         headers["Retry-After"] = f"{fault.retry_after:g}"
                         details["retryAfterSeconds"] = int(fault.retry_after)
-                    reason = _REASONS.get(fault.status, "InternalError")
+                    if req.name:
+                        details.update(name=req.name, kind=req.resource)
+                    reason = _REASONS.get(fault.status, "InternalError") if fault.reason is None else fault.reason
                     return fault.status, status_body(fault.status, reason, fault.message, details), headers
         if self.token is not None and req.authorization != f"Bearer {self.token}":
             return 401, status_body(401, "Unauthorized", "Unauthorized"), {}

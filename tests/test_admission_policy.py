@@ -13,8 +13,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from topocast.renderers.base import DEFAULT_ACCELERATOR_KEY, DEFAULT_SUBDOMAIN_KEY, DEFAULT_TIER_PREFIX
+from topocast.k8s.labels import LABELS_SHA_ANNOTATION, ClusterNode, DesiredNode, diff_node
+from topocast.renderers.base import DEFAULT_ACCELERATOR_KEY, DEFAULT_SUBDOMAIN_KEY, DEFAULT_TIER_PREFIX, LabelScheme
 from topocast.renderers.k8s_common import MANAGED_BY, MANAGED_BY_LABEL
+from topocast.renderers.k8s_labels import owns_key
 from topocast.renderers.slinky import SPEC_ANNOTATION
 
 K8S = Path(__file__).resolve().parent.parent / "infra" / "k8s"
@@ -47,7 +49,7 @@ def test_node_policy_allows_only_the_default_owned_keys_and_the_slinky_annotatio
     assert f"k in ['{DEFAULT_ACCELERATOR_KEY}', '{DEFAULT_SUBDOMAIN_KEY}']" in owned
     checks = [v["expression"] for v in policy["spec"]["validations"]]
     assert "object.spec == oldObject.spec" in checks
-    assert f"variables.changedAnnotations.all(k, k == '{SPEC_ANNOTATION}')" in checks
+    assert f"variables.changedAnnotations.all(k, k in ['{SPEC_ANNOTATION}', '{LABELS_SHA_ANNOTATION}'])" in checks
 
 
 def test_hypernode_policy_covers_create_update_delete_of_managed_objects_only() -> None:
@@ -107,6 +109,22 @@ def test_the_publisher_may_change_its_own_labels_and_the_slinky_annotation() -> 
         {"topology.slinky.slurm.net/spec": "topology-tree:leaf-2"},
     )  # fmt: skip
     assert admit("topocast-publisher-nodes", PUBLISHER, moved, BEFORE) == []
+
+
+def test_the_publishers_own_patch_with_its_labels_hash_is_admitted() -> None:
+    """The PATCH the publisher really sends (labels + ``topocast.dev/labels-sha256``), applied to a node:
+    a policy that refused the hash would refuse every label publish with 422."""
+    meta = BEFORE["metadata"]
+    live = ClusterNode("gpu-1", BEFORE["spec"]["providerID"], meta["labels"], meta["annotations"])
+    want = DesiredNode(
+        "gpu-1", "i-0abc", {"fabric.topograph.run/tier-0": "leaf-2", "accelerator.topograph.run/domain": "nvl-7"}
+    )
+    patch = diff_node(live, want, lambda k: owns_key(k, LabelScheme()))
+    assert patch is not None and LABELS_SHA_ANNOTATION in patch.body()["metadata"]["annotations"]
+    body = patch.body()["metadata"]
+    labels = {k: v for k, v in {**meta["labels"], **body["labels"]}.items() if v is not None}
+    after = node(labels, {**meta["annotations"], **body["annotations"]})
+    assert admit("topocast-publisher-nodes", PUBLISHER, after, BEFORE) == []
 
 
 @pytest.mark.parametrize(

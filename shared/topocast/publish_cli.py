@@ -19,7 +19,10 @@ change) without writing; ``--server-dry-run`` also sends every write with
 ``dryRun=All`` so the API server validates it.
 
 Exit codes: 0 the cluster matches the graph (or the plan was printed), 1 the
-publish is incomplete (errors are printed), 2 bad input or configuration.
+publish is incomplete (an outage or an error, printed: run it again), 2 bad input
+or configuration, 3 done with refusals: every node the API server accepts is
+labelled, the nodes it refused (admission policy, validation) are printed one
+line per refusal class (running it again gets the same answer: fix the cause).
 """
 
 from __future__ import annotations
@@ -160,6 +163,20 @@ def _inputs(
     return manifest, files, graph_source
 
 
+#: exit code of a publish that is done except for the nodes the API server refused
+EXIT_REFUSED = 3
+
+
+def print_refusals(report: Any, err: TextIO) -> None:
+    """One line per refusal class: ``topocast: refused: 403 Forbidden: 16 node(s) gpu-[0000-0015]; gpu-0000: <its
+    message>`` (the names compacted and cut at 120 characters, the message of the first node)."""
+    from topocast.k8s.publisher import sample_names
+
+    for kind, nodes, message in report.refusals():
+        line = f"topocast: refused: {kind}: {len(nodes)} node(s) {sample_names(nodes)}"
+        print(line + (f"; {nodes[0]}: {message}" if message else ""), file=err)
+
+
 def print_plan(report: Any, out: TextIO) -> None:
     """The dry run's plan: nodes and objects that a publish would change."""
     print(f"dry run ({report.dry_run}): nothing was written", file=out)
@@ -230,10 +247,13 @@ def run_publish(args: PublishArgs, out: TextIO | None = None, err: TextIO | None
         out.write("\n")
     elif report.dry_run != "off":
         print_plan(report, out)
+    print_refusals(report, err)
     for problem in report.errors:
         print(f"topocast: error: {problem}", file=err)
     print(f"topocast: {result.detail}", file=err)
-    return 0 if result.published else 1
+    if not result.published:
+        return 1
+    return EXIT_REFUSED if report.nodes_refused else 0
 
 
-__all__ = ["PublishArgs", "print_plan", "publisher_config", "run_publish"]
+__all__ = ["EXIT_REFUSED", "PublishArgs", "print_plan", "print_refusals", "publisher_config", "run_publish"]

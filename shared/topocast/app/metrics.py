@@ -27,6 +27,7 @@ __all__ = [
     "IGNORED",
     "MALFORMED",
     "NODES",
+    "NODES_REFUSED",
     "NODES_SET_ASIDE",
     "NODES_WITHOUT_TOPOLOGY",
     "NOTED",
@@ -79,6 +80,9 @@ PUBLISH_INCOMPLETE = "publish_incomplete"
 #: labels found hand-edited and repaired, writes, requests, requests the API server throttled (429)
 DRIFT = "drift"
 PUBLISHED_NODES_PATCHED = "nodes_patched"
+#: nodes the API server refused to label (admission policy, validation): the rest were labelled, the publish
+#: is done; the refused ones are in the log line and stay unlabelled until the cause is fixed
+NODES_REFUSED = "nodes_refused"
 PUBLISHER_OBJECTS_APPLIED = "objects_applied"
 PUBLISHER_OBJECTS_DELETED = "objects_deleted"
 PUBLISHER_API_REQUESTS = "publisher_api_requests"
@@ -112,6 +116,7 @@ EMF_NAMES = {
     QUARANTINED: "QuarantinedUploads",
     DRIFT: "Drift",
     PUBLISHED_NODES_PATCHED: "NodesPatched",
+    NODES_REFUSED: "NodesRefused",
     PUBLISHER_OBJECTS_APPLIED: "ObjectsApplied",
     PUBLISHER_OBJECTS_DELETED: "ObjectsDeleted",
     PUBLISHER_API_REQUESTS: "ApiRequests",
@@ -122,7 +127,7 @@ EMF_NAMES = {
 PUBLISHER_METRICS = {
     EMF_NAMES[name]: name
     for name in (
-        DRIFT, PUBLISHED_NODES_PATCHED, PUBLISHER_OBJECTS_APPLIED, PUBLISHER_OBJECTS_DELETED,
+        DRIFT, PUBLISHED_NODES_PATCHED, NODES_REFUSED, PUBLISHER_OBJECTS_APPLIED, PUBLISHER_OBJECTS_DELETED,
         PUBLISHER_API_REQUESTS, PUBLISHER_THROTTLED,
     )
 }  # fmt: skip

@@ -8,6 +8,9 @@ Policies (docs/architecture.md, "Who decides what"):
 * A publish that did not finish everywhere (e.g. Kubernetes half done) is ``retry``: publishers are
   idempotent, so the redelivery redoes only the parts not done; the published record moves only
   when every publisher succeeded.
+* A publish where the target refused some items for good (Kubernetes: an admission policy refusing one
+  node pool's label PATCHes) and served all the rest is ``done`` with a warning and the metric
+  ``nodes_refused``: a retry would meet the same answer (the next generation tries them again).
 * What a publisher reports in its result's ``metrics`` (Kubernetes: ``Drift``, ``NodesPatched``...) is
   counted through the Metrics port, whether or not the publish finished.
 * A generation that was never rendered is dead-lettered (``drop``): a retry cannot create it.
@@ -61,5 +64,16 @@ def publish(ports: PublishPorts, generation: int) -> Outcome:
         log.warning("generation %d not fully published, retrying: %s", manifest.generation, outcome.detail)
         return Outcome.retry(f"generation {manifest.generation} not fully published: {outcome.detail}")
     ports.metrics.count(m.PUBLISHES)
+    refused = sum(
+        int((getattr(r, "metrics", None) or {}).get(m.EMF_NAMES[m.NODES_REFUSED], 0)) for r in outcome.results.values()
+    )
+    if refused:
+        log.warning(
+            "published generation %d with %d node(s) refused (not retried): %s",
+            manifest.generation,
+            refused,
+            outcome.detail,
+        )
+        return Outcome.done(outcome.detail, action="published", generation=manifest.generation, refused=refused)
     log.info("published generation %d: %s", manifest.generation, outcome.detail)
     return Outcome.done(outcome.detail, action="published", generation=manifest.generation)

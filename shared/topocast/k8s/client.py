@@ -331,6 +331,11 @@ _REASONS = {
 }
 
 
+def reason_for(code: int) -> str:
+    """The Status ``reason`` kube-apiserver sends with ``code`` (for a Status that came without one)."""
+    return _REASONS.get(code, "Unknown")
+
+
 def _is_json(content_type: str) -> bool:
     media = content_type.split(";", 1)[0].strip().lower()
     return media == "application/json" or media.endswith("+json")
@@ -356,7 +361,7 @@ def status_response(response: httpx2.Response, request: httpx2.Request) -> httpx
             status.setdefault("code", response.status_code)
     if status is None:
         text = raw.decode("utf-8", "replace").strip()
-        reason = _REASONS.get(response.status_code, "Unknown")
+        reason = reason_for(response.status_code)
         status = {
             "kind": "Status",
             "apiVersion": "v1",

@@ -42,7 +42,7 @@ from typing import Any, Literal
 import httpx2
 from lightkube.core.exceptions import ApiError
 
-from topocast.k8s.client import KubeClient
+from topocast.k8s.client import KubeClient, reason_for
 
 MatchBy = Literal["provider-id", "annotation", "name"]
 DEFAULT_MATCH: tuple[MatchBy, ...] = ("provider-id", "annotation", "name")
@@ -265,12 +265,57 @@ def list_cluster_nodes(
         params["continue"] = token
 
 
+#: 4xx answers that speak for the whole server (credentials, a timeout, load shedding), not for one node
+OUTAGE_4XX = frozenset({401, 408, 429})
+#: the longest server message kept per refused node (a Status message can carry a whole CEL expression)
+MESSAGE_LIMIT = 300
+
+
+def is_outage(code: int) -> bool:
+    """True when an answer says the API server (or our access to it) is failing, so the next node's PATCH
+    would fail the same way: 5xx, 401, 408, 429 (the transport already spent its retries on 5xx/429).
+    Every other 4xx is the server's decision about *this* node (admission, validation, conflict)."""
+    return code >= 500 or code in OUTAGE_4XX
+
+
+@dataclass(frozen=True)
+class NodeRefusal:
+    """The API server's permanent answer to one node's PATCH: its Status ``code``, ``reason`` and ``message``."""
+
+    code: int
+    reason: str
+    message: str
+
+    @property
+    def kind(self) -> str:
+        """``403 Forbidden``: what refusals are grouped by in reports."""
+        return f"{self.code} {self.reason}"
+
+
 @dataclass
 class PatchOutcome:
     patched: list[str] = field(default_factory=list)
-    gone: list[str] = field(default_factory=list)  # deleted between LIST and PATCH
+    gone: list[str] = field(default_factory=list)  # deleted between LIST and PATCH (404)
+    #: refused by the server for that node (403, 422, 409 after resends, other 4xx); the others go on
+    refused: dict[str, NodeRefusal] = field(default_factory=dict)
+    #: outage answers (5xx, 401, 408, 429 after retries, connection errors): node -> what happened
     failed: dict[str, str] = field(default_factory=dict)
-    not_attempted: list[str] = field(default_factory=list)  # skipped after the failure limit tripped
+    not_attempted: list[str] = field(default_factory=list)  # skipped after the outage breaker tripped
+    #: why the breaker tripped (None: every node was attempted)
+    stopped: str | None = None
+
+
+def rotated(patches: list[NodePatch], start: int) -> list[NodePatch]:
+    """``patches`` in name order, starting at index ``start`` (mod their number) and wrapping around.
+
+    A publish stopped by an outage is retried; nodes done by then drop out of the next plan, and a
+    different start each attempt means a run of nodes that always fail with a server error (a broken
+    webhook on one node pool answers 500 for its nodes only) cannot hold the head of every attempt."""
+    ordered = sorted(patches, key=lambda p: p.node)
+    if not ordered:
+        return ordered
+    k = start % len(ordered)
+    return ordered[k:] + ordered[:k]
 
 
 def send_patches(
@@ -279,48 +324,75 @@ def send_patches(
     concurrency: int = 4,
     max_consecutive_failures: int = 5,
     dry_run: bool = False,
+    max_conflict_retries: int = 3,
 ) -> PatchOutcome:
-    """Strategic-merge PATCH each node. After ``max_consecutive_failures`` failures in a row the rest are
-    skipped (a down API server should not take 10k x retries); a later publish resumes from the diff.
-    ``dry_run`` sends them with ``dryRun=All`` (validated by the server, not persisted)."""
+    """Strategic-merge PATCH each node, in the order given.
+
+    A node the server refuses (403, 422, ...; see :func:`is_outage`) is recorded with the server's
+    Status and the others go on: one node pool's admission policy must not stop the cluster. A 409
+    is resent up to ``max_conflict_retries`` times (the body holds absolute values and no
+    resourceVersion, so resending is safe) before it counts as a refusal. Only outages stop the
+    publish: after ``max_consecutive_failures`` of them in a row (a 401 at once: credentials are the
+    same for every node) the rest are not attempted (a down API server should not take 10k x
+    retries); a later publish resumes from the diff. ``dry_run`` sends them with ``dryRun=All``
+    (validated and admitted by the server, not persisted), so refusals show up there too."""
     outcome = PatchOutcome()
     lock = threading.Lock()
     streak = [0]
     stop = threading.Event()
+    params = {"fieldManager": kc.transport.settings.field_manager, **({"dryRun": "All"} if dry_run else {})}
+
+    def outage(node: str, what: str, unauthorized: bool = False) -> None:
+        with lock:
+            outcome.failed[node] = what
+            streak[0] += 1
+            if (unauthorized or streak[0] >= max_consecutive_failures) and not stop.is_set():
+                outcome.stopped = (
+                    f"{what} (credentials are the same for every node)"
+                    if unauthorized
+                    else f"{streak[0]} node PATCH outages in a row, the last {what}"
+                )
+                stop.set()
+
+    def answered(names: list[str], node: str) -> None:
+        with lock:
+            names.append(node)
+            streak[0] = 0  # the server is up and deciding: not an outage streak
 
     def one(patch: NodePatch) -> None:
         if stop.is_set():
             with lock:
                 outcome.not_attempted.append(patch.node)
             return
-        try:
-            kc.request_json(
-                "PATCH",
-                f"/api/v1/nodes/{patch.node}",
-                params={"fieldManager": kc.transport.settings.field_manager, **({"dryRun": "All"} if dry_run else {})},
-                body=patch.body(),
-                content_type="application/strategic-merge-patch+json",
-            )
-        except ApiError as exc:
-            with lock:
-                if exc.status.code == 404:
-                    outcome.gone.append(patch.node)
-                    return
-                outcome.failed[patch.node] = f"{exc.status.code} {exc.status.reason}: {exc.status.message}"
-                streak[0] += 1
-                if streak[0] >= max_consecutive_failures:
-                    stop.set()
+        for resend in range(max_conflict_retries + 1):
+            try:
+                kc.request_json(
+                    "PATCH",
+                    f"/api/v1/nodes/{patch.node}",
+                    params=params,
+                    body=patch.body(),
+                    content_type="application/strategic-merge-patch+json",
+                )
+            except ApiError as exc:
+                code = int(exc.status.code or 0)
+                reason = exc.status.reason or reason_for(code)
+                message = (exc.status.message or "")[:MESSAGE_LIMIT]
+                if code == 409 and resend < max_conflict_retries:
+                    continue
+                if code == 404:
+                    answered(outcome.gone, patch.node)
+                elif is_outage(code):
+                    outage(patch.node, f"{code} {reason}: {message}", unauthorized=code == 401)
+                else:
+                    with lock:
+                        outcome.refused[patch.node] = NodeRefusal(code, reason, message)
+                        streak[0] = 0
+                return
+            except httpx2.HTTPError as exc:
+                outage(patch.node, f"{type(exc).__name__}: {exc}")
+                return
+            answered(outcome.patched, patch.node)
             return
-        except httpx2.HTTPError as exc:
-            with lock:
-                outcome.failed[patch.node] = f"{type(exc).__name__}: {exc}"
-                streak[0] += 1
-                if streak[0] >= max_consecutive_failures:
-                    stop.set()
-            return
-        with lock:
-            outcome.patched.append(patch.node)
-            streak[0] = 0
 
     if concurrency <= 1:
         for p in patches:
@@ -330,4 +402,6 @@ def send_patches(
             list(pool.map(one, patches))
     for names in (outcome.patched, outcome.gone, outcome.not_attempted):
         names.sort()
+    outcome.refused = dict(sorted(outcome.refused.items()))
+    outcome.failed = dict(sorted(outcome.failed.items()))
     return outcome

@@ -6,12 +6,16 @@ One publish, in order:
 2. Topology objects whose levels shrink (so Kueue stops using a level before its
    labels disappear);
 3. node labels: one LIST, then one PATCH per node whose owned labels differ
-   (see :mod:`topocast.k8s.labels`);
+   (see :mod:`topocast.k8s.labels`); a node the server refuses (403, 422, ...) is
+   reported with the server's Status and the others go on, only an outage stops;
 4. the remaining objects (growing Topologies only if every node label landed),
    then deletion of HyperNodes topocast created that are no longer desired.
 
 A partial publish is safe to repeat: the next one lists again and patches only
 what is still wrong, so a retry converges without redoing finished nodes.
+The outcome (:attr:`KubernetesPublishReport.state`) is ``ok``, ``done with
+refusals`` (published: a permanent refusal would fail every retry the same way)
+or ``incomplete`` (an outage: not published, retried).
 
 Every publish converges on the *live* state: nothing is skipped because an
 annotation says it was written before. Hand edits (labels, Topology levels,
@@ -22,6 +26,7 @@ repaired in the same publish.
 
 from __future__ import annotations
 
+import random
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import asdict, dataclass, field
@@ -40,9 +45,11 @@ from topocast.k8s.labels import (
     DEFAULT_MATCH,
     DesiredNode,
     MatchBy,
+    NodeRefusal,
     PatchOutcome,
     list_cluster_nodes,
     plan_labels,
+    rotated,
     send_patches,
 )
 from topocast.k8s.objects import KINDS, DryRun, ObjectPublisher, ObjectReport, PendingObject
@@ -72,7 +79,12 @@ class KubernetesPublisherConfig(BaseModel):
         le=64,
         description="Node PATCHes in flight (all share the QPS limit); bounds the load whatever qps says.",
     )
-    max_consecutive_failures: int = Field(5, ge=1)
+    max_consecutive_failures: int = Field(
+        5,
+        ge=1,
+        description="Node PATCH outages in a row (5xx, connection errors, 429 after retries) that stop the "
+        "publish; a node the server refuses (403, 422, ...) never counts.",
+    )
     slinky_node_annotations: bool = Field(False, description="Also set topology.slinky.slurm.net/spec per node.")
     max_conflict_retries: int = Field(3, ge=0)
     recreate_immutable_topology: bool = True
@@ -91,6 +103,10 @@ class KubernetesPublishReport:
     nodes_patched: list[str] = field(default_factory=list)
     nodes_unchanged: int = 0
     nodes_gone: list[str] = field(default_factory=list)
+    #: nodes the API server refused (admission, validation; 403, 422, 409 after resends): node -> its Status.
+    #: A permanent answer: the rest of the cluster is labelled and the publish is done with refusals.
+    nodes_refused: dict[str, NodeRefusal] = field(default_factory=dict)
+    #: nodes whose PATCH met an outage (5xx, connection errors, 429 after retries): the publish is incomplete
     nodes_failed: dict[str, str] = field(default_factory=dict)
     nodes_not_attempted: list[str] = field(default_factory=list)
     nodes_missing_in_cluster: list[str] = field(default_factory=list)
@@ -118,8 +134,31 @@ class KubernetesPublishReport:
 
     @property
     def ok(self) -> bool:
-        """True when the cluster now matches the desired state (warnings allowed)."""
+        """True when nothing is left that a retry could do: the cluster matches the desired state except for
+        the nodes the server refused (warnings allowed; :attr:`state` tells the two apart)."""
         return not (self.errors or self.nodes_failed or self.nodes_not_attempted or self.objects_held)
+
+    @property
+    def state(self) -> str:
+        """``ok``; ``done with refusals`` (every node the server accepts is labelled, the refused ones are
+        reported: retrying cannot change a permanent answer); or ``incomplete`` (an outage, an error or a
+        held object: the publish is retried)."""
+        if not self.ok:
+            return "incomplete"
+        return "done with refusals" if self.nodes_refused else "ok"
+
+    def refusals(self) -> list[tuple[str, list[str], str]]:
+        """Refused nodes by class: ``(kind, nodes, one server message)``, the largest class first."""
+        by_kind: dict[str, list[str]] = {}
+        for node, refusal in self.nodes_refused.items():
+            by_kind.setdefault(refusal.kind, []).append(node)
+        if self.nodes_gone:
+            by_kind["404 NotFound (deleted since the LIST)"] = list(self.nodes_gone)
+        classes = []
+        for kind, nodes in sorted(by_kind.items(), key=lambda kv: (-len(kv[1]), kv[0])):
+            first = self.nodes_refused.get(nodes[0])
+            classes.append((kind, sorted(nodes), first.message if first else ""))
+        return classes
 
     @property
     def drift(self) -> int:
@@ -133,6 +172,8 @@ class KubernetesPublishReport:
             "nodes_unchanged": self.nodes_unchanged,
             "nodes_missing_in_cluster": len(self.nodes_missing_in_cluster),
             "nodes_missing_in_graph": len(self.nodes_missing_in_graph),
+            "nodes_refused": len(self.nodes_refused),
+            "nodes_gone": len(self.nodes_gone),
             "nodes_failed": len(self.nodes_failed),
             "nodes_not_attempted": len(self.nodes_not_attempted),
             "labels_set": self.labels_set,
@@ -148,15 +189,19 @@ class KubernetesPublishReport:
     def summary(self) -> str:
         c = self.counts()
         parts = [f"{k.replace('_', ' ')}={v}" for k, v in c.items() if v]
-        text = ("ok: " if self.ok else "INCOMPLETE: ") + (", ".join(parts) or "nothing to do")
+        state = self.state
+        text = f"{state.upper() if state == 'incomplete' else state}: " + (", ".join(parts) or "nothing to do")
         if self.dry_run != "off":
             text = f"dry run ({self.dry_run}, nothing written) " + text.replace("patched", "to patch").replace(
                 "applied", "to apply"
             ).replace("deleted", "to delete")
         if self.nodes_missing_in_cluster:
-            text += f"; not in cluster: {_sample(self.nodes_missing_in_cluster)}"
+            text += f"; not in cluster: {sample_names(self.nodes_missing_in_cluster)}"
         if self.nodes_missing_in_graph:
-            text += f"; not in graph: {_sample(self.nodes_missing_in_graph)}"
+            text += f"; not in graph: {sample_names(self.nodes_missing_in_graph)}"
+        for kind, nodes, message in self.refusals()[:3]:
+            text += f"; refused {kind}: {len(nodes)} node(s) {sample_names(nodes, 60)}"
+            text += f" ({nodes[0]}: {message[:160]})" if message else ""
         for problem in (*self.errors[:3], *(f"{n}: {e}" for n, e in list(self.nodes_failed.items())[:3])):
             text += f"; {problem}"
         return text
@@ -182,6 +227,7 @@ class K8sPublishResult(PublishResult):
         return {
             "Drift": c["drift"],
             "NodesPatched": c["nodes_patched"],
+            "NodesRefused": c["nodes_refused"],
             "ObjectsApplied": c["objects_applied"],
             "ObjectsDeleted": c["objects_deleted"],
             "ApiRequests": c["api_requests"],
@@ -196,10 +242,12 @@ class K8sPublishResult(PublishResult):
         if report.nodes_unchanged:
             skipped.append(f"{report.nodes_unchanged} node(s): labels already current")
         skipped += [f"node/{n}: not in the graph" for n in report.nodes_missing_in_graph]
+        skipped += [f"node/{n}: refused, {r.kind}: {r.message}" for n, r in report.nodes_refused.items()]
         return cls(report.ok, report.summary(), written, skipped, report)
 
 
-def _sample(names: list[str], limit: int = 120) -> str:
+def sample_names(names: list[str], limit: int = 120) -> str:
+    """Names as a compact hostlist (``gpu-[0000-0015]``), cut at ``limit`` characters: a bounded sample."""
     try:
         text = compact_str(sorted(names))
     except Exception:  # names that are not hostlist-friendly: plain list
@@ -239,6 +287,7 @@ class KubernetesPublisher:
         owns_key: Callable[[str], bool] | None = None,
         render_options: RenderOptions | None = None,
         graph_source: Callable[[int], TopologyGraph] | None = None,
+        rng: random.Random | None = None,
     ) -> None:
         self.config = config or KubernetesPublisherConfig()
         if render_options is not None and render_options.labels != self.config.labels:
@@ -247,6 +296,7 @@ class KubernetesPublisher:
         self._owns_key = owns_key
         self._render_options = render_options or RenderOptions(labels=self.config.labels)
         self._graph_source = graph_source
+        self._rng = rng or random.Random()
         self._discovery: dict[str, str | None] = {}
         self._discovered_at = 0.0
 
@@ -443,8 +493,15 @@ class KubernetesPublisher:
         if cfg.dry_run == "client":
             outcome = PatchOutcome(patched=sorted(p.node for p in plan.patches))
         else:
+            # A random start, so that no run of nodes keeps the head of every retry (see `rotated`).
+            order = rotated(plan.patches, self._rng.randrange(max(1, len(plan.patches))))
             outcome = send_patches(
-                kc, plan.patches, cfg.concurrency, cfg.max_consecutive_failures, dry_run=cfg.dry_run == "server"
+                kc,
+                order,
+                cfg.concurrency,
+                cfg.max_consecutive_failures,
+                dry_run=cfg.dry_run == "server",
+                max_conflict_retries=cfg.max_conflict_retries,
             )
         if cfg.dry_run != "off":
             report.node_changes = {
@@ -464,15 +521,18 @@ class KubernetesPublisher:
         report.nodes_drifted = sorted(p.node for p in plan.patches if p.drifted and p.node in done)
         report.nodes_unchanged = len(plan.unchanged)
         report.nodes_gone = outcome.gone
+        report.nodes_refused = outcome.refused
         report.nodes_failed = outcome.failed
         report.nodes_not_attempted = outcome.not_attempted
         report.nodes_missing_in_cluster = plan.missing_in_cluster
         report.nodes_missing_in_graph = plan.missing_in_graph
         report.matched_by = dict(plan.matched_by)
         report.warnings += plan.warnings
-        if outcome.not_attempted:
+        if outcome.stopped is not None:
             report.errors.append(
-                f"stopped after {cfg.max_consecutive_failures} node PATCH failures in a row; "
-                f"{len(outcome.not_attempted)} node(s) not attempted (the next publish resumes)"
+                f"node labels stopped by an outage: {outcome.stopped}; {len(outcome.not_attempted)} node(s) "
+                "not attempted (the next publish retries them and the failed ones)"
             )
+        # Refused nodes do not hold the growing Topologies: a node pool that refuses forever must not keep
+        # every other node's new levels from Kueue/KAI (degrade per node); those nodes are reported.
         return not (outcome.failed or outcome.not_attempted)
