@@ -68,8 +68,9 @@ def test_churn_still_publishes_at_least_every_max_wait(pipeline: LocalAwsPipelin
     pl = pipeline  # quiet 1 s, max wait 4 s: a change every 0.5 s never goes quiet
     render_times: list[float] = []
     start = time.monotonic()
-    wave = 0
+    wave, longest_round = 0, 0.0
     while time.monotonic() - start < 15:
+        round_start = time.monotonic()
         pl.emit_state_changes(launch(pl, 2, name_prefix=f"c{wave}-"))
         wave += 1
         pl.pump_discover()
@@ -79,9 +80,12 @@ def test_churn_still_publishes_at_least_every_max_wait(pipeline: LocalAwsPipelin
         if pl.runtime.counters.renders > before:
             render_times.append(time.monotonic() - start)
         time.sleep(0.5)
+        longest_round = max(longest_round, time.monotonic() - round_start)
     assert len(render_times) >= 2, render_times
     gaps = [b - a for a, b in zip([0.0, *render_times], render_times, strict=False)]
-    assert max(gaps) <= 4.0 + 2.5, gaps  # max wait plus a pump/poll interval and first-change delay
+    # max wait, plus SQS's whole-second delays, plus a pump round to note the first change and one to
+    # see the timer: this test pumps by hand, so a slow machine's rounds are part of the bound
+    assert max(gaps) <= 4.0 + 1.0 + 2 * longest_round, (gaps, longest_round)
 
 
 def test_throttled_ec2_still_yields_the_right_graph(pipeline: LocalAwsPipeline) -> None:

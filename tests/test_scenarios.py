@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator
+from itertools import pairwise
 from typing import Any
 
 import pytest
@@ -73,7 +74,10 @@ def test_churn_still_publishes_at_least_every_max_wait(cloud: str, make_cloud: A
     c = make_cloud(quiet=1.0, max_wait=3.0, pool=60)
     renders: list[float] = []
     start = time.monotonic()
-    while time.monotonic() - start < 9:  # a change every 0.5 s never goes quiet for 1 s
+    longest_round = 0.0
+    # a change every round never goes quiet for 1 s; run until three renders (or 30 s)
+    while len(renders) < 3 and time.monotonic() - start < 30:
+        round_start = time.monotonic()
         before = c.counts().renders
         c.announce(c.launch(2))
         c.pump()
@@ -81,10 +85,16 @@ def test_churn_still_publishes_at_least_every_max_wait(cloud: str, make_cloud: A
         c.pump()
         if c.counts().renders > before:
             renders.append(time.monotonic() - start)
-    gaps = [b - a for a, b in zip([0.0, *renders], renders, strict=False)]
-    assert {"renders >= 2": len(renders) >= 2, "gap <= max wait + 2.5 s": max(gaps, default=99) <= 5.5} == {
-        "renders >= 2": True, "gap <= max wait + 2.5 s": True,
-    }, renders  # fmt: skip
+        longest_round = max(longest_round, time.monotonic() - round_start)
+    gaps = [b - a for a, b in pairwise(renders)]
+    # between renders: max wait, plus whole-second timer delays, plus a round to note the change and one
+    # to see the timer (the test pumps by hand, so a slow machine's rounds are part of the bound); the
+    # first render also waits out the pipeline's start (the first full discovery, GCP's window task)
+    bound = 3.0 + 1.0 + 2 * longest_round
+    assert {
+        "renders >= 3": len(renders) >= 3, "first render within 15 s": bool(renders) and renders[0] <= 15,
+        "gaps <= bound": max(gaps, default=99) <= bound,
+    } == {"renders >= 3": True, "first render within 15 s": True, "gaps <= bound": True}, (renders, bound)  # fmt: skip
 
 
 @pytest.mark.slow  # AWS: botocore's adaptive limiter keeps the client slow for tens of seconds after throttles
