@@ -184,6 +184,23 @@ def run(argv: Sequence[str] | None = None) -> int:
         return _error(str(exc), cmd.error_code)
     except KeyboardInterrupt:
         return _error("interrupted", 130)
+    except Exception as exc:
+        hint = _ENVIRONMENT_ERRORS.get(type(exc).__name__)
+        if hint is None:
+            raise
+        return _error(hint, 2)
+
+
+#: errors of the cloud SDKs that mean "this machine is not set up", by class name (the SDKs are not
+#: imported here), with the fix; anything else still propagates
+_ENVIRONMENT_ERRORS = {
+    "NoRegionError": "no AWS region: set AWS_REGION (or AWS_DEFAULT_REGION) or pass --region",
+    "NoCredentialsError": "no AWS credentials: set AWS_PROFILE or AWS_ACCESS_KEY_ID, or run on a role",
+    "DefaultCredentialsError": (
+        "no Google credentials: run 'gcloud auth application-default login' or set "
+        "GOOGLE_APPLICATION_CREDENTIALS to a readable key file"
+    ),
+}
 
 
 #: the commands :func:`run` started in this process (main() looks at the last one)

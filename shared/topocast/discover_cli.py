@@ -56,6 +56,8 @@ def _read_local(path: str) -> str:
         return Path(path).read_text()
     except OSError as exc:
         raise ProviderError(f"{path}: cannot read ({exc.strerror})") from None
+    except UnicodeDecodeError:
+        raise ProviderError(f"{path}: not UTF-8 text") from None
 
 
 def _local_files(paths: list[Path]) -> Callable[[], dict[str, bytes]]:

@@ -445,6 +445,9 @@ def _kube_config(conn: K8sConnection, mode: str) -> SingleConfig:
             return _single(KubeConfig.from_file(Path(path).expanduser()), conn.context)
     except (ConfigError, KeyError, OSError) as exc:
         raise KubernetesConfigError(f"cannot load Kubernetes {mode} configuration: {exc}") from None
+    except (AttributeError, TypeError, ValueError) as exc:  # empty, binary or list-shaped files
+        why = "not UTF-8 text" if isinstance(exc, UnicodeDecodeError) else "not a kubeconfig mapping"
+        raise KubernetesConfigError(f"cannot load Kubernetes {mode} configuration: the file is {why}") from None
     user = User()
     if mode == "token":
         user = User(token=conn.token.get_secret_value() if conn.token else None, token_file=conn.token_file)

@@ -102,6 +102,8 @@ def load_credentials(
         mode = path.stat().st_mode
     except OSError as exc:
         raise ProviderError(f"{path}: cannot read credentials ({exc.strerror})") from None
+    except UnicodeDecodeError:
+        raise ProviderError(f"{path}: the credentials file is not UTF-8 text") from None
     notes: tuple[str, ...] = ()
     if mode & (stat.S_IRWXG | stat.S_IRWXO) and os.name == "posix":
         notes = (f"credentials file {path} is readable by other users (mode {stat.S_IMODE(mode):04o}); chmod 600 it",)
