@@ -25,9 +25,11 @@ from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from itertools import pairwise
 
-from topocast.errors import UnsafeNameError
+from pydantic import ValidationError
+
+from topocast.errors import TopocastError, UnsafeNameError
 from topocast.graph import Node, TopologyGraph
-from topocast.graph_checks import MAX_UNPLACED_KEY, MAX_UNPLACED_REASON, looks_consistent
+from topocast.graph_checks import MAX_UNPLACED_KEY, MAX_UNPLACED_REASON
 from topocast.names import check_domain_name, check_node_name, check_switch_name
 
 __all__ = [
@@ -71,11 +73,10 @@ def place_nodes(
     """
     aside: dict[str, str] = {k: _reason(v) for k, v in (unplaced or {}).items()}
     names = dict(switch_names or {})
-    probe = TopologyGraph.model_construct(
-        cluster=cluster, provider=provider, nodes=list(nodes), switch_names=names, unplaced=aside
-    )
-    if looks_consistent(probe):
+    try:  # the usual case: the graph's own check (at C speed) passes, and runs once
         return TopologyGraph(cluster=cluster, provider=provider, nodes=list(nodes), switch_names=names, unplaced=aside)
+    except (ValidationError, TopocastError):
+        pass  # some node breaks a rule: find it below
     kept = _drop_unnameable(nodes, aside)
     kept = [_clean_node(n, aside) for n in kept]
     kept = _resolve_tree(kept, aside)
