@@ -34,6 +34,7 @@ PROVIDERS: dict[str, str | ProviderFactory] = {
     "ibnetdiscover": "topocast.providers.onprem:ibnetdiscover_provider",
     "netq": "topocast.providers.onprem:netq_provider",
     "k8s-labels": "topocast.providers.k8s_labels:provider",
+    "azure": "topocast.providers.azure:provider",
 }
 
 
