@@ -317,7 +317,7 @@ def schema(a: Namespace) -> None:
 
 
 @command("discover")
-@option("--provider", default="aws", help="Topology source: aws, gcp, ibnetdiscover, netq or k8s-labels.")
+@option("--provider", default="aws", help="Topology source: aws, gcp, ibnetdiscover, netq, k8s-labels, azure, dra.")
 @option("--cluster", default="default", help="Cluster name written into the graph.")
 @option("--region", help="aws: region (default: the standard AWS environment).")
 @option(
@@ -341,6 +341,7 @@ def schema(a: Namespace) -> None:
 @option("--kubeconfig", help="k8s-labels: kubeconfig (default $KUBECONFIG).")
 @option("--fabric-key", dest="fabric_keys", many=True, help="k8s-labels: node label of a switch tier, closest first.")
 @option("--accelerator-key", help="k8s-labels: node label of the NVLink domain.")
+@option("--option", dest="options", many=True, help="Provider option KEY=VALUE (JSON value or text; repeatable).")
 @option("--out", type=Path, help="Write the graph here instead of stdout.")
 def discover(a: Namespace) -> None:
     """One-shot discovery with your own credentials: prints the normalized graph JSON."""
@@ -426,6 +427,25 @@ def collect_ibnetdiscover(a: Namespace) -> None:
     )  # fmt: skip
     state = "uploaded" if result.uploaded else "unchanged, not uploaded"
     print(f"{result.uri}: {state} (fabric sha256 {result.sha256[:16]}, {result.size} bytes)")
+
+
+@command("collect nvlink", error_code=1)
+@option("--upload", required=True, help="s3://bucket/<prefix>/<cluster>/uploads or gs://...")
+@option("--input", type=Path, help="Read this nvidia-smi -q output instead of running it.")
+@option("--command", default="nvidia-smi -q", help="The command to run.")
+@option("--ibstat", type=Path, help="Read this ibstat output instead of running ibstat.")
+@option("--host", help="Name of this host (default: hostname).")
+@option("--timeout", type=float, default=120.0, help="Seconds each command may take.")
+def collect_nvlink(a: Namespace) -> None:
+    """Upload this GPU host's NVLink domain (nvidia-smi -q) and IB port GUIDs (ibstat); unchanged uploads nothing."""
+    from topocast.collect_nvlink import collect_nvlink as collect
+
+    result = collect(
+        a.input, a.upload, command=a.command, ibstat_file=a.ibstat, host=a.host, timeout=a.timeout,
+        warn=lambda line: print(f"topocast: warning: {line}", file=sys.stderr),
+    )  # fmt: skip
+    state = "uploaded" if result.uploaded else "unchanged, not uploaded"
+    print(f"{result.uri}: {state} (sha256 {result.sha256[:16]}, {result.size} bytes)")
 
 
 def _share(text: str) -> float:

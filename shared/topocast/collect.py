@@ -77,8 +77,8 @@ def split_uri(uri: str) -> tuple[str, str, str]:
     return scheme, bucket, prefix.strip("/")
 
 
-def object_key(prefix: str, host: str) -> str:
-    return f"{prefix}/{host}/{UPLOAD_NAME}" if prefix else f"{host}/{UPLOAD_NAME}"
+def object_key(prefix: str, host: str, name: str = UPLOAD_NAME) -> str:
+    return f"{prefix}/{host}/{name}" if prefix else f"{host}/{name}"
 
 
 def upload_prefix(event_key: str) -> str | None:
@@ -212,8 +212,10 @@ def read_good_uploads(
     s3_client: Any = None,
     gcs_client: Any = None,
     limit: int = MAX_UPLOAD_BYTES,
+    name: str = UPLOAD_NAME,
 ) -> UploadSet:
     """:func:`topocast.pipeline.objects.read_good_uploads` (the functions' quarantine) on the bucket
     ``prefix_uri`` names: good uploads, bad ones moved to ``quarantine/``, last good ones standing in."""
     scheme, bucket, prefix = split_uri(prefix_uri)
-    return objects_read_good_uploads(_objects(scheme, bucket, s3_client, gcs_client), prefix, check, limit=limit)
+    store = _objects(scheme, bucket, s3_client, gcs_client)
+    return objects_read_good_uploads(store, prefix, check, limit=limit, name=name)

@@ -8,6 +8,7 @@ application-default credentials; NetQ: a credentials file or secret ARN).
 
 from __future__ import annotations
 
+import json
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -49,6 +50,22 @@ class DiscoverArgs:
     kubeconfig: str | None = None
     fabric_keys: list[str] = field(default_factory=list)
     accelerator_key: str | None = None
+    # any provider: --option KEY=VALUE (azure, dra, ...)
+    options: list[str] = field(default_factory=list)
+
+
+def parse_options(pairs: list[str]) -> dict[str, Any]:
+    """``--option KEY=VALUE`` pairs: a value that parses as JSON is that JSON, anything else is text."""
+    out: dict[str, Any] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise ProviderError(f"--option {pair!r}: expected KEY=VALUE")
+        try:
+            out[key] = json.loads(value)
+        except ValueError:
+            out[key] = value
+    return out
 
 
 def _read_local(path: str) -> str:
@@ -101,6 +118,17 @@ def _clients(a: DiscoverArgs) -> Callable[[str], Any]:
                 K8sConnection(auth="kubeconfig", kubeconfig=a.kubeconfig) if a.kubeconfig else K8sConnection.from_env()
             )
             return node_lister(conn)
+        if service == "azure-compute":
+            from topocast.providers.azure_sdk import compute_client as azure_client
+
+            opts = parse_options(a.options)
+            return azure_client(str(opts.get("subscription_id", "")), opts.get("endpoint"))
+        if service == "k8s-dra":
+            from topocast.k8s.client import K8sConnection
+            from topocast.k8s.resource_slices import dra_lister
+
+            kubeconfig = a.kubeconfig or parse_options(a.options).get("kubeconfig")
+            return dra_lister(K8sConnection(auth="kubeconfig", kubeconfig=kubeconfig) if kubeconfig else None)
         raise ProviderError(f"topocast discover has no {service!r} client")
 
     return client
@@ -138,8 +166,26 @@ def provider_inputs(a: DiscoverArgs) -> ProviderInputs:
         selector = dict(kv.split("=", 1) for kv in a.labels) if a.labels else None
         options = {"fabric_keys": a.fabric_keys, "accelerator_key": a.accelerator_key, "node_selector": selector}
     else:
-        options = {}
-    return ProviderInputs(cluster, options, _clients(a), _local_files(a.inputs), _read_local, _secret)
+        options = parse_options(a.options)
+    uploads = _local_files(a.inputs)
+    if a.provider == "azure" and isinstance(options.get("uploads"), str):
+        uploads = _nvlink_uploads(str(options["uploads"]))
+    return ProviderInputs(cluster, options, _clients(a), uploads, _read_local, _secret)
+
+
+def _nvlink_uploads(prefix_uri: str) -> Callable[[], dict[str, bytes]]:
+    """``collect nvlink`` records in a bucket, through the functions' quarantine (bad ones moved aside)."""
+
+    def read() -> dict[str, bytes]:
+        from topocast.collect import read_good_uploads
+        from topocast.providers.nvlink import RECORD_NAME, check_record
+
+        got = read_good_uploads(prefix_uri, check_record, name=RECORD_NAME)
+        for uri, reason in got.quarantined:
+            print(f"topocast: warning: {uri}: quarantined ({reason})", file=sys.stderr)
+        return got.texts
+
+    return read
 
 
 def print_set_aside(graph: TopologyGraph) -> None:

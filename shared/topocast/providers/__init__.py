@@ -35,6 +35,7 @@ PROVIDERS: dict[str, str | ProviderFactory] = {
     "netq": "topocast.providers.onprem:netq_provider",
     "k8s-labels": "topocast.providers.k8s_labels:provider",
     "azure": "topocast.providers.azure:provider",
+    "dra": "topocast.providers.dra:provider",
 }
 
 

@@ -178,6 +178,7 @@ def host_domains(uploads: Mapping[str, bytes]) -> HostDomains:
             out.set_aside[record_label(uri)] = f"{exc}; not used"
             continue
         domains = {g.domain() for g in record.gpus} - {None}
+        out.guids.setdefault(record.host, record.port_guids)  # the newest record's ports place the host
         if len(domains) > 1:
             out.set_aside[record.host] = (
                 f"{uri}: GPUs of {record.host!r} are in {len(domains)} NVLink domains "
@@ -196,7 +197,6 @@ def host_domains(uploads: Mapping[str, bytes]) -> HostDomains:
                 out.domains.pop(record.host, None)
             continue
         seen[record.host] = (domain, uri)
-        out.guids[record.host] = record.port_guids
         if domain is not None:
             out.domains[record.host] = domain
     return out
