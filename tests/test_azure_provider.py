@@ -138,12 +138,9 @@ def test_sharp_tree_replaces_the_placement_tiers_for_the_hosts_it_knows(arm: Fak
     assert any("SHARP topology placed 8 of 12" in w for w in result.warnings)
 
 
-def test_a_broken_sharp_file_is_a_warning_and_placement_stands(arm: FakeArm) -> None:
-    result = discover(
-        arm, records(), {"sharp.txt": "SwitchName=ibsw1 Nodes=0x1\nnonsense here\n"}, sharp_uri="sharp.txt"
-    )
-    assert shape(result) == GOLDEN
-    assert any(w.startswith("SHARP topology not used: sharp.txt:2: expected") for w in result.warnings)
+def test_a_broken_sharp_file_fails_in_one_line(arm: FakeArm) -> None:
+    with pytest.raises(ProviderError, match=r"^sharp.txt:2: expected 'SwitchName=NAME Nodes=...\|Switches=...', got"):
+        discover(arm, records(), {"sharp.txt": "SwitchName=ibsw1 Nodes=0x1\nnonsense here\n"}, sharp_uri="sharp.txt")
 
 
 def test_sharp_parser_rules() -> None:

@@ -65,7 +65,7 @@ def test_output_that_is_not_nvidia_smi_is_not_uploaded(s3: Any, tmp_path: Path) 
     assert res.exit_code == 1 and "Traceback" not in res.output
 
 
-def test_cli_collect_then_discover_quarantines_a_bad_record(s3: Any, tmp_path: Path, arm: Any) -> None:
+def test_cli_collect_then_discover_quarantines_a_bad_record(s3: Any, tmp_path: Path, arm: Any) -> None:  # noqa: F811 (the imported fixture)
     for i in range(8):
         smi_file, ib_file = files(tmp_path, i, 1 if i < 4 else 2, 1 if i < 4 else 2)
         res = invoke(

@@ -27,8 +27,10 @@ Node name: ``computerName`` (Slurm's NodeName on CycleCloud), or the VM resource
 ``name_from: vm-name``; the node ID is the VM resource name. A VM without a placement group
 (deallocated) is kept without topology. Degrade per node: a host whose records disagree, a
 record that is not one, an unsafe value: set aside with the reason
-(:func:`topocast.placement.place_nodes`); a broken SHARP file is a warning and the placement tiers
-stand in. No per-node read: every change is a full listing (``incremental = False``).
+(:func:`topocast.placement.place_nodes`). A SHARP file that cannot be read or parsed is an error
+(one line; the last good graph stays published): falling back to the placement groups would
+re-shape the whole tree. A port GUID SHARP lists under two switches only costs its host the SHARP
+path (it keeps its placement path). No per-node read: every change is a full listing (``incremental = False``).
 """
 
 from __future__ import annotations
@@ -192,12 +194,10 @@ class AzureProvider:
             warnings.append("no NVLink records (topocast collect nvlink): no accelerator domains, no blocks")
         sharp = None
         if o.sharp_uri:
-            try:
-                sharp = parse_sharp_topology(self.inputs.read_text(o.sharp_uri), o.sharp_uri)
-            except ProviderError as exc:
-                warnings.append(f"SHARP topology not used: {exc}")
-            else:
-                warnings += [f"SHARP: {why}" for why in list(sharp.ambiguous.values())[:5]]
+            # a broken cluster-wide file fails the discovery (one line, nothing written): falling back to the
+            # placement groups would re-shape the whole tree, so the last good graph stays published instead
+            sharp = parse_sharp_topology(self.inputs.read_text(o.sharp_uri), o.sharp_uri)
+            warnings += [f"SHARP: {why}" for why in list(sharp.ambiguous.values())[:5]]
         result = graph_from_listing(self.inputs.cluster, scale_sets, vms, o, records, sharp)
         result.warnings[:0] = warnings
         result.api_calls.update(compute.calls)

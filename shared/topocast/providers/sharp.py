@@ -16,8 +16,8 @@ turns that into each port GUID's switch path, closest first; the GUID -> host ma
 hosts' NVLink records (:mod:`topocast.providers.nvlink`, ``port_guids``). A line that is not
 ``SwitchName=... Nodes=|Switches=...``, a switch defined twice or with two parents, or a cycle is a
 :class:`ProviderError` naming ``<file>:<line>``: the file is one cluster-wide answer, so a broken
-one is not used at all (the placement tiers stand in). A GUID under two switches is left out and
-reported (its host falls back to its placement path).
+one is not used at all (the discovery fails with that line and the last good graph stays). A GUID
+under two switches is left out and reported (its host falls back to its placement path).
 """
 
 from __future__ import annotations
