@@ -154,8 +154,10 @@ def graph_from_slices(
                 instance_type=labels.get(INSTANCE_TYPE),
             )
         )
-    warnings = [f"{from_slices} node(s) took their NVLink domain from ResourceSlices, {from_labels} from the "
-                f"{options.label_fallback} label"]  # fmt: skip
+    warnings = []
+    if from_labels:  # a mixed source is worth a note; all from the slices is the expected case
+        warnings.append(f"{from_slices} node(s) took their NVLink domain from ResourceSlices, {from_labels} from "
+                        f"the {options.label_fallback} label")  # fmt: skip
     strangers = sorted(set(by_node) - listed)
     if strangers:
         warnings.append(f"{len(strangers)} ResourceSlice node(s) not in the Node list: {', '.join(strangers[:5])}")
