@@ -127,6 +127,22 @@ def test_golden_graph_from_placement_groups_and_nvlink_records(arm: FakeArm) -> 
     assert len(listings) == 6 and all("$expand=instanceView" in r for r in listings)
 
 
+def test_an_unsafe_or_flexible_vm_costs_only_itself(arm: FakeArm) -> None:
+    from azure.mgmt.compute import models as m
+
+    arm.scale_sets["rg-hpc"]["gpu"].append(scale_set_vm("gpu", 8, "gpu 008;reboot", "pg-b"))
+    flex = availability_set_vm("flex-1", "flex-001", None)
+    flex.properties.virtual_machine_scale_set = m.SubResource(
+        id="/subscriptions/sub-1/resourceGroups/rg-hpc/providers/Microsoft.Compute/virtualMachineScaleSets/f"
+    )
+    arm.vms["rg-hpc"].append(flex)
+    result = discover(arm, records())
+    assert {k: v for k, v in shape(result).items() if k != "flex-001"} == GOLDEN
+    assert shape(result)["flex-001"] == ("flex-1", [], None)
+    assert "left out" in result.graph.unplaced["record 'gpu 008;reboot'"]
+    assert any(w.startswith("1 VM(s) of flexible scale sets") for w in result.warnings)
+
+
 def test_sharp_tree_replaces_the_placement_tiers_for_the_hosts_it_knows(arm: FakeArm) -> None:
     result = discover(arm, records(), {"sharp.txt": SHARP}, sharp_uri="sharp.txt")
     got = shape(result)

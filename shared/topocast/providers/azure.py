@@ -124,15 +124,20 @@ def graph_from_listing(
             vm = _vm(item, [str(group), scale_set] if group else [], options, size)
             if vm is not None:
                 machines.append(vm)
+    listed = {m.id for m in machines}
+    flexible = 0
     for item in vms:
-        if _get(item, "properties", "virtualMachineScaleSet", "id") and not _get(
-            item, "properties", "availabilitySet", "id"
-        ):
-            continue  # a scale set's VM: placed by its scale set's listing, or outside the selection
+        if item.get("name") in listed:
+            continue
         avset = _last(_get(item, "properties", "availabilitySet", "id"))
+        # a VM of a flexible-orchestration scale set (uniform ones are not in this listing) has no placement
+        # group to read: kept without topology, and counted
+        flexible += bool(_get(item, "properties", "virtualMachineScaleSet", "id")) and not avset
         vm = _vm(item, [avset] if avset else [], options, _get(item, "properties", "hardwareProfile", "vmSize"))
         if vm is not None:
             machines.append(vm)
+    if flexible:
+        warnings.append(f"{flexible} VM(s) of flexible scale sets have no placement group to read: no topology")
     if unplaced_vms:
         warnings.append(f"{unplaced_vms} scale set VM(s) have no placement group (deallocated?): kept without topology")
     known = {m.name for m in machines}
