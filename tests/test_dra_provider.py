@@ -198,3 +198,19 @@ def test_cli_discover_against_the_fake(fake: FakeKubeApiServer, tmp_path: Path) 
     assert len(graph["nodes"]) == 9 and list(graph["unplaced"]) == ["gb-6"]
     bad = invoke(["discover", "--provider", "dra", "--kubeconfig", kubeconfig(tmp_path, fake.url, "wrong")])
     assert bad.exit_code != 0 and "Traceback" not in bad.output and bad.stderr.strip().count("\n") == 0
+
+
+def test_topograph_dra_slinky_block_case_through_the_real_provider(conformance_dir: Path) -> None:
+    """Topograph's CI case ``dra -> slinky block``: KWOK nodes of ``large.yaml`` whose ``nvidia.com/gpu.clique``
+    is the model's domain (its ``demos/dra-slinky/update-labels.sh``), discovered here by the real ``dra``
+    provider from the fake API server (no slices: the label path), rendered with the case's options."""
+    from topograph_fixtures import graph_from_test_provider, options_from_params
+
+    model = graph_from_test_provider(conformance_dir / "models" / "large.yaml")
+    with FakeKubeApiServer(crds=(*DEFAULT_CRDS, RESOURCE_SLICES), token="cli-token") as server:
+        for n in model.nodes:
+            server.add_node(n.name, {CLIQUE: n.accelerator} if n.accelerator else {})
+        graph = discover(server).graph
+    params = {"blockSizes": [8, 16, 32], "blockName": {"nodeNameRegexp": "^srv([0-9]{2})", "format": "rack${1}"}}
+    got = render(graph, "slurm-block", options_from_params(params)).content
+    assert got == (conformance_dir / "expected" / "large__dra__slinky-block-8-16-32-blockname.conf").read_text()
