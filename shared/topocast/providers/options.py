@@ -13,7 +13,7 @@ from __future__ import annotations
 import importlib
 import json
 from collections.abc import Iterable, Mapping
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar, get_args, get_origin
 
 from pydantic import BaseModel, ValidationError
 
@@ -83,7 +83,10 @@ def describe_options(name: str, model: type[BaseModel]) -> list[str]:
     """``name`` and one indented line per option: ``  key (type, default X): description``."""
     lines = [f"{name}:"]
     for key, field in model.model_fields.items():
-        kind = getattr(field.annotation, "__name__", None) or str(field.annotation).replace("typing.", "")
+        if get_origin(field.annotation) is Literal:
+            kind = "|".join(str(a) for a in get_args(field.annotation))
+        else:
+            kind = getattr(field.annotation, "__name__", None) or str(field.annotation).replace("typing.", "")
         default = (
             "required"
             if field.is_required()
