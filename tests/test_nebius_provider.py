@@ -145,6 +145,7 @@ def cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "topocast.cli", *args], capture_output=True, text=True, cwd=cwd)
 
 
+@pytest.mark.slow  # a subprocess that imports the SDK: several seconds
 def test_discover_from_the_cli_then_render_every_format(fake: FakeNebius, tmp_path: Path) -> None:
     run = cli(
         "discover", "--provider", "nebius", "--cluster", "c1", "--option", f"project={PROJECT}",
