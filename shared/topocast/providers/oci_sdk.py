@@ -154,7 +154,7 @@ def connect(options: OciConnection) -> OciReader:
 
 
 def imds_get(url: str, timeout: float = 5.0) -> str:
-    """GET one OCI instance metadata (IMDSv2) URL: ``Authorization: Bearer Oracle``, no redirects off-host."""
+    """GET one OCI instance metadata (IMDSv2) URL with ``Authorization: Bearer Oracle``; at most 1 MiB is read."""
     import urllib.error
     import urllib.request
 
