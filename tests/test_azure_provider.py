@@ -89,7 +89,7 @@ def arm(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeArm]:
 
 def discover(arm: FakeArm, uploads: dict[str, bytes], texts: dict[str, str] | None = None, **options: Any) -> Any:
     client = compute_client("sub-1", arm.url)
-    inputs = ProviderInputs("hpc", {**OPTIONS, **options}, lambda service: client, lambda: uploads,
+    inputs = ProviderInputs("hpc", {**OPTIONS, **options}, lambda service: lambda options: client, lambda: uploads,
                             lambda uri: (texts or {})[uri])  # fmt: skip
     return build_provider("azure", inputs).discover_full(None)
 
@@ -200,15 +200,16 @@ def test_errors_are_one_line(arm: FakeArm, monkeypatch: pytest.MonkeyPatch, toke
     with pytest.raises(ProviderError) as info:
         client = compute_client("sub-1", endpoint or arm.url)
         build_provider(
-            "azure", ProviderInputs("hpc", {**OPTIONS, "resource_group": group}, lambda s: client)
+            "azure", ProviderInputs("hpc", {**OPTIONS, "resource_group": group}, lambda s: lambda o: client)
         ).discover_full(None)
     assert message in str(info.value) and "\n" not in str(info.value)
 
 
 def test_options_are_validated_in_one_line() -> None:
-    with pytest.raises(ProviderError, match=r"^azure options: subscription_id: is required$"):
+    with pytest.raises(ProviderError, match=r"^provider 'azure': option 'subscription_id' is required$"):
         build_provider("azure", ProviderInputs("hpc", {"resource_group": "rg"}))
-    with pytest.raises(ProviderError, match=r"^azure options: colour: Extra inputs are not permitted"):
+    unknown = r"^provider 'azure': option 'colour' is not an option of this provider \(options: endpoint, "
+    with pytest.raises(ProviderError, match=unknown):
         build_provider("azure", ProviderInputs("hpc", {**OPTIONS, "colour": "blue"}))
 
 

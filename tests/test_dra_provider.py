@@ -142,7 +142,7 @@ def test_errors_are_one_line(fake: FakeKubeApiServer) -> None:
     no_dra = pytest.raises(ProviderError, match=r"serves no resource.k8s.io v1/v1beta2/v1beta1 ResourceSlices")
     with FakeKubeApiServer(token="cli-token") as bare, no_dra:
         discover(bare)
-    with pytest.raises(ProviderError, match=r"^dra options: api_version: Input should be 'auto'"):
+    with pytest.raises(ProviderError, match=r"^provider 'dra': option 'api_version' Input should be 'auto'"):
         build_provider("dra", ProviderInputs("gb", {"api_version": "v2"}))
 
 

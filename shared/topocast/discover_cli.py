@@ -8,7 +8,6 @@ application-default credentials; NetQ: a credentials file or secret ARN).
 
 from __future__ import annotations
 
-import json
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -19,7 +18,8 @@ from topocast.errors import ProviderError
 from topocast.graph import TopologyGraph, dump_graph
 from topocast.hostlist import expand
 from topocast.placement import set_aside_report
-from topocast.providers import DiscoveryResult, ProviderInputs, build_provider
+from topocast.providers import PROVIDERS, DiscoveryResult, ProviderInputs, build_provider
+from topocast.providers.options import describe_options, options_model, parse_option_pairs
 
 
 @dataclass
@@ -50,22 +50,19 @@ class DiscoverArgs:
     kubeconfig: str | None = None
     fabric_keys: list[str] = field(default_factory=list)
     accelerator_key: str | None = None
-    # any provider: --option KEY=VALUE (azure, dra, ...)
-    options: list[str] = field(default_factory=list)
+    # every provider: --option KEY=VALUE (its Options model validates them); --list-options prints them
+    option: list[str] = field(default_factory=list)
+    list_options: bool = False
 
 
-def parse_options(pairs: list[str]) -> dict[str, Any]:
-    """``--option KEY=VALUE`` pairs: a value that parses as JSON is that JSON, anything else is text."""
-    out: dict[str, Any] = {}
-    for pair in pairs:
-        key, sep, value = pair.partition("=")
-        if not sep or not key:
-            raise ProviderError(f"--option {pair!r}: expected KEY=VALUE")
-        try:
-            out[key] = json.loads(value)
-        except ValueError:
-            out[key] = value
-    return out
+#: service -> "module:function" the shell hands a provider as ``sdk_client(service)`` (a provider's own
+#: SDK adapter, below the providers; it is called with the provider's validated options)
+SDK_CLIENTS = {
+    "oci": "topocast.providers.oci_sdk:connect",
+    "oci-imds": "topocast.providers.oci_sdk:imds_get",
+    "nebius": "topocast.providers.nebius_sdk:connect",
+    "azure-compute": "topocast.providers.azure_sdk:connect",
+}
 
 
 def _read_local(path: str) -> str:
@@ -118,17 +115,18 @@ def _clients(a: DiscoverArgs) -> Callable[[str], Any]:
                 K8sConnection(auth="kubeconfig", kubeconfig=a.kubeconfig) if a.kubeconfig else K8sConnection.from_env()
             )
             return node_lister(conn)
-        if service == "azure-compute":
-            from topocast.providers.azure_sdk import compute_client as azure_client
-
-            opts = parse_options(a.options)
-            return azure_client(str(opts.get("subscription_id", "")), opts.get("endpoint"))
         if service == "k8s-dra":
             from topocast.k8s.client import K8sConnection
             from topocast.k8s.resource_slices import dra_lister
 
-            kubeconfig = a.kubeconfig or parse_options(a.options).get("kubeconfig")
-            return dra_lister(K8sConnection(auth="kubeconfig", kubeconfig=kubeconfig) if kubeconfig else None)
+            kubeconfig = a.kubeconfig or parse_option_pairs(a.option).get("kubeconfig")
+            conn = K8sConnection(auth="kubeconfig", kubeconfig=kubeconfig) if kubeconfig else K8sConnection.from_env()
+            return dra_lister(conn)
+        if service in SDK_CLIENTS:
+            import importlib
+
+            module, _, attr = SDK_CLIENTS[service].partition(":")
+            return getattr(importlib.import_module(module), attr)
         raise ProviderError(f"topocast discover has no {service!r} client")
 
     return client
@@ -166,7 +164,8 @@ def provider_inputs(a: DiscoverArgs) -> ProviderInputs:
         selector = dict(kv.split("=", 1) for kv in a.labels) if a.labels else None
         options = {"fabric_keys": a.fabric_keys, "accelerator_key": a.accelerator_key, "node_selector": selector}
     else:
-        options = parse_options(a.options)
+        options = {}
+    options.update(parse_option_pairs(a.option))
     uploads = _local_files(a.inputs)
     if a.provider == "azure" and isinstance(options.get("uploads"), str):
         uploads = _nvlink_uploads(str(options["uploads"]))
@@ -196,7 +195,26 @@ def print_set_aside(graph: TopologyGraph) -> None:
         print("\n".join(lines[1:]), file=sys.stderr)
 
 
-def run_discover(args: DiscoverArgs, out: Path | None) -> DiscoveryResult:
+def list_options() -> str:
+    """Every registered provider's options, from its ``Options`` model (providers without one take flags)."""
+    lines: list[str] = []
+    for name, target in sorted(PROVIDERS.items()):
+        try:
+            model = options_model(target) if isinstance(target, str) else None
+        except ImportError as exc:
+            lines.append(f"{name}: not available here ({exc})")
+            continue
+        if model is None:
+            lines.append(f"{name}: takes the flags of topocast discover --help")
+        else:
+            lines.extend(describe_options(name, model))
+    return "\n".join(lines) + "\n"
+
+
+def run_discover(args: DiscoverArgs, out: Path | None) -> DiscoveryResult | None:
+    if args.list_options:
+        sys.stdout.write(list_options())
+        return None
     result = build_provider(args.provider, provider_inputs(args)).discover_full(None)
     for warning in result.warnings:
         print(f"topocast: warning: {warning}", file=sys.stderr)

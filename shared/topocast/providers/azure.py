@@ -181,7 +181,7 @@ class AzureProvider:
 
     def discover_full(self, previous: TopologyGraph | None) -> DiscoveryResult:
         o = self.options
-        compute = self.inputs.sdk_client("azure-compute")
+        compute = self.inputs.sdk_client("azure-compute")(o)
         listed = (
             o.scale_sets if o.scale_sets is not None else [str(s["name"]) for s in compute.scale_sets(o.resource_group)]
         )
@@ -216,5 +216,6 @@ class AzureProvider:
 
 
 def provider(inputs: ProviderInputs) -> AzureProvider:
-    """Registry factory (``azure``); the shell supplies ``sdk_client("azure-compute")`` (an AzureCompute)."""
+    """Registry factory (``azure``); the shell supplies ``sdk_client("azure-compute")``: options -> an
+    :class:`~topocast.providers.azure_sdk.AzureCompute` (:func:`topocast.providers.azure_sdk.connect`)."""
     return AzureProvider(inputs, provider_options(Options, inputs.options, "azure"))

@@ -24,7 +24,7 @@ from typing import Any
 
 from topocast.errors import ProviderError
 
-__all__ = ["TOKEN_ENV", "AzureCompute", "compute_client"]
+__all__ = ["TOKEN_ENV", "AzureCompute", "compute_client", "connect"]
 
 TOKEN_ENV = "AZURE_ACCESS_TOKEN"
 ARM = "https://management.azure.com"
@@ -136,3 +136,9 @@ def compute_client(
     client = ComputeManagementClient(credential, subscription_id, base_url=base, credential_scopes=scopes,
                                      retry_total=retries)  # fmt: skip
     return AzureCompute(client, base, subscription_id, kwargs)
+
+
+def connect(options: Any) -> AzureCompute:
+    """``sdk_client("azure-compute")`` of the CLI: the client for the provider's validated options
+    (``subscription_id``, ``endpoint``; :class:`topocast.providers.azure.Options`)."""
+    return compute_client(options.subscription_id, options.endpoint)
