@@ -58,12 +58,12 @@ class Options(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    subscription_id: str = Field(min_length=1, max_length=64)
-    resource_group: str = Field(min_length=1, max_length=90)
+    subscription_id: str = Field(min_length=1, max_length=64, description="The Azure subscription ID.")
+    resource_group: str = Field(min_length=1, max_length=90, description="The resource group of the cluster's VMs.")
     scale_sets: list[str] | None = Field(None, description="Only these scale sets (default: all in the group).")
     include_vms: bool = Field(True, description="Also list VMs outside uniform scale sets (availability sets).")
     sharp_uri: str | None = Field(None, description="`sharp_cmd topology` output, read through read_text.")
-    name_from: Literal["computer-name", "vm-name"] = "computer-name"
+    name_from: Literal["computer-name", "vm-name"] = Field("computer-name", description="Node name: hostname or VM.")
     endpoint: str | None = Field(None, description="ARM endpoint (the shell builds the client with it).")
     uploads: str | None = Field(None, description="CLI: s3:// or gs:// prefix of the NVLink records.")
 

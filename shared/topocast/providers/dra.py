@@ -58,13 +58,17 @@ class Options(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    driver: str = Field("gpu.nvidia.com", min_length=1, max_length=253)
-    domain_attributes: list[str] = Field(default_factory=lambda: ["clusterUUID", "cliqueID"], min_length=1)
-    label_fallback: str | None = GPU_CLIQUE
-    api_version: Literal["auto", "v1", "v1beta2", "v1beta1"] = "auto"
-    schemes: list[Scheme] = Field(default_factory=lambda: list(DEFAULT_SCHEMES), min_length=1)
-    fabric_keys: list[str] = Field(default_factory=list)
-    node_selector: dict[str, str] | None = None
+    driver: str = Field("gpu.nvidia.com", min_length=1, max_length=253, description="The DRA driver's slices.")
+    domain_attributes: list[str] = Field(
+        default_factory=lambda: ["clusterUUID", "cliqueID"], min_length=1, description="Joined with '.': the domain."
+    )
+    label_fallback: str | None = Field(GPU_CLIQUE, description="Node label read when the slices name no domain.")
+    api_version: Literal["auto", "v1", "v1beta2", "v1beta1"] = Field("auto", description="resource.k8s.io version.")
+    schemes: list[Scheme] = Field(
+        default_factory=lambda: list(DEFAULT_SCHEMES), min_length=1, description="Tier label schemes, in order."
+    )
+    fabric_keys: list[str] = Field(default_factory=list, description="custom scheme: tier labels, closest first.")
+    node_selector: dict[str, str] | None = Field(None, description="Only nodes with these labels.")
     kubeconfig: str | None = Field(None, description="The CLI's connection (the functions use TOPOCAST_K8S_*).")
 
 
