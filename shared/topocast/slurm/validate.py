@@ -192,7 +192,7 @@ def _controller_check(
     ctl = SlurmController(
         nodes or [_PLACEHOLDER],  # slurmctld needs one node to start
         topology=text,
-        start_timeout=timeout,
+        start_timeout=max(timeout, 10 + len(nodes) / 500),  # a 20,000-node controller took 21 s to start here
         cluster="topocast-check",
         install=install,
         topology_file="topology.yaml" if yaml_file else "topology.conf",
