@@ -147,6 +147,8 @@ class PullOutcome:
     behind_runs: int = 0
     #: the generation the state file holds for this destination and source, if any
     installed_generation: int | None = None
+    #: the step that refused or failed: verify, write, validate, node-loss, or the install's own
+    failed_step: str | None = None
 
     @property
     def where(self) -> Path:
@@ -210,7 +212,7 @@ class PullOutcome:
             "installed_generation": self.installed_generation,
             "sha256": self.sha256,
             "detail": bounded(self.detail.removeprefix(f"{self.dest}: ")),
-            "failed_step": getattr(install, "failed_step", None),
+            "failed_step": self.failed_step,
             "validated_by": _validated_by(getattr(install, "checked", "")),
             "applied": getattr(install, "applied", None),
             "reconfigured": bool(getattr(install, "reconfigured", False)),
@@ -475,15 +477,32 @@ def pull(
     try:
         pulled = fetch(source, ssm=ssm, s3=s3, gcs=gcs, pointer_bucket=pointer_bucket, pointer_prefix=pointer_prefix)
     except PullRefused as exc:
-        return PullOutcome(False, "refused", source, dest, None, "", f"{exc}; nothing written")
+        return PullOutcome(False, "refused", source, dest, None, "", f"{exc}; nothing written", failed_step="verify")
     notes: list[str] = []
     extra: dict[str, Any] = {}
 
     def outcome(
-        ok: bool, action: str, detail: str, install: Any = None, changes: NodeChanges | None = None
+        ok: bool,
+        action: str,
+        detail: str,
+        install: Any = None,
+        changes: NodeChanges | None = None,
+        step: str | None = None,
     ) -> PullOutcome:
+        step = step if step is not None else getattr(install, "failed_step", None)
         return PullOutcome(
-            ok, action, source, dest, pulled.generation, pulled.sha256, detail, install, changes, notes=notes, **extra
+            ok,
+            action,
+            source,
+            dest,
+            pulled.generation,
+            pulled.sha256,
+            detail,
+            install,
+            changes,
+            notes=notes,
+            failed_step=step,
+            **extra,
         )
 
     try:
@@ -491,7 +510,7 @@ def pull(
         if state_file is not None:
             check_path(state_file.parent)  # root writes the state file too: nobody else may plant a link there
     except UnsafePathError as exc:
-        return outcome(False, "refused", str(exc))
+        return outcome(False, "refused", str(exc), step="write")
     announce(f"waiting for the lock on {dest.parent}")
     with dir_lock(dest.parent):
         entries = _read_state(state_file)
@@ -511,14 +530,14 @@ def pull(
         try:
             installed = read_nofollow(dest, MAX_PUBLISHED_BYTES)
         except UnsafePathError as exc:
-            return outcome(False, "refused", str(exc))
+            return outcome(False, "refused", str(exc), step="write")
         if installed != pulled.content:
             bad = unreadable(pulled.content, source)
             if bad is not None:
-                return outcome(False, "refused", f"{bad}; nothing written")
+                return outcome(False, "refused", f"{bad}; nothing written", step="validate")
             held = node_loss(installed, pulled.content, max_node_loss, allow=allow_node_loss)
             if held is not None:
-                return outcome(False, "held", f"{held}; nothing written")
+                return outcome(False, "held", f"{held}; nothing written", step="node-loss")
         if live:
             result = apply_topology(
                 pulled.content,

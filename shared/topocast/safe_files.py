@@ -217,9 +217,10 @@ def read_nofollow(path: Path, limit: int) -> bytes | None:
         return None
     except OSError as exc:
         raise UnsafePathError(f"{path}: cannot open without following links ({exc.strerror})") from None
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise UnsafePathError(f"{path} is not a regular file")
     with os.fdopen(fd, "rb") as fh:
-        if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
-            raise UnsafePathError(f"{path} is not a regular file")
         data = fh.read(limit + 1)
     if len(data) > limit:
         raise UnsafePathError(f"{path}: larger than the {limit} byte limit")
