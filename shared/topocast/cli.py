@@ -319,7 +319,7 @@ def schema(a: Namespace) -> None:
 
 
 @command("discover")
-@option("--provider", default="aws", help="Topology source: aws, gcp, ibnetdiscover, netq or k8s-labels.")
+@option("--provider", default="aws", help="Topology source: aws, gcp, ibnetdiscover, netq, k8s-labels, oci, nebius.")
 @option("--cluster", default="default", help="Cluster name written into the graph.")
 @option("--region", help="aws: region (default: the standard AWS environment).")
 @option(
@@ -343,6 +343,8 @@ def schema(a: Namespace) -> None:
 @option("--kubeconfig", help="k8s-labels: kubeconfig (default $KUBECONFIG).")
 @option("--fabric-key", dest="fabric_keys", many=True, help="k8s-labels: node label of a switch tier, closest first.")
 @option("--accelerator-key", help="k8s-labels: node label of the NVLink domain.")
+@option("--option", many=True, metavar="KEY=VALUE", help="A provider option (repeatable; JSON values parse).")
+@option("--list-options", flag=True, help="Print every provider's options and exit.")
 @option("--out", type=Path, help="Write the graph here instead of stdout.")
 def discover(a: Namespace) -> None:
     """One-shot discovery with your own credentials: prints the normalized graph JSON."""

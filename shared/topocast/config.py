@@ -27,7 +27,11 @@ DEFAULT_FORMATS = ["slurm-tree", "slurm-block", "slurm-yaml", "k8s-labels", "gra
 #: env var -> (Settings field, description). The single source of truth for the wiring test and docs.
 ENV_VARS: dict[str, tuple[str, str]] = {
     "TOPOCAST_CLUSTER": ("cluster", "cluster name (graph, keys, parameter paths)"),
-    "TOPOCAST_PROVIDER": ("provider", "topology source: aws, gcp, ibnetdiscover, netq, k8s-labels"),
+    "TOPOCAST_PROVIDER": ("provider", "topology source: aws, gcp, ibnetdiscover, netq, k8s-labels, oci, nebius"),
+    "TOPOCAST_PROVIDER_OPTIONS": (
+        "provider_settings",
+        "options of a provider the variables below do not cover (oci, nebius, ...) as a JSON object",
+    ),
     "TOPOCAST_BUCKET": ("bucket", "S3/GCS bucket for graphs and rendered artifacts"),
     "TOPOCAST_PREFIX": ("prefix", "key prefix inside the bucket"),
     "TOPOCAST_FILTERS": ("filters", "cluster membership, EC2 filter syntax NAME=V1,V2 separated by ';'"),
@@ -128,6 +132,8 @@ class DiscoverySettings(_Section):
     compute_endpoint: str | None = None
     # k8s-labels (NodeLabelsConfig without the cluster; validated by the provider)
     node_labels: dict[str, Any] = Field(default_factory=dict)
+    # every other provider: its own Options model validates this (topocast.providers.options)
+    provider_settings: dict[str, Any] = Field(default_factory=dict)
 
     def provider_options(self) -> dict[str, Any]:
         """The options of the configured provider (``ProviderInputs.options``), by provider name."""
@@ -156,7 +162,7 @@ class DiscoverySettings(_Section):
             },
             "k8s-labels": dict(self.node_labels),
         }
-        return by_provider.get(self.provider, {})
+        return by_provider.get(self.provider, dict(self.provider_settings))
 
 
 class RenderSettings(_Section):
@@ -231,7 +237,7 @@ class Settings(StorageSettings, DiscoverySettings, RenderSettings, PublishSettin
 
 
 _LISTS = {"filters", "instance_types", "zones", "formats", "publishers", "gcp_zones", "gcp_labels", "netq_premises"}
-_JSON = {"render_options", "k8s_options", "node_labels"}
+_JSON = {"render_options", "k8s_options", "node_labels", "provider_settings"}
 
 
 def _split(value: str, field: str) -> list[str]:

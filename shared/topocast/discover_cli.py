@@ -18,7 +18,8 @@ from topocast.errors import ProviderError
 from topocast.graph import TopologyGraph, dump_graph
 from topocast.hostlist import expand
 from topocast.placement import set_aside_report
-from topocast.providers import DiscoveryResult, ProviderInputs, build_provider
+from topocast.providers import PROVIDERS, DiscoveryResult, ProviderInputs, build_provider
+from topocast.providers.options import describe_options, options_model, parse_option_pairs
 from topocast.safe_files import write_out
 
 
@@ -50,6 +51,18 @@ class DiscoverArgs:
     kubeconfig: str | None = None
     fabric_keys: list[str] = field(default_factory=list)
     accelerator_key: str | None = None
+    # every provider: --option KEY=VALUE (its Options model validates them); --list-options prints them
+    option: list[str] = field(default_factory=list)
+    list_options: bool = False
+
+
+#: service -> "module:function" the shell hands a provider as ``sdk_client(service)`` (a provider's own
+#: SDK adapter, below the providers; it is called with the provider's validated options)
+SDK_CLIENTS = {
+    "oci": "topocast.providers.oci_sdk:connect",
+    "oci-imds": "topocast.providers.oci_sdk:imds_get",
+    "nebius": "topocast.providers.nebius_sdk:connect",
+}
 
 
 def _read_local(path: str) -> str:
@@ -102,6 +115,11 @@ def _clients(a: DiscoverArgs) -> Callable[[str], Any]:
                 K8sConnection(auth="kubeconfig", kubeconfig=a.kubeconfig) if a.kubeconfig else K8sConnection.from_env()
             )
             return node_lister(conn)
+        if service in SDK_CLIENTS:
+            import importlib
+
+            module, _, attr = SDK_CLIENTS[service].partition(":")
+            return getattr(importlib.import_module(module), attr)
         raise ProviderError(f"topocast discover has no {service!r} client")
 
     return client
@@ -140,6 +158,7 @@ def provider_inputs(a: DiscoverArgs) -> ProviderInputs:
         options = {"fabric_keys": a.fabric_keys, "accelerator_key": a.accelerator_key, "node_selector": selector}
     else:
         options = {}
+    options.update(parse_option_pairs(a.option))
     return ProviderInputs(cluster, options, _clients(a), _local_files(a.inputs), _read_local, _secret)
 
 
@@ -151,7 +170,26 @@ def print_set_aside(graph: TopologyGraph) -> None:
         print("\n".join(lines[1:]), file=sys.stderr)
 
 
-def run_discover(args: DiscoverArgs, out: Path | None) -> DiscoveryResult:
+def list_options() -> str:
+    """Every registered provider's options, from its ``Options`` model (providers without one take flags)."""
+    lines: list[str] = []
+    for name, target in sorted(PROVIDERS.items()):
+        try:
+            model = options_model(target) if isinstance(target, str) else None
+        except ImportError as exc:
+            lines.append(f"{name}: not available here ({exc})")
+            continue
+        if model is None:
+            lines.append(f"{name}: takes the flags of topocast discover --help")
+        else:
+            lines.extend(describe_options(name, model))
+    return "\n".join(lines) + "\n"
+
+
+def run_discover(args: DiscoverArgs, out: Path | None) -> DiscoveryResult | None:
+    if args.list_options:
+        sys.stdout.write(list_options())
+        return None
     result = build_provider(args.provider, provider_inputs(args)).discover_full(None)
     for warning in result.warnings:
         print(f"topocast: warning: {warning}", file=sys.stderr)

@@ -1,8 +1,10 @@
 """Topology sources ("providers"): where a graph comes from, looked up by name.
 
 Each provider is one module with a ``provider(inputs: ProviderInputs) -> Provider`` factory,
-registered below with one line; the functions (``app.discover``) and ``topocast discover``
-both build their provider through :func:`build_provider`, so this table is the code path.
+registered below with one line (a new provider declares ``class Options(BaseModel)`` and validates
+``inputs.options`` with :func:`topocast.providers.options.provider_options`); the functions
+(``app.discover``) and ``topocast discover`` both build their provider through :func:`build_provider`, so
+this table is the code path.
 Modules are imported lazily: the AWS Lambda never pays for the GCP SDK and vice versa.
 """
 
@@ -34,6 +36,8 @@ PROVIDERS: dict[str, str | ProviderFactory] = {
     "ibnetdiscover": "topocast.providers.onprem:ibnetdiscover_provider",
     "netq": "topocast.providers.onprem:netq_provider",
     "k8s-labels": "topocast.providers.k8s_labels:provider",
+    "oci": "topocast.providers.oci:provider",
+    "nebius": "topocast.providers.nebius:provider",
 }
 
 
