@@ -311,7 +311,9 @@ def schema(a: Namespace) -> None:
 
     text = json.dumps(json_schema(), indent=2) + "\n"
     if a.out:
-        a.out.write_text(text)
+        from topocast.safe_files import write_out
+
+        write_out(a.out, text)
     else:
         sys.stdout.write(text)
 
@@ -470,28 +472,17 @@ def _share(text: str) -> float:
 @option("--pointer-bucket", help="The only bucket an SSM envelope may point at (the publisher's).")
 @option("--pointer-prefix", help="The key prefix such a pointer must be under.")
 @option("--allow-node-loss", flag=True, help="Install even if the new file drops >10%% of the installed file's nodes.")
+@option("--stale-after", type=int, default=10, help="Fail (exit 7) after this many runs in a row behind.")
+@option("--json", dest="as_json", flag=True, help="One JSON object per run on stdout (docs/slurm-pull.md).")
+@option("--verbose", flag=True, help="Also print `unchanged` (journal priority debug).")
 def pull(a: Namespace) -> int:
-    """Head-node pull agent: fetch, verify sha256, validate, install atomically, reconfigure or update live."""
-    from topocast.pull import pull as run_pull
-    from topocast.slurm_cli import find_slurm
+    """Head-node pull agent: fetch, verify sha256, validate, install atomically, reconfigure or update live.
 
-    outcome = run_pull(
-        a.source,
-        a.dest,
-        reconfigure=a.reconfigure,
-        validate=a.validate,
-        slurm_conf=a.slurm_conf,
-        state_file=a.state_file,
-        live=a.live,
-        allow_reconfigure=not a.forbid_reconfigure,
-        live_max_share=a.live_max_share,
-        slurm=find_slurm(a.slurm_root, None, None),
-        pointer_bucket=a.pointer_bucket,
-        pointer_prefix=a.pointer_prefix,
-        allow_node_loss=a.allow_node_loss,
-    )
-    print(outcome.line())
-    return 0 if outcome.ok else 1
+    Exit status: 0 installed/unchanged/skipped, 1 failed, 2 usage or source error, 3 refused, 4 held,
+    5 rolled back, 6 installed but state not saved, 7 source stale (docs/slurm-pull.md)."""
+    from topocast.pull_cli import run_pull
+
+    return run_pull(a)
 
 
 def _count(minimum: int) -> Callable[[str], int]:

@@ -20,6 +20,7 @@ from topocast.hostlist import expand
 from topocast.placement import set_aside_report
 from topocast.providers import PROVIDERS, DiscoveryResult, ProviderInputs, build_provider
 from topocast.providers.options import describe_options, options_model, parse_option_pairs
+from topocast.safe_files import write_out
 
 
 @dataclass
@@ -223,7 +224,7 @@ def run_discover(args: DiscoverArgs, out: Path | None) -> DiscoveryResult | None
     if out is None:
         sys.stdout.write(text)
     else:
-        out.write_text(text)
+        write_out(out, text)
     calls = ", ".join(f"{k}={v}" for k, v in sorted(result.api_calls.items()))
     print(
         f"topocast: {len(result.graph.nodes)} node(s), {len(result.graph.nodes_without_topology())} without "

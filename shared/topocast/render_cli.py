@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import json
 import sys
 from pathlib import Path
@@ -13,6 +12,7 @@ from topocast.graph import TopologyGraph, graph_from_json, load_graph
 from topocast.limits import MAX_YAML_BYTES, read_capped
 from topocast.placement import set_aside_report
 from topocast.renderers import RENDERERS, RenderOptions, render_many
+from topocast.safe_files import UnsafePathError, out_directory, write_file
 from topocast.validation import validate
 
 
@@ -122,7 +122,7 @@ def _render_to(
         sys.stdout.write(artifacts[0].content)
         return
     try:
-        out.mkdir(parents=True, exist_ok=True)
+        out_directory(out)  # root may run this: no directory another user could plant links in
         manifest = [
             {
                 "format": a.format,
@@ -135,20 +135,17 @@ def _render_to(
         data: dict[str, object] = {"artifacts": manifest}
         if graph.unplaced:  # left out when nothing was set aside: the manifest is what it always was
             data["set_aside"] = graph.nodes_set_aside()
-        (out / "manifest.json").write_text(json.dumps(data, indent=2) + "\n")
+        write_file(out / "manifest.json", json.dumps(data, indent=2) + "\n")
     except OSError as exc:
         where = exc.filename or out
         raise RenderError(f"--out {out}: cannot write {where} ({exc.strerror or exc})") from None
+    except UnsafePathError as exc:
+        raise RenderError(f"--out {out}: {exc}") from None
     print(f"wrote {len(artifacts)} file(s) to {out}", file=sys.stderr)
 
 
 def _write(path: Path, text: str, chunk: int = 1 << 20) -> str:
     """Write ``text`` as UTF-8 a megabyte at a time and return its sha256 (``Artifact.sha256``):
-    a 27 MB labels file is never held twice (str and bytes), which a 100k-node render pays in page faults."""
-    digest = hashlib.sha256()
-    with path.open("wb") as f:
-        for start in range(0, len(text), chunk):
-            data = text[start : start + chunk].encode()
-            digest.update(data)
-            f.write(data)
-    return digest.hexdigest()
+    a 27 MB labels file is never held twice (str and bytes), which a 100k-node render pays in page faults.
+    Through a temp file and a rename (:func:`topocast.safe_files.write_file`): a planted link is replaced."""
+    return write_file(path, (text[start : start + chunk].encode() for start in range(0, len(text), chunk)))

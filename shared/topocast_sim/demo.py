@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from topocast.errors import TopocastError
+from topocast.safe_files import out_directory, write_file
 
 CLUSTER = "demo"
 
@@ -51,7 +52,7 @@ def copy_outputs(artifacts: Any, out: Path) -> None:
     for fmt, name in (("k8s-labels", "labels.json"), ("html", "topology.html"), ("slurm-block", None)):
         entry = manifest.entry(fmt) if manifest else None
         if entry is not None:
-            (out / (name or entry.file)).write_bytes(artifacts.get_artifact(manifest.generation, entry.file))
+            write_file(out / (name or entry.file), artifacts.get_artifact(manifest.generation, entry.file))
 
 
 def write_report(result: dict[str, Any], out: Path, report: Path | None, started: float) -> dict[str, Any]:
@@ -59,7 +60,7 @@ def write_report(result: dict[str, Any], out: Path, report: Path | None, started
     path = report or out / "report.json"
     result["seconds"] = round(time.monotonic() - started, 2)
     result["outputs"] = sorted({q.name for q in out.iterdir()} | ({path.name} if path.parent == out else set()))
-    path.write_text(json.dumps(result, indent=2) + "\n")
+    write_file(path, json.dumps(result, indent=2) + "\n")
     return result
 
 
@@ -167,7 +168,7 @@ def run_demo(
 
     started = time.monotonic()
     events = nodes if events is None else events
-    out.mkdir(parents=True, exist_ok=True)
+    out_directory(out)  # root may run the demo: no directory another user could plant links in
     show = sys.stderr.isatty() if progress is None else progress
     ec2_sim.install()
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)

@@ -27,6 +27,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from topocast.safe_files import out_directory
+
 CLUSTER = "demo"
 
 
@@ -54,7 +56,7 @@ def run_gcp_demo(
 
     started = time.monotonic()
     burst_size = nodes // 2 if events is None else min(events, nodes)
-    out.mkdir(parents=True, exist_ok=True)
+    out_directory(out)  # root may run the demo: no directory another user could plant links in
     generated = generate_cluster(
         nodes, label=("topocast-cluster", CLUSTER), without_topology=min(without_topology, nodes), seed=CLUSTER
     )
