@@ -552,6 +552,16 @@ def _count(minimum: int) -> Callable[[str], int]:
     return parse
 
 
+def _seconds(text: str) -> float:
+    value = float(text)
+    if not value > 0:  # also refuses nan
+        raise argparse.ArgumentTypeError(f"{text} is not a number of seconds above 0")
+    return value
+
+
+_seconds.__name__ = "seconds"
+
+
 #: cloud -> (module, extra that provides it) the demo imports: the simulators (``topocast_sim``) are not
 #: part of what the functions ship and need the ``demo`` extra (moto, gcp-storage-emulator)
 DEMO_NEEDS: dict[str, tuple[tuple[str, str], ...]] = {
@@ -579,7 +589,7 @@ def missing_demo_extra(cloud: str) -> str | None:
 @option("--events", type=_count(0), help="Instance events in the burst (default: per cloud).")
 @option("--out", type=Path, metavar="DIR", help="Output directory (default: out/demo or out/demo-gcp).")
 @option("--report", type=Path, help="JSON report path (default: OUT/report.json).")
-@option("--quiet", type=float, default=2.0, help="Debounce quiet window in seconds.")
+@option("--quiet", type=_seconds, default=2.0, help="Debounce quiet window in seconds (more than 0).")
 def demo(a: Namespace) -> int:
     """Run the whole pipeline locally on a simulated cloud account (no credentials needed)."""
     if a.cloud not in ("aws", "gcp"):
