@@ -67,6 +67,7 @@ CONTEXT: dict[tuple[str, ...], dict[str, list[str]]] = {
     ("diff",): {"": ["{good}", "{good}"], "old": ["{good}"], "new": ["{good}"]},
     ("collect", "ibnetdiscover"): {"": ["--upload", "s3://bucket/p/c1/uploads", "--input", "{ib}"]},
     ("demo",): {"": ["--nodes", "2", "--events", "2", "--quiet", "0.1"]},
+    ("synth",): {"": ["--nodes", "3"]},
 }
 #: flags not walked, with the reason (each costs a whole run before the flag matters)
 NOT_WALKED = {

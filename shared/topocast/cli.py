@@ -609,6 +609,29 @@ def demo(a: Namespace) -> int:
     return 0 if result["pull"]["ok"] and result["idle"] else 1
 
 
+@command("synth")
+@option("--nodes", type=_count(1), required=True, help="How many nodes (N).")
+@option("--tiers", type=_count(1), default=3, help="Switch tiers above the nodes (1 = leaves only).")
+@option("--nodes-per-leaf", type=_count(1), default=18, help="Nodes under each leaf switch.")
+@option("--fanout", type=_count(1), default=8, help="Children of each upper switch.")
+@option("--domain-size", type=_count(0), default=72, help="Nodes per NVLink domain (0 = no domains).")
+@option("--name-pattern", help="Node names, str.format with {i} (default: gpu-{i} zero-padded to 6 digits).")
+@option("--missing", type=_share, default=0.0, help="Share of nodes without topology (seeded, --seed).")
+@option("--seed", type=int, default=7, help="Seed of --missing.")
+@option("--cluster", default="synthetic", help="Cluster name written into the graph.")
+@option("--format", dest="fmt", help="graph (JSON) or model (Topograph YAML) (default: from -o's suffix, else graph).")
+@option("--out", type=Path, metavar="FILE", help="Write to this file instead of stdout (.yaml/.yml: a model).")
+def synth(a: Namespace) -> None:
+    """Write a synthetic fat-tree cluster as a graph JSON (render --graph, diff, publish) or a Topograph model
+    YAML (render --model): test data at any size."""
+    from topocast.synth_cli import run_synth
+
+    shape = {"levels": a.tiers, "nodes_per_leaf": a.nodes_per_leaf, "fanout": a.fanout}
+    shape |= {"domain_size": a.domain_size, "name_pattern": a.name_pattern, "missing_fraction": a.missing}
+    shape |= {"seed": a.seed, "cluster": a.cluster}
+    print(run_synth(a.nodes, shape, a.fmt, a.out), file=sys.stderr)
+
+
 @command("package", error_code=1)
 @option("--out", type=Path, metavar="DIR", default=Path("dist"), help="Output directory.")
 @option("--cloud", default="all", help="aws, gcp or all.")
