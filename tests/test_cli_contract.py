@@ -2,7 +2,7 @@
 
 For each subcommand and each flag that takes a file (``type=Path``, or a kubeconfig, credentials or CA
 file, a positional input): the file missing, empty, binary, truncated, list-shaped, a mapping of
-mistyped fields, nested past any parser's depth and a directory;
+mistyped fields, nested past any parser's depth, one 200 KB line and a directory;
 for each flag that takes a cloud URI: ``s3://``, ``gs://`` and ``ssm://`` on a machine with no region,
 no credentials and no kubeconfig. What a user sees must be a few lines at most, never a traceback nor
 an ``internal error`` (a bug: the contract test found it), and the exit code one of the command's
@@ -34,6 +34,7 @@ BAD_INPUTS: dict[str, bytes | str | None] = {
     "list": b"[1, 2, 3]\n",
     "mistyped": b'{"apiVersion": [], "clusters": 5, "nodes": "n1", "type": [1], "contexts": {"a": 1}, "Records": 7}',
     "nested": b"[" * 3_000,
+    "long_line": b"a" * 200_000,  # one line past csv's field limit (128 KiB)
     "dir": "dir",
 }
 #: a cloud URI a flag may name, on a machine without region or credentials

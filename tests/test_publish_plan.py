@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import itertools
 import json
 from pathlib import Path
 
@@ -107,12 +108,10 @@ def test_progress_off_a_terminal_is_a_line_per_10_percent_after_5_seconds() -> N
         clock.now = done * 0.03  # 30 s in all: the 10 % steps come every 3 s
         progress(done, 1000)
     lines = err.getvalue().splitlines()
-    # nothing in the first 5 s (not the 10 % line at 3 s), a line at 5 s, then each 10 % step from 20 %
-    assert lines[:2] == [
-        "topocast: progress: 167/1000 node(s) labelled, 5 s",
-        "topocast: progress: 200/1000 node(s) labelled, 6 s",
-    ]
-    assert len(lines) == 10
+    # nothing in the first 5 s (not the 10 % line at 3 s), then about one line per 10 %, never two within 1 s
+    assert lines[0] == "topocast: progress: 167/1000 node(s) labelled, 5 s"
+    done = [int(line.split()[2].split("/")[0]) for line in lines]
+    assert 8 <= len(lines) <= 10 and all(b - a >= 33 for a, b in itertools.pairwise(done))
     assert lines[-1] == "topocast: progress: 1000/1000 node(s) labelled, 30 s"
 
 

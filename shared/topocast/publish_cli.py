@@ -340,7 +340,8 @@ class Progress:
         if now - self.started < self.every:  # a short publish says nothing more than its result
             self.step = step
             return
-        if done == total or now - self.last >= self.every or step > self.step:
+        stepped = step > self.step and now - self.last >= 1.0  # not a step line right after a time line
+        if done == total or now - self.last >= self.every or stepped:
             self.last, self.step = now, step
             print(f"topocast: progress: {done}/{total} node(s) labelled, {now - self.started:.0f} s", file=self.err)
 
