@@ -224,3 +224,49 @@ def test_a_bad_input_or_a_bare_machine_is_a_few_lines_never_a_traceback(
         assert result.output.strip(), "a failure without a word"
         said = next((i for i, line in enumerate(lines) if line.startswith("topocast: ")), 0)
         assert len(lines) - said <= 4, result.stderr
+
+
+@pytest.fixture
+def broken_command() -> Iterator[str]:
+    """A command with a bug in it, registered for one test."""
+    from topocast.cli import command
+
+    def broken(_: argparse.Namespace) -> None:
+        """A bug."""
+        raise RuntimeError("a bug\nsecond line")
+
+    command("broken-for-test")(broken)
+    try:
+        yield "broken-for-test"
+    finally:
+        del COMMANDS[("broken-for-test",)]
+
+
+def test_an_internal_failure_is_one_line_and_debug_prints_the_traceback(broken_command: str) -> None:
+    plain = invoke([broken_command])
+    assert (plain.exit_code, plain.stderr) == (
+        EXIT_INTERNAL,
+        "topocast: internal error: RuntimeError: a bug "
+        "(run 'topocast broken-for-test ... --debug' for the traceback)\n",
+    )
+    for argv in ([broken_command, "--debug"], ["--debug", broken_command]):
+        debug = invoke(argv)
+        assert debug.exit_code == EXIT_INTERNAL and "Traceback (most recent call last)" in debug.stderr
+        assert debug.stderr.endswith("topocast: internal error: RuntimeError: a bug\n")
+
+
+def test_version_and_help_conventions() -> None:
+    from topocast import __version__
+
+    assert invoke(["--version"]).stdout == f"topocast {__version__}\n"
+    pull = invoke(["pull", "--help"]).stdout
+    assert "(default: on)" in pull and "(default: 0.1)" in pull  # --validate, --live-max-share
+    assert "-o FILE, --out FILE" in invoke(["discover", "--help"]).stdout
+    assert "-o DIR, --out DIR" in invoke(["render", "--help"]).stdout
+    top = invoke(["--help"]).stdout
+    assert "plus what Slurm accepts but should never ship." in " ".join(top.split())
+    missing = invoke(["discover"])
+    assert (missing.exit_code, missing.stderr) == (
+        2,
+        "topocast: error: discover needs --provider, one of: aws, gcp, ibnetdiscover, netq, k8s-labels\n",
+    )
