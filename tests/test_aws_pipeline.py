@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from topocast.graph import load_graph
 from topocast.hostlist import expand
 from topocast.pull import fetch, pull
 from topocast_sim import ec2 as ec2_sim
@@ -229,7 +230,9 @@ def test_demo_command_writes_its_outputs(tmp_path: Path, monkeypatch: pytest.Mon
     assert report["events"] == 200
     assert (report["renders"], report["publishes"]) == (1, 1)
     assert report["nodes"] == 66 and report["nodes_without_topology"] == 2
-    assert report["ec2_api_calls"] >= 2
+    assert report["api_calls"] == report["ec2_api_calls"] >= 2 and report["settle_seconds"] > 0
+    graph = load_graph(out / "graph.json")  # feeds render --graph, diff and render --previous
+    assert len(graph.nodes) == 66
     conf = (out / "topology.conf").read_text()
     assert "SwitchName=no-topology Nodes=login-[000-001]" in conf
     labels = json.loads((out / "labels.json").read_text())
