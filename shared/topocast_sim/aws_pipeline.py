@@ -239,20 +239,20 @@ class LocalAwsPipeline:
         payload = 0
         first: float | None = None
         largest = 0  # the next receive may bring 10 records this big: stop before it could pass 6 MB
-        while len(out) < batch_size and (first is None or simclock.now() - first < hold):
+        while len(out) < batch_size and (first is None or time.monotonic() - first < hold):
             resp = self.sqs.receive_message(
                 QueueUrl=url, MaxNumberOfMessages=min(10, batch_size - len(out)), WaitTimeSeconds=0
             )
             msgs = resp.get("Messages", [])
             if not msgs:
                 break
-            first = first if first is not None else simclock.now()
+            first = first if first is not None else time.monotonic()
             out.extend(msgs)
             payload += sum(len(m["Body"]) + _RECORD_OVERHEAD for m in msgs)
             largest = max(largest, *(len(m["Body"]) for m in msgs))
             if payload + 10 * (largest + _RECORD_OVERHEAD) > LAMBDA_PAYLOAD_LIMIT:
                 break
-        self.stats.max_held_seconds = max(self.stats.max_held_seconds, simclock.now() - first if first else 0.0)
+        self.stats.max_held_seconds = max(self.stats.max_held_seconds, time.monotonic() - first if first else 0.0)
         return out
 
     def _invoke(self, url: str, messages: list[dict[str, Any]], fn: Callable[[dict[str, Any]], dict]) -> None:
