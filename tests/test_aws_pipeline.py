@@ -365,7 +365,7 @@ def test_onprem_domains_file_gives_nodes_their_nvlink_domain(
 
 
 def test_the_event_source_cuts_batches_like_lambda(pipeline: LocalAwsPipeline, monkeypatch: pytest.MonkeyPatch) -> None:
-    """6 MB of records per invocation at most, and never held past half the visibility timeout (60 s)."""
+    """6 MB of records per invocation at most, and never held past half the visibility timeout."""
     import topocast_sim.aws_pipeline as sim
 
     pl = pipeline
@@ -384,7 +384,10 @@ def test_the_event_source_cuts_batches_like_lambda(pipeline: LocalAwsPipeline, m
         pl.sqs.send_message_batch(
             QueueUrl=pl.queues.events, Entries=[{"Id": str(i), "MessageBody": "small"} for i in range(10)]
         )
-    clock = iter(range(0, 10_000, 10))  # each receive takes "10 s": the window must end at 30 s, not 300 s
+    # a queue with a 60 s visibility timeout (Terraform's smallest function timeout, 10 s, times 6):
+    # each receive takes "10 s", so the 300 s window must end at 30 s
+    monkeypatch.setattr(pl, "_visibility", lambda url: 60.0)
+    clock = iter(range(0, 10_000, 10))
     monkeypatch.setattr(sim.time, "monotonic", lambda: float(next(clock)))
     held = pl._receive_batch(pl.queues.events, 10_000, 300.0)
     monkeypatch.undo()
