@@ -66,6 +66,12 @@ ENV_VARS: dict[str, tuple[str, str]] = {
     ),
     # ----- on-prem fabrics (topocast.providers.ibnetdiscover / netq; see docs/onprem.md) -----
     "TOPOCAST_IB_HOST_REGEX": ("ib_host_regex", "ibnetdiscover: regex with group 'host' for HCA descriptions"),
+    "TOPOCAST_IB_HCAS": (
+        "ib_hcas",
+        "ibnetdiscover/netq: the compute fabric's HCAs (device-name patterns, '!' excludes: mlx5_[0-7];!mlx5_8)",
+    ),
+    "TOPOCAST_IB_GUIDS": ("ib_guids", "ibnetdiscover: the compute fabric's HCA node/port GUIDs (';', '!' excludes)"),
+    "TOPOCAST_IB_SWITCHES": ("ib_switches", "ibnetdiscover/netq: switch-name patterns that may be used (!STOR-*)"),
     "TOPOCAST_DOMAINS_URI": ("domains_uri", "on-prem NVLink domains file (CSV or nvidia-smi -q), s3://..."),
     "TOPOCAST_NETQ_URL": ("netq_url", "NetQ API base URL"),
     "TOPOCAST_NETQ_CREDENTIALS": ("netq_credentials", "Secrets Manager / SSM SecureString ARN of NetQ credentials"),
@@ -115,6 +121,9 @@ class DiscoverySettings(_Section):
     reserved_nodes: str | dict[str, Any] | None = None
     # on-prem fabrics
     ib_host_regex: str | None = None
+    ib_hcas: list[str] = Field(default_factory=list)
+    ib_guids: list[str] = Field(default_factory=list)
+    ib_switches: list[str] = Field(default_factory=list)
     domains_uri: str | None = None
     netq_url: str | None = None
     netq_credentials: str | None = None
@@ -147,8 +156,16 @@ class DiscoverySettings(_Section):
                 "domain_tier": self.gcp_domain_tier,
                 "read": self.gcp_read,
             },
-            "ibnetdiscover": {"host_regex": self.ib_host_regex, "domains_uri": self.domains_uri},
+            "ibnetdiscover": {
+                "host_regex": self.ib_host_regex,
+                "domains_uri": self.domains_uri,
+                "ib_hcas": self.ib_hcas,
+                "ib_guids": self.ib_guids,
+                "ib_switches": self.ib_switches,
+            },
             "netq": {
+                "ib_hcas": self.ib_hcas,
+                "ib_switches": self.ib_switches,
                 "url": self.netq_url,
                 "credentials": self.netq_credentials,
                 "premises": self.netq_premises,
@@ -231,6 +248,7 @@ class Settings(StorageSettings, DiscoverySettings, RenderSettings, PublishSettin
 
 
 _LISTS = {"filters", "instance_types", "zones", "formats", "publishers", "gcp_zones", "gcp_labels", "netq_premises"}
+_LISTS |= {"ib_hcas", "ib_guids", "ib_switches"}  # the compute fabric's ports (providers/port_selection.py)
 _JSON = {"render_options", "k8s_options", "node_labels"}
 
 

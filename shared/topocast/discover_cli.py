@@ -45,6 +45,9 @@ class DiscoverArgs:
     premises: list[str] = field(default_factory=list)
     insecure: bool = False
     ca_file: str | None = None
+    ib_hcas: list[str] = field(default_factory=list)
+    ib_guids: list[str] = field(default_factory=list)
+    ib_switches: list[str] = field(default_factory=list)
     # k8s-labels (labels: only nodes with these KEY=VALUE labels)
     kubeconfig: str | None = None
     fabric_keys: list[str] = field(default_factory=list)
@@ -125,12 +128,14 @@ def provider_inputs(a: DiscoverArgs) -> ProviderInputs:
         if not a.inputs:
             raise ProviderError("--provider ibnetdiscover needs --input FILE (repeatable)")
         options = {"host_regex": a.host_regex, "nodes": nodes, "domains_uri": domains,
-                   "topograph_compat": a.topograph_compat}  # fmt: skip
+                   "topograph_compat": a.topograph_compat,
+                   "ib_hcas": a.ib_hcas, "ib_guids": a.ib_guids, "ib_switches": a.ib_switches}  # fmt: skip
     elif a.provider == "netq":
         if not (a.url and a.credentials):
             raise ProviderError("--provider netq needs --url and --credentials FILE|ARN")
         options = {"url": a.url, "credentials": a.credentials, "premises": a.premises, "nodes": nodes,
-                   "domains_uri": domains, "insecure": a.insecure, "ca_file": a.ca_file}  # fmt: skip
+                   "domains_uri": domains, "insecure": a.insecure, "ca_file": a.ca_file,
+                   "ib_hcas": a.ib_hcas, "ib_guids": a.ib_guids, "ib_switches": a.ib_switches}  # fmt: skip
     elif a.provider == "k8s-labels":
         bad = [kv for kv in a.labels if "=" not in kv]
         if bad:

@@ -92,6 +92,10 @@ locals {
       TOPOCAST_NETQ_PREMISES    = join(";", var.netq_premises)
       TOPOCAST_DOMAINS_URI      = var.domains_uri == null ? "" : var.domains_uri
       TOPOCAST_IB_HOST_REGEX    = var.ib_host_regex == null ? "" : var.ib_host_regex
+      # the compute fabric's ports on a dual-fabric (compute + storage) dump or premise
+      TOPOCAST_IB_HCAS     = join(";", var.ib_port_selection.hcas)
+      TOPOCAST_IB_GUIDS    = join(";", var.ib_port_selection.guids)
+      TOPOCAST_IB_SWITCHES = join(";", var.ib_port_selection.switches)
       # k8s-labels: the label scheme, and the cluster connection the publisher uses
       TOPOCAST_NODE_LABELS = local.node_source && length(var.node_labels) > 0 ? jsonencode(var.node_labels) : ""
       TOPOCAST_K8S_OPTIONS = local.node_source && local.k8s_options_json != "{}" ? local.k8s_options_json : ""

@@ -317,6 +317,33 @@ variable "ib_host_regex" {
   }
 }
 
+variable "ib_port_selection" {
+  description = "ibnetdiscover/netq: which ports are the compute fabric on a dual-fabric dump (TOPOCAST_IB_HCAS, _GUIDS, _SWITCHES). hcas: HCA device-name patterns (mlx5_[0-7]); guids: HCA node/port GUIDs (ibnetdiscover only); switches: switch-name patterns; a leading '!' excludes (!mlx5_8, !STOR-*). Empty: every port (docs/onprem.md)."
+  type = object({
+    hcas     = optional(list(string), [])
+    guids    = optional(list(string), [])
+    switches = optional(list(string), [])
+  })
+  default = {}
+
+  validation {
+    condition     = alltrue([for p in concat(var.ib_port_selection.hcas, var.ib_port_selection.guids, var.ib_port_selection.switches) : length(trimprefix(p, "!")) > 0 && !strcontains(p, ";") && !strcontains(p, ",")])
+    error_message = "ib_port_selection patterns must be non-empty and contain no ';' or ','."
+  }
+  validation {
+    condition     = alltrue([for g in var.ib_port_selection.guids : can(regex("^!?(0x)?[0-9a-fA-F]{1,16}$", g))])
+    error_message = "ib_port_selection.guids entries must be GUIDs (up to 16 hex digits, 0x optional, '!' excludes)."
+  }
+  validation {
+    condition     = contains(["ibnetdiscover", "netq"], var.topology_source) || length(concat(var.ib_port_selection.hcas, var.ib_port_selection.guids, var.ib_port_selection.switches)) == 0
+    error_message = "ib_port_selection is only used with topology_source = ibnetdiscover or netq."
+  }
+  validation {
+    condition     = var.topology_source != "netq" || length(var.ib_port_selection.guids) == 0
+    error_message = "ib_port_selection.guids is ibnetdiscover only (NetQ selects by interface and switch name)."
+  }
+}
+
 variable "ec2_filters" {
   description = "Cluster membership as EC2 DescribeInstances filters NAME=V1,V2 (TOPOCAST_FILTERS). Null: tag:topocast:cluster=<cluster>. EventBridge cannot filter EC2 state changes by tag, so the discover function applies these."
   type        = list(string)

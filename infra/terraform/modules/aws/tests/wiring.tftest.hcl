@@ -334,8 +334,14 @@ run "on_prem_uploads_drive_discover" {
   command = apply
 
   variables {
-    topology_source = "ibnetdiscover"
-    ib_host_regex   = "(?P<host>\\S+) HCA-\\d+"
+    topology_source   = "ibnetdiscover"
+    ib_host_regex     = "(?P<host>\\S+) HCA-\\d+"
+    ib_port_selection = { hcas = ["mlx5_[0-7]", "!mlx5_8"], switches = ["!STOR-*"] }
+  }
+
+  assert {
+    condition     = aws_lambda_function.this["discover"].environment[0].variables["TOPOCAST_IB_HCAS"] == "mlx5_[0-7];!mlx5_8" && aws_lambda_function.this["discover"].environment[0].variables["TOPOCAST_IB_SWITCHES"] == "!STOR-*" && !contains(keys(aws_lambda_function.this["discover"].environment[0].variables), "TOPOCAST_IB_GUIDS")
+    error_message = "the port selection reaches discover as ';'-separated patterns; an empty list sets nothing"
   }
 
   assert {
