@@ -52,6 +52,7 @@ class DiscoverArgs:
     kubeconfig: str | None = None
     fabric_keys: list[str] = field(default_factory=list)
     accelerator_key: str | None = None
+    preset: str | None = None
 
 
 def _read_local(path: str) -> str:
@@ -141,7 +142,8 @@ def provider_inputs(a: DiscoverArgs) -> ProviderInputs:
         if bad:
             raise ProviderError(f"--label {bad[0]!r}: expected KEY=VALUE (only nodes carrying that label)")
         selector = dict(kv.split("=", 1) for kv in a.labels) if a.labels else None
-        options = {"fabric_keys": a.fabric_keys, "accelerator_key": a.accelerator_key, "node_selector": selector}
+        options = {"fabric_keys": a.fabric_keys, "accelerator_key": a.accelerator_key, "node_selector": selector,
+                   "preset": a.preset}  # fmt: skip
     else:
         options = {}
     return ProviderInputs(cluster, options, _clients(a), _local_files(a.inputs), _read_local, _secret)
