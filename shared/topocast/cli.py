@@ -345,6 +345,7 @@ def schema(a: Namespace) -> None:
 @option("--fabric-key", dest="fabric_keys", many=True, help="k8s-labels: node label of a switch tier, closest first.")
 @option("--accelerator-key", help="k8s-labels: node label of the NVLink domain.")
 @option("--preset", help="k8s-labels: a cloud's label set: coreweave, crusoe, nebius, eks, gke, topograph.")
+@option("--overlay", dest="overlays", many=True, help="Merge a second source: SOURCE:FIELD=VALUE,... (repeatable).")
 @option("--out", type=Path, help="Write the graph here instead of stdout.")
 def discover(a: Namespace) -> None:
     """One-shot discovery with your own credentials: prints the normalized graph JSON."""

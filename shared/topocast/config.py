@@ -59,6 +59,11 @@ ENV_VARS: dict[str, tuple[str, str]] = {
     "TOPOCAST_GUARD_MAX_LOSS": ("guard_max_loss", "fraction of published nodes a publish may lose"),
     "TOPOCAST_GUARD_OVERRIDE_PARAMETER": ("guard_override_parameter", "SSM parameter an operator sets to a generation"),
     "TOPOCAST_K8S_OPTIONS": ("k8s_options", "Kubernetes publisher options as JSON"),
+    "TOPOCAST_OVERLAYS": (
+        "overlays",
+        "merged sources after the provider, SOURCE:FIELD=VALUE[,...] separated by ';', e.g. "
+        "k8s-labels:domain=nvidia.com/gpu.clique (providers/overlay.py)",
+    ),
     "TOPOCAST_NODE_LABELS": (
         "node_labels",
         "k8s-labels: NodeLabelsConfig as JSON (fabric_keys, accelerator_key, node_selector); the cluster is "
@@ -137,6 +142,8 @@ class DiscoverySettings(_Section):
     compute_endpoint: str | None = None
     # k8s-labels (NodeLabelsConfig without the cluster; validated by the provider)
     node_labels: dict[str, Any] = Field(default_factory=dict)
+    #: merged sources read after the provider (providers/overlay.py grammar; parsed when it is built)
+    overlays: list[str] = Field(default_factory=list)
 
     def provider_options(self) -> dict[str, Any]:
         """The options of the configured provider (``ProviderInputs.options``), by provider name."""
@@ -249,11 +256,12 @@ class Settings(StorageSettings, DiscoverySettings, RenderSettings, PublishSettin
 
 _LISTS = {"filters", "instance_types", "zones", "formats", "publishers", "gcp_zones", "gcp_labels", "netq_premises"}
 _LISTS |= {"ib_hcas", "ib_guids", "ib_switches"}  # the compute fabric's ports (providers/port_selection.py)
+_LISTS |= {"overlays"}  # SOURCE:FIELD=VALUE,...: items are ','-separated, so overlays split on ';' only
 _JSON = {"render_options", "k8s_options", "node_labels"}
 
 
 def _split(value: str, field: str) -> list[str]:
-    seps = ";" if field in ("filters", "gcp_labels") else ";,"
+    seps = ";" if field in ("filters", "gcp_labels", "overlays") else ";,"
     parts = [value]
     for sep in seps:
         parts = [p for chunk in parts for p in chunk.split(sep)]

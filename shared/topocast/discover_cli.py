@@ -17,7 +17,7 @@ from typing import Any
 from topocast.errors import ProviderError
 from topocast.graph import TopologyGraph, dump_graph
 from topocast.hostlist import expand
-from topocast.placement import set_aside_report
+from topocast.placement import notes_report, set_aside_report
 from topocast.providers import DiscoveryResult, ProviderInputs, build_provider
 
 
@@ -53,6 +53,7 @@ class DiscoverArgs:
     fabric_keys: list[str] = field(default_factory=list)
     accelerator_key: str | None = None
     preset: str | None = None
+    overlays: list[str] = field(default_factory=list)
 
 
 def _read_local(path: str) -> str:
@@ -158,10 +159,12 @@ def print_set_aside(graph: TopologyGraph) -> None:
 
 
 def run_discover(args: DiscoverArgs, out: Path | None) -> DiscoveryResult:
-    result = build_provider(args.provider, provider_inputs(args)).discover_full(None)
+    result = build_provider(args.provider, provider_inputs(args), args.overlays).discover_full(None)
     for warning in result.warnings:
         print(f"topocast: warning: {warning}", file=sys.stderr)
     print_set_aside(result.graph)
+    for line in notes_report(result.graph):
+        print(f"topocast: note: {line.strip()}" if not line.startswith("  ") else line, file=sys.stderr)
     text = dump_graph(result.graph)
     if out is None:
         sys.stdout.write(text)
