@@ -219,7 +219,9 @@ def graph_from_nodes(nodes: Iterable[ClusterNodeInfo], config: NodeLabelsConfig)
             f"{len(partial)} node(s) carry only part of a topology label set (a missing layer); kept without "
             f"topology: {', '.join(partial[:5])}{' ...' if len(partial) > 5 else ''}"
         )
-    if used.get("none"):
+    # (a configuration reading no fabric at all, e.g. an overlay that takes only the domains, says nothing)
+    reads_fabric = any(s != "custom" or config.fabric_keys for s in config.schemes)
+    if used.get("none") and reads_fabric:
         warnings.append(
             f"{used['none']} of {len(rows)} node(s) carry no topology labels of the schemes {config.schemes}"
         )

@@ -206,6 +206,17 @@ variable "topology_source" {
   }
 }
 
+variable "overlays" {
+  description = "Merged sources read after topology_source (TOPOCAST_OVERLAYS; docs/providers.md): SOURCE:FIELD=VALUE[,FIELD=VALUE...], e.g. k8s-labels:domain=nvidia.com/gpu.clique for the NVLink cliques on top of EC2's capacity blocks. A k8s-labels overlay reaches the cluster like the Kubernetes publisher (eks_cluster_name / k8s_options.connection). Empty: none."
+  type        = list(string)
+  default     = []
+
+  validation {
+    condition     = alltrue([for o in var.overlays : can(regex("^k8s-labels:(domain|subdomain|fabric|preset)=[^;]+$", o))])
+    error_message = "overlays entries must look like k8s-labels:FIELD=VALUE[,FIELD=VALUE...] (FIELD: domain, subdomain, fabric, preset) and contain no ';'."
+  }
+}
+
 variable "node_labels" {
   description = "With topology_source = k8s-labels: which node labels make the topology (TOPOCAST_NODE_LABELS, NodeLabelsConfig: fabric_keys, accelerator_key, node_selector). Empty: the EKS, GKE and Topograph label schemes."
   type        = any

@@ -191,3 +191,11 @@ run "port_selection_guids_are_guids" {
   }
   expect_failures = [var.ib_port_selection]
 }
+
+run "overlays_follow_the_grammar" {
+  command = plan
+  variables {
+    overlays = ["dra:domain=x"]
+  }
+  expect_failures = [var.overlays]
+}
