@@ -161,3 +161,28 @@ def test_discover_aws_with_a_k8s_labels_overlay(aws_env: str, tmp_path: Path) ->
     assert sorted(graph["notes"]) == ["gpu-000", "gpu-001", "gpu-002", "gpu-003"]
     assert "spans 2 base domains" in graph["notes"]["gpu-000"] and "has no domain" in graph["notes"]["gpu-003"]
     assert "topocast: note: 4 node note(s)" in result.stderr and "overlay.k8s_GET=1" in result.stderr
+
+
+def test_the_aws_functions_apply_the_overlay_of_their_settings(aws_env: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    import boto3
+
+    from topocast_sim import ec2 as ec2_sim
+    from topocast_sim.aws_pipeline import LocalAwsPipeline
+
+    monkeypatch.setenv("POWERTOOLS_METRICS_DISABLED", "true")
+    ids = ec2_sim.generate_cluster(boto3.client("ec2"), 4, block_size=2, cluster_tag=("topocast:cluster", "c1"))
+    with FakeKubeApiServer(token="function-token") as fake:
+        monkeypatch.setenv("TOPOCAST_K8S_ENDPOINT", fake.url)  # as Terraform sets it for a k8s-labels overlay
+        monkeypatch.setenv("TOPOCAST_K8S_TOKEN", "function-token")
+        for i, iid in enumerate(ids):  # one clique over both capacity blocks
+            fake.add_node(f"gpu-{i:03d}", {CLIQUE: "uuid-9.0"}, provider_id=f"aws:///us-east-1a/{iid}")
+        overlays = settings_from_env({"TOPOCAST_CLUSTER": "c1", "TOPOCAST_OVERLAYS": SPEC.text}).overlays
+        pl = LocalAwsPipeline("c1", quiet=0.5, max_wait=2.0, formats=("slurm-block",),
+                              extra_settings={"overlays": overlays})  # fmt: skip
+        pl.request_reconcile()
+        assert pl.run_until_idle(timeout=30)
+    stored = pl.runtime.graphs.latest()
+    assert stored is not None and {n.accelerator for n in stored.graph.nodes} == {"uuid-9.0"}
+    assert sorted(stored.graph.notes) == [f"gpu-{i:03d}" for i in range(4)]
+    envelope = json.loads(pl.ssm.get_parameter(Name="/topocast/c1/slurm/topology-block.conf")["Parameter"]["Value"])
+    assert "BlockName=block001 Nodes=gpu-[000-003]" in envelope["data"].splitlines()
