@@ -8,6 +8,7 @@ fat tree first, so the compute-only fabric is ``fat_tree`` with the same argumen
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 from cli_runner import invoke
@@ -123,3 +124,18 @@ def test_cli_and_settings_carry_the_selection(tmp_path: Path) -> None:
     options = settings_from_env(env).provider_options()
     assert options["ib_hcas"] == ["mlx5_[0-7]", "!mlx5_8"]
     assert PortSelection.from_options(options) == PortSelection.parse(["mlx5_[0-7]", "!mlx5_8"])
+
+
+@pytest.mark.slurm
+def test_slurmctld_loads_the_selected_tree_without_a_storage_switch(slurm_controller_factory: Any) -> None:
+    from topocast.renderers import render
+
+    fab = dual_fabric(cross_link=True, **SHAPE)
+    graph = ib_graph(fab, COMPUTE).graph
+    ctl = slurm_controller_factory(graph.node_names(), render(graph, "slurm-tree").content)
+    shown = ctl.show_topology()
+    assert not set(shown) & fab.storage
+    for node in graph.nodes:
+        leaf, spine, core = node.fabric
+        assert node.name in shown[leaf].nodes
+        assert (shown[leaf].level, shown[spine].level, shown[core].level) == (0, 1, 2)
