@@ -402,6 +402,9 @@ def schema(a: Namespace) -> None:
 @option("--host-regex", help="ibnetdiscover: regex with group 'host'.")
 @option("--domains", type=Path, help="ibnetdiscover/netq: NVLink domains (CSV host,domain or nvidia-smi -q).")
 @option("--topograph-compat", flag=True, help="ibnetdiscover: Topograph's leaf rule.")
+@option("--ib-hca", dest="ib_hcas", many=True, help="ibnetdiscover/netq: compute HCA pattern (mlx5_[0-7], !mlx5_8).")
+@option("--ib-guid", dest="ib_guids", many=True, help="ibnetdiscover: compute HCA node/port GUID (repeatable).")
+@option("--ib-switch", dest="ib_switches", many=True, help="ibnetdiscover/netq: switch-name pattern (!STOR-*).")
 @option("--url", help="netq: API base URL.")
 @option("--credentials", help="netq: credentials file or secret ARN.")
 @option("--premise", dest="premises", many=True, help="netq: premise (repeatable).")
@@ -412,6 +415,8 @@ def schema(a: Namespace) -> None:
 @option("--accelerator-key", help="k8s-labels: node label of the NVLink domain.")
 @option("--option", many=True, metavar="KEY=VALUE", help="A provider option (repeatable; JSON values parse).")
 @option("--list-options", flag=True, help="Print every provider's options and exit.")
+@option("--preset", help="k8s-labels: a cloud's label set: coreweave, crusoe, nebius, eks, gke, topograph.")
+@option("--overlay", dest="overlays", many=True, help="Merge a second source: SOURCE:FIELD=VALUE,... (repeatable).")
 @option("--out", type=Path, metavar="FILE", help="Write the graph JSON to this file instead of stdout.")
 def discover(a: Namespace) -> None:
     """One-shot discovery with your own credentials: prints the normalized graph JSON."""
@@ -492,13 +497,15 @@ group("collect", "Collect raw fabric data on a fabric-attached host and upload i
 @option("--host", help="Name of this collector (default: hostname).")
 @option("--timeout", type=float, default=300.0, help="Seconds the command may take.")
 @option("--host-regex", help="Regex with group 'host' for HCA descriptions (as discover's; checks names).")
+@option("--ca", help="Discover through this HCA (ibnetdiscover -C), e.g. a compute HCA, not the storage one.")
+@option("--ca-port", type=int, help="...and this port of it (ibnetdiscover -P).")
 def collect_ibnetdiscover(a: Namespace) -> None:
     """Run ibnetdiscover (or read --input), upload it with its fabric checksum; unchanged fabrics upload nothing."""
     from topocast.collect import collect_ibnetdiscover as collect
 
     result = collect(
         a.input, a.upload, command=a.command, host=a.host, timeout=a.timeout, host_regex=a.host_regex,
-        warn=lambda line: print(f"topocast: warning: {line}", file=sys.stderr),
+        ca=a.ca, ca_port=a.ca_port, warn=lambda line: print(f"topocast: warning: {line}", file=sys.stderr),
     )  # fmt: skip
     state = "uploaded" if result.uploaded else "unchanged, not uploaded"
     print(f"{result.uri}: {state} (fabric sha256 {result.sha256[:16]}, {result.size} bytes)")

@@ -132,8 +132,13 @@ def collect_ibnetdiscover(
     gcs_client: Any = None,
     host_regex: str | None = None,
     warn: Callable[[str], None] | None = None,
+    ca: str | None = None,
+    ca_port: int | None = None,
 ) -> CollectResult:
     """Run ``command`` (or read ``input_file``), check it as discovery will, upload it unless unchanged.
+
+    ``ca``/``ca_port``: the HCA (and port) ibnetdiscover discovers through (``-C``/``-P``): on a host
+    with a compute and a storage HCA, the default (the first HCA) may see the storage fabric only.
 
     ``warn`` is called, before anything is uploaded, once per record discovery will set aside.
     """
@@ -146,6 +151,10 @@ def collect_ibnetdiscover(
             raise CollectError(f"{input_file}: cannot read ({exc.strerror})") from None
         source = str(input_file)
     else:
+        argv = shlex.split(command) if isinstance(command, str) else list(command)
+        argv += ["-C", ca] if ca else []
+        argv += ["-P", str(ca_port)] if ca_port is not None else []
+        command = shlex.join(argv) if isinstance(command, str) else argv
         data = run_command(command, timeout)
         source = command if isinstance(command, str) else shlex.join(command)
     try:

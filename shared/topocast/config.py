@@ -63,6 +63,11 @@ ENV_VARS: dict[str, tuple[str, str]] = {
     "TOPOCAST_GUARD_MAX_LOSS": ("guard_max_loss", "fraction of published nodes a publish may lose"),
     "TOPOCAST_GUARD_OVERRIDE_PARAMETER": ("guard_override_parameter", "SSM parameter an operator sets to a generation"),
     "TOPOCAST_K8S_OPTIONS": ("k8s_options", "Kubernetes publisher options as JSON"),
+    "TOPOCAST_OVERLAYS": (
+        "overlays",
+        "merged sources after the provider, SOURCE:FIELD=VALUE[,...] separated by ';', e.g. "
+        "k8s-labels:domain=nvidia.com/gpu.clique (providers/overlay.py)",
+    ),
     "TOPOCAST_NODE_LABELS": (
         "node_labels",
         "k8s-labels: NodeLabelsConfig as JSON (fabric_keys, accelerator_key, node_selector); the cluster is "
@@ -70,6 +75,12 @@ ENV_VARS: dict[str, tuple[str, str]] = {
     ),
     # ----- on-prem fabrics (topocast.providers.ibnetdiscover / netq; see docs/onprem.md) -----
     "TOPOCAST_IB_HOST_REGEX": ("ib_host_regex", "ibnetdiscover: regex with group 'host' for HCA descriptions"),
+    "TOPOCAST_IB_HCAS": (
+        "ib_hcas",
+        "ibnetdiscover/netq: the compute fabric's HCAs (device-name patterns, '!' excludes: mlx5_[0-7];!mlx5_8)",
+    ),
+    "TOPOCAST_IB_GUIDS": ("ib_guids", "ibnetdiscover: the compute fabric's HCA node/port GUIDs (';', '!' excludes)"),
+    "TOPOCAST_IB_SWITCHES": ("ib_switches", "ibnetdiscover/netq: switch-name patterns that may be used (!STOR-*)"),
     "TOPOCAST_DOMAINS_URI": ("domains_uri", "on-prem NVLink domains file (CSV or nvidia-smi -q), s3://..."),
     "TOPOCAST_NETQ_URL": ("netq_url", "NetQ API base URL"),
     "TOPOCAST_NETQ_CREDENTIALS": ("netq_credentials", "Secrets Manager / SSM SecureString ARN of NetQ credentials"),
@@ -119,6 +130,9 @@ class DiscoverySettings(_Section):
     reserved_nodes: str | dict[str, Any] | None = None
     # on-prem fabrics
     ib_host_regex: str | None = None
+    ib_hcas: list[str] = Field(default_factory=list)
+    ib_guids: list[str] = Field(default_factory=list)
+    ib_switches: list[str] = Field(default_factory=list)
     domains_uri: str | None = None
     netq_url: str | None = None
     netq_credentials: str | None = None
@@ -134,6 +148,8 @@ class DiscoverySettings(_Section):
     node_labels: dict[str, Any] = Field(default_factory=dict)
     # every other provider: its own Options model validates this (topocast.providers.options)
     provider_settings: dict[str, Any] = Field(default_factory=dict)
+    #: merged sources read after the provider (providers/overlay.py grammar; parsed when it is built)
+    overlays: list[str] = Field(default_factory=list)
 
     def provider_options(self) -> dict[str, Any]:
         """The options of the configured provider (``ProviderInputs.options``), by provider name."""
@@ -153,8 +169,16 @@ class DiscoverySettings(_Section):
                 "domain_tier": self.gcp_domain_tier,
                 "read": self.gcp_read,
             },
-            "ibnetdiscover": {"host_regex": self.ib_host_regex, "domains_uri": self.domains_uri},
+            "ibnetdiscover": {
+                "host_regex": self.ib_host_regex,
+                "domains_uri": self.domains_uri,
+                "ib_hcas": self.ib_hcas,
+                "ib_guids": self.ib_guids,
+                "ib_switches": self.ib_switches,
+            },
             "netq": {
+                "ib_hcas": self.ib_hcas,
+                "ib_switches": self.ib_switches,
                 "url": self.netq_url,
                 "credentials": self.netq_credentials,
                 "premises": self.netq_premises,
@@ -238,10 +262,12 @@ class Settings(StorageSettings, DiscoverySettings, RenderSettings, PublishSettin
 
 _LISTS = {"filters", "instance_types", "zones", "formats", "publishers", "gcp_zones", "gcp_labels", "netq_premises"}
 _JSON = {"render_options", "k8s_options", "node_labels", "provider_settings"}
+_LISTS |= {"ib_hcas", "ib_guids", "ib_switches"}  # the compute fabric's ports (providers/port_selection.py)
+_LISTS |= {"overlays"}  # SOURCE:FIELD=VALUE,...: items are ','-separated, so overlays split on ';' only
 
 
 def _split(value: str, field: str) -> list[str]:
-    seps = ";" if field in ("filters", "gcp_labels") else ";,"
+    seps = ";" if field in ("filters", "gcp_labels", "overlays") else ";,"
     parts = [value]
     for sep in seps:
         parts = [p for chunk in parts for p in chunk.split(sep)]

@@ -17,7 +17,7 @@ from typing import Any
 from topocast.errors import ProviderError
 from topocast.graph import TopologyGraph, dump_graph
 from topocast.hostlist import expand
-from topocast.placement import set_aside_report
+from topocast.placement import notes_report, set_aside_report
 from topocast.providers import PROVIDERS, DiscoveryResult, ProviderInputs, build_provider
 from topocast.providers.options import describe_options, options_model, parse_option_pairs
 from topocast.safe_files import write_out
@@ -47,10 +47,15 @@ class DiscoverArgs:
     premises: list[str] = field(default_factory=list)
     insecure: bool = False
     ca_file: str | None = None
+    ib_hcas: list[str] = field(default_factory=list)
+    ib_guids: list[str] = field(default_factory=list)
+    ib_switches: list[str] = field(default_factory=list)
     # k8s-labels (labels: only nodes with these KEY=VALUE labels)
     kubeconfig: str | None = None
     fabric_keys: list[str] = field(default_factory=list)
     accelerator_key: str | None = None
+    preset: str | None = None
+    overlays: list[str] = field(default_factory=list)
     # every provider: --option KEY=VALUE (its Options model validates them); --list-options prints them
     option: list[str] = field(default_factory=list)
     list_options: bool = False
@@ -152,18 +157,21 @@ def provider_inputs(a: DiscoverArgs) -> ProviderInputs:
         if not a.inputs:
             raise ProviderError("--provider ibnetdiscover needs --input FILE (repeatable)")
         options = {"host_regex": a.host_regex, "nodes": nodes, "domains_uri": domains,
-                   "topograph_compat": a.topograph_compat}  # fmt: skip
+                   "topograph_compat": a.topograph_compat,
+                   "ib_hcas": a.ib_hcas, "ib_guids": a.ib_guids, "ib_switches": a.ib_switches}  # fmt: skip
     elif a.provider == "netq":
         if not (a.url and a.credentials):
             raise ProviderError("--provider netq needs --url and --credentials FILE|ARN")
         options = {"url": a.url, "credentials": a.credentials, "premises": a.premises, "nodes": nodes,
-                   "domains_uri": domains, "insecure": a.insecure, "ca_file": a.ca_file}  # fmt: skip
+                   "domains_uri": domains, "insecure": a.insecure, "ca_file": a.ca_file,
+                   "ib_hcas": a.ib_hcas, "ib_guids": a.ib_guids, "ib_switches": a.ib_switches}  # fmt: skip
     elif a.provider == "k8s-labels":
         bad = [kv for kv in a.labels if "=" not in kv]
         if bad:
             raise ProviderError(f"--label {bad[0]!r}: expected KEY=VALUE (only nodes carrying that label)")
         selector = dict(kv.split("=", 1) for kv in a.labels) if a.labels else None
-        options = {"fabric_keys": a.fabric_keys, "accelerator_key": a.accelerator_key, "node_selector": selector}
+        options = {"fabric_keys": a.fabric_keys, "accelerator_key": a.accelerator_key, "node_selector": selector,
+                   "preset": a.preset}  # fmt: skip
     else:
         options = {}
     options.update(parse_option_pairs(a.option))
@@ -216,10 +224,12 @@ def run_discover(args: DiscoverArgs, out: Path | None) -> DiscoveryResult | None
     if args.list_options:
         sys.stdout.write(list_options())
         return None
-    result = build_provider(args.provider, provider_inputs(args)).discover_full(None)
+    result = build_provider(args.provider, provider_inputs(args), args.overlays).discover_full(None)
     for warning in result.warnings:
         print(f"topocast: warning: {warning}", file=sys.stderr)
     print_set_aside(result.graph)
+    for line in notes_report(result.graph):
+        print(f"topocast: note: {line.strip()}" if not line.startswith("  ") else line, file=sys.stderr)
     text = dump_graph(result.graph)
     if out is None:
         sys.stdout.write(text)

@@ -10,7 +10,7 @@ from topocast.errors import InvalidGraphError, RenderError
 from topocast.fabric import shared_views
 from topocast.graph import TopologyGraph, graph_from_json, load_graph
 from topocast.limits import MAX_YAML_BYTES, read_capped
-from topocast.placement import set_aside_report
+from topocast.placement import notes_report, set_aside_report
 from topocast.renderers import RENDERERS, RenderOptions, render_many
 from topocast.safe_files import UnsafePathError, out_directory, write_file
 from topocast.validation import validate
@@ -108,6 +108,10 @@ def _render_to(
     if aside:  # what discovery set aside (the graph's ``unplaced``), with the reasons
         print(f"topocast: warning: {aside[0]}", file=sys.stderr)
         print("\n".join(aside[1:]), file=sys.stderr)
+    notes = notes_report(graph)
+    if notes:  # per-node notes (merged sources disagreeing): placed, but worth a look
+        print(f"topocast: note: {notes[0]}", file=sys.stderr)
+        print("\n".join(notes[1:]), file=sys.stderr)
     artifacts = render_many(graph, fmts, options, objects=False)  # render all before writing any
     if before is not None:
         from topocast.renderers.html import render_with_previous
@@ -135,6 +139,8 @@ def _render_to(
         data: dict[str, object] = {"artifacts": manifest}
         if graph.unplaced:  # left out when nothing was set aside: the manifest is what it always was
             data["set_aside"] = graph.nodes_set_aside()
+        if graph.notes:
+            data["notes"] = dict(sorted(graph.notes.items()))
         write_file(out / "manifest.json", json.dumps(data, indent=2) + "\n")
     except OSError as exc:
         where = exc.filename or out

@@ -202,6 +202,8 @@ def _after_commit(
         "warnings": result.warnings[:5],
         "debounce": debounce.reason,
     }
+    if graph.notes:  # merged sources disagreeing (providers/overlay.py): placed, reported per node
+        detail["notes"] = set_aside_lines(graph.notes, limit=5)
     if any(c.follow for c in changes):
         detail["follow"] = _follow_up(ports, result, changes, full)
     if full:

@@ -250,7 +250,7 @@ class AwsRuntime:
         inputs = ProviderInputs(
             s.cluster, s.provider_options(), self._discovery_client, self._uploads, self._read_text, self._secret
         )
-        return build_provider(s.provider, inputs)
+        return build_provider(s.provider, inputs, s.overlays)
 
     def publishers(self) -> Sequence[Publisher]:
         """The publishers named in ``TOPOCAST_PUBLISHERS`` (ssm, kubernetes)."""

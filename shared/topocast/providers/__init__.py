@@ -11,7 +11,8 @@ Modules are imported lazily: the AWS Lambda never pays for the GCP SDK and vice 
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from dataclasses import replace
 
 from topocast.errors import ProviderError
 from topocast.providers.base import DiscoveryResult, NeedsFullScan, Provider, ProviderInputs
@@ -48,8 +49,23 @@ def register_provider(name: str, factory: str | ProviderFactory) -> None:
     PROVIDERS[name] = factory
 
 
-def build_provider(name: str, inputs: ProviderInputs) -> Provider:
-    """The provider registered as ``name``, built from ``inputs``; a clear error when unknown."""
+def build_provider(name: str, inputs: ProviderInputs, overlays: Sequence[str] = ()) -> Provider:
+    """The provider registered as ``name``, built from ``inputs``; a clear error when unknown.
+
+    ``overlays`` (``SOURCE:FIELD=VALUE,...``, :mod:`topocast.providers.overlay`) are read after it and
+    merged into its every result; each is built like the base, with the same shell means.
+    """
+    base = _build(name, inputs)
+    if not any(text.strip() for text in overlays):
+        return base
+    from topocast.providers.overlay import OverlaidProvider, parse_overlay
+
+    specs = [parse_overlay(text) for text in overlays if text.strip()]
+    built = [(s, _build(s.source, replace(inputs, options=s.options()))) for s in specs]
+    return OverlaidProvider(base, built)
+
+
+def _build(name: str, inputs: ProviderInputs) -> Provider:
     try:
         target = PROVIDERS[name]
     except KeyError:

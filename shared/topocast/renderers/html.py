@@ -169,6 +169,18 @@ def _set_aside_note(graph: TopologyGraph) -> str:
     )
 
 
+def _notes_box(graph: TopologyGraph) -> str:
+    """The graph's per-node notes (merged sources disagreeing), every name and note escaped."""
+    items = sorted(graph.notes.items())
+    rows = "".join(f"<li><code>{escape(k)}</code>: {escape(v)}</li>" for k, v in items[:SET_ASIDE_SHOWN])
+    more = f"<li>... and {len(items) - SET_ASIDE_SHOWN} more (the graph's <code>notes</code>)</li>"
+    return (
+        f'<details class="alertbox notes" id="node-notes"><summary><b>{len(items)} node note(s)</b>: placed, '
+        "but the merged sources disagree about them or one lacks them</summary>"
+        f"<ul>{rows}{more if len(items) > SET_ASIDE_SHOWN else ''}</ul></details>"
+    )
+
+
 def render_page(graph: TopologyGraph, previous: TopologyGraph | None = None) -> str:
     """The page; with ``previous``, what changed since it is highlighted."""
     tree = build_tree(graph, no_topology_switch=False)
@@ -190,6 +202,9 @@ def render_page(graph: TopologyGraph, previous: TopologyGraph | None = None) -> 
     notes = []
     if graph.unplaced:
         notes.append(_set_aside_note(graph))
+    if graph.notes:
+        cards.append(_card(len(graph.notes), "node notes", alert=True))
+        notes.append(_notes_box(graph))
     if bare:
         notes.append(
             f'<div class="alertbox"><b>{len(bare)} node(s) without topology</b> (the provider reported no '
