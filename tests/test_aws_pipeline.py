@@ -393,3 +393,28 @@ def test_the_event_source_cuts_batches_like_lambda(pipeline: LocalAwsPipeline, m
     monkeypatch.undo()
     assert len(held) <= 40, f"received {len(held)} messages over more than the 30 s half visibility timeout"
     assert pl.stats.max_held_seconds <= 40
+
+
+def test_events_of_subscribed_sources_it_does_not_act_on_are_acknowledged_not_dead_lettered(
+    pipeline: LocalAwsPipeline,
+) -> None:
+    """The discover Lambda's batch handler takes a failed Auto Scaling launch as explain does: ignored."""
+    from topocast.aws.handlers import discover_batch
+
+    pl = pipeline
+    failed = {
+        "version": "0",
+        "id": "12345678-1234-1234-1234-123456789012",
+        "detail-type": "EC2 Instance Launch Unsuccessful",
+        "source": "aws.autoscaling",
+        "time": "1970-01-01T00:00:00Z",
+        "region": "us-west-2",
+        "resources": ["auto-scaling-group-arn"],
+        "detail": {"StatusCode": "Failed", "AutoScalingGroupName": "g1", "EC2InstanceId": "", "StatusMessage": "x"},
+    }
+    bodies = [failed, {**failed, "detail-type": "EC2 Instance Terminate Unsuccessful"},
+              {**failed, "source": "aws.rds", "detail-type": "RDS DB Instance Event"}]  # fmt: skip
+    records = [{"messageId": f"m{i}", "receiptHandle": "r", "body": json.dumps(b)} for i, b in enumerate(bodies)]
+    assert discover_batch({"Records": records}, pl.runtime) == {"batchItemFailures": []}
+    reasons = [m["MessageAttributes"]["topocast-reject-reason"]["StringValue"] for m in pl.dlq_messages()]
+    assert len(reasons) == 1 and "source='aws.rds'" in reasons[0]  # only the source it does not subscribe to

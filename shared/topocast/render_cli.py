@@ -11,7 +11,7 @@ from topocast.fabric import shared_views
 from topocast.graph import TopologyGraph, graph_from_json, load_graph
 from topocast.limits import MAX_YAML_BYTES, read_capped
 from topocast.placement import notes_report, set_aside_report
-from topocast.renderers import RENDERERS, RenderOptions, render_many
+from topocast.renderers import RENDERERS, Artifact, RenderOptions, render, render_many
 from topocast.safe_files import UnsafePathError, out_directory, write_file
 from topocast.validation import validate
 
@@ -96,6 +96,23 @@ def run_render(
         _render_to(fmts, options, load_input(graph_path, model_path), previous, out)
 
 
+def slurm_checks(graph: TopologyGraph, options: RenderOptions, artifacts: list[Artifact]) -> list[str]:
+    """``validate-slurm``'s structural warnings for the tree and block files of ``graph`` (rendered if not yet)."""
+    from topocast.slurm.validate import structure_messages
+
+    have = {a.format: a for a in artifacts}
+    files: list[tuple[str, str]] = []
+    for fmt in ("slurm-tree", "slurm-block"):
+        art = have.get(fmt)
+        if art is None:
+            try:
+                art = render(graph, fmt, options)
+            except RenderError:  # NotApplicableError included: a graph without that kind of topology
+                continue
+        files.append((art.filename, art.content))
+    return structure_messages(files)
+
+
 def _render_to(
     fmts: list[str], options: RenderOptions, graph: TopologyGraph, previous: Path | None, out: Path | None
 ) -> None:
@@ -113,10 +130,12 @@ def _render_to(
         print(f"topocast: note: {notes[0]}", file=sys.stderr)
         print("\n".join(notes[1:]), file=sys.stderr)
     artifacts = render_many(graph, fmts, options, objects=False)  # render all before writing any
-    if before is not None:
+    if "html" in fmts:  # the page also shows what validate-slurm says about this graph's Slurm files
         from topocast.renderers.html import render_with_previous
 
-        artifacts = [render_with_previous(graph, before, options) if a.format == "html" else a for a in artifacts]
+        checks = slurm_checks(graph, options, artifacts)
+        artifacts = [render_with_previous(graph, before, options, checks) if a.format == "html" else a
+                     for a in artifacts]  # fmt: skip
     for art in artifacts:
         for w in art.warnings:
             print(f"topocast: warning: {art.format}: {w}", file=sys.stderr)

@@ -82,6 +82,7 @@ def _wanted(ports: DiscoverPorts, events: Sequence[EventOutcome]) -> tuple[bool,
             skipped += 1
         elif isinstance(ev, Ignored):
             ports.metrics.count(m.IGNORED)
+            log.info("ignored %s: %s", ev.kind, ev.reason)
             skipped += 1
         elif isinstance(ev, Reconcile):
             if ev.cluster and ev.cluster != ports.cluster:

@@ -42,6 +42,7 @@ __all__ = [
     "compare_shown",
     "format_version",
     "parse_candidate",
+    "structure_messages",
     "validate_topology_file",
     "validate_topology_text",
     "verify_shown",
@@ -159,6 +160,19 @@ def validate_topology_text(
     _controller_check(result, parsed, text, nodes, controller, timeout, install)
     result.ok = not result.errors
     return result
+
+
+def structure_messages(files: Iterable[tuple[str, str]]) -> list[str]:
+    """What ``validate-slurm`` prints about each ``(file name, content)``, without a controller.
+
+    Its warnings (``warning: ...`` there) as they are and its errors as ``invalid: ...``; for the
+    fabric view, which shows them next to the graph they come from.
+    """
+    out: list[str] = []
+    for name, content in files:
+        result = validate_topology_text(content, source=name, controller=False)
+        out += [*result.warnings, *(f"invalid: {e}" for e in result.errors)]
+    return out
 
 
 def _controller_check(
