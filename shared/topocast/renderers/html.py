@@ -44,9 +44,12 @@ FORMAT = "html"
 ADDED, MOVED, REDOMAINED = 1, 2, 3
 
 
+_DIGIT_RUNS = re.compile(r"(\d+)")
+
+
 def natural_key(text: str) -> list[tuple[int, int | str]]:
     """Sort key that puts leaf-2 before leaf-10."""
-    return [(0, int(p)) if p.isdigit() else (1, p) for p in re.split(r"(\d+)", text) if p]
+    return [(0, int(p)) if p.isdigit() else (1, p) for p in _DIGIT_RUNS.split(text) if p]
 
 
 def _script_json(data: object) -> str:
