@@ -179,6 +179,7 @@ class AwsRuntime:
             self.sqs,
             quiet=s.debounce_quiet,
             max_wait=s.debounce_max_wait,
+            leading_edge=s.debounce_leading_edge,
         )
 
     @cached_property

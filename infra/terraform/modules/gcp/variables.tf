@@ -299,6 +299,12 @@ variable "debounce_max_wait_seconds" {
   }
 }
 
+variable "debounce_leading_edge" {
+  description = "Render the first change after a quiet window at once; the rest of a burst still debounces into one more render (TOPOCAST_DEBOUNCE_LEADING_EDGE). Off: every change waits out the quiet window (one render per burst)."
+  type        = bool
+  default     = false
+}
+
 variable "enable_graph_trigger" {
   description = "Also render when a graph generation object lands in the bucket (written by anyone, e.g. `topocast discover --out gcs://`)."
   type        = bool
