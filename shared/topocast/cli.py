@@ -449,8 +449,17 @@ def _share(text: str) -> float:
 @option("--pointer-bucket", help="The only bucket an SSM envelope may point at (the publisher's).")
 @option("--pointer-prefix", help="The key prefix such a pointer must be under.")
 @option("--allow-node-loss", flag=True, help="Install even if the new file drops >10%% of the installed file's nodes.")
+@option("--watch", flag=True, help="Keep running: pull on each publish notification (--queue-url / --subscription).")
+@option("--queue-url", help="With --watch (AWS): the head node's SQS queue of Parameter Store change events.")
+@option("--subscription", help="With --watch (GCP): projects/<p>/subscriptions/<s> of the bucket's notifications.")
+@option("--fallback-seconds", type=float, default=60.0, help="With --watch: pull anyway after this long.")
 def pull(a: Namespace) -> int:
     """Head-node pull agent: fetch, verify sha256, validate, install atomically, reconfigure or update live."""
+    if a.watch:  # topocast.pull_watch: this command's single pull, run on each notification
+        from topocast.pull_watch import run_watch
+
+        once = Namespace(**{**vars(a), "watch": False})
+        return run_watch(a.queue_url, a.subscription, a.fallback_seconds, lambda: pull(once) or 0)
     from topocast.pull import pull as run_pull
     from topocast.slurm_cli import find_slurm
 
