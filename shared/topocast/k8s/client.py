@@ -43,7 +43,7 @@ import random
 import ssl
 import threading
 import time
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -215,9 +215,11 @@ class AdaptiveRate(TokenBucket):
     fast (the smoothed response time at most four times the fastest seen plus 250 ms) and none
     was a 429, the rate doubles (slow start) up to the last rate that was cut, then grows by 5 %
     of it per interval (probing), at most ``qps_max``. A 429 (at most one cut per ``interval``:
-    the requests in flight come back together) halves it, sets that mark and spends the saved-up
-    burst; slow answers hold it. It never goes below ``floor`` (a tenth of the start, at least
-    1 QPS). The burst is at most one interval's worth of the current rate.
+    the requests in flight come back together) halves it (or sets it below what the server
+    accepted in the last second, if that is less), sets that mark, spends the saved-up burst and
+    holds new requests for the Retry-After (at most 5 s); slow answers hold it. It never goes
+    below ``floor`` (a tenth of the start, at least 1 QPS). The burst is at most one interval's
+    worth of the current rate.
     """
 
     def __init__(
@@ -244,20 +246,28 @@ class AdaptiveRate(TokenBucket):
         self._ewma: float | None = None
         self._fastest: float | None = None
         self._cut_at = float("-inf")
+        self._accepted: deque[float] = deque()  # when the answers of the last second came (not 429)
 
-    def observe(self, status: int, seconds: float, apf: bool = False) -> None:
-        """One answer: its status, how long it took, and whether it carried APF headers."""
+    def observe(self, status: int, seconds: float, apf: bool = False, retry_after: float | None = None) -> None:
+        """One answer: its status, how long it took, whether it carried APF headers, its Retry-After."""
         with self._lock:
             now = self._clock()
             self.apf = self.apf or apf
+            while self._accepted and self._accepted[0] < now - 1.0:
+                self._accepted.popleft()
             if status == 429:
                 if now - self._cut_at >= self.interval:
-                    self.mark = max(self.floor, self.qps / 2)
+                    # half, or below what the server took in the last second if that is less: one
+                    # cut lands under its limit instead of halving down to it a quarter second at a time
+                    took = 0.9 * len(self._accepted) if self._accepted else self.qps
+                    self.mark = max(self.floor, min(self.qps / 2, took))
                     self._set(self.mark, now)
-                    self._tokens = min(self._tokens, 0.0)  # no saved-up burst into a server that just said no
+                    # no saved-up burst into a server that just said no, and nothing new before its Retry-After
+                    self._tokens = min(self._tokens, 0.0) - min(retry_after or 0.0, 5.0) * self.qps
                     self._cut_at = now
                     self.cuts += 1
                 return
+            self._accepted.append(now)
             self._ewma = seconds if self._ewma is None else 0.8 * self._ewma + 0.2 * seconds
             self._fastest = self._ewma if self._fastest is None else min(self._fastest, self._ewma)
             self._answered += 1
@@ -391,7 +401,8 @@ class ResilientTransport(httpx2.BaseTransport):
             status = response.status_code
             if isinstance(self.limiter, AdaptiveRate):
                 apf = any(h in response.headers for h in APF_HEADERS)
-                self.limiter.observe(status, time.monotonic() - sent, apf)
+                wait = retry_after_seconds(response.headers.get("Retry-After")) if status == 429 else None
+                self.limiter.observe(status, time.monotonic() - sent, apf, wait)
             if status == 401 and self.token_source is not None and not refreshed:
                 refreshed = True  # the token may have expired in flight: mint a new one and resend once
                 self.token_source.invalidate()
