@@ -26,6 +26,7 @@ from __future__ import annotations
 import json
 import re
 from collections import Counter
+from collections.abc import Iterable
 from html import escape
 from importlib import resources
 
@@ -52,6 +53,19 @@ def natural_key(text: str) -> list[tuple[int, int | str]]:
     return [(0, int(p)) if p.isdigit() else (1, p) for p in _DIGIT_RUNS.split(text) if p]
 
 
+_DIGITS_TO_ZERO = str.maketrans("0123456789", "0000000000")
+
+
+def natural_sorted(names: Iterable[str]) -> list[str]:
+    """``sorted(names, key=natural_key)``. Names that differ only in digits at the same places
+    (gpu-000017, leaf-00012: what generated names look like) sort the same as plain strings, so
+    those skip the key (a third of the page's time at 100k nodes)."""
+    items = list(names)
+    if len({n.translate(_DIGITS_TO_ZERO) for n in items}) <= 1:
+        return sorted(items)
+    return sorted(items, key=natural_key)
+
+
 def _script_json(data: object) -> str:
     """JSON safe inside ``<script>``: no ``</`` or ``<!--`` can end or confuse the element."""
     return json.dumps(data, separators=(",", ":")).replace("<", "\\u003c")
@@ -60,7 +74,7 @@ def _script_json(data: object) -> str:
 def page_data(graph: TopologyGraph, previous: GraphDiff | None = None) -> dict[str, object]:
     """The plain data the page script draws: switches (tree order), nodes (leaf order), domains."""
     tree = build_tree(graph, no_topology_switch=False)
-    domain_names = sorted({n.accelerator for n in graph.nodes if n.accelerator is not None}, key=natural_key)
+    domain_names = natural_sorted({n.accelerator for n in graph.nodes if n.accelerator is not None})
     domain_index = {d: i for i, d in enumerate(domain_names)}
     domain_size = Counter(domain_index[n.accelerator] for n in graph.nodes if n.accelerator is not None)
     by_name = {n.name: n for n in graph.nodes}
@@ -91,14 +105,14 @@ def page_data(graph: TopologyGraph, previous: GraphDiff | None = None) -> dict[s
         switches.append(row)
         counts: Counter[int] = Counter()
         changed = 0
-        kids = sorted(tree.child_switches.get(sw, ()), key=natural_key)
+        kids = natural_sorted(tree.child_switches.get(sw, ()))
         for child in kids:
             child_index, child_counts, child_changed = add(child, index)
             row[4].append(child_index)  # type: ignore[attr-defined]
             counts.update(child_counts)
             changed += child_changed
         start = len(nodes)
-        for name in sorted(tree.child_nodes.get(sw, ()), key=natural_key):
+        for name in natural_sorted(tree.child_nodes.get(sw, ())):
             nodes.append(node_row(name, index))
             counts[nodes[-1][2]] += 1  # type: ignore[index]
             changed += bool(nodes[-1][5])
@@ -108,8 +122,8 @@ def page_data(graph: TopologyGraph, previous: GraphDiff | None = None) -> dict[s
         row[5:12] = [start, len(nodes), total, segments, sum(1 for d in counts if d >= 0), changed, split]
         return index, counts, changed
 
-    roots = [add(r, -1)[0] for r in sorted(tree.roots, key=natural_key)]
-    bare = sorted((n.name for n in graph.nodes if not n.fabric), key=natural_key)
+    roots = [add(r, -1)[0] for r in natural_sorted(tree.roots)]
+    bare = natural_sorted(n.name for n in graph.nodes if not n.fabric)
     bare_start = len(nodes)
     nodes.extend(node_row(name, -1) for name in bare)
     return {

@@ -196,6 +196,14 @@ def _memo_scalar(v: object, memo: dict[str, str]) -> str:
     return text
 
 
+def all_plain(values: list[str]) -> bool:
+    """Does every one of ``values`` print as itself, unquoted, in dump_yaml (checked in bulk)?"""
+    first = _resolved_first_chars()
+    if not all(v.__class__ is str and v and v[0] not in first for v in values):
+        return False
+    return all(map(_PLAIN.fullmatch, values))
+
+
 def yaml_scalar(value: object, memo: dict[str, str] | None) -> str | None:
     """``value`` as dump_yaml's fast path prints it (memoized in ``memo`` when given: for values
     that repeat), or None when only PyYAML can print it: for renderers that format a repetitive

@@ -29,6 +29,7 @@ from topocast.renderers.k8s_common import (
     MANAGED_BY,
     MANAGED_BY_LABEL,
     MAX_LABEL_VALUE,
+    all_plain,
     dns_name,
     dump_yaml,
     is_dns_subdomain,
@@ -144,6 +145,12 @@ def dump_hypernodes(docs: list[dict[str, Any]]) -> str:
 
 def _members_text(members: list[dict[str, Any]], memo: dict[str, str]) -> str | None:
     """The lines of members shaped like :func:`node_member`'s exactMatch, or None for any other."""
+    selectors = [m["selector"] for m in members]
+    names = [sel["exactMatch"]["name"] for sel in selectors if "exactMatch" in sel]
+    if len(names) == len(members) and all_plain(names):  # the usual case: one check for the whole list
+        kinds = {t: yaml_scalar(t, memo) for t in {m["type"] for m in members}}
+        if None not in kinds.values():
+            return "".join([_MEMBER % (kinds[m["type"]], name) for m, name in zip(members, names, strict=True)])
     out = []
     for m in members:
         match = m["selector"].get("exactMatch")
