@@ -575,6 +575,17 @@ variable "create_pull_agent_policy" {
   default     = false
 }
 
+variable "pull_watch_head_nodes" {
+  description = "Slurm head nodes that run `topocast pull --watch`: each gets an SQS queue fed by an EventBridge rule on the published parameters' change events, and an IAM policy to receive from it (outputs pull_watch_queue_urls, pull_watch_policy_arns)."
+  type        = list(string)
+  default     = []
+
+  validation {
+    condition     = alltrue([for n in var.pull_watch_head_nodes : can(regex("^[A-Za-z0-9_-]{1,40}$", n))])
+    error_message = "pull_watch_head_nodes: names of at most 40 letters, digits, '-' and '_' (they name queues)."
+  }
+}
+
 # ----- alarms ------------------------------------------------------------------------------------------------
 variable "create_alarms" {
   description = "Create CloudWatch alarms on dead-letter queues, function errors and held publishes."

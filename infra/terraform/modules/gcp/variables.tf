@@ -164,6 +164,17 @@ variable "pull_agent_members" {
   default     = []
 }
 
+variable "pull_watch_subscribers" {
+  description = "Slurm head nodes that run `topocast pull --watch`: name -> principal (e.g. serviceAccount:slurm-head@p.iam.gserviceaccount.com). Each gets a Pub/Sub subscription to the finalize notifications of <prefix>/<cluster>/slurm/ and roles/pubsub.subscriber on it (output pull_watch_subscriptions)."
+  type        = map(string)
+  default     = {}
+
+  validation {
+    condition     = alltrue([for n in keys(var.pull_watch_subscribers) : can(regex("^[a-z][a-z0-9-]{0,30}$", n))])
+    error_message = "pull_watch_subscribers: keys of at most 31 lowercase letters, digits and '-', starting with a letter (they name subscriptions)."
+  }
+}
+
 # ----- discovery -------------------------------------------------------------------------------------
 variable "zones" {
   description = "Zones to list (TOPOCAST_GCP_ZONES). Empty: aggregatedList over all zones."
