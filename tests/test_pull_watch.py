@@ -127,3 +127,40 @@ def test_any_message_only_wakes_the_agent(body: str) -> None:
     from topocast.pull_watch import describe_event
 
     assert isinstance(describe_event(body), str)
+
+
+class _PubSubSession:
+    """The Pub/Sub REST API's two calls the waker makes, answering one finalize notification once."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, dict[str, Any]]] = []
+        self.pending = [{"ackId": "a1", "message": {"attributes": {
+            "eventType": "OBJECT_FINALIZE", "bucketId": "b", "objectId": "topocast/c1/slurm/topology-tree.conf",
+        }}}]  # fmt: skip
+
+    def post(self, url: str, json: dict[str, Any], timeout: float) -> Any:
+        self.calls.append((url, json))
+        body = {"receivedMessages": self.pending} if url.endswith(":pull") else {}
+        self.pending = [] if url.endswith(":pull") else self.pending
+
+        class Resp:
+            def raise_for_status(self) -> None: ...
+
+            def json(self) -> dict[str, Any]:
+                return body
+
+        return Resp()
+
+
+def test_the_gcp_waker_pulls_its_subscription_and_acknowledges_after_the_pull() -> None:
+    from topocast.pull_watch import PubSubWaker
+
+    session = _PubSubSession()
+    sub = "projects/p/subscriptions/topocast-c1-pull-head0"
+    waker = PubSubWaker(sub, session, "http://pubsub.test")
+    assert waker.wait(20) == 1
+    assert session.calls == [(f"http://pubsub.test/v1/{sub}:pull", {"maxMessages": 10})]
+    waker.done()
+    assert session.calls[-1] == (f"http://pubsub.test/v1/{sub}:acknowledge", {"ackIds": ["a1"]})
+    with pytest.raises(ValueError, match="projects/<project>/subscriptions/<name>"):
+        PubSubWaker("topocast-c1-pull-head0", session)
