@@ -23,6 +23,7 @@ Outputs in ``out``: ``topology.conf``, ``labels.json``, ``topology.html``,
 from __future__ import annotations
 
 import shutil
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -48,7 +49,7 @@ def run_gcp_demo(
     """
     from topocast.gcp import handlers
     from topocast.pull import pull
-    from topocast_sim.demo import copy_outputs, quiet_logs, write_report
+    from topocast_sim.demo import copy_outputs, event_latency, quiet_logs, write_report
     from topocast_sim.gce import generate_cluster
     from topocast_sim.gcp_pipeline import LocalGcpPipeline
 
@@ -72,8 +73,29 @@ def run_gcp_demo(
             idle = p.run_until_idle(timeout=max(60.0, 4 * max_wait))
         p.compute.add(burst)
         audit = p.insert_events(burst, origin="mig")
+        before = handlers.STATS.get("publishes", 0)
         p.emit(audit)
+        emitted = [time.time()] * len(audit)  # Eventarc's deliveries are posted in one go: their end
+        reached: dict[str, float] = {}
+        done = threading.Event()
+
+        def watch() -> None:  # the functions run on their own: look for the graph and the publish
+            while True:
+                finished = done.is_set()  # one more look after the pipeline went idle
+                latest = p.runtime().graphs.latest()
+                if "graph" not in reached and latest is not None and len(latest.graph.nodes) >= nodes:
+                    reached["graph"] = time.time()
+                if "published" not in reached and handlers.STATS.get("publishes", 0) > before:
+                    reached["published"] = time.time()
+                if finished or len(reached) == 2:
+                    return
+                done.wait(0.02)
+
+        watcher = threading.Thread(target=watch, daemon=True)
+        watcher.start()
         idle = p.run_until_idle(timeout=max(60.0, 4 * max_wait)) and idle
+        done.set()
+        watcher.join(5)
         rt = p.runtime()
         slurmctld = shutil.which("slurmctld") is not None
         from topocast.gcp.clients import storage_client
@@ -86,6 +108,7 @@ def run_gcp_demo(
             slurm_conf=None,
             gcs=storage_client("local", p.gcs.url),
         )
+        reached["installed"] = time.time()
         stored = rt.graphs.latest()
         copy_outputs(rt.artifacts, out)
         stats = dict(handlers.STATS)
@@ -112,5 +135,6 @@ def run_gcp_demo(
                 "sha256": pulled.sha256,
             },
             "idle": idle,
+            "latency": event_latency(emitted, reached),
         }
     return write_report(result, out, report, started)
