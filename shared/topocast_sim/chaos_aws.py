@@ -33,9 +33,8 @@ from topocast_sim import ec2 as ec2_sim
 
 __all__ = ["Died", "Outcome", "placements", "run"]
 
-CLUSTER = "chaos"
-TAG = ("topocast:cluster", CLUSTER)
-TREE = f"ssm:///topocast/{CLUSTER}/slurm/topology-tree.conf"
+#: each run is a cluster of its own (its tag, its parameters), so runs sharing one moto server never meet
+CLUSTER = "chaos-{seed}-{run}"
 #: the writes a crash may hit: (service, operation)
 WRITES = {
     ("s3", "PutObject"),
@@ -166,7 +165,10 @@ def run(
     rng = random.Random(seed)
     began = time.monotonic()
     out = Outcome(seed, rounds)
-    pl = LocalAwsPipeline(CLUSTER, quiet=0.3, max_wait=2.0)
+    cluster = CLUSTER.format(seed=seed, run=uuid.uuid4().hex[:6])
+    tag = ("topocast:cluster", cluster)
+    tree = f"ssm:///topocast/{cluster}/slurm/topology-tree.conf"
+    pl = LocalAwsPipeline(cluster, quiet=0.3, max_wait=2.0)
     region = pl.region
     crasher = _Crasher()
     ec2 = pl.ec2
@@ -193,7 +195,7 @@ def run(
 
     def truth() -> dict[str, str]:
         config = AwsDiscoveryConfig.from_data(
-            {"cluster": CLUSTER, "filters": [f"tag:{TAG[0]}={TAG[1]}"], "name_from": "tag:Name"}
+            {"cluster": cluster, "filters": [f"tag:{tag[0]}={tag[1]}"], "name_from": "tag:Name"}
         )
         ec2_sim.clear_faults()
         graph = discover_full(ec2, config).graph
@@ -201,10 +203,10 @@ def run(
 
     def published() -> tuple[dict[str, str], int | None]:
         try:
-            art = fetch(TREE, ssm=pl.ssm, s3=pl.s3)
+            art = fetch(tree, ssm=pl.ssm, s3=pl.s3)
         except Exception as exc:
             if "ParameterNotFound" not in repr(exc):  # else: nothing published yet
-                out.problems.append(f"fetch {TREE}: {exc}")
+                out.problems.append(f"fetch {tree}: {exc}")
             return {}, None
         return placements(art.content.decode()), art.generation
 
@@ -225,7 +227,7 @@ def run(
 
     def launch(n: int) -> list[str]:
         nonlocal index
-        ids = ec2_sim.generate_cluster(ec2, n, cluster_tag=TAG, name_prefix=f"r{index:03d}-", nodes_per_leaf=8)
+        ids = ec2_sim.generate_cluster(ec2, n, cluster_tag=tag, name_prefix=f"r{index:03d}-", nodes_per_leaf=8)
         index += 1
         return ids
 
@@ -256,7 +258,7 @@ def run(
                 if stopped:
                     iid = stopped.pop(rng.randrange(len(stopped)))
                     leaf = rng.randrange(8)  # a start lands the instance on another host: maybe another leaf
-                    nodes = ec2_sim.network_path(leaf * 8, seed=TAG[1], levels=3, nodes_per_leaf=8, leaves_per_spine=8)
+                    nodes = ec2_sim.network_path(leaf * 8, seed=tag[1], levels=3, nodes_per_leaf=8, leaves_per_spine=8)
                     ec2.create_tags(
                         Resources=[iid], Tags=[{"Key": ec2_sim.NETWORK_NODES_TAG, "Value": ",".join(nodes)}]
                     )
