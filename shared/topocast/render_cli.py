@@ -129,13 +129,14 @@ def _render_to(
     if notes:  # per-node notes (merged sources disagreeing): placed, but worth a look
         print(f"topocast: note: {notes[0]}", file=sys.stderr)
         print("\n".join(notes[1:]), file=sys.stderr)
-    artifacts = render_many(graph, fmts, options, objects=False)  # render all before writing any
-    if "html" in fmts:  # the page also shows what validate-slurm says about this graph's Slurm files
+    # render all before writing any; the page once, last: it shows what validate-slurm says about the
+    # Slurm files just rendered
+    artifacts = render_many(graph, [f for f in fmts if f != "html"], options, objects=False)
+    if "html" in fmts:
         from topocast.renderers.html import render_with_previous
 
-        checks = slurm_checks(graph, options, artifacts)
-        artifacts = [render_with_previous(graph, before, options, checks) if a.format == "html" else a
-                     for a in artifacts]  # fmt: skip
+        page = render_with_previous(graph, before, options, slurm_checks(graph, options, artifacts))
+        artifacts.insert(fmts.index("html"), page)
     for art in artifacts:
         for w in art.warnings:
             print(f"topocast: warning: {art.format}: {w}", file=sys.stderr)
