@@ -449,11 +449,17 @@ def _share(text: str) -> float:
 @option("--pointer-bucket", help="The only bucket an SSM envelope may point at (the publisher's).")
 @option("--pointer-prefix", help="The key prefix such a pointer must be under.")
 @option("--allow-node-loss", flag=True, help="Install even if the new file drops >10%% of the installed file's nodes.")
+@option(
+    "--via", nargs=2, metavar=("slurmrestd", "URL"), help="Move nodes live through slurmrestd at URL (implies --live)."
+)
+@option("--token-from", help="With --via: the Slurm JWT (file, ssm:///, secretsmanager://, ARN, gsm://projects/..).")
 def pull(a: Namespace) -> int:
     """Head-node pull agent: fetch, verify sha256, validate, install atomically, reconfigure or update live."""
     from topocast.pull import pull as run_pull
+    from topocast.slurm.rest import updater_from_cli
     from topocast.slurm_cli import find_slurm
 
+    updater = updater_from_cli(a.via, a.token_from)
     outcome = run_pull(
         a.source,
         a.dest,
@@ -468,6 +474,7 @@ def pull(a: Namespace) -> int:
         pointer_bucket=a.pointer_bucket,
         pointer_prefix=a.pointer_prefix,
         allow_node_loss=a.allow_node_loss,
+        updater=updater,
     )
     print(outcome.line())
     return 0 if outcome.ok else 1

@@ -261,10 +261,13 @@ def pull(
     pointer_prefix: str | None = None,
     allow_node_loss: bool = False,
     max_node_loss: float = DEFAULT_MAX_LOSS_FRACTION,
+    updater: Any = None,
 ) -> PullOutcome:
     """Fetch ``source`` and install it at ``dest`` unless it is older than what is installed.
 
     ``slurm``: a :class:`topocast.slurm.controller.SlurmInstall` (default: this host's Slurm).
+    ``updater``: how live moves reach the controller (:class:`topocast.slurm.live.NodeUpdater`, e.g.
+    :class:`topocast.slurm.rest.RestUpdater` for ``--via slurmrestd``); implies ``live``.
     Everything after the fetch runs under the destination directory's lock: the
     generation check, the node-loss guard, the install (live or by reconfigure) and the
     state update, so two pulls racing (generation 2 and 1) always end with 2 installed.
@@ -310,7 +313,7 @@ def pull(
         )
         if held is not None:
             return outcome(False, "held", f"{dest}: {held}; nothing written")
-        if live:
+        if live or updater is not None:
             result = apply_topology(
                 pulled.content,
                 dest,
@@ -320,6 +323,7 @@ def pull(
                 install=slurm,
                 max_share=live_max_share,
                 allow_reconfigure=allow_reconfigure,
+                updater=updater,
             )
         else:
             result = install_topology(
