@@ -63,8 +63,18 @@ def _override(conf: str, settings: Mapping[str, str]) -> str:
 class RestCluster(SlurmController):
     """A scratch 26.05 controller with auth/slurm + auth/jwt, its slurmrestd, and a token for root."""
 
-    def __init__(self, nodes: Iterable[str], *, install: SlurmInstall, workdir: Path, **kwargs: object) -> None:
+    def __init__(
+        self,
+        nodes: Iterable[str],
+        *,
+        install: SlurmInstall,
+        workdir: Path,
+        cloud: Iterable[str] = (),
+        **kwargs: object,
+    ) -> None:
         super().__init__(nodes, install=install, workdir=workdir, **kwargs)  # type: ignore[arg-type]
+        #: nodes defined with State=CLOUD (power saving: they start powered down)
+        self.cloud = set(cloud)
         self.run_dir = self.dir / "run"
         self.rest_port = 0
         self._rest: subprocess.Popen[bytes] | None = None
@@ -87,6 +97,11 @@ class RestCluster(SlurmController):
             message_timeout=self.message_timeout,
             node_topology=self.node_topology,
         )
+        lines = conf.splitlines()
+        for i, line in enumerate(lines):
+            if line.startswith("NodeName=") and line.split()[0].removeprefix("NodeName=") in self.cloud:
+                lines[i] = line.replace("State=UNKNOWN", "State=CLOUD")
+        conf = "\n".join(lines) + "\n"
         return _override(
             conf,
             {
@@ -101,6 +116,8 @@ class RestCluster(SlurmController):
                 "SuspendProgram": "/bin/true",
                 "ResumeProgram": "/bin/true",
                 "SuspendTime": "INFINITE",
+                "ResumeTimeout": "60",
+                "MaxNodeCount": str(len(self.nodes) + 16),  # room for dynamic (slurmd -Z) nodes
             },
         )
 
@@ -124,6 +141,8 @@ class RestCluster(SlurmController):
         self.dir.chmod(0o755)  # slurmrestd (uid 65534) reads slurm.conf; the keys stay 0600
         self.run_dir.mkdir(exist_ok=True)
         (self.dir / "spool").mkdir(exist_ok=True)
+        # slurmd's cgroup plugin needs /sys/fs/cgroup in the chroot: not there, and not needed here
+        (self.dir / "cgroup.conf").write_text("CgroupPlugin=disabled\n")
         for key, size in (("slurm.key", 1024), ("jwt.key", 64)):
             path = self.dir / key
             if not path.exists():
@@ -208,8 +227,9 @@ class RestCluster(SlurmController):
         return path
 
     # ----- slurmd (a dynamic node) ------------------------------------------------------------
-    def start_slurmd(self, name: str, conf: str, wait_for: float = 30.0) -> subprocess.Popen[bytes]:
-        """``slurmd -Z -N name --conf "conf"`` in the chroot (its own run dir), until the node registers."""
+    def start_slurmd(self, name: str, conf: str | None = None, wait_for: float = 30.0) -> subprocess.Popen[bytes]:
+        """``slurmd -Z -N name --conf "conf"`` (a dynamic node; without ``conf`` a defined node:
+        ``slurmd -N name``) in the chroot with its own run dir, until the controller knows the node."""
         run = self.dir / f"run-{name}"
         run.mkdir(exist_ok=True)
         log = (self.dir / f"slurmd-{name}.out").open("wb")
@@ -233,11 +253,9 @@ class RestCluster(SlurmController):
                 f"SLURM_CONF={self.install.inside(self.conf_path)}",
                 "slurmd",
                 "-D",
-                "-Z",
+                *(["-Z", "--conf", conf] if conf else []),
                 "-N",
                 name,
-                "--conf",
-                conf,
                 "-f",
                 self.install.inside(self.conf_path),
             ],
@@ -259,6 +277,13 @@ class RestCluster(SlurmController):
             time.sleep(0.2)
         tail = (self.dir / f"slurmd-{name}.out").read_text(errors="replace")[-1500:]
         raise SlurmControllerError(f"slurmd -Z {name} did not register (exit {proc.poll()}): {tail}")
+
+    def stop_slurmd(self, proc: subprocess.Popen[bytes], timeout: float = 10.0) -> None:
+        """Stop one slurmd this cluster started (SIGTERM to its process group)."""
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(timeout)
+        self._daemons.remove(proc)
 
     def stop(self, timeout: float = 5.0) -> int | None:
         for proc in [*self._daemons, *([self._rest] if self._rest else [])]:
