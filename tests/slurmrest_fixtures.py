@@ -40,7 +40,10 @@ JWT_PLUGIN = "usr/lib/x86_64-linux-gnu/slurm-wlm/auth_jwt.so"
 
 def rest_missing_reason(root: Path = SID_ROOT) -> str | None:
     """Why slurmrestd tests cannot run in ``root`` (None: they can)."""
-    missing = [p for p in ("usr/sbin/slurmrestd", JWT_PLUGIN) if not (root / p).exists()]
+    missing = [p for p in ("usr/sbin/slurmrestd", "usr/sbin/slurmd", JWT_PLUGIN) if not (root / p).exists()]
+    failed = root.with_name(root.name + ".rest-failed")  # written by .ci/run when the install failed
+    if missing and failed.is_file():
+        return f"{root} lacks {', '.join(missing)}: {failed.read_text().strip()}"
     if missing:
         return (
             f"{root} lacks {', '.join(missing)} "
