@@ -15,9 +15,9 @@ share limit); this module only carries it over HTTP instead of ``scontrol update
 Checked against slurmrestd 26.05.5 (tests/test_slurm_rest.py). The versions differ where this
 module reads them: ``topology_str`` / ``node.topology`` exist from v0.0.43 (Slurm 25.05) on;
 v0.0.45's ping answer has ``responding`` / ``status`` instead of ``pinged: "UP"``. The newest
-of :data:`SUPPORTED` the server offers is picked from ``/openapi/v3`` (its
-``info.x-slurm.data_parsers`` and paths), or, when that document is not served, by probing
-``/slurm/vX/ping/`` newest first.
+of :data:`SUPPORTED` the server offers is picked by probing ``GET /slurm/vX/diag/`` newest first
+(which also checks the token; ``/openapi/v3``, whose ``info.x-slurm.data_parsers`` lists the
+versions, is only read to explain a server that offers none).
 
 Authentication is a Slurm JWT (``scontrol token``) sent as ``X-SLURM-USER-TOKEN`` with the
 user it was issued to as ``X-SLURM-USER-NAME``; :mod:`topocast.slurm.rest_token` reads it from a
@@ -163,6 +163,11 @@ class SlurmRest:
         self.slurm_version = _meta_version(answer) or self.slurm_version
         return self.slurm_version
 
+    def check_token(self) -> dict[str, Any]:
+        """A call slurmctld answers only for an accepted token (``GET .../diag/``: 3 KB, where the node
+        listing of a 2,000-node cluster takes seconds to serialize); its answer."""
+        return self.call("GET", self._path("diag/"), what="GET diag (token check)")
+
     def nodes(self) -> dict[str, str]:
         """node name -> its ``topology`` ("" when placed only by the topology file), every node."""
         answer = self.call("GET", self._path("nodes/"), what="GET nodes")
@@ -226,47 +231,44 @@ def connect(
     timeout: float = 30.0,
     opener: Opener = urllib.request.urlopen,
 ) -> SlurmRest:
-    """A client on the newest API version of :data:`SUPPORTED` the server offers (or ``version``).
+    """A client on the newest API version of :data:`SUPPORTED` the server offers (or ``version``),
+    with the token checked.
 
-    Raises :class:`SlurmRestError` when the server is unreachable or offers none of the supported
-    versions (Slurm < 25.05 has no ``topology_str``). slurmrestd serves its openapi document without
-    asking slurmctld, so a token the controller refuses shows at the first call that reaches it
-    (:meth:`SlurmRest.nodes`); a ping is not that check: 26.05 answers it after ~20 s of retries.
+    The versions are probed newest first with ``GET /slurm/vX/diag/`` (a 404 means not offered):
+    one small call that also proves the token, where ``/openapi/v3`` is a document of several MB
+    that slurmrestd serves without asking slurmctld (so it cannot check the token) and a ping
+    takes ~20 s to fail on a refused one (26.05). ``/openapi/v3`` is read only to say what a server
+    that offers none of them does offer. Raises :class:`SlurmRestError` when the server is
+    unreachable, refuses the token or offers none of the supported versions (Slurm < 25.05 has no
+    ``topology_str``).
     """
     if version is not None and version not in SUPPORTED:
         raise SlurmRestError(f"API version {version!r} is not supported (use one of {', '.join(SUPPORTED)})")
     client = SlurmRest(url, token, version or SUPPORTED[-1], timeout, opener)
-    if version is None:
+    for candidate in [version] if version else reversed(SUPPORTED):
+        client.version = candidate
         try:
-            document = client.call("GET", "/openapi/v3", what="GET /openapi/v3")
+            answer = client.check_token()
         except SlurmRestError as exc:
-            if exc.status != 404:
-                raise
-            document = None
-        if document is not None:
-            offered = _offered(document)
-            if not offered:
-                info = document.get("info") or {}
-                raise SlurmRestError(
-                    f"slurmrestd {client.url} ({info.get('version', 'unknown version')}) offers none of "
-                    f"{', '.join(SUPPORTED)}: node topology over REST needs Slurm >= 25.05"
-                )
-            client.version = offered[-1]
-            client.slurm_version = _version(((document.get("info") or {}).get("x-slurm") or {}).get("version"))
-        else:  # openapi/v3 not served: probe the versions, newest first
-            for candidate in reversed(SUPPORTED):
-                client.version = candidate
-                try:
-                    client.ping()
-                    break
-                except SlurmRestError as exc:
-                    if exc.status != 404:
-                        raise
-            else:
-                raise SlurmRestError(f"slurmrestd {client.url} answers none of {', '.join(SUPPORTED)}")
-    if client.slurm_version is None:
-        client.ping()
-    return client
+            if exc.status == 404:
+                continue
+            raise
+        client.slurm_version = _meta_version(answer)
+        return client
+    try:
+        info = client.call("GET", "/openapi/v3", what="GET /openapi/v3").get("info") or {}
+        parsers = [
+            p.get("plugin") for p in (info.get("x-slurm") or {}).get("data_parsers") or [] if isinstance(p, dict)
+        ]
+        offered = (
+            f"{info.get('version', 'unknown version')}, offers {', '.join(sorted(map(str, parsers))) or 'nothing'}"
+        )
+    except SlurmRestError:
+        offered = "no /openapi/v3 either"
+    wanted = version or ", ".join(SUPPORTED)
+    raise SlurmRestError(
+        f"slurmrestd {client.url} ({offered}) answers none of {wanted}: node topology over REST needs Slurm >= 25.05"
+    )
 
 
 @dataclass
@@ -327,7 +329,5 @@ def updater_from_cli(via: list[str] | None, token_from: str | None) -> RestUpdat
         raise TopocastError(
             "--via slurmrestd needs --token-from (a file, ssm:///, secretsmanager://, an ARN or gsm://)"
         )
-    client = connect(url, read_token(token_from))
-    updater = RestUpdater(client)
-    updater.defined()  # the node listing needs the token: a refused one fails here, before any install
-    return updater
+    # connect checks the token: a refused one fails here, before anything is fetched or installed
+    return RestUpdater(connect(url, read_token(token_from)))
