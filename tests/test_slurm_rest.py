@@ -293,3 +293,71 @@ def test_a_failing_second_destination_moves_the_first_back(tree: RestCluster, ta
     assert "rolled_back" in done.stdout and "error 2178" in done.stdout and "nodes moved back" in done.stdout
     assert len(posts) == 4  # two moves, two moves back (n1 and n9 each to its own old leaf)
     assert below(tree) == shown_before and tree.topology_path.read_text() == TREE
+
+
+# ----- the publish target: the function moves nodes itself --------------------------------------
+
+
+class DictObjects:
+    """The ObjectStore calls the publisher makes, over a dict."""
+
+    def __init__(self) -> None:
+        self.data: dict[str, tuple[bytes, dict[str, str]]] = {}
+
+    def get(self, key: str, *, limit: int | None = None) -> Any:
+        from topocast.pipeline.objects import StoredObject
+
+        if key not in self.data:
+            return None
+        body, meta = self.data[key]
+        return StoredObject(key, body, None, meta)
+
+    def put(self, key: str, data: bytes, **kw: Any) -> Any:
+        self.data[key] = (data, dict(kw.get("metadata") or {}))
+        return 1
+
+
+def manifest(generation: int, text: str) -> tuple[Any, dict[str, bytes]]:
+    from topocast.pipeline.artifacts import Manifest, ManifestEntry
+
+    data = text.encode()
+    entry = ManifestEntry("slurm-tree", "topology-tree.conf", sha(data), 12, size=len(data))
+    return Manifest(generation, "g" * 64, (entry,)), {"topology-tree.conf": data}
+
+
+def test_the_slurmrestd_publisher_moves_nodes_from_the_function(tree: RestCluster, tmp_path: Path) -> None:
+    from topocast.config import settings_from_env
+    from topocast.publish import PublisherInputs, build_publishers
+
+    token = tree.write_token(tmp_path / "jwt")
+    env = {
+        "TOPOCAST_CLUSTER": "c1", "TOPOCAST_BUCKET": "b", "TOPOCAST_PUBLISHERS": "slurmrestd",
+        "TOPOCAST_SLURMREST_URL": tree.url, "TOPOCAST_SLURMREST_TOKEN": f"file://{token}",
+        "TOPOCAST_SLURMREST_MAX_SHARE": "0.5",
+    }  # fmt: skip
+    objects = DictObjects()
+    (publisher,) = build_publishers(
+        ["slurmrestd"], PublisherInputs(settings_from_env(env), lambda g: None, objects=objects)
+    )  # type: ignore[arg-type]
+    pid, before = tree.pid, below(tree)
+    first = publisher.publish(*manifest(1, TREE))
+    assert first.published and "baseline recorded, nothing moved" in first.detail
+    moved = publisher.publish(*manifest(2, TREE_MOVED))
+    assert moved.published and "2 node(s) moved live with 2 slurmrestd calls" in moved.detail, moved.detail
+    shown = below(tree)
+    assert shown["leaf1"] == set(expand("n[2-4,9]")) and shown["leaf3"] == set(expand("n[1,10-12]"))
+    again = publisher.publish(*manifest(2, TREE_MOVED))
+    assert again.published and "already applied" in again.detail
+    older = publisher.publish(*manifest(1, TREE))
+    assert not older.published and "generation 2 is applied" in older.detail
+    # a deleted switch is not a live change: nothing is sent, the agent's reconfigure decides
+    gone = (
+        TREE_MOVED.replace("SwitchName=root Switches=spine[1-2]", "SwitchName=root Switches=spine1")
+        .replace("SwitchName=spine2 Switches=leaf3\n", "")
+        .replace("SwitchName=leaf3 Nodes=n[1,10-12]\n", "")
+        .replace("leaf2 Nodes=n[5-8]", "leaf2 Nodes=n[1,5-8,10-12]")
+    )
+    held = publisher.publish(*manifest(3, gone))
+    assert held.published and "not moved live (switch 'spine2' would be deleted)" in held.detail, held.detail
+    assert below(tree) == shown and before != shown
+    assert tree.pid == pid and tree.token not in first.detail + moved.detail + held.detail
