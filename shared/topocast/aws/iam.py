@@ -120,7 +120,6 @@ CONDITIONAL: dict[str, dict[str, Conditional]] = {
         "secretsmanager:GetSecretValue": Conditional(
             frozenset({"slurmrest_token_arn"}), "the slurmrestd publisher's Slurm JWT in a Secrets Manager secret"
         ),
-
     },
 }
 
