@@ -32,6 +32,9 @@ class IbFabric:
     pod_of: dict[str, int] = field(default_factory=dict)
     spines: set[str] = field(default_factory=set)
     cores: set[str] = field(default_factory=set)
+    #: storage fabric switches (:func:`dual_fabric`) and host -> its storage leaf
+    storage: set[str] = field(default_factory=set)
+    storage_cabled: dict[str, str] = field(default_factory=dict)
     _next_guid: int = 0x2C5EAB0300000000
 
     def _guid(self) -> str:
@@ -137,4 +140,47 @@ def fat_tree(
                 fab.cores.add(core)
                 for sw in rail_spines:
                     fab.link(sw, core)
+    return fab
+
+
+def dual_fabric(
+    *,
+    storage_device: str = "mlx5_8",
+    hosts_per_storage_leaf: int = 16,
+    storage_spines: int = 2,
+    cross_link: bool = False,
+    storage_servers: int = 2,
+    **compute: int,
+) -> IbFabric:
+    """A compute fat tree (:func:`fat_tree` with ``compute``) plus a storage fabric on the same dump.
+
+    Every compute host also has HCA ``storage_device`` on a storage leaf (``STOR-LEAF-k``, one per
+    ``hosts_per_storage_leaf`` hosts), the storage leaves link to ``storage_spines`` storage spines
+    (``STOR-SPINE-s``), and ``storage_servers`` storage servers (``stor-NN mlx5_0``) hang off the
+    storage leaves. The compute part is built first, so its GUIDs equal ``fat_tree(**compute)``'s:
+    the compute-only fabric is that call. ``cross_link``: the first storage leaf also links to one
+    compute spine (the storage fabric routed through the compute core, NVIDIA/topograph#488).
+    ``storage`` lists the storage switch IDs, ``storage_cabled`` host -> storage leaf.
+    """
+    fab = fat_tree(**compute)
+    hosts = fab.hosts
+    spines = [fab.switch(f"STOR-SPINE-{s}") for s in range(storage_spines)]
+    leaves: list[str] = []
+    for k in range(0, len(hosts), hosts_per_storage_leaf):
+        leaf = fab.switch(f"STOR-LEAF-{k // hosts_per_storage_leaf}")
+        leaves.append(leaf)
+        for sp in spines:
+            fab.link(leaf, sp)
+        for host in hosts[k : k + hosts_per_storage_leaf]:
+            ca = _Node("Ca", f"H-{fab._guid()}", f"{host} {storage_device}")
+            fab.nodes[ca.id] = ca
+            fab.link(ca.id, leaf)
+            fab.storage_cabled[host] = leaf
+    for s in range(storage_servers):
+        ca = _Node("Ca", f"H-{fab._guid()}", f"stor-{s:02d} mlx5_0")
+        fab.nodes[ca.id] = ca
+        fab.link(ca.id, leaves[s % len(leaves)])
+    if cross_link:
+        fab.link(leaves[0], sorted(fab.spines)[0])
+    fab.storage.update(spines + leaves)
     return fab

@@ -14,6 +14,11 @@ What it implements
   (namespaced; writes into a namespace that does not exist give 404), and any
   cluster- or namespace-scoped custom resource from ``crds``. Several served
   versions of one CRD share storage (no conversion: the objects are the same shape).
+* DRA ``resourceslices`` (``resource.k8s.io`` v1, v1beta2, v1beta1; pass :data:`RESOURCE_SLICES` in
+  ``crds=``): list with ``limit`` + ``continue`` paging and the ``spec.driver`` / ``spec.nodeName``
+  field selectors. Not implemented for them: conversion between versions (v1beta1 keeps a device's
+  attributes under ``basic``; a test stores the shape of the version it lists), watch, the
+  ``spec.pool`` generation rules and the ``/status`` of claims (no ResourceClaims at all).
 * Verbs: get, list (``labelSelector`` with ``=``, ``==``, ``!=``, ``in``, ``notin``,
   exists, ``!``-not-exists; ``fieldSelector`` on ``metadata.name`` /
   ``metadata.namespace``; ``limit`` + ``continue`` paging), create (POST), update
@@ -132,6 +137,10 @@ KUEUE_TOPOLOGY = ResourceType("kueue.x-k8s.io", ("v1beta2", "v1beta1"), "Topolog
 KAI_TOPOLOGY = ResourceType("kai.scheduler", ("v1alpha1",), "Topology", "topologies")
 VOLCANO_HYPERNODE = ResourceType("topology.volcano.sh", ("v1alpha1",), "HyperNode", "hypernodes")
 DEFAULT_CRDS = (KUEUE_TOPOLOGY, KAI_TOPOLOGY, VOLCANO_HYPERNODE)
+#: DRA (resource.k8s.io, a built-in group served like one more kind here): pass in ``crds=`` to serve it
+RESOURCE_SLICES = ResourceType("resource.k8s.io", ("v1", "v1beta2", "v1beta1"), "ResourceSlice", "resourceslices")
+#: field selectors a kind supports besides metadata.name / metadata.namespace (kube-apiserver's field labels)
+FIELD_LABELS = {"resourceslices": ("spec.driver", "spec.nodeName")}
 
 #: Fields the server owns; never part of a manager's field set.
 _SYSTEM_META = {"name", "namespace", "resourceVersion", "uid", "generation", "creationTimestamp", "managedFields"}
@@ -914,15 +923,13 @@ class FakeKubeApiServer:
     def _list(self, rtype: ResourceType, req: LoggedRequest) -> JSON:
         selector = parse_label_selector("" if self.ignore_label_selector else req.query.get("labelSelector", ""))
         fields: dict[str, str] = {}
+        known = ("metadata.name", "metadata.namespace", *FIELD_LABELS.get(rtype.plural, ()))
         for term in _split_requirements(req.query.get("fieldSelector", "")):
             key, _, value = term.partition("=")
             key = key.rstrip("=")
-            if key not in ("metadata.name", "metadata.namespace"):
-                raise ApiFailure(
-                    400,
-                    "BadRequest",
-                    f'"{key}" is not a known field selector: only "metadata.name", "metadata.namespace"',
-                )
+            if key not in known:
+                only = ", ".join(f'"{k}"' for k in known)
+                raise ApiFailure(400, "BadRequest", f'"{key}" is not a known field selector: only {only}')
             fields[key] = value.lstrip("=")
         keys = sorted(
             k
@@ -940,6 +947,9 @@ class FakeKubeApiServer:
             if fields.get("metadata.name", meta["name"]) != meta["name"]:
                 continue
             if fields.get("metadata.namespace", meta.get("namespace", "")) != meta.get("namespace", ""):
+                continue
+            spec = obj.get("spec") or {}
+            if any(spec.get(k.removeprefix("spec.")) != v for k, v in fields.items() if k.startswith("spec.")):
                 continue
             if selector(meta.get("labels") or {}):
                 rendered = self._render(self._objects[k])

@@ -191,3 +191,44 @@ def _handler(fake: FakeNetq) -> type[BaseHTTPRequestHandler]:
             pass
 
     return Handler
+
+
+def topology_from_fabric(fab: Any) -> list[dict[str, Any]]:
+    """A NetQ ``fetch-topology`` answer for an ``ib_fabric_gen.IbFabric`` (e.g. its ``dual_fabric``).
+
+    Shapes as in Topograph's ``tests/output/netq/topologyGraph.json``: one host node per host name
+    (tier -1), leaves tier 1, spines 2, cores 3; one link per device pair with one
+    ``compounded_links`` entry per cable, each naming both ends' ``interface`` (host side: the HCA's
+    device, ``mlx5_3``; switch side: ``swpN``).
+    """
+    spines = {sw for sw in fab.spines} | {sw for sw in fab.storage if "SPINE" in fab.nodes[sw].desc}
+    tier_of: dict[str, int] = {}
+    name_of: dict[str, str] = {}
+    device: dict[str, str] = {}
+    for node in fab.nodes.values():
+        if node.kind == "Switch":
+            tier_of[node.id] = 3 if node.id in fab.cores else 2 if node.id in spines else 1
+            name_of[node.id] = node.desc.split(";", 1)[1].split(":", 1)[0]
+        elif " " in node.desc and not node.desc.endswith("Node"):
+            host, dev = node.desc.split(" ", 1)
+            tier_of[host] = -1
+            name_of[host] = host
+            device[node.id] = dev
+    links: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for node in fab.nodes.values():
+        for port, (remote, rport) in node.ports.items():
+            a = node.id if node.kind == "Switch" else node.desc.split(" ", 1)[0]
+            other = fab.nodes[remote]
+            b = remote if other.kind == "Switch" else other.desc.split(" ", 1)[0]
+            if a not in tier_of or b not in tier_of or node.kind != "Switch" or (other.kind == "Switch" and a > b):
+                continue  # every cable once: from its switch end (switch pairs: from the smaller ID)
+            ia = f"swp{port}"
+            ib = device.get(remote, f"swp{rport}")
+            ends = [{"interface": ia, "node": a}, {"interface": ib, "node": b}]
+            links.setdefault((a, b), []).append({"id": f"{a}:{ia}-*-{b}:{ib}", "interfaces": ends})
+    nodes = [{"id": k, "name": name_of[k], "tier": t} for k, t in sorted(tier_of.items())]
+    body_links = [
+        {"id": f"{a}-*-{b}", "src": a, "target": b, "size": len(c), "compounded_links": c}
+        for (a, b), c in links.items()
+    ]
+    return [{"nodes": [{"compounded_nodes": nodes}], "links": body_links}]

@@ -3,7 +3,9 @@
 The registry is unreachable here, so ``terraform init`` can only install the AWS
 provider from a local filesystem mirror (offline-tooling.md §4). Tests call
 :func:`require_terraform` / :func:`require_aws_mirror`, which skip with the
-reason when either is missing (a fresh CI machine has neither). Nothing is
+reason when either is missing (a fresh CI machine has neither); the GCP module's
+``terraform test`` needs a hashicorp/google mirror (:func:`require_google_mirror`), which
+this machine lacks. Nothing is
 written into the repository or the home directory: each test copies
 ``infra/terraform`` into its temp dir and passes a CLI config file through
 ``TF_CLI_CONFIG_FILE``.
@@ -28,19 +30,25 @@ MIRROR_CANDIDATES = (
     Path.home() / ".terraform.d" / "plugins",
 )
 AWS_PROVIDER = "registry.terraform.io/hashicorp/aws"
+GOOGLE_PROVIDER = "registry.terraform.io/hashicorp/google"
 
 
 def terraform_bin() -> str | None:
     return os.environ.get("TERRAFORM") or shutil.which("terraform")
 
 
-def aws_mirror() -> Path | None:
-    """A directory with ``registry.terraform.io/hashicorp/aws/<version>/<os_arch>/terraform-provider-aws*``."""
+def provider_mirror(provider: str) -> Path | None:
+    """A directory with ``<provider>/<version>/<os_arch>/terraform-provider-<name>*`` (e.g. hashicorp/aws)."""
     env = os.environ.get("TOPOCAST_TF_PLUGIN_MIRROR")
+    name = provider.rsplit("/", 1)[1]
     for base in [Path(env)] if env else MIRROR_CANDIDATES:
-        if any((base / AWS_PROVIDER).glob("*/*/terraform-provider-aws*")):
+        if any((base / provider).glob(f"*/*/terraform-provider-{name}_*")):
             return base
     return None
+
+
+def aws_mirror() -> Path | None:
+    return provider_mirror(AWS_PROVIDER)
 
 
 def require_terraform() -> str:
@@ -61,16 +69,28 @@ def require_aws_mirror() -> Path:
     return mirror
 
 
-def cli_config(tmp: Path, mirror: Path | None) -> Path:
-    """A CLI config that installs hashicorp/aws from ``mirror`` and nothing from the network."""
-    path = tmp / "terraformrc"
+def require_google_mirror() -> Path:
+    mirror = provider_mirror(GOOGLE_PROVIDER)
+    if mirror is None:
+        where = os.environ.get("TOPOCAST_TF_PLUGIN_MIRROR") or ", ".join(str(p) for p in MIRROR_CANDIDATES)
+        pytest.skip(
+            f'no local mirror of {GOOGLE_PROVIDER} in {where}: mock_provider "google" still loads the real '
+            "provider binary for its schema (terraform test: 'Missing required provider'), and the registry is "
+            "not reachable offline; the GCP module keeps its fmt, python-hcl2 and checkov checks"
+        )
+    return mirror
+
+
+def cli_config(tmp: Path, mirror: Path | None, provider: str = AWS_PROVIDER) -> Path:
+    """A CLI config that installs ``provider`` (hashicorp/aws) from ``mirror`` and nothing from the network."""
+    path = tmp / f"terraformrc-{provider.rsplit('/', 1)[1]}"
     if mirror is None:
         path.write_text("")
     else:
         path.write_text(
             "provider_installation {\n"
-            f'  filesystem_mirror {{\n    path    = "{mirror}"\n    include = ["{AWS_PROVIDER}"]\n  }}\n'
-            f'  direct {{\n    exclude = ["{AWS_PROVIDER}"]\n  }}\n'
+            f'  filesystem_mirror {{\n    path    = "{mirror}"\n    include = ["{provider}"]\n  }}\n'
+            f'  direct {{\n    exclude = ["{provider}"]\n  }}\n'
             "}\n"
         )
     return path

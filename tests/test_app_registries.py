@@ -83,7 +83,7 @@ def test_unknown_names_fail_with_the_known_ones() -> None:
     from topocast.providers import build_provider
     from topocast.publish import build_publishers
 
-    known = "aws, gcp, ibnetdiscover, k8s-labels, netq"
+    known = "aws, azure, dra, gcp, ibnetdiscover, k8s-labels, nebius, netq, oci"
     with pytest.raises(ProviderError, match=rf"unknown provider 'nope'; known: {known}"):
         build_provider("nope", ProviderInputs("c1"))
     with pytest.raises(TopocastError, match=r"unknown publisher 'nope'; known: ssm, gcs, kubernetes"):

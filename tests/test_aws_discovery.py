@@ -559,8 +559,8 @@ def test_malformed_events_say_what_and_where(body: Any, needle: str) -> None:
 
 
 def test_unsupported_event_is_a_distinct_error() -> None:
-    with pytest.raises(UnsupportedEvent, match="EC2 AMI Available"):
-        parse_event({**STATE_CHANGE, "detail-type": "EC2 AMI Available"})
+    with pytest.raises(UnsupportedEvent, match="RDS DB Instance Event"):  # a source the module does not subscribe to
+        parse_event({**STATE_CHANGE, "source": "aws.rds", "detail-type": "RDS DB Instance Event"})
 
 
 # ----- configuration --------------------------------------------------------------------------

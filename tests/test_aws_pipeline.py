@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from topocast.graph import load_graph
 from topocast.hostlist import expand
 from topocast.pull import fetch, pull
 from topocast_sim import ec2 as ec2_sim
@@ -229,7 +230,9 @@ def test_demo_command_writes_its_outputs(tmp_path: Path, monkeypatch: pytest.Mon
     assert report["events"] == 200
     assert (report["renders"], report["publishes"]) == (1, 1)
     assert report["nodes"] == 66 and report["nodes_without_topology"] == 2
-    assert report["ec2_api_calls"] >= 2
+    assert report["api_calls"] == report["ec2_api_calls"] >= 2 and report["settle_seconds"] > 0
+    graph = load_graph(out / "graph.json")  # feeds render --graph, diff and render --previous
+    assert len(graph.nodes) == 66
     conf = (out / "topology.conf").read_text()
     assert "SwitchName=no-topology Nodes=login-[000-001]" in conf
     labels = json.loads((out / "labels.json").read_text())
@@ -362,7 +365,7 @@ def test_onprem_domains_file_gives_nodes_their_nvlink_domain(
 
 
 def test_the_event_source_cuts_batches_like_lambda(pipeline: LocalAwsPipeline, monkeypatch: pytest.MonkeyPatch) -> None:
-    """6 MB of records per invocation at most, and never held past half the visibility timeout (60 s)."""
+    """6 MB of records per invocation at most, and never held past half the visibility timeout."""
     import topocast_sim.aws_pipeline as sim
 
     pl = pipeline
@@ -381,9 +384,37 @@ def test_the_event_source_cuts_batches_like_lambda(pipeline: LocalAwsPipeline, m
         pl.sqs.send_message_batch(
             QueueUrl=pl.queues.events, Entries=[{"Id": str(i), "MessageBody": "small"} for i in range(10)]
         )
-    clock = iter(range(0, 10_000, 10))  # each receive takes "10 s": the window must end at 30 s, not 300 s
+    # a queue with a 60 s visibility timeout (Terraform's smallest function timeout, 10 s, times 6):
+    # each receive takes "10 s", so the 300 s window must end at 30 s
+    monkeypatch.setattr(pl, "_visibility", lambda url: 60.0)
+    clock = iter(range(0, 10_000, 10))
     monkeypatch.setattr(sim.time, "monotonic", lambda: float(next(clock)))
     held = pl._receive_batch(pl.queues.events, 10_000, 300.0)
     monkeypatch.undo()
     assert len(held) <= 40, f"received {len(held)} messages over more than the 30 s half visibility timeout"
     assert pl.stats.max_held_seconds <= 40
+
+
+def test_events_of_subscribed_sources_it_does_not_act_on_are_acknowledged_not_dead_lettered(
+    pipeline: LocalAwsPipeline,
+) -> None:
+    """The discover Lambda's batch handler takes a failed Auto Scaling launch as explain does: ignored."""
+    from topocast.aws.handlers import discover_batch
+
+    pl = pipeline
+    failed = {
+        "version": "0",
+        "id": "12345678-1234-1234-1234-123456789012",
+        "detail-type": "EC2 Instance Launch Unsuccessful",
+        "source": "aws.autoscaling",
+        "time": "1970-01-01T00:00:00Z",
+        "region": "us-west-2",
+        "resources": ["auto-scaling-group-arn"],
+        "detail": {"StatusCode": "Failed", "AutoScalingGroupName": "g1", "EC2InstanceId": "", "StatusMessage": "x"},
+    }
+    bodies = [failed, {**failed, "detail-type": "EC2 Instance Terminate Unsuccessful"},
+              {**failed, "source": "aws.rds", "detail-type": "RDS DB Instance Event"}]  # fmt: skip
+    records = [{"messageId": f"m{i}", "receiptHandle": "r", "body": json.dumps(b)} for i, b in enumerate(bodies)]
+    assert discover_batch({"Records": records}, pl.runtime) == {"batchItemFailures": []}
+    reasons = [m["MessageAttributes"]["topocast-reject-reason"]["StringValue"] for m in pl.dlq_messages()]
+    assert len(reasons) == 1 and "source='aws.rds'" in reasons[0]  # only the source it does not subscribe to

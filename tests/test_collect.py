@@ -289,3 +289,13 @@ def test_discover_prints_what_it_set_aside(example: Path, tmp_path: Path) -> Non
     )
     assert "\n  record 'b05-p1-dgx-05-c14=x HCA-5': " in out.stderr
     assert '"b05-p1-dgx-05-c14"' in out.stdout  # the host keeps its place through its other HCAs
+
+
+def test_ca_and_port_choose_the_hca_ibnetdiscover_runs_through(s3: Any, example: Path, tmp_path: Path) -> None:
+    # on a host with a compute and a storage HCA the default (first) HCA may see the storage fabric only
+    argv_file = tmp_path / "argv.json"
+    script = f"import json, sys; json.dump(sys.argv[1:], open({str(argv_file)!r}, 'w')); "
+    script += f"sys.stdout.write(open({str(example)!r}).read())"
+    fake = [sys.executable, "-c", script]
+    collect_ibnetdiscover(None, f"s3://{BUCKET}", command=fake, host="gpu-003", ca="mlx5_0", ca_port=1)
+    assert json.loads(argv_file.read_text()) == ["-C", "mlx5_0", "-P", "1"]

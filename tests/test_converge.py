@@ -17,6 +17,7 @@ functions under functions-framework with the Cloud Storage emulator and the Clou
 
 from __future__ import annotations
 
+import contextlib
 import json
 import threading
 import time
@@ -132,7 +133,7 @@ class AwsDriver:
 
     def _fresh_root(self) -> None:
         pl = self.cloud.pl
-        pl.runtime = self._runtime_type(pl.runtime.settings, region=pl.region)
+        pl.runtime = self._runtime_type(pl.runtime.settings, region=pl.region, clock=pl.runtime.clock)
         self._set_lease()
 
     def settle(self, timeout: float = 60.0) -> None:
@@ -152,16 +153,13 @@ class AwsDriver:
                 moved += len(msgs)
                 if not msgs:
                     continue
-                try:
+                # after a death the batch stays in flight; SQS redelivers it when its visibility timeout runs out
+                with contextlib.suppress(Died):
                     pl._invoke(url, msgs, handler)
-                except Died:
-                    time.sleep(LEASE)  # the visibility timeout (>= the lease) runs out, then SQS redelivers
-                    entries = [{"Id": str(i), "ReceiptHandle": m["ReceiptHandle"], "VisibilityTimeout": 0}
-                               for i, m in enumerate(msgs)]  # fmt: skip
-                    pl.sqs.change_message_visibility_batch(QueueUrl=url, Entries=entries)
             if not moved and pl.pending() == 0:
                 return
             if not moved:
+                pl.skip_long_wait()  # a record that failed returns after its queue's visibility timeout
                 time.sleep(0.2)
         raise AssertionError(f"aws: the pipeline did not settle in {timeout:g}s")
 

@@ -70,7 +70,8 @@ def test_cli_json_is_machine_readable(files: tuple[Path, Path]) -> None:
     assert result.exit_code == 1
     data = json.loads(result.stdout)
     assert data["same"] is False
-    assert data["moved"] == [{"node": "gpu-2", "old": ["leaf-1", "spine-1"], "new": ["leaf-3", "spine-2"]}]
+    # root-first, the same order as the text report ("spine-1 > leaf-1 -> spine-2 > leaf-3")
+    assert data["moved"] == [{"node": "gpu-2", "old": ["spine-1", "leaf-1"], "new": ["spine-2", "leaf-3"]}]
     assert data["domain_changed"][0]["new"] == {"accelerator": "nvl-c", "subdomain": "r1"}
 
 

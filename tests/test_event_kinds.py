@@ -234,7 +234,7 @@ def test_a_placeholder_time_does_not_dead_letter_a_documented_sample() -> None:
 
 def test_unknown_and_broken_aws_events_are_rejected() -> None:
     with pytest.raises(changes.UnsupportedEvent, match=r"docs/events\.md"):
-        parse_event(envelope("EC2 AMI Available", {}))
+        parse_event(envelope("RDS DB Instance Event", {}, source="aws.rds"))
     with pytest.raises(changes.MalformedEvent, match=r"detail\.instance-id"):
         parse_event(envelope("EC2 Spot Instance Interruption Warning", {"instance-action": "terminate"}))
     with pytest.raises(changes.MalformedEvent, match="not JSON"):
@@ -350,14 +350,14 @@ def test_explain_an_sqs_batch_one_line_per_record_and_exit_2_when_one_is_dead_le
     batch = {
         "Records": [
             {"messageId": "m1", "receiptHandle": "r1", "body": json.dumps(SPOT_WARNING), "eventSource": "aws:sqs"},
-            {"messageId": "m2", "receiptHandle": "r2", "body": json.dumps(envelope("EC2 AMI Available", {})),
-             "eventSource": "aws:sqs"},
+            {"messageId": "m2", "receiptHandle": "r2", "eventSource": "aws:sqs",
+             "body": json.dumps(envelope("RDS DB Instance Event", {}, source="aws.rds"))},
         ]
     }  # fmt: skip
     lines, code = explain_delivery(json.dumps(batch))
     assert [(line["kind"], line["action"]) for line in lines] == [
         ("aws.ec2/EC2 Spot Instance Interruption Warning", "noted"),
-        ("aws.ec2/EC2 AMI Available", "rejected"),
+        ("aws.rds/RDS DB Instance Event", "rejected"),
     ]
     assert lines[0]["instances"] == [IID] and code == 2
     lines, code = explain_delivery(json.dumps({"Records": batch["Records"][:1]}))
@@ -393,3 +393,84 @@ def test_explain_cli_exit_codes_and_stdin() -> None:
     assert json.loads(ok.stdout)["action"] == "ignored"
     bad = subprocess.run(cmd, input="{not json", capture_output=True, text=True, timeout=60)
     assert bad.returncode == 2 and json.loads(bad.stdout)["action"] == "rejected" and "Traceback" not in bad.stderr
+
+
+# ----- events of subscribed sources topocast does not act on; odd deliveries -----------------------------
+#: the aws_lambda_events fixture example-autoscaling-event-launch-unsuccessful.json (the AWS docs' sample)
+LAUNCH_UNSUCCESSFUL = {
+    **envelope(
+        "EC2 Instance Launch Unsuccessful",
+        {
+            "StatusCode": "Failed",
+            "AutoScalingGroupName": "my-auto-scaling-group",
+            "ActivityId": "87654321-4321-4321-4321-210987654321",
+            "Details": {"Availability Zone": "us-west-2b", "Subnet ID": "subnet-12345678"},
+            "RequestId": "12345678-1234-1234-1234-123456789012",
+            "StatusMessage": "message-text",
+            "EndTime": "1970-01-01T00:00:00Z",
+            "EC2InstanceId": "i-1234567890abcdef0",
+            "StartTime": "1970-01-01T00:00:00Z",
+            "Cause": "description-text",
+        },
+        source="aws.autoscaling",
+    ),
+    "resources": ["auto-scaling-group-arn", "instance-arn"],
+}
+TERMINATE_UNSUCCESSFUL = {**LAUNCH_UNSUCCESSFUL, "detail-type": "EC2 Instance Terminate Unsuccessful"}
+
+
+@pytest.mark.parametrize(
+    "event",
+    [
+        LAUNCH_UNSUCCESSFUL,
+        TERMINATE_UNSUCCESSFUL,
+        # a failed launch names no instance at all
+        {**LAUNCH_UNSUCCESSFUL, "detail": {**LAUNCH_UNSUCCESSFUL["detail"], "EC2InstanceId": ""}},
+        envelope("EC2 Auto Scaling Instance Refresh Started", {"InstanceRefreshId": "x"}, source="aws.autoscaling"),
+        envelope("EC2 AMI State Change", {"ImageId": "ami-0123", "State": "available"}),
+    ],
+)
+def test_events_of_subscribed_sources_topocast_does_not_act_on_are_ignored_not_rejected(event: dict) -> None:
+    out = parse_event(event)
+    assert isinstance(out, changes.Ignored) and out.kind == f"{event['source']}/{event['detail-type']}"
+    lines, code = explain_delivery(json.dumps(event))
+    assert code == 0 and lines[0]["action"] == "ignored" and lines[0]["reason"]
+
+
+def test_a_failed_launch_says_why_it_is_ignored() -> None:
+    (line,), code = explain_delivery(json.dumps(LAUNCH_UNSUCCESSFUL))
+    assert code == 0 and "the launch failed" in line["reason"] and "my-auto-scaling-group" in line["reason"]
+
+
+def test_explain_cli_empty_list_prints_0_events_and_an_unknown_object_is_flagged() -> None:
+    cmd = [sys.executable, "-m", "topocast.cli", "events", "explain", "-"]
+    for empty in ("[]", '{"Records": []}'):
+        out = subprocess.run(cmd, input=empty, capture_output=True, text=True, timeout=60)
+        assert out.returncode == 0 and out.stdout == "" and "0 events" in out.stderr, (empty, out)
+    out = subprocess.run(cmd, input="{}", capture_output=True, text=True, timeout=60)
+    line = json.loads(out.stdout)
+    assert out.returncode == 0 and line["action"] == "reconcile" and "treated as a manual reconcile" in line["reason"]
+    (plain,), _ = explain_delivery(json.dumps({"cluster": "c1", "reason": "nightly"}))
+    assert "treated as" not in plain["reason"]  # the documented Scheduler Input is no surprise
+
+
+@pytest.mark.parametrize("ce_type", [["a", "b"], {"x": 1}, None])
+def test_explain_a_cloud_event_whose_type_is_no_string_is_one_rejected_line(ce_type: Any) -> None:
+    event = {"specversion": "1.0", "type": ce_type, "id": "1", "source": "//x"}
+    cmd = [sys.executable, "-m", "topocast.cli", "events", "explain", "-"]
+    out = subprocess.run(cmd, input=json.dumps(event), capture_output=True, text=True, timeout=60)
+    assert out.returncode == 2 and "Traceback" not in out.stderr, out.stderr
+    (line,) = [json.loads(x) for x in out.stdout.splitlines()]
+    assert line["action"] == "rejected" and "type" in line["reason"]
+
+
+@pytest.mark.parametrize("as_text", [True, False], ids=["body-text", "body-object"])
+def test_explain_a_batch_with_one_too_deep_body_keeps_every_other_records_line(as_text: bool) -> None:
+    deep = "[" * 100_000 + "]" * 100_000
+    record = '{"messageId": "m%d", "receiptHandle": "r", "eventSource": "aws:sqs", "body": %s}'
+    good = json.dumps(json.dumps(SPOT_WARNING))
+    bad = json.dumps(deep) if as_text else deep
+    text = '{"Records": [' + ", ".join([record % (1, good), record % (2, bad), record % (3, good)]) + "]}"
+    lines, code = explain_delivery(text)
+    assert [line["action"] for line in lines] == ["noted", "rejected", "noted"] and code == 2
+    assert "nested deeper than" in lines[1]["reason"]

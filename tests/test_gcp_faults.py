@@ -12,6 +12,7 @@ from pathlib import Path
 from gcp_pipeline_helpers import cluster, fresh_stats, names, published  # noqa: F401  (fresh_stats: autouse)
 
 from topocast.gcp import handlers
+from topocast.graph import load_graph
 from topocast_sim.gcp_pipeline import LocalGcpPipeline
 
 
@@ -80,7 +81,8 @@ def test_demo_writes_its_outputs(tmp_path: Path) -> None:
     assert report["events"] == 1 + 2 * 32  # the reconcile, then first + last entry per VM
     assert report["nodes"] == 64 and report["nodes_without_topology"] == 2
     assert report["publishes"] >= 1 and report["renders"] >= 1 and report["idle"]
-    assert report["compute_api_calls"] == report["api_calls"] >= 2
+    assert report["compute_api_calls"] == report["api_calls"] >= 2 and report["settle_seconds"] > 0
+    assert len(load_graph(out / "graph.json").nodes) == 64  # feeds render --graph, diff and render --previous
     assert report["pull"]["ok"]
     conf = (out / "topology.conf").read_text()
     assert "SwitchName=no-topology Nodes=gpu-[062-063]" in conf

@@ -119,7 +119,7 @@ def test_node_names_from_labels_fall_back_on_duplicates(fake_compute: FakeComput
     names = result.graph.node_names()
     assert "b1" in names and "a1" not in names  # the shared name is not used for either VM
     assert sorted(set(names) - {"b1"}) == sorted(i["id"] for i in gen.instances[:2])
-    assert any("share their node name" in w for w in result.warnings)
+    assert any("share their name" in w for w in result.warnings)
 
 
 @pytest.mark.parametrize(

@@ -31,7 +31,7 @@ from topocast.pipeline.artifacts import Manifest, ManifestEntry
 from topocast.pipeline.guard import HoldRecord
 from topocast.pipeline.publish_stage import PublishedRecord
 from topocast.pipeline.store import commit
-from topocast.pull import PullError, fetch, pull
+from topocast.pull import fetch, pull
 
 
 def test_the_proxy_enforces_what_the_emulator_ignores(local_gcs: Any, gcs_bucket: str) -> None:
@@ -236,8 +236,8 @@ def test_slurm_publisher_never_regresses_and_pull_installs_it(
     # a tampered object is refused before anything is written
     info = gcs_objects.head("topocast/c1/slurm/topology-tree.conf")
     gcs_objects.put("topocast/c1/slurm/topology-tree.conf", b"SwitchName=evil Nodes=n1\n", metadata=info.metadata)
-    with pytest.raises(PullError, match="does not match its metadata"):
-        pull(source, tmp_path / "topology.conf", reconfigure=False, validate=False, slurm_conf=None, gcs=gcs_client)
+    out = pull(source, tmp_path / "topology.conf", reconfigure=False, validate=False, slurm_conf=None, gcs=gcs_client)
+    assert out.action == "refused" and "does not match its metadata" in out.detail
     assert (tmp_path / "topology.conf").read_bytes() == v2
     with pytest.raises(ValueError, match="not Slurm formats"):
         GcsSlurmPublisher(gcs_objects, "x", formats=("slurm-tree", "k8s-labels"))

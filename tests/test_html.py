@@ -2,7 +2,8 @@
 
 The page data is checked directly; the ``browser`` tests open the real page in headless
 Chromium, take screenshots at 256, 2,000 and 10,000 nodes, and check that it renders within
-a time bound and that a search (driven by the URL fragment) finds the node.
+a time bound and that a search (driven by the URL fragment) finds the node, and at 10,000
+nodes the switch, Slurm block and domain searches and fragments meant to break the script.
 """
 
 from __future__ import annotations
@@ -12,14 +13,16 @@ import re
 import shutil
 import subprocess
 import tempfile
+from html import unescape
 from pathlib import Path
 
 import pytest
 from cli_runner import invoke
 
 from topocast.graph import Node, TopologyGraph
-from topocast.renderers import render
+from topocast.renderers import RenderOptions, render
 from topocast.renderers.html import page_data, render_page
+from topocast.renderers.slurm_block import cluster_layout
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 HEADLESS = [
@@ -109,7 +112,34 @@ def test_previous_graph_marks_what_changed(tmp_path: Path) -> None:
     assert data["removed"] == ["gpu-000000"]
     leaf3 = next(s for s in data["switches"] if s[0] == "leaf-00003")
     assert leaf3[10] == 1  # the group counts its one changed node
+    lost = {s[0]: s[12] for s in data["switches"] if s[12]}
+    # leaf 0 lost gpu-000000 (removed) and gpu-000001 (moved to leaf 3, under the same t1 and t2)
+    assert lost == {"leaf-00000": 2, "t1-0000": 1, "t2-0": 1}
     assert all(row[5] == 0 for row in page_data(new)["nodes"])  # type: ignore[union-attr]
+
+
+def test_domains_carry_the_block_names_of_topology_block_conf() -> None:
+    g = fat_tree(2000)
+    conf = render(g, "slurm-block").content
+    # "# block003=nvl-0002": the block file's own comment names each block's domain
+    named = dict(re.findall(r"^# (block\d+)=(\S+)$", conf, re.MULTILINE))
+    data = page_data(g, layout=cluster_layout(g, RenderOptions()))
+    shown = {data["blocks"][b]: data["domains"][d] for d, bs in enumerate(data["domainBlocks"]) for b in bs}  # type: ignore[index]
+    assert shown == named and named["block003"] == "nvl-0002"
+
+
+def test_the_page_shows_what_validate_slurm_warns_about(tmp_path: Path) -> None:
+    (tmp_path / "g.json").write_text(fat_tree(2000).model_dump_json())  # two top switches: t2-0, t2-1
+    result = invoke(["render", "--graph", tmp_path / "g.json", "-f", "html"])
+    assert result.exit_code == 0, result.output
+    box = re.search(r'<details class="alertbox slurm" id="slurm-checks" open>(.*?)</details>', result.stdout)
+    assert box, "no Slurm warnings box"
+    assert "topology-tree.conf: 2 root switches (t2-0, t2-1): no switch reaches every node" in box.group(1)
+    one_root = TopologyGraph(
+        cluster="c", provider="t", nodes=[Node(name=f"n{i}", fabric=["leaf", "top"]) for i in range(4)]
+    )
+    (tmp_path / "one.json").write_text(one_root.model_dump_json())
+    assert "slurm-checks" not in invoke(["render", "--graph", tmp_path / "one.json", "-f", "html"]).stdout
 
 
 # ----- in a real browser ------------------------------------------------------------------
@@ -154,4 +184,77 @@ def test_hostlist_search_lists_every_match(tmp_path: Path) -> None:
     page.write_text(render_page(fat_tree(2000)))
     dom = chromium(["--dump-dom", f"{page.as_uri()}#search=gpu-[000010-000014,001999]"]).stdout
     assert re.search(r'id="results" data-count="6"', dom)
-    assert "gpu-001999</a> — t2-1 &gt; t1-0013 &gt; leaf-00111 — nvl-0027 (#28)" in dom
+    assert "gpu-001999</a> — t2-1 &gt; t1-0013 &gt; leaf-00111 — nvl-0027 (#28, block028)" in dom
+
+
+@pytest.fixture(scope="module")
+def page_10k(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    page = tmp_path_factory.mktemp("view") / "view-10000.html"
+    page.write_text(render_page(fat_tree(10_000)))
+    return page
+
+
+def results_of(dom: str) -> tuple[int, int, str]:
+    """(matches, unmatched terms, the results block) of a dumped page; fails when the script did not finish."""
+    assert re.search(r'<body[^>]*data-ready="1"', dom), "the page script did not finish"
+    m = re.search(r'<div id="results" data-count="(\d+)" data-unmatched="(\d+)">(.*?)</div><div id="legend"', dom, re.S)
+    assert m, "no search results"
+    return int(m.group(1)), int(m.group(2)), m.group(3)
+
+
+@browser
+def test_10000_nodes_searched_by_switch_name_opens_that_switch(page_10k: Path) -> None:
+    dom = chromium(["--dump-dom", f"{page_10k.as_uri()}#search=leaf-00235"]).stdout
+    count, unmatched, res = results_of(dom)
+    assert (count, unmatched) == (18, 0)  # leaf 235 holds gpu-004230..4247
+    assert "leaf-00235: switch t2-3 &gt; t1-0029 &gt; leaf-00235, 18 nodes" in res
+    assert "gpu-004230</a>" in res and "gpu-004247</a>" in res
+    group = r'<div class="grp hit" data-sw="\d+"><div class="hd"[^>]*><span class="tw">[^<]*</span>'
+    hit = re.search(group + r'<span class="nm">([^<]+)<', dom)
+    assert hit and hit.group(1) == "leaf-00235", "the switch is not revealed"
+
+
+@browser
+def test_10000_nodes_searched_by_block_name_lists_its_nodes(page_10k: Path) -> None:
+    dom = chromium(["--dump-dom", f"{page_10k.as_uri()}#search=block003"]).stdout
+    count, unmatched, res = results_of(dom)
+    assert (count, unmatched) == (72, 0)  # BlockName=block003 Nodes=gpu-[000144-000215]
+    assert "block003: Slurm block block003 = domain nvl-0002 (#3), 72 nodes" in res
+    assert "gpu-000144</a>" in res and "gpu-000215</a>" in res and "gpu-000216</a>" not in res
+    assert re.search(r'<span class="n [^"]*\bhit\b[^"]*" id="n144"', dom), "first node not revealed"
+
+
+#: fragment -> (matches, unmatched terms, what the results say)
+FRAGMENTS = {
+    "nvl-0002": (72, 0, "nvl-0002: domain nvl-0002 (#3, block003), 72 nodes"),
+    "%233": (72, 0, "#3: domain nvl-0002 (#3, block003), 72 nodes"),  # %23 = '#': domain number 3
+    "t1-0029": (144, 0, "t1-0029: switch t2-3 &gt; t1-0029, 144 nodes"),
+    "n[0-150000][0-150000]": (0, 0, "expands to more than 200,000 names"),  # counted, never built
+    "gpu-[0-99999999999999]": (0, 0, "expands to more than 200,000 names"),
+    "%E0%A4%A": (0, 1, "not valid percent-encoding: searched as written"),  # decodeURIComponent throws
+    "gpu-[000010-000012],nosuch-1,leaf-00001": (21, 1, "No match for <code>nosuch-1</code>"),
+    "gpu-[000010-000012": (0, 1, "gpu-[000010-000012 (not a hostlist)"),
+    "gpu-[9998-10001]": (0, 1, "No match for <code>gpu-[9998-10001]</code>"),
+    "gpu-[009998-010001]": (2, 0, "gpu-[009998-010001]: 2 of 4 names are not in this graph"),
+}
+
+
+@browser
+def test_10000_nodes_domain_searches_and_hostile_fragments_never_stop_the_page(page_10k: Path, tmp_path: Path) -> None:
+    """Each fragment goes through the page's own load path (``fromFragment``), all in one browser run."""
+    drive = (
+        "<script>const OUT = [];for (const f of " + json.dumps(list(FRAGMENTS)) + ') {history.replaceState(null, "", '
+        '"#search=" + f); fromFragment(); const r = document.getElementById("results");'
+        "OUT.push([+r.dataset.count, +r.dataset.unmatched, r.innerHTML]);}"
+        'document.getElementById("out").textContent = JSON.stringify(OUT);</script>'
+    )
+    page = tmp_path / "driven.html"
+    page.write_text(page_10k.read_text().replace("</body>", f'<textarea id="out"></textarea>{drive}</body>'))
+    run = chromium(["--dump-dom", page.as_uri()])
+    assert re.search(r'<body[^>]*data-ready="1"', run.stdout), "the page script did not finish"
+    out = re.search(r'<textarea id="out">(.*?)</textarea>', run.stdout, re.S)
+    assert out and out.group(1), "the driver did not finish"
+    for (fragment, (count, unmatched, says)), got in zip(
+        FRAGMENTS.items(), json.loads(unescape(out.group(1))), strict=True
+    ):
+        assert (got[0], got[1]) == (count, unmatched) and says in got[2], (fragment, got[2][:400])

@@ -462,3 +462,33 @@ def test_module_readme_lists_every_input_and_output(module_dir: Path) -> None:
     assert listed - variables - outputs == set(), f"README lists unknown names {sorted(listed - variables - outputs)}"
     for name, body in load_module(module_dir)["variable"].items():
         assert body.get("description") and body.get("type"), f"variable {name} needs a description and a type"
+
+
+def test_the_simulated_queues_time_out_like_the_terraform_ones() -> None:
+    """The local event source mappings (topocast_sim.aws_pipeline) use Terraform's visibility timeouts and
+    receive count, so a failed record returns when it would in production, after newer events."""
+    import re
+
+    from topocast_sim import aws_pipeline
+
+    aws = load_module(AWS_MODULE)
+    timeouts = aws["variable"]["lambda_timeout_seconds"]["type"]
+    defaults = {fn: int(s) for fn, s in re.findall(r"(\w+)\s*=\s*optional\(number,\s*(\d+)\)", str(timeouts))}
+    assert defaults == aws_pipeline.LAMBDA_TIMEOUT_SECONDS
+    main = aws["resource"]["aws_sqs_queue"]["main"]
+    assert "6 * var.lambda_timeout_seconds[each.value]" in str(main["visibility_timeout_seconds"])
+    assert aws["locals"]["queue_consumer"] == aws_pipeline.QUEUE_CONSUMER
+    assert aws_pipeline.VISIBILITY_SECONDS == {"events": 1800, "timer": 720, "publish": 1800}
+    assert aws["variable"]["max_receive_count"]["default"] == aws_pipeline.MAX_RECEIVE_COUNT
+
+
+def test_the_local_cloud_tasks_queue_retries_like_the_terraform_one() -> None:
+    from topocast_sim.cloudtasks import FakeCloudTasks
+
+    retry = load_module(GCP_MODULE)["resource"]["google_cloud_tasks_queue"]["tasks"]["retry_config"]
+    retry = retry[0] if isinstance(retry, list) else retry
+    fake = FakeCloudTasks()
+    assert (fake.min_backoff, fake.max_backoff) == (float(retry["min_backoff"][:-1]), float(retry["max_backoff"][:-1]))
+    assert (fake.max_doublings, fake.max_attempts) == (retry["max_doublings"], retry["max_attempts"])
+    # 5 s doubling five times, then linear steps of 160 s, capped at 300 s (the Cloud Tasks reference's rule)
+    assert [fake.backoff(n) for n in range(1, 9)] == [5, 10, 20, 40, 80, 160, 300, 300]

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from slurm_fixtures import SID_ROOT
 
 from topocast.errors import RenderError
 from topocast.graph import Node, TopologyGraph
@@ -136,7 +137,8 @@ def test_matching_keys_and_contents_render(key: str, content: str, first_line: s
 
 # ----- the per-node spec annotation against a real Slurm 26.05 controller ----------------------------------
 
-SID = Path("/var/cache/topocast/slurm-sid")  # Debian sid chroot with slurmctld 26.05 (see docs/kubernetes.md)
+#: the Debian sid chroot with slurmctld 26.05, where slurm_fixtures finds it (``TOPOCAST_SLURM_SID`` overrides)
+SID = SID_ROOT
 
 
 def _sid_problem() -> str | None:

@@ -31,6 +31,16 @@ class FakeSsm:
         return {"Parameter": {"Name": Name, "Value": self.values[Name]}}
 
 
+class PerThreadSsm:
+    """One parameter whose value depends on the reading thread's name (replicas that lag)."""
+
+    def __init__(self, values: dict[str, str]) -> None:
+        self.values = values
+
+    def get_parameter(self, Name: str, WithDecryption: bool = False) -> dict[str, Any]:
+        return {"Parameter": {"Name": Name, "Value": self.values[threading.current_thread().name]}}
+
+
 class FakeBody(io.BytesIO):
     def __init__(self, data: bytes) -> None:
         super().__init__(data)
@@ -119,16 +129,19 @@ def test_group_writable_directory_is_refused(tmp_path: Path) -> None:
 # ----- races -------------------------------------------------------------------------------------
 @pytest.mark.parametrize("attempt", range(4))
 def test_concurrent_pulls_of_generation_2_and_1_end_at_2(tmp_path: Path, attempt: int) -> None:
-    ssm = FakeSsm({"/c/new": raw_envelope(conf(4), 2), "/c/old": raw_envelope(conf(4) + b"# old\n", 1)})
+    # one parameter, read twice: the first reader sees generation 2, a lagging replica answers the other with 1
+    values = {"new": raw_envelope(conf(4), 2), "old": raw_envelope(conf(4) + b"# old\n", 1)}
+    ssm = PerThreadSsm(values)
     etc, state = tmp_path / "etc", tmp_path / "state.json"
     etc.mkdir(mode=0o755)
     dest = etc / "topology.conf"
     results: dict[str, Any] = {}
 
     def run(name: str) -> None:
-        results[name] = do_pull(f"ssm:///c/{name}", dest, state_file=state, ssm=ssm)
+        results[name] = do_pull("ssm:///c/p", dest, state_file=state, ssm=ssm)
 
-    threads = [threading.Thread(target=run, args=(n,)) for n in (("old", "new") if attempt % 2 else ("new", "old"))]
+    order = ("old", "new") if attempt % 2 else ("new", "old")
+    threads = [threading.Thread(target=run, args=(n,), name=n) for n in order]
     with dir_lock(etc):  # both pulls fetch, then queue on the lock: the check must happen under it
         for t in threads:
             t.start()

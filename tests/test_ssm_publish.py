@@ -177,8 +177,8 @@ def test_pull_installs_once_and_never_goes_back(env, tmp_path: Path) -> None:
     value = json.loads(env["ssm"].get_parameter(Name=env["name"])["Parameter"]["Value"])
     value.update(generation=3, data=value["data"] + "SwitchName=evil Nodes=x\n")
     env["ssm"].put_parameter(Name=env["name"], Value=json.dumps(value), Type="String", Overwrite=True)
-    with pytest.raises(PullError):
-        pull(source, dest, **kw)
+    tampered = pull(source, dest, **kw)
+    assert (tampered.action, tampered.exit_code) == ("refused", 3) and "refusing it" in tampered.detail
     assert dest.read_bytes() == first
 
 

@@ -66,3 +66,13 @@ def test_pull_unit_confines_the_root_agent() -> None:
     assert s["ProtectSystem"] == ["strict"] and s["PrivateTmp"] == ["true"] and s["StateDirectory"] == ["topocast"]
     assert s["MemoryMax"] == ["512M"], "a runaway input must hit a memory cap, not the head node"
     assert "--state-file /var/lib/topocast/" in exec_start((INFRA / "slurm" / "topocast-pull.service").read_text())
+
+
+def test_pull_unit_logs_by_priority_prefix() -> None:
+    """The agent's <N> prefixes become journal priorities only with SyslogLevelPrefix (the default, kept explicit)."""
+    s = unit_settings((INFRA / "slurm" / "topocast-pull.service").read_text())
+    assert s["SyslogLevelPrefix"] == ["true"] and s["SyslogIdentifier"] == ["topocast-pull"]
+    assert "--verbose" not in exec_start((INFRA / "slurm" / "topocast-pull.service").read_text()), (
+        "unchanged stays out of the journal"
+    )
+    assert "--json" not in exec_start((INFRA / "slurm" / "topocast-pull.service").read_text()), "the line, not JSON"

@@ -1,8 +1,13 @@
 """The ``topocast`` command line.
 
 Every command is a thin shell over the library: parse flags, call the core,
-print. Errors from bad input exit non-zero with one line on stderr
-(``topocast: error: ...``), never a traceback.
+print. The error contract, the same for every command: a user mistake or a machine that is not
+set up (no region, no credentials, no cluster, a file missing or unreadable) is one line on stderr
+naming the cause and the fix (``topocast: error: ...``), exit 2 (the command's ``error_code``); an
+internal failure is one line too, ``topocast: internal error: ...``, exit 70 (``EXIT_INTERNAL``),
+and ``--debug`` (before or after the command) prints its traceback. Never a traceback otherwise.
+Conventions: ``topocast --version``; ``-o`` is short for ``--out`` everywhere, whose help says
+whether it is a FILE or a DIR; option help shows its default.
 
 Adding a command (argparse underneath; nothing is imported until a command runs, so
 ``topocast render`` starts fast)::
@@ -38,6 +43,7 @@ import gc
 import json
 import os
 import sys
+import textwrap
 from argparse import Namespace
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -46,12 +52,33 @@ from typing import Any
 
 from topocast.errors import TopocastError
 
-__all__ = ["command", "fail", "group", "main", "option", "run"]
+__all__ = ["EXIT_INTERNAL", "command", "fail", "group", "main", "option", "run"]
 
 PROG = "topocast"
 DESCRIPTION = "Tell GPU schedulers where the wires are: discover, render and publish cluster topology."
 
 Handler = Callable[[Namespace], "int | None"]
+
+#: exit code of an internal failure (a bug, not the input): sysexits' EX_SOFTWARE, so a script never reads
+#: it as one of a command's own answers (``diff``'s 1 = "they differ")
+EXIT_INTERNAL = 70
+
+
+class _HelpFormatter(argparse.RawDescriptionHelpFormatter):
+    """The docstring as written, and every option's default at the end of its help (unless the help
+    already names it, or there is none to show)."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        text = action.help or ""
+        default = action.default
+        if "default" in text.lower() or default in (None, [], argparse.SUPPRESS) or not action.option_strings:
+            return text
+        if isinstance(action, argparse.BooleanOptionalAction):
+            return f"{text} (default: {'on' if default else 'off'})"
+        if action.nargs == 0:  # --debug, --help
+            return text
+        shown = default if not isinstance(default, str) else default or "''"
+        return f"{text} (default: {str(shown).replace('%', '%%')})"
 
 
 @dataclass
@@ -66,17 +93,21 @@ class Command:
 
     @property
     def summary(self) -> str:
-        return (self.handler.__doc__ or "").strip().splitlines()[0] if self.handler.__doc__ else ""
+        """The docstring's first paragraph on one line (a sentence may span several source lines)."""
+        first = (self.handler.__doc__ or "").strip().split("\n\n")[0]
+        return " ".join(first.split())
 
     def parser(self) -> argparse.ArgumentParser:
         p = argparse.ArgumentParser(
             prog=" ".join((PROG, *self.path)),
             description=(self.handler.__doc__ or "").strip() or None,
             epilog=self.epilog() if self.epilog else None,
-            formatter_class=argparse.RawDescriptionHelpFormatter,
+            formatter_class=_HelpFormatter,
         )
         for flags, kwargs in self.options:
             kw = dict(kwargs)
+            if flags == ("--out",):  # the one short option every writing command shares
+                flags = ("-o", "--out")
             if kw.pop("flag", False):
                 kw.setdefault("default", False)
                 kw["action"] = argparse.BooleanOptionalAction
@@ -84,6 +115,7 @@ class Command:
                 kw["action"] = "append"
                 kw["default"] = []
             p.add_argument(*flags, **kw)
+        p.add_argument("--debug", action="store_true", help="On an internal failure, print its traceback.")
         return p
 
 
@@ -150,14 +182,29 @@ def _top_help(prefix: tuple[str, ...] = ()) -> str:
                 entries.append((path[0], cmd.summary))
         entries += [(name, grp.help) for name, grp in GROUPS.items()]
     width = max((len(n) for n, _ in entries), default=0)
-    lines += [f"  {n.ljust(width)}  {h}" for n, h in entries]
-    lines += ["", f"Run '{' '.join((PROG, *prefix))} COMMAND --help' for a command's options."]
+    for name, text in entries:  # wrapped, never cut: the whole first paragraph of the command's doc
+        lines += textwrap.wrap(
+            text, 100, initial_indent=f"  {name.ljust(width)}  ", subsequent_indent=" " * (width + 4)
+        ) or [f"  {name}"]
+    lines += ["", f"Run '{' '.join((PROG, *prefix))} COMMAND --help' for a command's options;"]
+    lines += ["'--debug' (with any command) prints the traceback of an internal failure."]
+    if not prefix:
+        lines.insert(1, f"       {PROG} --version")
     return "\n".join(lines) + "\n"
 
 
 def run(argv: Sequence[str] | None = None) -> int:
     """Parse ``argv`` (default: ``sys.argv[1:]``), run the command, return its exit code."""
     args = list(sys.argv[1:] if argv is None else argv)
+    debug = False
+    while args and args[0] == "--debug":
+        args.pop(0)
+        debug = True
+    if args[:1] == ["--version"]:
+        from topocast import __version__
+
+        print(f"{PROG} {__version__}")
+        return 0
     prefix: tuple[str, ...] = ()
     while args and not args[0].startswith("-") and (*prefix, args[0]) not in COMMANDS:
         if prefix or args[0] not in GROUPS:
@@ -173,6 +220,7 @@ def run(argv: Sequence[str] | None = None) -> int:
         parsed = cmd.parser().parse_args(args)
     except SystemExit as exc:  # --help (0) or a usage error (2), already printed by argparse
         return int(exc.code or 0)
+    debug = debug or bool(getattr(parsed, "debug", False))
     try:
         return cmd.handler(parsed) or 0
     except _Exit as exc:
@@ -184,22 +232,40 @@ def run(argv: Sequence[str] | None = None) -> int:
         return _error(str(exc), cmd.error_code)
     except KeyboardInterrupt:
         return _error("interrupted", 130)
+    except (RecursionError, MemoryError) as exc:  # the inputs are capped where read; a last line of defence
+        return _error(f"input too large or nested too deeply ({type(exc).__name__})", 2)
     except Exception as exc:
-        hint = _ENVIRONMENT_ERRORS.get(type(exc).__name__)
-        if hint is None:
-            raise
-        return _error(hint, 2)
+        hint = next(
+            (_ENVIRONMENT_ERRORS[c.__name__] for c in type(exc).__mro__ if c.__name__ in _ENVIRONMENT_ERRORS), None
+        )
+        if hint is not None:
+            return _error(hint, 2)
+        if debug:
+            import traceback
+
+            traceback.print_exc()
+        first = next(iter(str(exc).strip().splitlines()), "")[:300]
+        print(
+            f"{PROG}: internal error: {type(exc).__name__}{f': {first}' if first else ''}"
+            + ("" if debug else f" (run '{PROG} {' '.join(cmd.path)} ... --debug' for the traceback)"),
+            file=sys.stderr,
+        )
+        return EXIT_INTERNAL
 
 
-#: errors of the cloud SDKs that mean "this machine is not set up", by class name (the SDKs are not
-#: imported here), with the fix; anything else still propagates
+#: errors of the cloud SDKs that mean "this machine is not set up", by the name of the class or one of its
+#: bases (the SDKs are not imported here), with the fix; anything else is an internal error (see run())
 _ENVIRONMENT_ERRORS = {
     "NoRegionError": "no AWS region: set AWS_REGION (or AWS_DEFAULT_REGION) or pass --region",
     "NoCredentialsError": "no AWS credentials: set AWS_PROFILE or AWS_ACCESS_KEY_ID, or run on a role",
+    "PartialCredentialsError": "incomplete AWS credentials: check AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY",
+    "ProfileNotFound": "the AWS profile does not exist: check AWS_PROFILE (aws configure list-profiles)",
+    "EndpointConnectionError": "cannot reach the AWS endpoint: check the network, --region and AWS_ENDPOINT_URL",
     "DefaultCredentialsError": (
         "no Google credentials: run 'gcloud auth application-default login' or set "
         "GOOGLE_APPLICATION_CREDENTIALS to a readable key file"
     ),
+    "RefreshError": "Google credentials were refused: run 'gcloud auth application-default login' again",
 }
 
 
@@ -230,8 +296,6 @@ def _parse_sizes(text: str | None) -> list[int] | None:
 
 
 def _formats_epilog() -> str:
-    import textwrap
-
     from topocast.renderers import RENDERERS
 
     text = "formats: " + ", ".join(RENDERERS) + ", or all (every format; several formats need --out)"
@@ -304,20 +368,25 @@ def node_topology(a: Namespace) -> None:
 
 
 @command("schema")
-@option("--out", type=Path, help="Write the JSON Schema here instead of stdout.")
+@option("--out", type=Path, metavar="FILE", help="Write the JSON Schema to this file instead of stdout.")
 def schema(a: Namespace) -> None:
     """Print the JSON Schema of the topology graph."""
     from topocast.graph import json_schema
 
     text = json.dumps(json_schema(), indent=2) + "\n"
     if a.out:
-        a.out.write_text(text)
+        from topocast.safe_files import write_out
+
+        write_out(a.out, text)
     else:
         sys.stdout.write(text)
 
 
 @command("discover")
-@option("--provider", default="aws", help="Topology source: aws, gcp, ibnetdiscover, netq or k8s-labels.")
+@option(
+    "--provider",
+    help="Topology source (required): aws, gcp, ibnetdiscover, netq, k8s-labels, oci, nebius, azure or dra.",
+)
 @option("--cluster", default="default", help="Cluster name written into the graph.")
 @option("--region", help="aws: region (default: the standard AWS environment).")
 @option(
@@ -333,6 +402,9 @@ def schema(a: Namespace) -> None:
 @option("--host-regex", help="ibnetdiscover: regex with group 'host'.")
 @option("--domains", type=Path, help="ibnetdiscover/netq: NVLink domains (CSV host,domain or nvidia-smi -q).")
 @option("--topograph-compat", flag=True, help="ibnetdiscover: Topograph's leaf rule.")
+@option("--ib-hca", dest="ib_hcas", many=True, help="ibnetdiscover/netq: compute HCA pattern (mlx5_[0-7], !mlx5_8).")
+@option("--ib-guid", dest="ib_guids", many=True, help="ibnetdiscover: compute HCA node/port GUID (repeatable).")
+@option("--ib-switch", dest="ib_switches", many=True, help="ibnetdiscover/netq: switch-name pattern (!STOR-*).")
 @option("--url", help="netq: API base URL.")
 @option("--credentials", help="netq: credentials file or secret ARN.")
 @option("--premise", dest="premises", many=True, help="netq: premise (repeatable).")
@@ -341,11 +413,20 @@ def schema(a: Namespace) -> None:
 @option("--kubeconfig", help="k8s-labels: kubeconfig (default $KUBECONFIG).")
 @option("--fabric-key", dest="fabric_keys", many=True, help="k8s-labels: node label of a switch tier, closest first.")
 @option("--accelerator-key", help="k8s-labels: node label of the NVLink domain.")
-@option("--out", type=Path, help="Write the graph here instead of stdout.")
+@option("--option", many=True, metavar="KEY=VALUE", help="A provider option (repeatable; JSON values parse).")
+@option("--list-options", flag=True, help="Print every provider's options and exit.")
+@option("--preset", help="k8s-labels: a cloud's label set: coreweave, crusoe, nebius, eks, gke, topograph.")
+@option("--overlay", dest="overlays", many=True, help="Merge a second source: SOURCE:FIELD=VALUE,... (repeatable).")
+@option("--out", type=Path, metavar="FILE", help="Write the graph JSON to this file instead of stdout.")
 def discover(a: Namespace) -> None:
     """One-shot discovery with your own credentials: prints the normalized graph JSON."""
     from topocast.discover_cli import DiscoverArgs, run_discover
 
+    # never a silent guess: the wrong cloud's error would be the first thing seen
+    if a.provider is None and not a.list_options:
+        from topocast.providers import PROVIDERS
+
+        raise fail(f"discover needs --provider, one of: {', '.join(PROVIDERS)}")
     fields = DiscoverArgs.__dataclass_fields__
     run_discover(DiscoverArgs(**{k: v for k, v in vars(a).items() if k in fields}), a.out)
 
@@ -416,16 +497,37 @@ group("collect", "Collect raw fabric data on a fabric-attached host and upload i
 @option("--host", help="Name of this collector (default: hostname).")
 @option("--timeout", type=float, default=300.0, help="Seconds the command may take.")
 @option("--host-regex", help="Regex with group 'host' for HCA descriptions (as discover's; checks names).")
+@option("--ca", help="Discover through this HCA (ibnetdiscover -C), e.g. a compute HCA, not the storage one.")
+@option("--ca-port", type=int, help="...and this port of it (ibnetdiscover -P).")
 def collect_ibnetdiscover(a: Namespace) -> None:
     """Run ibnetdiscover (or read --input), upload it with its fabric checksum; unchanged fabrics upload nothing."""
     from topocast.collect import collect_ibnetdiscover as collect
 
     result = collect(
         a.input, a.upload, command=a.command, host=a.host, timeout=a.timeout, host_regex=a.host_regex,
-        warn=lambda line: print(f"topocast: warning: {line}", file=sys.stderr),
+        ca=a.ca, ca_port=a.ca_port, warn=lambda line: print(f"topocast: warning: {line}", file=sys.stderr),
     )  # fmt: skip
     state = "uploaded" if result.uploaded else "unchanged, not uploaded"
     print(f"{result.uri}: {state} (fabric sha256 {result.sha256[:16]}, {result.size} bytes)")
+
+
+@command("collect nvlink", error_code=1)
+@option("--upload", required=True, help="s3://bucket/<prefix>/<cluster>/uploads or gs://...")
+@option("--input", type=Path, help="Read this nvidia-smi -q output instead of running it.")
+@option("--command", default="nvidia-smi -q", help="The command to run.")
+@option("--ibstat", type=Path, help="Read this ibstat output instead of running ibstat.")
+@option("--host", help="Name of this host (default: hostname).")
+@option("--timeout", type=float, default=120.0, help="Seconds each command may take.")
+def collect_nvlink(a: Namespace) -> None:
+    """Upload this GPU host's NVLink domain (nvidia-smi -q) and IB port GUIDs (ibstat); unchanged uploads nothing."""
+    from topocast.collect_nvlink import collect_nvlink as collect
+
+    result = collect(
+        a.input, a.upload, command=a.command, ibstat_file=a.ibstat, host=a.host, timeout=a.timeout,
+        warn=lambda line: print(f"topocast: warning: {line}", file=sys.stderr),
+    )  # fmt: skip
+    state = "uploaded" if result.uploaded else "unchanged, not uploaded"
+    print(f"{result.uri}: {state} (sha256 {result.sha256[:16]}, {result.size} bytes)")
 
 
 def _share(text: str) -> float:
@@ -449,35 +551,21 @@ def _share(text: str) -> float:
 @option("--pointer-bucket", help="The only bucket an SSM envelope may point at (the publisher's).")
 @option("--pointer-prefix", help="The key prefix such a pointer must be under.")
 @option("--allow-node-loss", flag=True, help="Install even if the new file drops >10%% of the installed file's nodes.")
+@option("--stale-after", type=int, default=10, help="Fail (exit 7) after this many runs in a row behind.")
+@option("--json", dest="as_json", flag=True, help="One JSON object per run on stdout (docs/slurm-pull.md).")
+@option("--verbose", flag=True, help="Also print `unchanged` (journal priority debug).")
 @option(
     "--via", nargs=2, metavar=("slurmrestd", "URL"), help="Move nodes live through slurmrestd at URL (implies --live)."
 )
 @option("--token-from", help="With --via: the Slurm JWT (file, ssm:///, secretsmanager://, ARN, gsm://projects/..).")
 def pull(a: Namespace) -> int:
-    """Head-node pull agent: fetch, verify sha256, validate, install atomically, reconfigure or update live."""
-    from topocast.pull import pull as run_pull
-    from topocast.slurm.rest import updater_from_cli
-    from topocast.slurm_cli import find_slurm
+    """Head-node pull agent: fetch, verify sha256, validate, install atomically, reconfigure or update live.
 
-    updater = updater_from_cli(a.via, a.token_from)
-    outcome = run_pull(
-        a.source,
-        a.dest,
-        reconfigure=a.reconfigure,
-        validate=a.validate,
-        slurm_conf=a.slurm_conf,
-        state_file=a.state_file,
-        live=a.live,
-        allow_reconfigure=not a.forbid_reconfigure,
-        live_max_share=a.live_max_share,
-        slurm=find_slurm(a.slurm_root, None, None),
-        pointer_bucket=a.pointer_bucket,
-        pointer_prefix=a.pointer_prefix,
-        allow_node_loss=a.allow_node_loss,
-        updater=updater,
-    )
-    print(outcome.line())
-    return 0 if outcome.ok else 1
+    Exit status: 0 installed/unchanged/skipped, 1 failed, 2 usage or source error, 3 refused, 4 held,
+    5 rolled back, 6 installed but state not saved, 7 source stale (docs/slurm-pull.md)."""
+    from topocast.pull_cli import run_pull
+
+    return run_pull(a)
 
 
 def _count(minimum: int) -> Callable[[str], int]:
@@ -489,6 +577,16 @@ def _count(minimum: int) -> Callable[[str], int]:
 
     parse.__name__ = "integer"
     return parse
+
+
+def _seconds(text: str) -> float:
+    value = float(text)
+    if not value > 0:  # also refuses nan
+        raise argparse.ArgumentTypeError(f"{text} is not a number of seconds above 0")
+    return value
+
+
+_seconds.__name__ = "seconds"
 
 
 #: cloud -> (module, extra that provides it) the demo imports: the simulators (``topocast_sim``) are not
@@ -516,9 +614,9 @@ def missing_demo_extra(cloud: str) -> str | None:
 @option("--cloud", default="aws", help="Which pipeline to run: aws or gcp.")
 @option("--nodes", type=_count(1), default=256, help="GPU instances in the simulated cluster.")
 @option("--events", type=_count(0), help="Instance events in the burst (default: per cloud).")
-@option("--out", type=Path, help="Output directory (default: out/demo or out/demo-gcp).")
+@option("--out", type=Path, metavar="DIR", help="Output directory (default: out/demo or out/demo-gcp).")
 @option("--report", type=Path, help="JSON report path (default: OUT/report.json).")
-@option("--quiet", type=float, default=2.0, help="Debounce quiet window in seconds.")
+@option("--quiet", type=_seconds, default=2.0, help="Debounce quiet window in seconds (more than 0).")
 def demo(a: Namespace) -> int:
     """Run the whole pipeline locally on a simulated cloud account (no credentials needed)."""
     if a.cloud not in ("aws", "gcp"):
@@ -538,8 +636,31 @@ def demo(a: Namespace) -> int:
     return 0 if result["pull"]["ok"] and result["idle"] else 1
 
 
+@command("synth")
+@option("--nodes", type=_count(1), required=True, help="How many nodes (N).")
+@option("--tiers", type=_count(1), default=3, help="Switch tiers above the nodes (1 = leaves only).")
+@option("--nodes-per-leaf", type=_count(1), default=18, help="Nodes under each leaf switch.")
+@option("--fanout", type=_count(1), default=8, help="Children of each upper switch.")
+@option("--domain-size", type=_count(0), default=72, help="Nodes per NVLink domain (0 = no domains).")
+@option("--name-pattern", help="Node names, str.format with {i} (default: gpu-{i} zero-padded to 6 digits).")
+@option("--missing", type=_share, default=0.0, help="Share of nodes without topology (seeded, --seed).")
+@option("--seed", type=int, default=7, help="Seed of --missing.")
+@option("--cluster", default="synthetic", help="Cluster name written into the graph.")
+@option("--format", dest="fmt", help="graph (JSON) or model (Topograph YAML) (default: from -o's suffix, else graph).")
+@option("--out", type=Path, metavar="FILE", help="Write to this file instead of stdout (.yaml/.yml: a model).")
+def synth(a: Namespace) -> None:
+    """Write a synthetic fat-tree cluster as a graph JSON (render --graph, diff, publish) or a Topograph model
+    YAML (render --model): test data at any size."""
+    from topocast.synth_cli import run_synth
+
+    shape = {"levels": a.tiers, "nodes_per_leaf": a.nodes_per_leaf, "fanout": a.fanout}
+    shape |= {"domain_size": a.domain_size, "name_pattern": a.name_pattern, "missing_fraction": a.missing}
+    shape |= {"seed": a.seed, "cluster": a.cluster}
+    print(run_synth(a.nodes, shape, a.fmt, a.out), file=sys.stderr)
+
+
 @command("package", error_code=1)
-@option("--out", type=Path, default=Path("dist"), help="Output directory.")
+@option("--out", type=Path, metavar="DIR", default=Path("dist"), help="Output directory.")
 @option("--cloud", default="all", help="aws, gcp or all.")
 @option("--python-version", default="3.12", help="Function runtime Python (Terraform: lambda_runtime).")
 @option("--platform", default="x86_64", help="Lambda architecture x86_64 or arm64, or a pip platform tag.")

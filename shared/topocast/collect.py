@@ -77,8 +77,8 @@ def split_uri(uri: str) -> tuple[str, str, str]:
     return scheme, bucket, prefix.strip("/")
 
 
-def object_key(prefix: str, host: str) -> str:
-    return f"{prefix}/{host}/{UPLOAD_NAME}" if prefix else f"{host}/{UPLOAD_NAME}"
+def object_key(prefix: str, host: str, name: str = UPLOAD_NAME) -> str:
+    return f"{prefix}/{host}/{name}" if prefix else f"{host}/{name}"
 
 
 def upload_prefix(event_key: str) -> str | None:
@@ -132,8 +132,13 @@ def collect_ibnetdiscover(
     gcs_client: Any = None,
     host_regex: str | None = None,
     warn: Callable[[str], None] | None = None,
+    ca: str | None = None,
+    ca_port: int | None = None,
 ) -> CollectResult:
     """Run ``command`` (or read ``input_file``), check it as discovery will, upload it unless unchanged.
+
+    ``ca``/``ca_port``: the HCA (and port) ibnetdiscover discovers through (``-C``/``-P``): on a host
+    with a compute and a storage HCA, the default (the first HCA) may see the storage fabric only.
 
     ``warn`` is called, before anything is uploaded, once per record discovery will set aside.
     """
@@ -146,6 +151,10 @@ def collect_ibnetdiscover(
             raise CollectError(f"{input_file}: cannot read ({exc.strerror})") from None
         source = str(input_file)
     else:
+        argv = shlex.split(command) if isinstance(command, str) else list(command)
+        argv += ["-C", ca] if ca else []
+        argv += ["-P", str(ca_port)] if ca_port is not None else []
+        command = shlex.join(argv) if isinstance(command, str) else argv
         data = run_command(command, timeout)
         source = command if isinstance(command, str) else shlex.join(command)
     try:
@@ -212,8 +221,10 @@ def read_good_uploads(
     s3_client: Any = None,
     gcs_client: Any = None,
     limit: int = MAX_UPLOAD_BYTES,
+    name: str = UPLOAD_NAME,
 ) -> UploadSet:
     """:func:`topocast.pipeline.objects.read_good_uploads` (the functions' quarantine) on the bucket
     ``prefix_uri`` names: good uploads, bad ones moved to ``quarantine/``, last good ones standing in."""
     scheme, bucket, prefix = split_uri(prefix_uri)
-    return objects_read_good_uploads(_objects(scheme, bucket, s3_client, gcs_client), prefix, check, limit=limit)
+    store = _objects(scheme, bucket, s3_client, gcs_client)
+    return objects_read_good_uploads(store, prefix, check, limit=limit, name=name)

@@ -27,7 +27,11 @@ DEFAULT_FORMATS = ["slurm-tree", "slurm-block", "slurm-yaml", "k8s-labels", "gra
 #: env var -> (Settings field, description). The single source of truth for the wiring test and docs.
 ENV_VARS: dict[str, tuple[str, str]] = {
     "TOPOCAST_CLUSTER": ("cluster", "cluster name (graph, keys, parameter paths)"),
-    "TOPOCAST_PROVIDER": ("provider", "topology source: aws, gcp, ibnetdiscover, netq, k8s-labels"),
+    "TOPOCAST_PROVIDER": ("provider", "topology source: aws, gcp, ibnetdiscover, netq, k8s-labels, oci, nebius"),
+    "TOPOCAST_PROVIDER_OPTIONS": (
+        "provider_settings",
+        "options of a provider the variables below do not cover (oci, nebius, ...) as a JSON object",
+    ),
     "TOPOCAST_BUCKET": ("bucket", "S3/GCS bucket for graphs and rendered artifacts"),
     "TOPOCAST_PREFIX": ("prefix", "key prefix inside the bucket"),
     "TOPOCAST_FILTERS": ("filters", "cluster membership, EC2 filter syntax NAME=V1,V2 separated by ';'"),
@@ -75,6 +79,11 @@ ENV_VARS: dict[str, tuple[str, str]] = {
         "slurmrest_format",
         "slurmrestd publisher: the format the controller runs (slurm-tree, slurm-block, slurm-yaml)",
     ),
+    "TOPOCAST_OVERLAYS": (
+        "overlays",
+        "merged sources after the provider, SOURCE:FIELD=VALUE[,...] separated by ';', e.g. "
+        "k8s-labels:domain=nvidia.com/gpu.clique (providers/overlay.py)",
+    ),
     "TOPOCAST_NODE_LABELS": (
         "node_labels",
         "k8s-labels: NodeLabelsConfig as JSON (fabric_keys, accelerator_key, node_selector); the cluster is "
@@ -82,6 +91,12 @@ ENV_VARS: dict[str, tuple[str, str]] = {
     ),
     # ----- on-prem fabrics (topocast.providers.ibnetdiscover / netq; see docs/onprem.md) -----
     "TOPOCAST_IB_HOST_REGEX": ("ib_host_regex", "ibnetdiscover: regex with group 'host' for HCA descriptions"),
+    "TOPOCAST_IB_HCAS": (
+        "ib_hcas",
+        "ibnetdiscover/netq: the compute fabric's HCAs (device-name patterns, '!' excludes: mlx5_[0-7];!mlx5_8)",
+    ),
+    "TOPOCAST_IB_GUIDS": ("ib_guids", "ibnetdiscover: the compute fabric's HCA node/port GUIDs (';', '!' excludes)"),
+    "TOPOCAST_IB_SWITCHES": ("ib_switches", "ibnetdiscover/netq: switch-name patterns that may be used (!STOR-*)"),
     "TOPOCAST_DOMAINS_URI": ("domains_uri", "on-prem NVLink domains file (CSV or nvidia-smi -q), s3://..."),
     "TOPOCAST_NETQ_URL": ("netq_url", "NetQ API base URL"),
     "TOPOCAST_NETQ_CREDENTIALS": ("netq_credentials", "Secrets Manager / SSM SecureString ARN of NetQ credentials"),
@@ -131,6 +146,9 @@ class DiscoverySettings(_Section):
     reserved_nodes: str | dict[str, Any] | None = None
     # on-prem fabrics
     ib_host_regex: str | None = None
+    ib_hcas: list[str] = Field(default_factory=list)
+    ib_guids: list[str] = Field(default_factory=list)
+    ib_switches: list[str] = Field(default_factory=list)
     domains_uri: str | None = None
     netq_url: str | None = None
     netq_credentials: str | None = None
@@ -144,6 +162,10 @@ class DiscoverySettings(_Section):
     compute_endpoint: str | None = None
     # k8s-labels (NodeLabelsConfig without the cluster; validated by the provider)
     node_labels: dict[str, Any] = Field(default_factory=dict)
+    # every other provider: its own Options model validates this (topocast.providers.options)
+    provider_settings: dict[str, Any] = Field(default_factory=dict)
+    #: merged sources read after the provider (providers/overlay.py grammar; parsed when it is built)
+    overlays: list[str] = Field(default_factory=list)
 
     def provider_options(self) -> dict[str, Any]:
         """The options of the configured provider (``ProviderInputs.options``), by provider name."""
@@ -163,8 +185,16 @@ class DiscoverySettings(_Section):
                 "domain_tier": self.gcp_domain_tier,
                 "read": self.gcp_read,
             },
-            "ibnetdiscover": {"host_regex": self.ib_host_regex, "domains_uri": self.domains_uri},
+            "ibnetdiscover": {
+                "host_regex": self.ib_host_regex,
+                "domains_uri": self.domains_uri,
+                "ib_hcas": self.ib_hcas,
+                "ib_guids": self.ib_guids,
+                "ib_switches": self.ib_switches,
+            },
             "netq": {
+                "ib_hcas": self.ib_hcas,
+                "ib_switches": self.ib_switches,
                 "url": self.netq_url,
                 "credentials": self.netq_credentials,
                 "premises": self.netq_premises,
@@ -172,7 +202,7 @@ class DiscoverySettings(_Section):
             },
             "k8s-labels": dict(self.node_labels),
         }
-        return by_provider.get(self.provider, {})
+        return by_provider.get(self.provider, dict(self.provider_settings))
 
 
 class RenderSettings(_Section):
@@ -251,11 +281,13 @@ class Settings(StorageSettings, DiscoverySettings, RenderSettings, PublishSettin
 
 
 _LISTS = {"filters", "instance_types", "zones", "formats", "publishers", "gcp_zones", "gcp_labels", "netq_premises"}
-_JSON = {"render_options", "k8s_options", "node_labels"}
+_JSON = {"render_options", "k8s_options", "node_labels", "provider_settings"}
+_LISTS |= {"ib_hcas", "ib_guids", "ib_switches"}  # the compute fabric's ports (providers/port_selection.py)
+_LISTS |= {"overlays"}  # SOURCE:FIELD=VALUE,...: items are ','-separated, so overlays split on ';' only
 
 
 def _split(value: str, field: str) -> list[str]:
-    seps = ";" if field in ("filters", "gcp_labels") else ";,"
+    seps = ";" if field in ("filters", "gcp_labels", "overlays") else ";,"
     parts = [value]
     for sep in seps:
         parts = [p for chunk in parts for p in chunk.split(sep)]

@@ -5,7 +5,9 @@ for any two graphs (two files, two generations in the store) as plain data; the 
 (``topocast diff``), the HTML view (``--previous``) and the pull agent's report use it.
 
 * **added / removed**: node names present in only one graph;
-* **moved**: a node in both whose fabric path (its switches) changed, old -> new;
+* **moved**: a node in both whose fabric path (its switches) changed, old -> new. Kept closest-first
+  (the graph's order) in :class:`Move`; every output (text, ``--json``, the HTML view) prints paths
+  **root-first** (``spine-1 > leaf-1``; JSON ``["spine-1", "leaf-1"]``), the way people read a fabric;
 * **domain changed**: a node in both whose accelerator domain or sub-domain changed;
 * **domains added / removed**: accelerator domains present in only one graph;
 * **newly set aside / no longer set aside**: entries of the graphs' ``unplaced`` (what discovery set
@@ -75,7 +77,8 @@ class GraphDiff:
             "new_nodes": self.new_nodes,
             "added": self.added,
             "removed": self.removed,
-            "moved": [{"node": m.node, "old": list(m.old), "new": list(m.new)} for m in self.moved],
+            # root-first, like the text report (Move keeps the graph's closest-first order)
+            "moved": [{"node": m.node, "old": _root_first(m.old), "new": _root_first(m.new)} for m in self.moved],
             "domain_changed": [
                 {
                     "node": c.node,
@@ -123,9 +126,14 @@ def diff_graphs(old: TopologyGraph, new: TopologyGraph) -> GraphDiff:
     )
 
 
+def _root_first(path: tuple[str, ...]) -> list[str]:
+    """A closest-first fabric path as every output prints it: root first (``[core-1, spine-2, leaf-7]``)."""
+    return list(reversed(path))
+
+
 def _path(path: tuple[str, ...]) -> str:
     """Root first, the way people read a fabric: ``core-1 > spine-2 > leaf-7``."""
-    return " > ".join(reversed(path)) if path else "(no topology)"
+    return " > ".join(_root_first(path)) if path else "(no topology)"
 
 
 def _dom(value: tuple[str | None, str | None]) -> str:

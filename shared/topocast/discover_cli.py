@@ -17,8 +17,10 @@ from typing import Any
 from topocast.errors import ProviderError
 from topocast.graph import TopologyGraph, dump_graph
 from topocast.hostlist import expand
-from topocast.placement import set_aside_report
-from topocast.providers import DiscoveryResult, ProviderInputs, build_provider
+from topocast.placement import notes_report, set_aside_report
+from topocast.providers import PROVIDERS, DiscoveryResult, ProviderInputs, build_provider
+from topocast.providers.options import describe_options, options_model, parse_option_pairs
+from topocast.safe_files import write_out
 
 
 @dataclass
@@ -45,10 +47,28 @@ class DiscoverArgs:
     premises: list[str] = field(default_factory=list)
     insecure: bool = False
     ca_file: str | None = None
+    ib_hcas: list[str] = field(default_factory=list)
+    ib_guids: list[str] = field(default_factory=list)
+    ib_switches: list[str] = field(default_factory=list)
     # k8s-labels (labels: only nodes with these KEY=VALUE labels)
     kubeconfig: str | None = None
     fabric_keys: list[str] = field(default_factory=list)
     accelerator_key: str | None = None
+    preset: str | None = None
+    overlays: list[str] = field(default_factory=list)
+    # every provider: --option KEY=VALUE (its Options model validates them); --list-options prints them
+    option: list[str] = field(default_factory=list)
+    list_options: bool = False
+
+
+#: service -> "module:function" the shell hands a provider as ``sdk_client(service)`` (a provider's own
+#: SDK adapter, below the providers; it is called with the provider's validated options)
+SDK_CLIENTS = {
+    "oci": "topocast.providers.oci_sdk:connect",
+    "oci-imds": "topocast.providers.oci_sdk:imds_get",
+    "nebius": "topocast.providers.nebius_sdk:connect",
+    "azure-compute": "topocast.providers.azure_sdk:connect",
+}
 
 
 def _read_local(path: str) -> str:
@@ -101,6 +121,18 @@ def _clients(a: DiscoverArgs) -> Callable[[str], Any]:
                 K8sConnection(auth="kubeconfig", kubeconfig=a.kubeconfig) if a.kubeconfig else K8sConnection.from_env()
             )
             return node_lister(conn)
+        if service == "k8s-dra":
+            from topocast.k8s.client import K8sConnection
+            from topocast.k8s.resource_slices import dra_lister
+
+            kubeconfig = a.kubeconfig or parse_option_pairs(a.option).get("kubeconfig")
+            conn = K8sConnection(auth="kubeconfig", kubeconfig=kubeconfig) if kubeconfig else K8sConnection.from_env()
+            return dra_lister(conn)
+        if service in SDK_CLIENTS:
+            import importlib
+
+            module, _, attr = SDK_CLIENTS[service].partition(":")
+            return getattr(importlib.import_module(module), attr)
         raise ProviderError(f"topocast discover has no {service!r} client")
 
     return client
@@ -125,21 +157,43 @@ def provider_inputs(a: DiscoverArgs) -> ProviderInputs:
         if not a.inputs:
             raise ProviderError("--provider ibnetdiscover needs --input FILE (repeatable)")
         options = {"host_regex": a.host_regex, "nodes": nodes, "domains_uri": domains,
-                   "topograph_compat": a.topograph_compat}  # fmt: skip
+                   "topograph_compat": a.topograph_compat,
+                   "ib_hcas": a.ib_hcas, "ib_guids": a.ib_guids, "ib_switches": a.ib_switches}  # fmt: skip
     elif a.provider == "netq":
         if not (a.url and a.credentials):
             raise ProviderError("--provider netq needs --url and --credentials FILE|ARN")
         options = {"url": a.url, "credentials": a.credentials, "premises": a.premises, "nodes": nodes,
-                   "domains_uri": domains, "insecure": a.insecure, "ca_file": a.ca_file}  # fmt: skip
+                   "domains_uri": domains, "insecure": a.insecure, "ca_file": a.ca_file,
+                   "ib_hcas": a.ib_hcas, "ib_guids": a.ib_guids, "ib_switches": a.ib_switches}  # fmt: skip
     elif a.provider == "k8s-labels":
         bad = [kv for kv in a.labels if "=" not in kv]
         if bad:
             raise ProviderError(f"--label {bad[0]!r}: expected KEY=VALUE (only nodes carrying that label)")
         selector = dict(kv.split("=", 1) for kv in a.labels) if a.labels else None
-        options = {"fabric_keys": a.fabric_keys, "accelerator_key": a.accelerator_key, "node_selector": selector}
+        options = {"fabric_keys": a.fabric_keys, "accelerator_key": a.accelerator_key, "node_selector": selector,
+                   "preset": a.preset}  # fmt: skip
     else:
         options = {}
-    return ProviderInputs(cluster, options, _clients(a), _local_files(a.inputs), _read_local, _secret)
+    options.update(parse_option_pairs(a.option))
+    uploads = _local_files(a.inputs)
+    if a.provider == "azure" and isinstance(options.get("uploads"), str):
+        uploads = _nvlink_uploads(str(options["uploads"]))
+    return ProviderInputs(cluster, options, _clients(a), uploads, _read_local, _secret)
+
+
+def _nvlink_uploads(prefix_uri: str) -> Callable[[], dict[str, bytes]]:
+    """``collect nvlink`` records in a bucket, through the functions' quarantine (bad ones moved aside)."""
+
+    def read() -> dict[str, bytes]:
+        from topocast.collect import read_good_uploads
+        from topocast.providers.nvlink import RECORD_NAME, check_record
+
+        got = read_good_uploads(prefix_uri, check_record, name=RECORD_NAME)
+        for uri, reason in got.quarantined:
+            print(f"topocast: warning: {uri}: quarantined ({reason})", file=sys.stderr)
+        return got.texts
+
+    return read
 
 
 def print_set_aside(graph: TopologyGraph) -> None:
@@ -150,16 +204,37 @@ def print_set_aside(graph: TopologyGraph) -> None:
         print("\n".join(lines[1:]), file=sys.stderr)
 
 
-def run_discover(args: DiscoverArgs, out: Path | None) -> DiscoveryResult:
-    result = build_provider(args.provider, provider_inputs(args)).discover_full(None)
+def list_options() -> str:
+    """Every registered provider's options, from its ``Options`` model (providers without one take flags)."""
+    lines: list[str] = []
+    for name, target in sorted(PROVIDERS.items()):
+        try:
+            model = options_model(target) if isinstance(target, str) else None
+        except ImportError as exc:
+            lines.append(f"{name}: not available here ({exc})")
+            continue
+        if model is None:
+            lines.append(f"{name}: takes the flags of topocast discover --help")
+        else:
+            lines.extend(describe_options(name, model))
+    return "\n".join(lines) + "\n"
+
+
+def run_discover(args: DiscoverArgs, out: Path | None) -> DiscoveryResult | None:
+    if args.list_options:
+        sys.stdout.write(list_options())
+        return None
+    result = build_provider(args.provider, provider_inputs(args), args.overlays).discover_full(None)
     for warning in result.warnings:
         print(f"topocast: warning: {warning}", file=sys.stderr)
     print_set_aside(result.graph)
+    for line in notes_report(result.graph):
+        print(f"topocast: note: {line.strip()}" if not line.startswith("  ") else line, file=sys.stderr)
     text = dump_graph(result.graph)
     if out is None:
         sys.stdout.write(text)
     else:
-        out.write_text(text)
+        write_out(out, text)
     calls = ", ".join(f"{k}={v}" for k, v in sorted(result.api_calls.items()))
     print(
         f"topocast: {len(result.graph.nodes)} node(s), {len(result.graph.nodes_without_topology())} without "

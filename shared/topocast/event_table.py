@@ -178,7 +178,33 @@ TABLE: tuple[EventKind, ...] = (
     ),
     _aws("s3/ObjectRemoved", "ignored", "removing an upload changes no fabric until the next upload", None),
     _aws("s3/TestEvent", "ignored", "S3 sends one test event when the notification is configured", "s3-notification"),
-    _aws("aws/*", "rejected", "a source or detail-type topocast does not handle", None),
+    # ----- AWS: the rest of the subscribed sources (well-formed, nothing to do; never dead-lettered) ---------
+    _aws(
+        f"{ASG}/EC2 Instance Launch Unsuccessful",
+        "ignored",
+        "the launch failed, so no instance joined the group; the group retries and Launch Successful adds it",
+        None,
+    ),
+    _aws(
+        f"{ASG}/EC2 Instance Terminate Unsuccessful",
+        "ignored",
+        "the termination failed and the instance stays; a later termination removes it, the next reconcile"
+        " re-reads one a lifecycle action took out",
+        None,
+    ),
+    _aws(
+        f"{ASG}/*",
+        "ignored",
+        "an Auto Scaling event that changes no group membership (instance refresh, warm pool, scaling activity)",
+        None,
+    ),
+    _aws(
+        "aws.ec2/*",
+        "ignored",
+        "an EC2 event that moves no instance in or out of the cluster (e.g. an AMI state change, a CloudTrail call)",
+        None,
+    ),
+    _aws("aws/*", "rejected", "a source topocast does not subscribe to", None),
     # ----- GCP: Admin Activity audit logs (Eventarc, one trigger per methodName) -------------------------------
     *(
         _gcp(f"{v}compute.instances.insert", "upsert", "VM created: re-read it", _ADMIN)
@@ -283,7 +309,8 @@ def gcp_methods(route: Route) -> list[str]:
     return [k.kind for k in TABLE if k.cloud == "gcp" and k.route == route and k.kind.startswith(_METHOD_PREFIXES)]
 
 
-#: EventBridge rules of the AWS module (name -> source), each matching the table's ``eventbridge`` rows
+#: EventBridge rules of the AWS module (name -> source), each matching the table's ``eventbridge`` rows;
+#: an event of these sources the table does not name takes the source's ``<source>/*`` row (ignored)
 AWS_RULES: dict[str, str] = {"ec2-state": "aws.ec2", "ec2-notices": "aws.ec2", "autoscaling": ASG}
 
 

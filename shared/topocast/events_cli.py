@@ -10,7 +10,11 @@ The input is one delivery exactly as a function receives it; the same parsers th
   ``ce-*`` header lines, a blank line, the body), or a raw Pub/Sub push
   (``{"message": ..., "subscription": ...}``, converted the way functions-framework does).
 
-One JSON line per event: ``{"cloud", "kind", "action", "instances", "reason"}``. The exit code is
+One JSON line per event: ``{"cloud", "kind", "action", "instances", "reason"}``; a delivery with no
+event at all (``[]``, ``{"Records": []}``) prints ``0 events`` on stderr. An object that is no known
+event is what the AWS function takes for an EventBridge Scheduler Input: its line says it is
+"treated as a manual reconcile". One record too deep or too large for a parser is one ``rejected``
+line; the other records of its batch keep theirs. The exit code is
 0 when the function would accept the delivery (``ignored`` and ``noted`` included) and 2 when it
 would dead-letter any of it. What the function does afterwards with its settings (cluster
 filters, project, zones) is not shown: explain reads no configuration.
@@ -21,12 +25,16 @@ upload, never their topology data, so only the discover outcome, its metric and 
 from __future__ import annotations
 
 import json
+import re
 import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from topocast import changes
+from topocast.errors import TopocastError
+from topocast.limits import MAX_JSON_DEPTH
+from topocast.validation import check_json_depth, load_json
 
 __all__ = ["explain", "explain_delivery"]
 
@@ -66,8 +74,8 @@ def _from_outcome(cloud: str, outcome: Any) -> Line:
 # ----- AWS -------------------------------------------------------------------------------------------
 def _aws_kind(body: Any) -> str:
     try:
-        data = json.loads(body) if isinstance(body, str | bytes) else body
-    except ValueError:
+        data = load_json(body, "event body", changes.MalformedEvent)  # depth-checked: never RecursionError
+    except changes.MalformedEvent:
         return "?"
     if isinstance(data, dict) and ("detail-type" in data or "detail_type" in data):
         return f"{data.get('source', '?')}/{data.get('detail-type') or data.get('detail_type')}"
@@ -77,10 +85,30 @@ def _aws_kind(body: Any) -> str:
 def _aws(body: Any, uploads: str | None) -> Line:
     from topocast.aws.events import parse_event
 
+    if body == _TOO_DEEP or (not isinstance(body, str | bytes) and _TOO_DEEP_JSON in json.dumps(body)):
+        return _line("aws", "?", "rejected", [], f"event body: nested deeper than {MAX_JSON_DEPTH} levels")
     try:
-        return _from_outcome("aws", parse_event(body, uploads=uploads))
+        line = _from_outcome("aws", parse_event(body, uploads=uploads))
     except changes.MalformedEvent as exc:
         return _line("aws", _aws_kind(body), "rejected", [], str(exc))
+    if line["kind"] == "scheduler/input" and not _scheduler_shaped(body):
+        line["reason"] += f"; {_UNKNOWN_OBJECT}"
+    return line
+
+
+_UNKNOWN_OBJECT = (
+    "not a known event (no detail-type, Records, specversion or cluster/reason): treated as a manual reconcile,"
+    " as the discover function takes any other JSON object for an EventBridge Scheduler Input"
+)
+
+
+def _scheduler_shaped(body: Any) -> bool:
+    """True for the documented Scheduler Input (``{"cluster": ..., "reason": ...}``, nothing else)."""
+    try:
+        data = load_json(body, "event body", changes.MalformedEvent)
+    except changes.MalformedEvent:
+        return False
+    return isinstance(data, dict) and bool(data) and data.keys() <= {"cluster", "reason"}
 
 
 # ----- GCP -------------------------------------------------------------------------------------------
@@ -89,6 +117,9 @@ def _gcp(event: Any) -> Line:
 
     attrs = event[0] if isinstance(event, tuple) else event
     ce_type = attrs.get("type", "?") if isinstance(attrs, dict) else "?"
+    if not isinstance(ce_type, str):
+        got = "null" if ce_type is None else type(ce_type).__name__
+        return _line("gcp", "?", "rejected", [], f"CloudEvent attribute type: must be a string, got {got}")
     if ce_type in _INTERNAL:
         try:
             parse_cloud_event(event)
@@ -141,7 +172,7 @@ def _events(text: str, uploads: str | None) -> Iterator[Line]:
         yield _line("?", "?", "rejected", [], "empty delivery")
         return
     try:
-        data = json.loads(stripped)
+        data = json.loads(_prune_too_deep(stripped))
     except ValueError:
         binary = _binary_mode(text)
         if binary is not None:
@@ -150,6 +181,46 @@ def _events(text: str, uploads: str | None) -> Iterator[Line]:
             yield _aws(stripped, uploads)  # the text 'reconcile' (a Scheduler Input), or a clear rejection
         return
     yield from _json_delivery(data, uploads)
+
+
+#: stands in for a value nested too deep to parse, so the rest of the delivery still is
+_TOO_DEEP = "\u0000topocast: nested too deep"
+_TOO_DEEP_JSON = json.dumps(_TOO_DEEP)
+#: the levels a delivery wraps an event in (a list, ``Records``, a record, its ``body``)
+_WRAPPING = 4
+_TOKEN = re.compile(r'"(?:[^"\\]|\\.)*"|[\[\]{}]')
+
+
+def _prune_too_deep(text: str) -> str:
+    """``text`` with every value nested deeper than one event may be replaced by :data:`_TOO_DEEP`.
+
+    ``json.loads`` recurses per level: one record of 100,000 ``[`` would end the whole batch in
+    RecursionError. Scanned without recursion, and only when the brackets could be that deep.
+    """
+    limit = MAX_JSON_DEPTH + _WRAPPING
+    try:
+        check_json_depth(text, "delivery", TopocastError, limit)
+        return text
+    except TopocastError:
+        pass
+    out: list[str] = []
+    depth, kept, cut = 0, 0, -1  # cut: where the value being dropped starts (-1: none)
+    for tok in _TOKEN.finditer(text):
+        ch = tok.group()
+        if ch in "[{":
+            depth += 1
+            if depth > limit and cut < 0:
+                out.append(text[kept : tok.start()])
+                cut = tok.start()
+        elif ch in "]}":
+            depth -= 1
+            if cut >= 0 and depth == limit:
+                out.append(json.dumps(_TOO_DEEP))
+                kept, cut = tok.end(), -1
+    if cut >= 0:  # never closed: the delivery is truncated as well, let the parser say so
+        return text
+    out.append(text[kept:])
+    return "".join(out)
 
 
 def _json_delivery(data: Any, uploads: str | None) -> Iterator[Line]:
@@ -161,6 +232,8 @@ def _json_delivery(data: Any, uploads: str | None) -> Iterator[Line]:
         yield _aws(json.dumps(data), uploads)
         return
     records = data.get("Records")
+    if records == [] and data.keys() == {"Records"}:
+        return  # an empty batch: no event
     if (
         isinstance(records, list)
         and records
@@ -200,4 +273,6 @@ def explain(source: Path | None, uploads: str | None = None) -> int:
     lines, code = explain_delivery(text, uploads)
     for line in lines:
         sys.stdout.write(json.dumps(line) + "\n")
+    if not lines:
+        sys.stderr.write("0 events (the delivery holds none: nothing to do)\n")
     return code

@@ -85,6 +85,14 @@ class TopologyGraph(BaseModel):
             "label such as `record 'gpu-03=x mlx5_0'`). Never silently dropped: rendered in reports and views."
         ),
     )
+    notes: dict[str, str] = Field(
+        default_factory=dict,
+        description=(
+            "Per-node notes that did not set the node aside: node name -> what discovery decided and why, e.g. "
+            "merged sources disagreeing (an overlay's NVLink clique spanning two of the base source's domains, "
+            "a node only one source knows). Rendered in reports and views."
+        ),
+    )
 
     @field_validator("cluster")
     @classmethod
@@ -131,8 +139,8 @@ def dump_graph(graph: TopologyGraph, indent: int | None = 2) -> str:
     indenting), which prints the same bytes whenever the text is ASCII.
     """
     ordered = sorted(graph.nodes, key=_by_name)
-    # an empty `unplaced` is left out: the file is byte for byte what it was before the field existed
-    exclude = None if graph.unplaced else {"unplaced"}
+    # an empty `unplaced` / `notes` is left out: the file is byte for byte what it was before the field existed
+    exclude = {k for k in ("unplaced", "notes") if not getattr(graph, k)} or None
     if indent is not None:
         with paused_gc():
             text = graph.model_copy(update={"nodes": ordered}).model_dump_json(indent=indent, exclude=exclude)

@@ -6,7 +6,8 @@ Rules (each rejection names the node or switch):
 * node names and instance IDs are unique; no name is both a node and a switch;
 * no switch appears twice in one node's path; a sub-domain needs a domain;
 * the paths form a tree: a switch sits at one height under one parent everywhere;
-* what was set aside (``unplaced``) is printable text of bounded length (it reaches reports and views).
+* what was set aside (``unplaced``) and the per-node ``notes`` are printable text of bounded length (they
+  reach reports and views).
 
 :func:`check_graph` first runs set-level checks over the *distinct* values (100k nodes
 share ~6k switch paths and ~1.4k domains), which pass for every good graph. Only if one
@@ -62,6 +63,8 @@ def looks_consistent(graph: TopologyGraph) -> bool:
     """True if every rule holds (never raises; says nothing about which rule fails)."""
     if graph.unplaced and _unplaced_error(graph.unplaced) is not None:
         return False
+    if graph.notes and _unplaced_error(graph.notes, "notes") is not None:
+        return False
     # The node columns (C-level passes over the nodes, kept for the renderers when a render call
     # loads the graph inside fabric.shared_views); everything after works on sets of distinct values.
     if not graph.nodes:
@@ -94,18 +97,19 @@ def looks_consistent(graph: TopologyGraph) -> bool:
     return all_safe(list(graph.switch_names.values()), MAX_SWITCH_NAME, remember=True)
 
 
-def _unplaced_error(unplaced: dict[str, str]) -> str | None:
+def _unplaced_error(unplaced: dict[str, str], field: str = "unplaced") -> str | None:
+    """The first entry of ``unplaced`` (or ``notes``) that is not bounded printable text, as a message."""
     for key, reason in unplaced.items():
         if not key or len(key) > MAX_UNPLACED_KEY or not key.isprintable():
-            return f"unplaced: entry {key[:40]!r} must be printable text of 1..{MAX_UNPLACED_KEY} characters"
+            return f"{field}: entry {key[:40]!r} must be printable text of 1..{MAX_UNPLACED_KEY} characters"
         if not reason or len(reason) > MAX_UNPLACED_REASON or not reason.isprintable():
-            return f"unplaced: the reason for {key!r} must be printable text of 1..{MAX_UNPLACED_REASON} characters"
+            return f"{field}: the reason for {key!r} must be printable text of 1..{MAX_UNPLACED_REASON} characters"
     return None
 
 
 def _find_error(graph: TopologyGraph) -> None:
     """Walk node by node and raise the first problem found (the check order of the rules above)."""
-    problem = _unplaced_error(graph.unplaced)
+    problem = _unplaced_error(graph.unplaced) or _unplaced_error(graph.notes, "notes")
     if problem is not None:
         raise ValueError(problem)
     for i, node in enumerate(graph.nodes):

@@ -56,6 +56,7 @@ class WireGraph(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     nodes: list[WireNode] | msgspec.UnsetType = msgspec.UNSET
     switch_names: dict[str, str] | msgspec.UnsetType = msgspec.UNSET
     unplaced: dict[str, str] | msgspec.UnsetType = msgspec.UNSET
+    notes: dict[str, str] | msgspec.UnsetType = msgspec.UNSET
 
 
 _DECODER = msgspec.json.Decoder(WireGraph)

@@ -34,6 +34,7 @@ from topocast.names import check_domain_name, check_node_name, check_switch_name
 
 __all__ = [
     "carry_unplaced",
+    "notes_report",
     "place_nodes",
     "record_label",
     "set_aside_count",
@@ -65,16 +66,21 @@ def place_nodes(
     *,
     switch_names: Mapping[str, str] | None = None,
     unplaced: Mapping[str, str] | None = None,
+    notes: Mapping[str, str] | None = None,
 ) -> TopologyGraph:
     """The graph of ``nodes``, with every node that breaks a rule set aside (see the module doc).
 
     ``unplaced`` carries what the source itself already set aside (a record it could not parse). Raises
-    only for what is not a node's fault: an unsafe cluster name.
+    only for what is not a node's fault: an unsafe cluster name. ``notes``: per-node notes kept with the
+    graph (:attr:`TopologyGraph.notes`), bounded like the reasons.
     """
     aside: dict[str, str] = {k: _reason(v) for k, v in (unplaced or {}).items()}
+    kept_notes = {k[:MAX_UNPLACED_KEY]: _reason(v) for k, v in (notes or {}).items() if k and v}
     names = dict(switch_names or {})
     try:  # the usual case: the graph's own check (at C speed) passes, and runs once
-        return TopologyGraph(cluster=cluster, provider=provider, nodes=list(nodes), switch_names=names, unplaced=aside)
+        return TopologyGraph(
+            cluster=cluster, provider=provider, nodes=list(nodes), switch_names=names, unplaced=aside, notes=kept_notes
+        )
     except (ValidationError, TopocastError):
         pass  # some node breaks a rule: find it below
     kept = _drop_unnameable(nodes, aside)
@@ -93,7 +99,9 @@ def place_nodes(
             safe_names[sw] = check_switch_name(display, f"switch {sw}")
         except UnsafeNameError as exc:
             aside[f"{SWITCH_PREFIX}{sw}"] = _reason(f"display name dropped: {exc}")
-    return TopologyGraph(cluster=cluster, provider=provider, nodes=final, switch_names=safe_names, unplaced=aside)
+    return TopologyGraph(
+        cluster=cluster, provider=provider, nodes=final, switch_names=safe_names, unplaced=aside, notes=kept_notes
+    )
 
 
 def _drop_unnameable(nodes: Iterable[Node], aside: dict[str, str]) -> list[Node]:
@@ -221,6 +229,14 @@ def set_aside_lines(unplaced: Mapping[str, str], limit: int = 10) -> list[str]:
     if len(items) > limit:
         lines.append(f"... and {len(items) - limit} more")
     return lines
+
+
+def notes_report(graph: TopologyGraph, limit: int = 10) -> list[str]:
+    """What a command prints about the graph's per-node ``notes``: a head line and a bounded sample (empty: none)."""
+    if not graph.notes:
+        return []
+    head = f"{len(graph.notes)} node note(s): placed, but the sources disagree about them or one lacks them"
+    return [head, *(f"  {line}" for line in set_aside_lines(graph.notes, limit))]
 
 
 def set_aside_report(graph: TopologyGraph, limit: int = 10) -> list[str]:

@@ -15,8 +15,13 @@ The connection is a kubeconfig (``--kubeconfig``/``--context``, default
 ``$KUBECONFIG`` then ``~/.kube/config``), the in-cluster service account
 (``--in-cluster``, for a CronJob), or ``TOPOCAST_K8S_*`` variables.
 ``--dry-run`` reads the cluster and prints the plan (nodes and objects to
-change) without writing; ``--server-dry-run`` also sends every write with
-``dryRun=All`` so the API server validates it.
+change) without writing; with no cluster configured (no kubeconfig, no
+``TOPOCAST_K8S_*``) or one that cannot be reached, it prints the plan from the
+graph alone: the labels of every node and the objects as YAML, summarised past
+50 lines with counts (``--json``: all of it). ``--server-dry-run`` also sends
+every write with ``dryRun=All`` so the API server validates it. A server that
+cannot be reached is one line (exit 1), and a long publish reports its progress
+on stderr (a bar on a terminal, else a line every 5 s or 10 %).
 
 Exit codes: 0 the cluster matches the graph (or the plan was printed), 1 the
 publish is incomplete (an outage or an error, printed: run it again), 2 bad input
@@ -28,7 +33,10 @@ line per refusal class (running it again gets the same answer: fix the cause).
 from __future__ import annotations
 
 import json
+import os
+import socket
 import sys
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -177,15 +185,30 @@ def print_refusals(report: Any, err: TextIO) -> None:
         print(line + (f"; {nodes[0]}: {message}" if message else ""), file=err)
 
 
+#: lines of node changes a plan prints before it summarises (``--json`` has them all)
+PLAN_NODE_LINES = 40
+#: lines a plan from the graph alone prints in all before it summarises
+PLAN_LINES = 50
+
+
+def _more(shown: int, total: int, what: str) -> str:
+    return f"  ... and {total - shown} more {what} (--json for all)"
+
+
 def print_plan(report: Any, out: TextIO) -> None:
-    """The dry run's plan: nodes and objects that a publish would change."""
+    """The dry run's plan: nodes and objects that a publish would change (node lines cut at
+    :data:`PLAN_NODE_LINES`, with the count of the rest)."""
     print(f"dry run ({report.dry_run}): nothing was written", file=out)
     print(
         f"nodes to patch: {len(report.nodes_patched)} ({report.nodes_unchanged} already current, "
         f"{len(report.nodes_drifted)} drifted)",
         file=out,
     )
-    for node in sorted(report.node_changes):
+    changed = sorted(report.node_changes)
+    for shown, node in enumerate(changed):
+        if shown == PLAN_NODE_LINES:
+            print(_more(shown, len(changed), "node(s)"), file=out)
+            break
         change = report.node_changes[node]
         parts = [f"{k}={v}" for k, v in sorted(change["set"].items())]
         parts += [f"-{k}" for k in change["remove"]]
@@ -201,6 +224,126 @@ def print_plan(report: Any, out: TextIO) -> None:
             drift = report.objects_drifted.get(name)
             note = "  (drifted: " + ", ".join(drift) + ")" if drift else ""
             print(f"  {name}{note}", file=out)
+
+
+def _label_words(labels: dict[str, Any]) -> str:
+    return " ".join(f"{k}={v}" for k, v in sorted(labels.items()))
+
+
+def offline_plan(artifacts: list[Any], why: str) -> dict[str, Any]:
+    """The plan from the graph alone (no cluster to compare with): every node's labels, every object."""
+    nodes: dict[str, dict[str, Any]] = {}
+    objects: list[dict[str, Any]] = []
+    for art in artifacts:
+        if art.format == "k8s-labels":
+            nodes = {str(o["node"]): {"set": dict(o["labels"]), "keep": list(o.get("keep") or [])} for o in art.objects}
+        else:
+            objects += [{"format": art.format, "object": obj} for obj in art.objects]
+    return {"dry_run": "graph", "cluster": None, "why": why, "nodes": nodes, "objects": objects}
+
+
+def _object_name(obj: dict[str, Any]) -> str:
+    meta = obj.get("metadata") or {}
+    where = f"{meta['namespace']}/" if meta.get("namespace") else ""
+    return f"{obj.get('apiVersion', '?')} {obj.get('kind', '?')} {where}{meta.get('name', '?')}"
+
+
+def print_offline_plan(plan: dict[str, Any], out: TextIO) -> None:
+    """At most :data:`PLAN_LINES` lines: node label lines, then the objects as YAML while they fit (else
+    one line per object), then the counts of what was left out."""
+    nodes, objects = plan["nodes"], plan["objects"]
+    lines = [f"dry run (no cluster: {plan['why']}): the plan from the graph alone; nothing was written"]
+    keys = {k for change in nodes.values() for k in change["set"]}
+    lines.append(
+        f"nodes to label: {len(nodes)} ({len(keys)} label key(s); a cluster's nodes already current are not known)"
+    )
+    names = sorted(nodes)
+    room = min(len(names), PLAN_NODE_LINES // 2 if objects else PLAN_LINES - 4)
+    lines += [f"  node/{n}: {_label_words(nodes[n]['set'])}" for n in names[:room]]
+    if room < len(names):
+        lines.append(_more(room, len(names), "node(s)"))
+    lines.append(f"objects to apply: {len(objects)}")
+    texts = [yaml.safe_dump(o["object"], sort_keys=False, default_flow_style=None, width=120) for o in objects]
+    total = sum(t.count("\n") + 1 for t in texts)
+    budget = PLAN_LINES - len(lines) - 1
+    if total <= budget:
+        for text in texts:
+            lines += ["---", *text.rstrip("\n").splitlines()]
+    else:  # one line per kind, with its count and a sample of names
+        groups: dict[str, list[str]] = {}
+        for o in objects:
+            obj = o["object"]
+            key = f"{o['format']}: {obj.get('apiVersion', '?')} {obj.get('kind', '?')}"
+            groups.setdefault(key, []).append(str((obj.get("metadata") or {}).get("name", "?")))
+        for key, members in groups.items():
+            from topocast.k8s.publisher import sample_names
+
+            lines.append(f"  {key}: {len(members)} ({sample_names(members)})")
+    full = 2 + len(names) + 1 + total
+    note = f"; {len(lines) + 1} of {full} lines shown, --json for the whole plan" if full > len(lines) + 1 else ""
+    lines.append(f"plan: {len(nodes)} node(s) to label, {len(objects)} object(s) to apply{note}")
+    out.write("\n".join(lines) + "\n")
+
+
+def _explicit_connection(args: PublishArgs) -> bool:
+    """A cluster the operator named (flags, --k8s-options' connection, TOPOCAST_K8S_*), not only the
+    kubeconfig a fresh machine does not have."""
+    named = args.kubeconfig or args.context or args.in_cluster
+    return bool(named or any(k.startswith("TOPOCAST_K8S_") for k in os.environ) or _options_connection(args))
+
+
+def _options_connection(args: PublishArgs) -> bool:
+    return bool(args.k8s_options and "connection" in _read_mapping(args.k8s_options, "--k8s-options"))
+
+
+def cluster_problem(config: Any, timeout: float = 3.0) -> tuple[str | None, str | None]:
+    """(why no cluster can be used, its server): the configuration cannot be loaded, or a TCP connect to
+    the server fails within ``timeout`` (one line now, instead of every request's retries later)."""
+    from topocast.k8s.client import build_client
+
+    try:
+        kc = build_client(config.connection, config.client)
+    except TopocastError as exc:
+        return str(exc), None
+    server = kc.server
+    kc.close()
+    parsed = urlparse(server)
+    if not parsed.hostname:
+        return None, server
+    port = parsed.port or (443 if parsed.scheme == "https" else 80)
+    try:
+        socket.create_connection((parsed.hostname, port), timeout=timeout).close()
+    except OSError as exc:
+        return f"cannot reach the API server {server} ({exc.strerror or type(exc).__name__})", server
+    return None, server
+
+
+class Progress:
+    """``progress(done, total)`` of the node PATCHes on ``err``: a bar on a terminal, else (after the first
+    ``every`` seconds) a line every ``every`` seconds or 10 % (what a journal or a CI log can hold)."""
+
+    def __init__(self, err: TextIO, every: float = 5.0, clock: Callable[[], float] = time.monotonic) -> None:
+        self.err, self.every, self.clock = err, every, clock
+        self.tty = bool(getattr(err, "isatty", lambda: False)())
+        self.started = self.last = clock()
+        self.step = 0
+
+    def __call__(self, done: int, total: int) -> None:
+        now = self.clock()
+        if self.tty:
+            filled = 30 * done // max(total, 1)
+            end = "\n" if done == total else ""
+            self.err.write(f"\r  node labels [{'#' * filled}{'.' * (30 - filled)}] {done}/{total}{end}")
+            self.err.flush()
+            return
+        step = 10 * done // max(total, 1)
+        if now - self.started < self.every:  # a short publish says nothing more than its result
+            self.step = step
+            return
+        stepped = step > self.step and now - self.last >= 1.0  # not a step line right after a time line
+        if done == total or now - self.last >= self.every or stepped:
+            self.last, self.step = now, step
+            print(f"topocast: progress: {done}/{total} node(s) labelled, {now - self.started:.0f} s", file=self.err)
 
 
 def _publisher(
@@ -232,7 +375,32 @@ def run_publish(args: PublishArgs, out: TextIO | None = None, err: TextIO | None
     config = publisher_config(args, options)
     formats = [f for f in config.formats if f in K8S_FORMATS]
     manifest, artifacts, graph_source = _inputs(args, options, formats)
+    problem, server = cluster_problem(config)
+    if problem is not None:
+        needs_cluster = not args.dry_run or args.server_dry_run
+        if server is not None and needs_cluster:  # an outage: exit 1, run it again
+            print(f"topocast: error: {problem}; nothing was published (run it again when it answers)", file=err)
+            return 1
+        if server is None and (needs_cluster or _explicit_connection(args)):  # a configuration to fix: exit 2
+            raise TopocastError(problem)
+        if server is not None:
+            print(f"topocast: warning: {problem}: the plan below is from the graph alone", file=err)
+        if isinstance(artifacts, dict):  # a stored generation: its files, decoded as the publisher would
+            from topocast.k8s.inputs import decode_files
+
+            artifacts = list(decode_files(manifest, artifacts, formats).values())
+        for art in artifacts:
+            for warning in art.warnings:
+                print(f"topocast: warning: {art.format}: {warning}", file=err)
+        plan = offline_plan(artifacts, problem)
+        if args.as_json:
+            json.dump(plan, out, indent=2, sort_keys=True, default=str)
+            out.write("\n")
+        else:
+            print_offline_plan(plan, out)
+        return 0
     publisher = _publisher(args, config, options, graph_source)
+    publisher.progress = Progress(err)
     try:
         result = publisher.publish(manifest, artifacts)
     except TopocastError:

@@ -26,6 +26,13 @@ The agent runs as root:
 the destination must not be a symlink and its directory must be writable only by
 the agent's user (:mod:`topocast.safe_files`); every fetch is size-capped; a file
 that drops more than 10% of the installed file's nodes is held (:func:`node_loss`).
+
+The state file remembers, per resolved destination, the source and generation installed there
+(:func:`pull`): another spelling of the same ``--dest`` is the same entry, a new source starts the
+generation check over (said on the report line), and a source that stays behind the installed
+generation for ``stale_after`` runs in a row turns ``skipped`` into ``stale``. The exit status and
+journal priority of each action are :data:`EXIT_CODES` and :data:`PRIORITIES`
+(``docs/slurm-pull.md``); :mod:`topocast.pull_cli` prints the report.
 """
 
 from __future__ import annotations
@@ -33,8 +40,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -44,14 +50,69 @@ from topocast.errors import TopocastError
 from topocast.limits import MAX_PUBLISHED_BYTES, check_size, read_capped
 from topocast.pipeline.guard import DEFAULT_MAX_LOSS_FRACTION
 from topocast.publish import envelope
-from topocast.safe_files import UnsafePathError, check_destination, dir_lock, read_nofollow
+from topocast.safe_files import (
+    UnsafePathError,
+    check_destination,
+    check_path,
+    dir_lock,
+    out_directory,
+    read_nofollow,
+    write_file,
+)
 
 if TYPE_CHECKING:
     from topocast.slurm.live import NodeChanges
 
 
+__all__ = [
+    "DEFAULT_STALE_AFTER",
+    "EXIT_CODES",
+    "PRIORITIES",
+    "PullError",
+    "PullOutcome",
+    "PullRefused",
+    "PulledArtifact",
+    "fetch",
+    "node_loss",
+    "pull",
+]
+
+#: exit status of ``topocast pull`` per outcome (``docs/slurm-pull.md``); 2 stays a usage or environment
+#: error (bad flags, a source that cannot be read, missing credentials)
+EXIT_CODES = {
+    "installed": 0,
+    "unchanged": 0,
+    "skipped": 0,
+    "failed": 1,
+    "refused": 3,
+    "held": 4,
+    "rolled_back": 5,
+    "state_not_saved": 6,
+    "stale": 7,
+}
+#: journal priority (sd-daemon ``<N>`` prefix) per outcome: 3 err, 4 warning, 5 notice, 7 debug
+PRIORITIES = {
+    "installed": 5,
+    "unchanged": 7,
+    "skipped": 4,
+    "failed": 3,
+    "refused": 3,
+    "held": 4,
+    "rolled_back": 3,
+    "state_not_saved": 3,
+    "stale": 3,
+}
+#: consecutive runs a source may stay behind the installed generation before the run fails (``stale``)
+DEFAULT_STALE_AFTER = 10
+STATE_SCHEMA = "topocast.pull-state/v2"
+
+
 class PullError(TopocastError):
     """A source could not be fetched, or its content failed verification."""
+
+
+class PullRefused(PullError):
+    """The source was read, but what it holds must not be installed (bad envelope, sha256, generation)."""
 
 
 @dataclass(frozen=True)
@@ -78,11 +139,100 @@ class PullOutcome:
     #: what the installed file changed: nodes added / removed / moved (old -> new place), None when
     #: nothing was installed (:class:`topocast.slurm.live.NodeChanges`, the live plan's differ)
     changes: NodeChanges | None = None
+    #: why the state file could not be written (the file itself was installed / is up to date)
+    state_error: str | None = None
+    #: said once on the report line: a new source re-baselined the generation check, ...
+    notes: list[str] = field(default_factory=list)
+    #: consecutive runs the source has been behind the installed generation (skipped / stale)
+    behind_runs: int = 0
+    #: the generation the state file holds for this destination and source, if any
+    installed_generation: int | None = None
+    #: the step that refused or failed: verify, write, validate, node-loss, or the install's own
+    failed_step: str | None = None
+
+    @property
+    def where(self) -> Path:
+        """The destination as the state file keys it: absolute, links resolved."""
+        return Path(os.path.realpath(self.dest))
+
+    @property
+    def status(self) -> str:
+        """The action, or ``state_not_saved`` when the file is in place but the state write failed."""
+        return "state_not_saved" if self.state_error is not None and self.ok else self.action
+
+    @property
+    def exit_code(self) -> int:
+        return EXIT_CODES.get(self.status, 1)
+
+    @property
+    def priority(self) -> int:
+        return PRIORITIES.get(self.status, 3)
 
     def line(self) -> str:
-        """The one-line report: action, generation, detail and, after an install, what moved."""
-        moved = f"; nodes: {self.changes.summary()}" if self.changes is not None else ""
-        return f"{self.dest}: {self.action} (generation {self.generation}): {self.detail}{moved}"
+        """One bounded line: the path once, action, generation, detail, what moved (a sample of three)."""
+        gen = f" generation {self.generation}" if self.generation is not None else ""
+        detail = self.detail.removeprefix(f"{self.dest}: ")
+        if detail.startswith(self.action + " ") or detail.startswith(self.action + ";"):
+            text = f"{self.action}{gen}{detail[len(self.action) :]}"
+        else:
+            text = f"{self.action}{gen}: {detail}"
+        if self.changes is not None:
+            text += f"; nodes: {self.changes.summary()}"
+        if self.state_error is not None and self.ok:
+            text += f"; state not saved: {self.state_error}"
+        for note in self.notes:
+            text += f"; {note}"
+        return bounded(f"{self.where}: {text}")
+
+    def as_dict(self) -> dict[str, Any]:
+        """The ``--json`` line's fields (``docs/slurm-pull.md``): counts and samples only, never full lists."""
+        install = self.install
+        changes = None
+        if self.changes is not None:
+            c = self.changes
+            changes = {
+                "added": len(c.added),
+                "removed": len(c.removed),
+                "moved": len(c.moved),
+                "sample": {
+                    "added": c.added[:3],
+                    "removed": c.removed[:3],
+                    "moved": {n: list(v) for n, v in list(c.moved.items())[:3]},
+                },
+            }
+        return {
+            "action": self.action,
+            "status": self.status,
+            "ok": self.ok,
+            "exit_code": self.exit_code,
+            "priority": self.priority,
+            "source": self.source,
+            "dest": str(self.where),
+            "generation": self.generation,
+            "installed_generation": self.installed_generation,
+            "sha256": self.sha256,
+            "detail": bounded(self.detail.removeprefix(f"{self.dest}: ")),
+            "failed_step": self.failed_step,
+            "validated_by": _validated_by(getattr(install, "checked", "")),
+            "applied": getattr(install, "applied", None),
+            "reconfigured": bool(getattr(install, "reconfigured", False)),
+            "changes": changes,
+            "state_saved": self.state_error is None,
+            "state_error": self.state_error,
+            "behind_runs": self.behind_runs,
+            "notes": [bounded(n, 500) for n in self.notes],
+        }
+
+
+def _validated_by(checked: str) -> str | None:
+    """``slurmctld 26.05.5`` from an install's ``; validated by slurmctld 26.05.5`` (None: no controller ran)."""
+    _, found, by = checked.partition("validated by ")
+    return by if found else None
+
+
+def bounded(text: str, limit: int = 4000) -> str:
+    """``text`` cut at ``limit`` characters with how much was cut: no report line reaches journald's 48 KB."""
+    return text if len(text) <= limit else f"{text[: limit - 40]}... ({len(text) - limit + 40} more characters)"
 
 
 def _split_s3(uri: str) -> tuple[str, str]:
@@ -173,15 +323,14 @@ def fetch(
                 envelope.check_pointer(env, where, pointer_bucket, pointer_prefix)
             content = envelope.decode(env, where, lambda uri: _s3_get(uri, s3, limit=env.size)[0])
         except envelope.EnvelopeError as exc:
-            raise PullError(str(exc)) from None
+            raise PullRefused(str(exc)) from None
         return PulledArtifact(content, env.sha256, env.generation, source, env.encoding)
     if parsed.scheme in ("s3", "gcs", "gs"):
         content, meta = _s3_get(source, s3) if parsed.scheme == "s3" else _gcs_get(source, gcs)
         digest = hashlib.sha256(content).hexdigest()
         if meta.get("sha256") and meta["sha256"] != digest:
-            raise PullError(f"{source}: content sha256 {digest} does not match its metadata {meta['sha256']}")
-        generation = int(meta["generation"]) if meta.get("generation", "").isdigit() else None
-        return PulledArtifact(content, digest, generation, source)
+            raise PullRefused(f"{source}: content sha256 {digest} does not match its metadata {meta['sha256']}")
+        return PulledArtifact(content, digest, _meta_generation(meta, source), source)
     if parsed.scheme == "file":
         path = Path(unquote(parsed.path))
         try:
@@ -195,7 +344,18 @@ def fetch(
     )
 
 
-def _read_state(state_file: Path | None) -> dict[str, Any]:
+def _meta_generation(meta: dict[str, str], source: str) -> int | None:
+    """The object's ``generation`` metadata (None when absent); outside 0..10**12 it is refused."""
+    raw = meta.get("generation")
+    if raw is None or raw == "":
+        return None
+    if not raw.isascii() or not raw.isdigit() or int(raw) > envelope.MAX_GENERATION:
+        raise PullRefused(f"{source}: generation {raw[:40]!r} is outside 0..{envelope.MAX_GENERATION}; refusing it")
+    return int(raw)
+
+
+def _read_state(state_file: Path | None) -> dict[str, dict[str, Any]]:
+    """Resolved destination -> what was installed there (source, generation, sha256, behind)."""
     if state_file is None:
         return {}
     try:
@@ -203,15 +363,27 @@ def _read_state(state_file: Path | None) -> dict[str, Any]:
         data = json.loads(raw) if raw else {}
     except (UnsafePathError, ValueError):
         return {}  # a damaged state file only disables the regress check until the next install
-    return data if isinstance(data, dict) else {}
+    if not isinstance(data, dict):
+        return {}
+    if data.get("schema") != STATE_SCHEMA:  # the first format: one flat entry, keyed by --dest as spelled
+        dest = data.get("dest")
+        return {os.path.realpath(dest): data} if isinstance(dest, str) else {}
+    entries = data.get("destinations")
+    return {k: v for k, v in entries.items() if isinstance(v, dict)} if isinstance(entries, dict) else {}
 
 
-def _write_state(state_file: Path, data: dict[str, Any]) -> None:
-    state_file.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=state_file.parent, prefix=f".{state_file.name}.")
-    with os.fdopen(fd, "w") as fh:
-        json.dump(data, fh, indent=2)
-    os.replace(tmp, state_file)
+def _write_state(state_file: Path, entries: dict[str, dict[str, Any]]) -> str | None:
+    """Write the state (atomically, never through a link); the reason when that failed, else None."""
+    try:
+        out_directory(state_file.parent)
+        write_file(
+            state_file, json.dumps({"schema": STATE_SCHEMA, "destinations": entries}, indent=2) + "\n", mode=0o644
+        )
+    except OSError as exc:
+        return f"{exc.strerror or exc} ({state_file})"
+    except UnsafePathError as exc:
+        return str(exc)
+    return None
 
 
 def node_loss(installed: bytes | None, new: bytes, max_loss_fraction: float, *, allow: bool) -> str | None:
@@ -230,6 +402,8 @@ def node_loss(installed: bytes | None, new: bytes, max_loss_fraction: float, *, 
     if before.kind == "empty" or before.errors:
         return None  # nothing to compare with: validation decides about the new file
     after = parse_topology(new.decode("utf-8", "replace"), "new file")
+    if after.errors or not after.node_names():
+        return None  # not a loss but a bad file: :func:`unreadable` and validation refuse it with the reason
     previous = set(before.node_names())
     decision = guard.check(previous, set(after.node_names()), max_loss_fraction, override=allow)
     if decision.allow:
@@ -240,6 +414,27 @@ def node_loss(installed: bytes | None, new: bytes, max_loss_fraction: float, *, 
         f"({len(decision.lost) / len(previous):.0%}, over the {max_loss_fraction:.0%} limit: {shown}); "
         "pass --allow-node-loss to install it anyway"
     )
+
+
+def unreadable(content: bytes, source: str) -> str | None:
+    """Why ``content`` is no topology file at all (validate-slurm's parse errors, a sample), else None.
+
+    Checked before the node-loss guard, with or without ``--validate``: a junk file is refused
+    with its own reason, never held as a "loss" that ``--allow-node-loss`` could wave through.
+    """
+    from topocast.slurm.install import sample_errors
+    from topocast.slurm.validate import parse_candidate
+
+    try:
+        text = content.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        return f"{source}: not UTF-8 text ({exc})"
+    parsed = parse_candidate(text, source)
+    if parsed.errors:
+        return sample_errors(list(parsed.errors))
+    if not parsed.node_names():
+        return f"{source}: defines no nodes (no switches or blocks with Nodes=)"
+    return None
 
 
 def pull(
@@ -261,58 +456,91 @@ def pull(
     pointer_prefix: str | None = None,
     allow_node_loss: bool = False,
     max_node_loss: float = DEFAULT_MAX_LOSS_FRACTION,
+    stale_after: int = DEFAULT_STALE_AFTER,
     updater: Any = None,
 ) -> PullOutcome:
     """Fetch ``source`` and install it at ``dest`` unless it is older than what is installed.
 
-    ``slurm``: a :class:`topocast.slurm.controller.SlurmInstall` (default: this host's Slurm).
+    The single run of the pull agent (``topocast pull``; ``--watch`` repeats it). ``slurm``: a
+    :class:`topocast.slurm.controller.SlurmInstall` (default: this host's Slurm). Everything after
+    the fetch runs under the destination directory's lock: the generation check, the node-loss
+    guard, the install (live or by reconfigure) and the state update, so two pulls racing
+    (generation 2 and 1) always end with 2 installed. A source that cannot be read raises
+    :class:`PullError`; every other result is a :class:`PullOutcome` (``exit_code``, ``line()``).
     ``updater``: how live moves reach the controller (:class:`topocast.slurm.live.NodeUpdater`, e.g.
     :class:`topocast.slurm.rest.RestUpdater` for ``--via slurmrestd``); implies ``live``.
-    Everything after the fetch runs under the destination directory's lock: the
-    generation check, the node-loss guard, the install (live or by reconfigure) and the
-    state update, so two pulls racing (generation 2 and 1) always end with 2 installed.
     """
-    from topocast.slurm.install import install_topology
+    from topocast.slurm.install import announce, install_topology
     from topocast.slurm.live import apply_topology
 
     dest = Path(dest)
     state_file = Path(state_file) if state_file is not None else None
-    pulled = fetch(source, ssm=ssm, s3=s3, gcs=gcs, pointer_bucket=pointer_bucket, pointer_prefix=pointer_prefix)
+    key = os.path.realpath(dest)
+    announce(f"fetching {source}")
+    try:
+        pulled = fetch(source, ssm=ssm, s3=s3, gcs=gcs, pointer_bucket=pointer_bucket, pointer_prefix=pointer_prefix)
+    except PullRefused as exc:
+        return PullOutcome(False, "refused", source, dest, None, "", f"{exc}; nothing written", failed_step="verify")
+    notes: list[str] = []
+    extra: dict[str, Any] = {}
 
     def outcome(
-        ok: bool, action: str, detail: str, install: Any = None, changes: NodeChanges | None = None
+        ok: bool,
+        action: str,
+        detail: str,
+        install: Any = None,
+        changes: NodeChanges | None = None,
+        step: str | None = None,
     ) -> PullOutcome:
-        return PullOutcome(ok, action, source, dest, pulled.generation, pulled.sha256, detail, install, changes)
+        step = step if step is not None else getattr(install, "failed_step", None)
+        return PullOutcome(
+            ok,
+            action,
+            source,
+            dest,
+            pulled.generation,
+            pulled.sha256,
+            detail,
+            install,
+            changes,
+            notes=notes,
+            failed_step=step,
+            **extra,
+        )
 
     try:
         check_destination(dest)
+        if state_file is not None:
+            check_path(state_file.parent)  # root writes the state file too: nobody else may plant a link there
     except UnsafePathError as exc:
-        return outcome(False, "refused", str(exc))
+        return outcome(False, "refused", str(exc), step="write")
+    announce(f"waiting for the lock on {dest.parent}")
     with dir_lock(dest.parent):
-        state = _read_state(state_file)
-        installed_gen = state.get("generation")
-        if (
-            isinstance(installed_gen, int)
-            and pulled.generation is not None
-            and pulled.generation < installed_gen
-            and state.get("dest") == str(dest)
-        ):
-            return outcome(
-                True,
-                "skipped",
-                f"{source} holds generation {pulled.generation}, older than installed {installed_gen}; kept",
+        entries = _read_state(state_file)
+        entry = entries.get(key)
+        if entry is not None and entry.get("source") != source:
+            was = entry.get("generation")
+            notes.append(
+                f"new source (was {entry.get('source')}"
+                + (f", generation {was}" if isinstance(was, int) else "")
+                + "): the generation check starts over from this one"
             )
+            entry = None
+        installed_gen = entry.get("generation") if entry is not None else None
+        extra["installed_generation"] = installed_gen if isinstance(installed_gen, int) else None
+        if isinstance(installed_gen, int) and pulled.generation is not None and pulled.generation < installed_gen:
+            return _behind(entries, key, entry or {}, state_file, stale_after, outcome, extra, installed_gen)
         try:
             installed = read_nofollow(dest, MAX_PUBLISHED_BYTES)
         except UnsafePathError as exc:
-            return outcome(False, "refused", str(exc))
-        held = (
-            None
-            if installed == pulled.content
-            else node_loss(installed, pulled.content, max_node_loss, allow=allow_node_loss)
-        )
-        if held is not None:
-            return outcome(False, "held", f"{dest}: {held}; nothing written")
+            return outcome(False, "refused", str(exc), step="write")
+        if installed != pulled.content:
+            bad = unreadable(pulled.content, source)
+            if bad is not None:
+                return outcome(False, "refused", f"{bad}; nothing written", step="validate")
+            held = node_loss(installed, pulled.content, max_node_loss, allow=allow_node_loss)
+            if held is not None:
+                return outcome(False, "held", f"{held}; nothing written", step="node-loss")
         if live or updater is not None:
             result = apply_topology(
                 pulled.content,
@@ -336,18 +564,50 @@ def pull(
                 slurm=slurm,
             )
         if result.ok and state_file is not None:
-            _write_state(
-                state_file,
-                {
-                    "source": source,
-                    "dest": str(dest),
-                    "generation": pulled.generation,
-                    "sha256": pulled.sha256,
-                    "installed_at": datetime.now(UTC).isoformat(),
-                },
-            )
+            record = {
+                "source": source,
+                "generation": pulled.generation,
+                "sha256": pulled.sha256,
+                "installed_at": datetime.now(UTC).isoformat(),
+            }
+            same = entry is not None and all(entry.get(k) == record[k] for k in ("source", "generation", "sha256"))
+            if not same or "behind" in (entry or {}):  # written when it changed, or the source caught up again
+                extra["state_error"] = _write_state(state_file, {**entries, key: record})
         changes = _changes(installed, pulled.content) if result.ok and result.action == "installed" else None
     return outcome(result.ok, result.action, result.message, result, changes)
+
+
+def _behind(
+    entries: dict[str, dict[str, Any]],
+    key: str,
+    entry: dict[str, Any],
+    state_file: Path | None,
+    stale_after: int,
+    outcome: Any,
+    extra: dict[str, Any],
+    installed_gen: int,
+) -> PullOutcome:
+    """The source holds an older generation than the one installed: skip, and count the runs in a row."""
+    raw = entry.get("behind")
+    behind: dict[str, Any] = raw if isinstance(raw, dict) else {}
+    count, started = behind.get("runs"), behind.get("since")
+    runs = (count if isinstance(count, int) else 0) + 1
+    since = started if isinstance(started, str) else datetime.now(UTC).isoformat(timespec="seconds")
+    extra["behind_runs"] = runs
+    if state_file is not None:
+        extra["state_error"] = _write_state(
+            state_file, {**entries, key: {**entry, "behind": {"runs": runs, "since": since}}}
+        )
+    probe = outcome(True, "skipped", "")
+    what = f"{probe.source} holds generation {probe.generation}, older than the installed {installed_gen}"
+    if runs >= stale_after:
+        return outcome(
+            False,
+            "stale",
+            f"{what}, for {runs} runs in a row (since {since}): the source is stale or another deployment; "
+            "kept the installed file",
+        )
+    return outcome(True, "skipped", f"{what}; kept (run {runs} of {stale_after} before this fails as stale)")
 
 
 def _changes(installed: bytes | None, new: bytes) -> NodeChanges | None:

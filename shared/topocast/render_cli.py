@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import json
 import sys
 from pathlib import Path
@@ -11,8 +10,9 @@ from topocast.errors import InvalidGraphError, RenderError
 from topocast.fabric import shared_views
 from topocast.graph import TopologyGraph, graph_from_json, load_graph
 from topocast.limits import MAX_YAML_BYTES, read_capped
-from topocast.placement import set_aside_report
-from topocast.renderers import RENDERERS, RenderOptions, render_many
+from topocast.placement import notes_report, set_aside_report
+from topocast.renderers import RENDERERS, Artifact, RenderOptions, render, render_many
+from topocast.safe_files import UnsafePathError, out_directory, write_file
 from topocast.validation import validate
 
 
@@ -96,6 +96,23 @@ def run_render(
         _render_to(fmts, options, load_input(graph_path, model_path), previous, out)
 
 
+def slurm_checks(graph: TopologyGraph, options: RenderOptions, artifacts: list[Artifact]) -> list[str]:
+    """``validate-slurm``'s structural warnings for the tree and block files of ``graph`` (rendered if not yet)."""
+    from topocast.slurm.validate import structure_messages
+
+    have = {a.format: a for a in artifacts}
+    files: list[tuple[str, str]] = []
+    for fmt in ("slurm-tree", "slurm-block"):
+        art = have.get(fmt)
+        if art is None:
+            try:
+                art = render(graph, fmt, options)
+            except RenderError:  # NotApplicableError included: a graph without that kind of topology
+                continue
+        files.append((art.filename, art.content))
+    return structure_messages(files)
+
+
 def _render_to(
     fmts: list[str], options: RenderOptions, graph: TopologyGraph, previous: Path | None, out: Path | None
 ) -> None:
@@ -108,11 +125,17 @@ def _render_to(
     if aside:  # what discovery set aside (the graph's ``unplaced``), with the reasons
         print(f"topocast: warning: {aside[0]}", file=sys.stderr)
         print("\n".join(aside[1:]), file=sys.stderr)
+    notes = notes_report(graph)
+    if notes:  # per-node notes (merged sources disagreeing): placed, but worth a look
+        print(f"topocast: note: {notes[0]}", file=sys.stderr)
+        print("\n".join(notes[1:]), file=sys.stderr)
     artifacts = render_many(graph, fmts, options, objects=False)  # render all before writing any
-    if before is not None:
+    if "html" in fmts:  # the page also shows what validate-slurm says about this graph's Slurm files
         from topocast.renderers.html import render_with_previous
 
-        artifacts = [render_with_previous(graph, before, options) if a.format == "html" else a for a in artifacts]
+        checks = slurm_checks(graph, options, artifacts)
+        artifacts = [render_with_previous(graph, before, options, checks) if a.format == "html" else a
+                     for a in artifacts]  # fmt: skip
     for art in artifacts:
         for w in art.warnings:
             print(f"topocast: warning: {art.format}: {w}", file=sys.stderr)
@@ -122,7 +145,7 @@ def _render_to(
         sys.stdout.write(artifacts[0].content)
         return
     try:
-        out.mkdir(parents=True, exist_ok=True)
+        out_directory(out)  # root may run this: no directory another user could plant links in
         manifest = [
             {
                 "format": a.format,
@@ -135,20 +158,19 @@ def _render_to(
         data: dict[str, object] = {"artifacts": manifest}
         if graph.unplaced:  # left out when nothing was set aside: the manifest is what it always was
             data["set_aside"] = graph.nodes_set_aside()
-        (out / "manifest.json").write_text(json.dumps(data, indent=2) + "\n")
+        if graph.notes:
+            data["notes"] = dict(sorted(graph.notes.items()))
+        write_file(out / "manifest.json", json.dumps(data, indent=2) + "\n")
     except OSError as exc:
         where = exc.filename or out
         raise RenderError(f"--out {out}: cannot write {where} ({exc.strerror or exc})") from None
+    except UnsafePathError as exc:
+        raise RenderError(f"--out {out}: {exc}") from None
     print(f"wrote {len(artifacts)} file(s) to {out}", file=sys.stderr)
 
 
 def _write(path: Path, text: str, chunk: int = 1 << 20) -> str:
     """Write ``text`` as UTF-8 a megabyte at a time and return its sha256 (``Artifact.sha256``):
-    a 27 MB labels file is never held twice (str and bytes), which a 100k-node render pays in page faults."""
-    digest = hashlib.sha256()
-    with path.open("wb") as f:
-        for start in range(0, len(text), chunk):
-            data = text[start : start + chunk].encode()
-            digest.update(data)
-            f.write(data)
-    return digest.hexdigest()
+    a 27 MB labels file is never held twice (str and bytes), which a 100k-node render pays in page faults.
+    Through a temp file and a rename (:func:`topocast.safe_files.write_file`): a planted link is replaced."""
+    return write_file(path, (text[start : start + chunk].encode() for start in range(0, len(text), chunk)))

@@ -18,21 +18,41 @@ written:
 directory itself, no lock file). It is re-entrant within one thread, so the
 pull agent can hold it across "read installed generation -> install -> record
 generation" while the installer takes it again.
+
+Every other file root may write (``render --out DIR``, ``discover --out``, ``schema --out``,
+``demo --out``, the pull agent's state file) goes through :func:`write_file` /
+:func:`out_directory`: every directory on the way must belong to root or to this user and be
+writable by nobody else unless sticky (:func:`check_path`), and the file is created under a
+random name relative to a directory descriptor (``O_EXCL | O_NOFOLLOW``) and renamed into place
+(:func:`write_file`), so a link another user planted is replaced, never followed, and a failed
+write leaves no temp file.
 """
 
 from __future__ import annotations
 
 import contextlib
 import fcntl
+import hashlib
 import os
+import secrets
 import stat
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from topocast.errors import TopocastError
 
-__all__ = ["UnsafePathError", "check_destination", "check_directory", "dir_lock", "read_nofollow"]
+__all__ = [
+    "UnsafePathError",
+    "check_destination",
+    "check_directory",
+    "check_path",
+    "dir_lock",
+    "out_directory",
+    "read_nofollow",
+    "write_file",
+    "write_out",
+]
 
 
 class UnsafePathError(TopocastError):
@@ -64,8 +84,117 @@ def check_directory(directory: Path) -> None:
         )
 
 
+def _unsafe_entry(path: Path, st: os.stat_result, uid: int) -> str | None:
+    """Why another user could replace what is at ``path`` (None: only root or ``uid`` can)."""
+    if st.st_uid not in (0, uid):
+        kind = "link" if stat.S_ISLNK(st.st_mode) else "directory"
+        return f"{kind} {path} is owned by uid {st.st_uid}, neither root nor uid {uid} that runs topocast"
+    if stat.S_ISDIR(st.st_mode) and st.st_mode & (stat.S_IWGRP | stat.S_IWOTH) and not st.st_mode & stat.S_ISVTX:
+        mode = stat.S_IMODE(st.st_mode)
+        return f"directory {path} is writable by group or others (mode {mode:o}) without the sticky bit"
+    return None
+
+
+def check_path(directory: Path) -> Path:
+    """Every component of ``directory`` (as spelled and as resolved), from ``/`` down, is safe; returns its realpath.
+
+    Safe: owned by root or by this process's user, and (a directory) not writable by group or
+    others unless sticky (``/tmp``). A symlinked component counts by its owner, and the directory
+    it points at is checked the same way. A component that does not exist yet ends the check (it
+    will be created by this user). Raises :class:`UnsafePathError` naming the first unsafe one.
+    """
+    uid = os.geteuid()
+    spelled = Path(os.path.abspath(directory))
+    real = Path(os.path.realpath(spelled))
+    for chain in (spelled, real) if real != spelled else (spelled,):
+        for part in (*reversed(chain.parents), chain):
+            try:
+                st = os.lstat(part)
+            except (FileNotFoundError, NotADirectoryError):
+                break  # created by this user later, or the write fails with its own reason
+            why = _unsafe_entry(part, st, uid)
+            if why:
+                raise UnsafePathError(f"{why}; another user could plant a link there; nothing written")
+    return real
+
+
+def out_directory(directory: Path) -> Path:
+    """``--out DIR`` for files root may write: the path is checked (:func:`check_path`), missing
+    directories are created (mode 0755; ``OSError`` when that fails), and it must be a directory; returns it."""
+    check_path(directory)
+    directory.mkdir(parents=True, exist_ok=True, mode=0o755)  # an OSError is the caller's "cannot write" line
+    check_path(directory)  # what was created is ours; re-checked so a race in between is caught
+    if not directory.is_dir():
+        raise UnsafePathError(f"{directory} is not a directory; nothing written")
+    return directory
+
+
+def write_file(
+    path: Path, data: bytes | str | Iterable[bytes], *, mode: int = 0o644, owner: tuple[int, int] | None = None
+) -> str:
+    """Write ``data`` to ``path`` atomically, never through a link; returns the sha256 of what was written.
+
+    The directory is checked (:func:`check_path`) and opened once; the temp file is created in it
+    relative to that descriptor (``O_CREAT | O_EXCL | O_NOFOLLOW``, a random name), written,
+    fsynced, given ``mode`` (and ``owner`` when root) and renamed over ``path``, which replaces a
+    planted link instead of following it. On any failure the temp file is removed and the
+    ``OSError`` raised (``filename`` is ``path``).
+    """
+    path = Path(path)
+    check_path(path.parent)
+    chunks: Iterable[bytes] = [data.encode()] if isinstance(data, str) else [data] if isinstance(data, bytes) else data
+    digest = hashlib.sha256()
+    dir_fd = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        tmp, fd = _create_temp(path.name, dir_fd)
+        try:
+            with os.fdopen(fd, "wb") as fh:
+                for chunk in chunks:
+                    digest.update(chunk)
+                    fh.write(chunk)
+                fh.flush()
+                os.fchmod(fh.fileno(), mode)
+                if owner is not None and os.geteuid() == 0:
+                    os.fchown(fh.fileno(), *owner)
+                os.fsync(fh.fileno())
+            os.rename(tmp, path.name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+        except BaseException as exc:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp, dir_fd=dir_fd)
+            if isinstance(exc, OSError) and exc.filename is None:
+                exc.filename = str(path)
+            raise
+        os.fsync(dir_fd)  # make the rename itself durable
+    finally:
+        os.close(dir_fd)
+    return digest.hexdigest()
+
+
+def write_out(path: Path, text: str | bytes, flag: str = "--out") -> None:
+    """``--out FILE`` of a command root may run: :func:`write_file` into an existing directory, one-line errors."""
+    try:
+        write_file(path, text)
+    except OSError as exc:
+        raise TopocastError(f"{flag} {path}: cannot write ({exc.strerror or exc}); nothing written") from None
+    except UnsafePathError as exc:
+        raise UnsafePathError(f"{flag} {path}: {exc}") from None
+
+
+def _create_temp(name: str, dir_fd: int) -> tuple[str, int]:
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
+    for _ in range(100):
+        tmp = f".{name}.{secrets.token_hex(4)}.tmp"
+        try:
+            return tmp, os.open(tmp, flags, 0o600, dir_fd=dir_fd)
+        except FileExistsError:
+            continue
+    raise FileExistsError(f"no free temp name for {name}")
+
+
 def check_destination(dest: Path) -> None:
-    """``dest`` must not be a symlink (or anything but a regular file) and must stay inside its directory."""
+    """``dest`` must not be a symlink (or anything but a regular file) and must stay inside its directory;
+    its directory must be the agent's own (:func:`check_directory`) and every directory above it safe
+    (:func:`check_path`)."""
     try:
         st = os.lstat(dest)
     except FileNotFoundError:
@@ -77,6 +206,7 @@ def check_destination(dest: Path) -> None:
     if dest.resolve().parent != dest.parent.resolve():
         raise UnsafePathError(f"{dest} resolves outside its directory {dest.parent}; nothing written")
     check_directory(dest.parent)
+    check_path(dest.parent)
 
 
 def read_nofollow(path: Path, limit: int) -> bytes | None:
@@ -87,9 +217,10 @@ def read_nofollow(path: Path, limit: int) -> bytes | None:
         return None
     except OSError as exc:
         raise UnsafePathError(f"{path}: cannot open without following links ({exc.strerror})") from None
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise UnsafePathError(f"{path} is not a regular file")
     with os.fdopen(fd, "rb") as fh:
-        if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
-            raise UnsafePathError(f"{path} is not a regular file")
         data = fh.read(limit + 1)
     if len(data) > limit:
         raise UnsafePathError(f"{path}: larger than the {limit} byte limit")

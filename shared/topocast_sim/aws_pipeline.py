@@ -14,6 +14,13 @@ idle batching window: a pump gathers like Lambda's poller (10 per receive, up to
 the batch size, the 6 MB payload limit or the window, never past half the
 visibility timeout) but invokes as soon as nothing more is visible, which is
 what a window that covers a burst does.
+
+The queues have Terraform's visibility timeouts (6x the consuming function's timeout: 1,800 s,
+720 s, 1,800 s) and its ``maxReceiveCount``, and a record a handler reports as failed stays
+invisible until its timeout runs out, as with a real event source mapping, so a retried batch
+arrives after newer events. Waits longer than ``max_real_wait`` (visibility timeouts, not
+quiet windows) are skipped on the simulated clock (:mod:`topocast_sim.simclock`), which moto's
+SQS and the debouncer both read.
 """
 
 from __future__ import annotations
@@ -29,6 +36,7 @@ from topocast.aws.debounce import create_state_table
 from topocast.aws.handlers import AwsRuntime, discover_batch, publish_batch, render_batch
 from topocast.config import Settings
 from topocast.event_table import aws_rule_patterns
+from topocast_sim import moto_fast, simclock
 
 
 @dataclass
@@ -38,6 +46,13 @@ class Queues:
     timer: str
     publish: str
 
+
+#: infra/terraform/modules/aws: var.lambda_timeout_seconds defaults; each queue's visibility timeout is 6x
+#: its consumer's (queues.tf), var.max_receive_count receives before the dead-letter queue
+LAMBDA_TIMEOUT_SECONDS = {"discover": 300, "render": 120, "publish": 300}
+QUEUE_CONSUMER = {"events": "discover", "timer": "render", "publish": "publish"}
+VISIBILITY_SECONDS = {queue: min(43200, 6 * LAMBDA_TIMEOUT_SECONDS[fn]) for queue, fn in QUEUE_CONSUMER.items()}
+MAX_RECEIVE_COUNT = 5
 
 #: Lambda's synchronous invocation payload limit, what ends an SQS batch before batch_size
 LAMBDA_PAYLOAD_LIMIT = 6 * 1024 * 1024
@@ -53,6 +68,8 @@ class PumpStats:
     failed_records: int = 0
     #: the longest time a gathered batch was held before its invocation (must stay < visibility timeout)
     max_held_seconds: float = 0.0
+    #: simulated seconds skipped while waiting out visibility timeouts (``skip_long_wait``)
+    skipped_seconds: float = 0.0
     log: list[str] = field(default_factory=list)
 
 
@@ -73,9 +90,9 @@ class LocalAwsPipeline:
         region: str = "us-east-1",
         provider: str = "aws",
         extra_settings: dict[str, Any] | None = None,
+        max_real_wait: float = 5.0,
     ) -> None:
         from topocast.aws.clients import client
-        from topocast_sim import moto_fast
 
         moto_fast.install()  # moto's SQS is O(n^2) to fill and drain; an in-process server gets fast paths
         self.cluster = cluster
@@ -106,7 +123,8 @@ class LocalAwsPipeline:
         }
         if formats is not None:
             settings["formats"] = list(formats)
-        self.runtime = AwsRuntime(Settings.model_validate(settings), region=region)
+        self.runtime = AwsRuntime(Settings.model_validate(settings), region=region, clock=simclock.now)
+        self.max_real_wait = max_real_wait
         self.stats = PumpStats()
         self._visibility_s: dict[str, float] = {}
 
@@ -123,10 +141,11 @@ class LocalAwsPipeline:
 
         dlq = queue("dlq")
         dlq_arn = self.sqs.get_queue_attributes(QueueUrl=dlq, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
-        redrive = json.dumps({"deadLetterTargetArn": dlq_arn, "maxReceiveCount": "5"})
-        events = queue("events", VisibilityTimeout="60", RedrivePolicy=redrive)
-        timer = queue("timer", VisibilityTimeout="180", RedrivePolicy=redrive)
-        publish = queue("publish", VisibilityTimeout="120", RedrivePolicy=redrive)
+        redrive = json.dumps({"deadLetterTargetArn": dlq_arn, "maxReceiveCount": str(MAX_RECEIVE_COUNT)})
+        events, timer, publish = (
+            queue(name, VisibilityTimeout=str(VISIBILITY_SECONDS[name]), RedrivePolicy=redrive)
+            for name in ("events", "timer", "publish")
+        )
         events_arn = self.sqs.get_queue_attributes(QueueUrl=events, AttributeNames=["QueueArn"])["Attributes"][
             "QueueArn"
         ]
@@ -255,18 +274,12 @@ class LocalAwsPipeline:
         failed = {f["itemIdentifier"] for f in response.get("batchItemFailures", [])}
         self.stats.failed_records += len(failed)
         done = [m for m in messages if m["MessageId"] not in failed]
-        back = [m for m in messages if m["MessageId"] in failed]
         for start in range(0, len(done), 10):
             entries = [
                 {"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(done[start : start + 10])
             ]
             self.sqs.delete_message_batch(QueueUrl=url, Entries=entries)
-        for start in range(0, len(back), 10):  # back to the queue at once (Lambda waits the visibility timeout)
-            entries = [
-                {"Id": str(i), "ReceiptHandle": m["ReceiptHandle"], "VisibilityTimeout": 0}
-                for i, m in enumerate(back[start : start + 10])
-            ]
-            self.sqs.change_message_visibility_batch(QueueUrl=url, Entries=entries)
+        # the failed records stay in flight: they return when the queue's visibility timeout runs out
 
     def pump_discover(self, batch_size: int = 10_000, window: float = 300.0) -> int:
         """One discover invocation (Terraform allows batch_size up to 10,000 and a window up to 300 s)."""
@@ -329,8 +342,20 @@ class LocalAwsPipeline:
             if not moved and self.pending() == 0:
                 return True
             if not moved:
+                self.skip_long_wait()
                 time.sleep(poll)
         return False
+
+    def skip_long_wait(self) -> float:
+        """When the next message due (a failed record's visibility timeout, a delayed timer) is more than
+        ``max_real_wait`` away, move the simulated clock to it; returns the seconds skipped."""
+        due = moto_fast.next_due([self.queues.events, self.queues.timer, self.queues.publish])
+        wait = due - simclock.now() if due is not None else 0.0
+        if wait <= self.max_real_wait:
+            return 0.0
+        simclock.advance(wait + 0.001)
+        self.stats.skipped_seconds += wait
+        return wait
 
     def dlq_messages(self) -> list[dict[str, Any]]:
         resp = self.sqs.receive_message(

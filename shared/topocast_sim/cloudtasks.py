@@ -20,9 +20,13 @@ What it implements, as the Cloud Tasks reference documents it:
   ``X-CloudTasks-*`` headers and, for ``oidcToken``, an ``Authorization:
   Bearer`` header (a placeholder, not a signed JWT). A 2xx answer completes the
   task; anything else (or no answer within ``dispatch_deadline``) is retried
-  with exponential backoff (``min_backoff`` doubling up to ``max_backoff``)
-  until ``max_attempts``, then the task is dropped and counted in ``failed``.
-  At most ``max_concurrent`` dispatches run at once.
+  with the queue's ``retry_config`` backoff (``min_backoff`` doubling ``max_doublings``
+  times, then growing linearly, up to ``max_backoff``; the defaults are the Terraform
+  module's: 5 s, 300 s, 5 doublings, 10 attempts) until ``max_attempts``, then the
+  task is dropped and counted in ``failed``. At most ``max_concurrent`` dispatches
+  run at once (Terraform: 5). ``time_scale`` compresses every backoff by one factor,
+  for tests whose functions (other processes, on the wall clock) have their debounce
+  lease compressed by the same factor: the order of retries and leases stays Terraform's.
 
 Not implemented: App Engine targets, queue rate limits, pause/resume/purge,
 IAM, ``responseView=FULL`` on list.
@@ -104,16 +108,20 @@ class FakeCloudTasks(LocalServer):
     def __init__(
         self,
         *,
-        min_backoff: float = 0.1,
-        max_backoff: float = 2.0,
-        max_attempts: int = 20,
-        max_concurrent: int = 8,
+        min_backoff: float = 5.0,
+        max_backoff: float = 300.0,
+        max_doublings: int = 5,
+        max_attempts: int = 10,
+        max_concurrent: int = 5,
         dispatch_deadline: float = 120.0,
         tombstone_seconds: float = 3600.0,
+        time_scale: float = 1.0,
     ) -> None:
         self.min_backoff = min_backoff
         self.max_backoff = max_backoff
+        self.max_doublings = max_doublings
         self.max_attempts = max_attempts
+        self.time_scale = time_scale
         self.dispatch_deadline = dispatch_deadline
         self.tombstone_seconds = tombstone_seconds
         self.cond = threading.Condition()
@@ -270,9 +278,17 @@ class FakeCloudTasks(LocalServer):
                 self.counts["failed"] += 1
                 self._finish(task.name)
             elif task.name in self.tasks:
-                task.schedule = time.time() + min(self.max_backoff, self.min_backoff * 2 ** (task.attempts - 1))
+                task.schedule = time.time() + self.backoff(task.attempts) * self.time_scale
                 heapq.heappush(self._heap, (task.schedule, next(self._seq), task.name))
             self.cond.notify_all()
+
+    def backoff(self, attempts: int) -> float:
+        """Seconds before the next attempt after ``attempts`` failed ones (Cloud Tasks' ``retry_config``:
+        doubling ``max_doublings`` times from ``min_backoff``, then linear steps of the last interval)."""
+        doublings = min(attempts - 1, self.max_doublings)
+        interval = self.min_backoff * 2**doublings
+        extra = max(0, attempts - 1 - self.max_doublings)
+        return min(self.max_backoff, interval + extra * self.min_backoff * 2**self.max_doublings)
 
     def pending(self) -> int:
         with self.cond:

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from topocast.errors import TopocastError
+from topocast.safe_files import out_directory, write_file
 
 CLUSTER = "demo"
 
@@ -45,13 +46,18 @@ def quiet_logs(*names: str) -> Any:
             logging.getLogger(name).setLevel(level)
 
 
-def copy_outputs(artifacts: Any, out: Path) -> None:
-    """labels.json, topology.html and the block file from the latest rendered manifest, into ``out``."""
+def copy_outputs(artifacts: Any, out: Path, graph: Any = None) -> None:
+    """labels.json, topology.html and the block file from the latest rendered manifest, into ``out``, and
+    ``graph.json`` (the stored graph, for ``render --graph``, ``diff`` and ``render --previous``)."""
+    if graph is not None:
+        from topocast.graph import dump_graph
+
+        (out / "graph.json").write_text(dump_graph(graph))
     manifest = artifacts.latest_manifest()
     for fmt, name in (("k8s-labels", "labels.json"), ("html", "topology.html"), ("slurm-block", None)):
         entry = manifest.entry(fmt) if manifest else None
         if entry is not None:
-            (out / (name or entry.file)).write_bytes(artifacts.get_artifact(manifest.generation, entry.file))
+            write_file(out / (name or entry.file), artifacts.get_artifact(manifest.generation, entry.file))
 
 
 def write_report(result: dict[str, Any], out: Path, report: Path | None, started: float) -> dict[str, Any]:
@@ -59,7 +65,7 @@ def write_report(result: dict[str, Any], out: Path, report: Path | None, started
     path = report or out / "report.json"
     result["seconds"] = round(time.monotonic() - started, 2)
     result["outputs"] = sorted({q.name for q in out.iterdir()} | ({path.name} if path.parent == out else set()))
-    path.write_text(json.dumps(result, indent=2) + "\n")
+    write_file(path, json.dumps(result, indent=2) + "\n")
     return result
 
 
@@ -95,7 +101,7 @@ def _restore_env(saved: dict[str, str | None]) -> None:
             os.environ[k] = v
 
 
-class _Progress:
+class Progress:
     """A rich progress display on a terminal, plain lines otherwise."""
 
     def __init__(self, enabled: bool) -> None:
@@ -103,7 +109,7 @@ class _Progress:
         self._progress: Any = None
         self._task: Any = None
 
-    def __enter__(self) -> _Progress:
+    def __enter__(self) -> Progress:
         if self.enabled:
             from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
@@ -167,12 +173,12 @@ def run_demo(
 
     started = time.monotonic()
     events = nodes if events is None else events
-    out.mkdir(parents=True, exist_ok=True)
+    out_directory(out)  # root may run the demo: no directory another user could plant links in
     show = sys.stderr.isatty() if progress is None else progress
     ec2_sim.install()
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
     saved: dict[str, str | None] = {}
-    with quiet_logs("botocore"), _Progress(show) as prog:
+    with quiet_logs("botocore"), Progress(show) as prog:
         server.start()
         try:
             host, port = server.get_host_and_port()
@@ -211,14 +217,15 @@ def run_demo(
                 pointer_prefix=f"{pipeline.runtime.settings.prefix}/{CLUSTER}/published",
             )
             stored = pipeline.runtime.graphs.latest()
-            copy_outputs(pipeline.runtime.artifacts, out)
-            counters = pipeline.runtime.counters
             graph = stored.graph if stored else None
+            copy_outputs(pipeline.runtime.artifacts, out, graph)
+            counters = pipeline.runtime.counters
             result: dict[str, Any] = {
                 "cloud": "aws",
                 "events": len(burst),
                 "discover_runs": counters.discover_runs,
-                "ec2_api_calls": counters.api_calls,
+                "api_calls": counters.api_calls,
+                "ec2_api_calls": counters.api_calls,  # the older name, kept
                 "renders": counters.renders,
                 "publishes": counters.publishes,
                 "held_publishes": counters.held,
@@ -245,8 +252,8 @@ def run_demo(
 
 def summary(result: dict[str, Any], out: Path) -> str:
     """Three lines for the terminal; the files are the report's ``outputs`` (what is really in ``out``)."""
-    calls = result.get("ec2_api_calls", result.get("api_calls"))
-    api = "EC2" if "ec2_api_calls" in result else "Compute"
+    calls = result.get("api_calls", result.get("ec2_api_calls"))
+    api = "Compute" if result.get("cloud") == "gcp" else "EC2"
     return (
         f"{result['events']} events -> {result['discover_runs']} discover run(s), "
         f"{calls} {api} calls -> {result['renders']} render(s) -> {result['publishes']} publish(es)\n"

@@ -17,15 +17,19 @@ and the three functions served by functions-framework from
    a throwaway slurmctld when one is installed).
 
 Outputs in ``out``: ``topology.conf``, ``labels.json``, ``topology.html``,
-``topology-block.conf`` and ``report.json`` (the same files as the AWS demo).
+``topology-block.conf``, ``graph.json`` and ``report.json`` (the same files, progress lines and
+report keys as the AWS demo: ``api_calls``, ``settle_seconds``; ``compute_api_calls`` is an alias).
 """
 
 from __future__ import annotations
 
 import shutil
+import sys
 import time
 from pathlib import Path
 from typing import Any
+
+from topocast.safe_files import out_directory
 
 CLUSTER = "demo"
 
@@ -40,6 +44,7 @@ def run_gcp_demo(
     without_topology: int = 2,
     max_wait: float = 20.0,
     window: float = 1.0,
+    progress: bool | None = None,
 ) -> dict[str, Any]:
     """Run the GCP pipeline and write ``out``; returns the report (also written to ``report``).
 
@@ -48,13 +53,13 @@ def run_gcp_demo(
     """
     from topocast.gcp import handlers
     from topocast.pull import pull
-    from topocast_sim.demo import copy_outputs, quiet_logs, write_report
-    from topocast_sim.gce import generate_cluster
+    from topocast_sim.demo import DemoNotSettled, Progress, copy_outputs, quiet_logs, write_report
+    from topocast_sim.gce import DEFAULT_MACHINE_TYPE, generate_cluster
     from topocast_sim.gcp_pipeline import LocalGcpPipeline
 
     started = time.monotonic()
     burst_size = nodes // 2 if events is None else min(events, nodes)
-    out.mkdir(parents=True, exist_ok=True)
+    out_directory(out)  # root may run the demo: no directory another user could plant links in
     generated = generate_cluster(
         nodes, label=("topocast-cluster", CLUSTER), without_topology=min(without_topology, nodes), seed=CLUSTER
     )
@@ -62,18 +67,33 @@ def run_gcp_demo(
     first, burst = everything[: nodes - burst_size], everything[nodes - burst_size :]
     generated.instances = first
     handlers.STATS.clear()
+    show = sys.stderr.isatty() if progress is None else progress
     with (
         quiet_logs("topocast.gcp", "gcp_storage_emulator", "google"),
+        Progress(show) as prog,
         LocalGcpPipeline(generated, name=CLUSTER, quiet=quiet, max_wait=max_wait, window=window, gcs_process=True) as p,
     ):
+        prog.step(f"simulated GCP project: Compute on {p.compute.url}, Cloud Storage on {p.gcs.url}")
+        prog.step(f"launching {nodes} {DEFAULT_MACHINE_TYPE} VMs (blocks and sub-blocks, {len(first)} at first)")
         idle = True
+        settle_started = time.monotonic()
         if first:
+            prog.step("Cloud Scheduler reconcile through Pub/Sub")
             p.reconcile()
             idle = p.run_until_idle(timeout=max(60.0, 4 * max_wait))
         p.compute.add(burst)
         audit = p.insert_events(burst, origin="mig")
+        prog.step(f"launch burst: {len(audit)} audit-log events of {len(burst)} VMs through Eventarc")
         p.emit(audit)
+        prog.step(f"discover -> render (quiet window {quiet:g} s) -> publish")
         idle = p.run_until_idle(timeout=max(60.0, 4 * max_wait)) and idle
+        settle_seconds = round(time.monotonic() - settle_started, 2)
+        if not idle or not handlers.STATS.get("publishes"):
+            done = f"{handlers.STATS.get('discover_runs', 0)} discover run(s), {handlers.STATS.get('renders', 0)} "
+            done += f"render(s), {handlers.STATS.get('publishes', 0)} publish(es); tasks {dict(p.tasks.counts)}"
+            state = "settled but published nothing" if idle else "did not settle"
+            raise DemoNotSettled(f"the pipeline {state} within {settle_seconds:.0f} s ({done})")
+        prog.step("pull agent: Cloud Storage -> verify -> validate -> install")
         rt = p.runtime()
         slurmctld = shutil.which("slurmctld") is not None
         from topocast.gcp.clients import storage_client
@@ -87,15 +107,15 @@ def run_gcp_demo(
             gcs=storage_client("local", p.gcs.url),
         )
         stored = rt.graphs.latest()
-        copy_outputs(rt.artifacts, out)
-        stats = dict(handlers.STATS)
         graph = stored.graph if stored else None
+        copy_outputs(rt.artifacts, out, graph)
+        stats = dict(handlers.STATS)
         result: dict[str, Any] = {
             "cloud": "gcp",
             "events": p.sent,
             "discover_runs": stats.get("discover_runs", 0),
-            "compute_api_calls": p.compute.total_calls(),
             "api_calls": p.compute.total_calls(),
+            "compute_api_calls": p.compute.total_calls(),  # the older name, kept
             "renders": stats.get("renders", 0),
             "publishes": stats.get("publishes", 0),
             "held_publishes": stats.get("held", 0),
@@ -112,5 +132,6 @@ def run_gcp_demo(
                 "sha256": pulled.sha256,
             },
             "idle": idle,
+            "settle_seconds": settle_seconds,
         }
     return write_report(result, out, report, started)

@@ -72,7 +72,7 @@ class LocalGcpPipeline:
         window: float = 1.0,
         full_scan_threshold: int = 100,
         extra_env: dict[str, str] | None = None,
-        task_backoff: float = 0.2,
+        task_time_scale: float = 0.04,
         gcs_process: bool = False,
     ) -> None:
         self.generated = cluster
@@ -80,7 +80,8 @@ class LocalGcpPipeline:
         self.compute = FakeCompute(cluster.project, cluster.project_number)
         self.bucket = f"topocast-{name}"
         self.gcs = LocalGcs((self.bucket,), separate_process=gcs_process)
-        self.tasks = FakeCloudTasks(min_backoff=task_backoff, max_backoff=max(task_backoff, 2.0))
+        # Terraform's retry_config (5 s .. 300 s), compressed: the first retry after 0.2 s, the longest 12 s
+        self.tasks = FakeCloudTasks(time_scale=task_time_scale)
         self.queue = f"projects/{cluster.project}/locations/{LOCATION}/queues/topocast"
         self.env = {
             "TOPOCAST_CLUSTER": name,

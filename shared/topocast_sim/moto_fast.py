@@ -30,18 +30,19 @@ from __future__ import annotations
 
 import functools
 import threading
-import time
 from datetime import datetime
 from typing import Any
 
-__all__ = ["install"]
+from topocast_sim import simclock
+
+__all__ = ["install", "next_due"]
 
 _LOCK = threading.Lock()
 
 
 def _fast_unix_time_millis(original: Any) -> Any:
     def unix_time_millis(dt: datetime | None = None) -> float:
-        return time.time() * 1000.0 if dt is None else float(original(dt))
+        return simclock.now() * 1000.0 if dt is None else float(original(dt))
 
     unix_time_millis._topocast_sim = True  # type: ignore[attr-defined]
     return unix_time_millis
@@ -49,7 +50,7 @@ def _fast_unix_time_millis(original: Any) -> Any:
 
 def _retention_ok(self: Any, queue_name: str, message: Any) -> bool:
     queue = self.get_queue(queue_name)
-    return float(queue.message_retention_period) + message.sent_timestamp / 1000 > time.time()
+    return float(queue.message_retention_period) + message.sent_timestamp / 1000 > simclock.now()
 
 
 def _delete_message(self: Any, receipt_handle: str) -> None:
@@ -67,22 +68,22 @@ def _delete_message(self: Any, receipt_handle: str) -> None:
 
 
 def _count_visible(self: Any) -> int:
-    now = time.time() * 1000.0
+    now = simclock.now() * 1000.0
     return sum(1 for m in self._messages if now > m.visible_at and not now < m.delayed_until)
 
 
 def _visible_messages(self: Any) -> list[Any]:
-    now = time.time() * 1000.0
+    now = simclock.now() * 1000.0
     return [m for m in self._messages if now > m.visible_at and not now < m.delayed_until]
 
 
 def _count_not_visible(self: Any) -> int:
-    now = time.time() * 1000.0
+    now = simclock.now() * 1000.0
     return sum(1 for m in self._messages if not now > m.visible_at)
 
 
 def _count_delayed(self: Any) -> int:
-    now = time.time() * 1000.0
+    now = simclock.now() * 1000.0
     return sum(1 for m in self._messages if now < m.delayed_until)
 
 
@@ -104,3 +105,19 @@ def install() -> None:
             sqs.camelcase_to_underscores = functools.lru_cache(maxsize=1024)(sqs.camelcase_to_underscores)
         if not hasattr(jsonpath_ng.ext.parse, "cache_info"):
             jsonpath_ng.ext.parse = functools.lru_cache(maxsize=256)(jsonpath_ng.ext.parse)
+
+
+def next_due(queue_urls: list[str]) -> float | None:
+    """The earliest simulated time (epoch seconds) at which a message of these queues, in flight or
+    delayed, becomes visible; None when none is waiting. Reads the in-process moto server's queues."""
+    from moto.sqs.models import sqs_backends
+
+    names = {url.rstrip("/").rsplit("/", 1)[-1] for url in queue_urls}
+    now = simclock.now() * 1000.0
+    due: list[float] = []
+    for regions in sqs_backends.values():
+        for backend in regions.values():
+            for name, queue in backend.queues.items():
+                if name in names:
+                    due += [t for m in queue._messages if (t := max(m.visible_at, m.delayed_until)) > now]
+    return min(due) / 1000.0 if due else None

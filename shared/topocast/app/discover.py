@@ -82,6 +82,7 @@ def _wanted(ports: DiscoverPorts, events: Sequence[EventOutcome]) -> tuple[bool,
             skipped += 1
         elif isinstance(ev, Ignored):
             ports.metrics.count(m.IGNORED)
+            log.info("ignored %s: %s", ev.kind, ev.reason)
             skipped += 1
         elif isinstance(ev, Reconcile):
             if ev.cluster and ev.cluster != ports.cluster:
@@ -202,6 +203,8 @@ def _after_commit(
         "warnings": result.warnings[:5],
         "debounce": debounce.reason,
     }
+    if graph.notes:  # merged sources disagreeing (providers/overlay.py): placed, reported per node
+        detail["notes"] = set_aside_lines(graph.notes, limit=5)
     if any(c.follow for c in changes):
         detail["follow"] = _follow_up(ports, result, changes, full)
     if full:

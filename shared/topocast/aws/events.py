@@ -16,7 +16,9 @@ What each kind does comes from :mod:`topocast.event_table` (kinds ``<source>/<de
 ``#<variant>`` where the detail decides, e.g. ``...State-change Notification#running``).
 A body that is none of these raises :class:`MalformedEvent` naming the field path
 (``detail.state: ...``); a well-formed event of a kind the table does not handle raises
-:class:`UnsupportedEvent`. Only pydantic is imported; no AWS SDK.
+:class:`UnsupportedEvent`, except for the sources the module subscribes to (``aws.ec2``,
+``aws.autoscaling``): their other events (a failed launch, an AMI state change) are
+:class:`Ignored` with the reason, never dead-lettered. Only pydantic is imported; no AWS SDK.
 """
 
 from __future__ import annotations
@@ -36,6 +38,8 @@ ASG_LAUNCH = "EC2 Instance Launch Successful"
 ASG_TERMINATE = "EC2 Instance Terminate Successful"
 ASG_LAUNCH_HOOK = "EC2 Instance-launch Lifecycle Action"
 ASG_TERMINATE_HOOK = "EC2 Instance-terminate Lifecycle Action"
+#: failed group activities: well-formed, nothing joins or leaves (``EC2InstanceId`` may be empty)
+ASG_FAILURES = ("EC2 Instance Launch Unsuccessful", "EC2 Instance Terminate Unsuccessful")
 SCHEDULED = "Scheduled Event"
 RECONCILE = "Reconcile"
 RECHECK = table.AWS_RECHECK.partition("/")[2]
@@ -135,6 +139,12 @@ class AutoScalingDetail(_Model):
     origin: str | None = Field(None, alias="Origin")
     destination: str | None = Field(None, alias="Destination")
     action: str | None = Field(None, alias="Action")
+
+
+class AutoScalingFailureDetail(_Model):
+    auto_scaling_group_name: str | None = Field(None, alias="AutoScalingGroupName")
+    ec2_instance_id: str | None = Field(None, alias="EC2InstanceId")
+    status_message: str | None = Field(None, alias="StatusMessage", max_length=2000)
 
 
 class InstanceNoticeDetail(_Model):
@@ -277,6 +287,14 @@ def _autoscaling(env: Envelope, kind: str) -> changes.EventOutcome:
     )
 
 
+def _autoscaling_failure(env: Envelope, kind: str) -> changes.EventOutcome:
+    f: AutoScalingFailureDetail = _validate(AutoScalingFailureDetail, env.detail, "detail", kind)
+    row = _row(kind)
+    facts = ", ".join(x for x in (f.auto_scaling_group_name and f"group {f.auto_scaling_group_name}",
+                                  f.ec2_instance_id, f.status_message and f.status_message[:200]) if x)  # fmt: skip
+    return table.outcome_of(row, reason=f"{row.reason} ({facts})" if facts else row.reason, event_id=env.id)
+
+
 def _instance_notice(env: Envelope, kind: str) -> changes.EventOutcome:
     n: InstanceNoticeDetail = _validate(InstanceNoticeDetail, env.detail, "detail", kind)
     row = _row(kind)
@@ -356,6 +374,10 @@ def _parse_event(body: dict[str, Any] | str | bytes, uploads: str | None) -> cha
         return table.outcome_of(
             _row(kind), reason=r.reason or "requested", cluster=r.cluster, time=env.time, event_id=env.id
         )
+    if env.source == "aws.autoscaling" and env.detail_type in ASG_FAILURES:
+        return _autoscaling_failure(env, kind)
+    if env.source in table.AWS_RULES.values():  # a subscribed source: an event it sends is never dead-lettered
+        return changes.Ignored(kind, f"{env.detail_type}: {_row(f'{env.source}/*').reason}", env.id)
     sources = sorted({k.kind.partition("/")[0] for k in table.TABLE if k.cloud == "aws" and k.kind.startswith("aws.")})
     raise UnsupportedEvent(
         f"unsupported event source={env.source!r} detail-type={env.detail_type!r}; docs/events.md lists the "

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import time
 from collections.abc import Callable, Mapping, Sequence
 from functools import cached_property
 from typing import Any
@@ -98,8 +99,15 @@ class SsmGuardOverride:
 class AwsRuntime:
     """Clients, stores and ports for one cluster, created lazily and reused across invocations."""
 
-    def __init__(self, settings: Settings, session: Any = None, region: str | None = None) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        session: Any = None,
+        region: str | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
         self.settings = settings
+        self.clock = clock  # the debouncer's; the simulators pass theirs (topocast_sim.simclock)
         self.session = session
         self.region = region or os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION")
         self.metrics = AwsMetrics()
@@ -179,6 +187,7 @@ class AwsRuntime:
             self.sqs,
             quiet=s.debounce_quiet,
             max_wait=s.debounce_max_wait,
+            clock=self.clock,
         )
 
     @cached_property
@@ -241,7 +250,7 @@ class AwsRuntime:
         inputs = ProviderInputs(
             s.cluster, s.provider_options(), self._discovery_client, self._uploads, self._read_text, self._secret
         )
-        return build_provider(s.provider, inputs)
+        return build_provider(s.provider, inputs, s.overlays)
 
     def publishers(self) -> Sequence[Publisher]:
         """The publishers named in ``TOPOCAST_PUBLISHERS`` (ssm, kubernetes)."""

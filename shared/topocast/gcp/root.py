@@ -177,7 +177,7 @@ class GcpRuntime:
         """The configured topology source (``TOPOCAST_PROVIDER``: gcp, ibnetdiscover, netq, k8s-labels)."""
         s = self.settings
         return build_provider(s.provider, ProviderInputs(s.cluster, s.provider_options(), self._client,
-                                                         self._uploads, self._read_text))  # fmt: skip
+                                                         self._uploads, self._read_text), s.overlays)  # fmt: skip
 
     def publishers(self) -> Sequence[Publisher]:
         """The publishers named in ``TOPOCAST_PUBLISHERS`` (gcs, kubernetes)."""

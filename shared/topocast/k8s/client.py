@@ -45,6 +45,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import httpx2
+import yaml
 from lightkube import Client, KubeConfig
 from lightkube.config.client_adapter import user_auth, verify_cluster
 from lightkube.config.kubeconfig import SERVICE_ACCOUNT, SingleConfig
@@ -445,6 +446,10 @@ def _kube_config(conn: K8sConnection, mode: str) -> SingleConfig:
             return _single(KubeConfig.from_file(Path(path).expanduser()), conn.context)
     except (ConfigError, KeyError, OSError) as exc:
         raise KubernetesConfigError(f"cannot load Kubernetes {mode} configuration: {exc}") from None
+    except yaml.YAMLError as exc:  # truncated or not YAML at all; the mark says where
+        where = getattr(exc, "problem_mark", None)
+        at = f" (line {where.line + 1}, column {where.column + 1})" if where is not None else ""
+        raise KubernetesConfigError(f"cannot load Kubernetes {mode} configuration: the file is not YAML{at}") from None
     except (AttributeError, TypeError, ValueError) as exc:  # empty, binary or list-shaped files
         why = "not UTF-8 text" if isinstance(exc, UnicodeDecodeError) else "not a kubeconfig mapping"
         raise KubernetesConfigError(f"cannot load Kubernetes {mode} configuration: the file is {why}") from None

@@ -325,6 +325,7 @@ def send_patches(
     max_consecutive_failures: int = 5,
     dry_run: bool = False,
     max_conflict_retries: int = 3,
+    progress: Callable[[int, int], None] | None = None,
 ) -> PatchOutcome:
     """Strategic-merge PATCH each node, in the order given.
 
@@ -335,8 +336,10 @@ def send_patches(
     publish: after ``max_consecutive_failures`` of them in a row (a 401 at once: credentials are the
     same for every node) the rest are not attempted (a down API server should not take 10k x
     retries); a later publish resumes from the diff. ``dry_run`` sends them with ``dryRun=All``
-    (validated and admitted by the server, not persisted), so refusals show up there too."""
+    (validated and admitted by the server, not persisted), so refusals show up there too.
+    ``progress(done, total)`` is called after each node (from the sending threads, one at a time)."""
     outcome = PatchOutcome()
+    done = [0]
     lock = threading.Lock()
     streak = [0]
     stop = threading.Event()
@@ -360,6 +363,15 @@ def send_patches(
             streak[0] = 0  # the server is up and deciding: not an outage streak
 
     def one(patch: NodePatch) -> None:
+        try:
+            send(patch)
+        finally:
+            if progress is not None:
+                with lock:
+                    done[0] += 1
+                    progress(done[0], len(patches))
+
+    def send(patch: NodePatch) -> None:
         if stop.is_set():
             with lock:
                 outcome.not_attempted.append(patch.node)

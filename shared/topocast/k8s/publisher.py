@@ -299,6 +299,8 @@ class KubernetesPublisher:
         self._rng = rng or random.Random()
         self._discovery: dict[str, str | None] = {}
         self._discovered_at = 0.0
+        #: ``progress(done, total)`` of the node PATCHes (the CLI's bar or periodic lines); None = silent
+        self.progress: Callable[[int, int], None] | None = None
 
     # ----- the shared publisher protocol ----------------------------------------------------------------
     def publish(
@@ -502,6 +504,7 @@ class KubernetesPublisher:
                 cfg.max_consecutive_failures,
                 dry_run=cfg.dry_run == "server",
                 max_conflict_retries=cfg.max_conflict_retries,
+                progress=self.progress,
             )
         if cfg.dry_run != "off":
             report.node_changes = {

@@ -120,25 +120,27 @@ UPLOAD_NAME = "ibnetdiscover.out"
 UPLOAD_MEDIA_TYPE = "text/plain; charset=utf-8"
 
 
-def _upload_infos(objects: ObjectStore, prefix: str) -> list[ObjectInfo]:
-    """Every ``<prefix>/<host>/ibnetdiscover.out`` under ``prefix`` (listed, with sizes), newest first."""
+def _upload_infos(objects: ObjectStore, prefix: str, name: str = UPLOAD_NAME) -> list[ObjectInfo]:
+    """Every ``<prefix>/<host>/<name>`` under ``prefix`` (listed, with sizes), newest first."""
     prefix = prefix.strip("/")
     depth = prefix.count("/") + 2 if prefix else 1
     found = [
         o for o in objects.list_prefix(f"{prefix}/" if prefix else "")
-        if o.key.endswith(f"/{UPLOAD_NAME}") and o.key.count("/") == depth
+        if o.key.endswith(f"/{name}") and o.key.count("/") == depth
     ]  # fmt: skip
     found.sort(key=lambda o: (-(o.updated.timestamp() if o.updated else 0.0), o.key))
     return found
 
 
-def read_uploads(objects: ObjectStore, prefix: str, *, limit: int = MAX_UPLOAD_BYTES) -> dict[str, bytes]:
+def read_uploads(
+    objects: ObjectStore, prefix: str, *, limit: int = MAX_UPLOAD_BYTES, name: str = UPLOAD_NAME
+) -> dict[str, bytes]:
     """Every ``<prefix>/<host>/ibnetdiscover.out`` under ``prefix``, newest first: ``{uri: content}``.
 
     Feed it to ``ibnetdiscover.discover(texts=...)``, which merges them (first wins on conflicts).
     """
     out: dict[str, bytes] = {}
-    for info in _upload_infos(objects, prefix):
+    for info in _upload_infos(objects, prefix, name):
         got = objects.get(info.key, limit=limit)
         if got is not None:
             out[objects.uri(info.key)] = got.data
@@ -163,6 +165,7 @@ def read_good_uploads(
     check: Callable[[bytes, str], object],
     *,
     limit: int = MAX_UPLOAD_BYTES,
+    name: str = UPLOAD_NAME,
 ) -> UploadSet:
     """The uploads under ``prefix`` that ``check(content, uri)`` accepts; bad ones are quarantined.
 
@@ -173,16 +176,17 @@ def read_good_uploads(
     with its reason in the object's metadata, and the host's last good copy
     is used instead. So one writer leaving garbage in ``uploads/`` neither blocks
     discovery nor loses that host's fabric. The same code runs in both clouds'
-    discover functions and in ``topocast collect``'s reader.
+    discover functions and in ``topocast collect``'s reader; ``name`` selects the
+    upload kind (``ibnetdiscover.out``, or ``nvlink.json`` of ``collect nvlink``).
     """
     prefix = prefix.strip("/")
     base = prefix.rsplit("/", 1)[0] if "/" in prefix else ""
 
-    def sibling(area: str, host: str, name: str = UPLOAD_NAME) -> str:
-        return "/".join(p for p in (base, area, host, name) if p)
+    def sibling(area: str, host: str, file: str = name) -> str:
+        return "/".join(p for p in (base, area, host, file) if p)
 
     out = UploadSet({}, [], [])
-    for info in _upload_infos(objects, prefix):
+    for info in _upload_infos(objects, prefix, name):
         uri = objects.uri(info.key)
         host = info.key.rsplit("/", 2)[-2]
         good_key = sibling("last-good", host)
@@ -195,7 +199,7 @@ def read_good_uploads(
         except (TopocastError, UnicodeDecodeError, ValueError) as exc:
             reason = " ".join(str(exc).split())[:500]
             stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
-            objects.copy(info.key, sibling("quarantine", host, f"{stamp}-{UPLOAD_NAME}"), metadata={"reason": reason})
+            objects.copy(info.key, sibling("quarantine", host, f"{stamp}-{name}"), metadata={"reason": reason})
             objects.delete(info.key)  # moved, not copied: the next discovery does not see it again
             out.quarantined.append((uri, reason))
             good = objects.get(good_key, limit=limit)

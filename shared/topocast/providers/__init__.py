@@ -1,15 +1,18 @@
 """Topology sources ("providers"): where a graph comes from, looked up by name.
 
 Each provider is one module with a ``provider(inputs: ProviderInputs) -> Provider`` factory,
-registered below with one line; the functions (``app.discover``) and ``topocast discover``
-both build their provider through :func:`build_provider`, so this table is the code path.
+registered below with one line (a new provider declares ``class Options(BaseModel)`` and validates
+``inputs.options`` with :func:`topocast.providers.options.provider_options`); the functions
+(``app.discover``) and ``topocast discover`` both build their provider through :func:`build_provider`, so
+this table is the code path.
 Modules are imported lazily: the AWS Lambda never pays for the GCP SDK and vice versa.
 """
 
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from dataclasses import replace
 
 from topocast.errors import ProviderError
 from topocast.providers.base import DiscoveryResult, NeedsFullScan, Provider, ProviderInputs
@@ -34,6 +37,10 @@ PROVIDERS: dict[str, str | ProviderFactory] = {
     "ibnetdiscover": "topocast.providers.onprem:ibnetdiscover_provider",
     "netq": "topocast.providers.onprem:netq_provider",
     "k8s-labels": "topocast.providers.k8s_labels:provider",
+    "oci": "topocast.providers.oci:provider",
+    "nebius": "topocast.providers.nebius:provider",
+    "azure": "topocast.providers.azure:provider",
+    "dra": "topocast.providers.dra:provider",
 }
 
 
@@ -42,8 +49,23 @@ def register_provider(name: str, factory: str | ProviderFactory) -> None:
     PROVIDERS[name] = factory
 
 
-def build_provider(name: str, inputs: ProviderInputs) -> Provider:
-    """The provider registered as ``name``, built from ``inputs``; a clear error when unknown."""
+def build_provider(name: str, inputs: ProviderInputs, overlays: Sequence[str] = ()) -> Provider:
+    """The provider registered as ``name``, built from ``inputs``; a clear error when unknown.
+
+    ``overlays`` (``SOURCE:FIELD=VALUE,...``, :mod:`topocast.providers.overlay`) are read after it and
+    merged into its every result; each is built like the base, with the same shell means.
+    """
+    base = _build(name, inputs)
+    if not any(text.strip() for text in overlays):
+        return base
+    from topocast.providers.overlay import OverlaidProvider, parse_overlay
+
+    specs = [parse_overlay(text) for text in overlays if text.strip()]
+    built = [(s, _build(s.source, replace(inputs, options=s.options()))) for s in specs]
+    return OverlaidProvider(base, built)
+
+
+def _build(name: str, inputs: ProviderInputs) -> Provider:
     try:
         target = PROVIDERS[name]
     except KeyError:

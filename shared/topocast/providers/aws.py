@@ -67,6 +67,7 @@ from topocast.providers import base
 from topocast.providers.aws_capacity import parse_reserved_nodes, reserved_nodes
 from topocast.providers.base import ProviderInputs
 from topocast.providers.ec2_calls import Ec2Calls
+from topocast.providers.naming import WANTED_NAME_LABEL, NameRequest, Naming, assign_names, claim_freed_names, summary
 from topocast.validation import describe, validate
 
 __all__ = [
@@ -82,8 +83,6 @@ __all__ = [
 ]
 
 DEFAULT_ULTRASERVER_FAMILIES = ("p6e-gb200", "p6e-gb300", "trn2u")
-#: the name a node named by its instance ID (its name was another instance's) takes once it is free
-WANTED_NAME_LABEL = "topocast/wanted-name"
 #: removal kinds that take out an instance that still runs (so EC2's state does not confirm them)
 LEAVES_WHILE_RUNNING = frozenset({"aws.autoscaling/EC2 Instance-terminate Lifecycle Action"})
 GONE_STATES = frozenset({"shutting-down", "terminated", "stopping", "stopped"})
@@ -237,13 +236,6 @@ class DiscoveryResult(base.DiscoveryResult):
     strategy: str = "ids"  # how DescribeInstanceTopology was asked: "ids" or "listing"
 
 
-# ----- calling EC2 -----------------------------------------------------------------------------
-def _summary(what: str, ids: Sequence[str], limit: int = 10) -> str:
-    shown = ", ".join(sorted(ids)[:limit])
-    more = f" (+{len(ids) - limit} more)" if len(ids) > limit else ""
-    return f"{len(ids)} {what}: {shown}{more}"
-
-
 # ----- building nodes --------------------------------------------------------------------------
 def _tags(inst: dict[str, Any]) -> dict[str, str]:
     return {t["Key"]: t.get("Value", "") for t in inst.get("Tags") or []}
@@ -287,45 +279,21 @@ def _raw_name(inst: dict[str, Any], name_from: str) -> tuple[str | None, str]:
     return "".join(parts), "template"
 
 
-def _names(
-    instances: dict[str, dict], name_from: str, taken: dict[str, str]
-) -> tuple[dict[str, str], list[str], dict[str, str]]:
-    """Node name per instance ID; falls back to the instance ID (with a warning) when unusable.
-
-    ``taken`` maps names already used by other nodes (incremental updates) to their instance IDs.
-    The third value is the name each instance named by ID *for a clash* wants, for
-    :func:`_claim_freed_names` to give back once the other holder has left.
-    """
-    names: dict[str, str] = {}
-    wanted: dict[str, str] = {}
-    problems: dict[str, list[str]] = {}
+def _names(instances: dict[str, dict], name_from: str, taken: dict[str, str], previous: TopologyGraph | None) -> Naming:
+    """Node name per instance ID by the shared rule (:mod:`topocast.providers.naming`); an instance whose
+    source gives no usable name is named by its ID. ``taken``: names held by nodes outside this batch."""
+    requests = []
     for iid, inst in instances.items():
         name, what = _raw_name(inst, name_from)
         if name is None:
-            problems.setdefault(f"have no {what}", []).append(iid)
-            names[iid] = iid
+            requests.append(NameRequest(iid, None, f"have no {what}"))
             continue
         try:
-            names[iid] = check_node_name(name, f"instance {iid}")
+            requests.append(NameRequest(iid, check_node_name(name, f"instance {iid}")))
         except TopocastError:
-            problems.setdefault(f"have an unsafe name from {what}", []).append(iid)
-            names[iid] = iid
-    owners: dict[str, list[str]] = {}
-    for iid, name in names.items():
-        owners.setdefault(name, []).append(iid)
-    for name, iids in owners.items():
-        other = taken.get(name)
-        if len(iids) > 1 or (other is not None and other not in iids):
-            for iid in iids:
-                if names[iid] != iid:
-                    problems.setdefault("share their name with another instance", []).append(iid)
-                    wanted[iid] = name
-                    names[iid] = iid
-    warnings = [
-        _summary(f"instance(s) {why} (name_from={name_from}); named by instance ID", iids)
-        for why, iids in problems.items()
-    ]
-    return names, warnings, wanted
+            requests.append(NameRequest(iid, None, f"have an unsafe name from {what}"))
+    before = {n.id: n.name for n in previous.nodes if n.id} if previous else {}
+    return assign_names(requests, held=taken, previous=before, noun="instance(s)", source=f"name_from={name_from}")
 
 
 def _build_nodes(
@@ -380,29 +348,13 @@ def _build_nodes(
     warnings = []
     if no_topology:
         warnings.append(
-            _summary("instance(s) without topology (type not supported or not running yet); kept", no_topology)
+            summary("instance(s) without topology (type not supported or not running yet); kept", no_topology)
         )
     if pending_domain:
         warnings.append(
-            _summary("instance(s) whose CapacityBlockId is not reported yet; previous domain kept", pending_domain)
+            summary("instance(s) whose CapacityBlockId is not reported yet; previous domain kept", pending_domain)
         )
     return nodes, warnings
-
-
-def _claim_freed_names(by_id: dict[str, Node]) -> list[str]:
-    """Nodes named by their ID because another instance held their name take it once it is free
-    (the holder terminated in this batch or an earlier one); the rename is said in a warning."""
-    used = {n.name for n in by_id.values()}
-    renamed: list[str] = []
-    for iid, node in sorted(by_id.items()):
-        wanted = node.labels.get(WANTED_NAME_LABEL)
-        if wanted is None or node.name != iid or wanted in used:
-            continue
-        labels = {k: v for k, v in node.labels.items() if k != WANTED_NAME_LABEL}
-        by_id[iid] = node.model_copy(update={"name": wanted, "labels": labels})
-        used.add(wanted)
-        renamed.append(iid)
-    return [_summary("instance(s) named by ID took their name once its holder left", renamed)] if renamed else []
 
 
 def _name_switch_clashes(nodes: list[Node]) -> tuple[list[Node], list[str]]:
@@ -413,7 +365,7 @@ def _name_switch_clashes(nodes: list[Node]) -> tuple[list[Node], list[str]]:
     if not clashes:
         return nodes, []
     out = [n.model_copy(update={"name": n.id}) if n.id in clashes else n for n in nodes]
-    return out, [_summary("instance(s) named like a switch of the fabric; named by instance ID", clashes)]
+    return out, [summary("instance(s) named like a switch of the fabric; named by instance ID", clashes)]
 
 
 def _graph(
@@ -465,10 +417,11 @@ def discover_full(ec2: Any, config: AwsDiscoveryConfig, previous: TopologyGraph 
     listing_filters = [f for f in config.describe_filters() if f["Name"] in ("instance-type", "availability-zone")]
     topo, gone = api.topology(running, config.topology_strategy, listing_filters)
     if gone:  # terminated between the two calls
-        warnings.append(_summary("instance(s) disappeared during discovery; removed", sorted(gone)))
+        warnings.append(summary("instance(s) disappeared during discovery; removed", sorted(gone)))
         instances = {k: v for k, v in instances.items() if k not in gone}
-    names, name_warnings, wanted = _names(dict(sorted(instances.items())), config.name_from, {})
-    nodes, node_warnings = _build_nodes(instances, topo, names, config, previous, wanted)
+    naming = _names(dict(sorted(instances.items())), config.name_from, {}, previous)
+    names, name_warnings = naming.names, naming.warnings
+    nodes, node_warnings = _build_nodes(instances, topo, names, config, previous, naming.wanted)
     if config.reserved_nodes:  # topology before launch: reserved names no running instance carries yet
         reservations, unknown = api.capacity_topology(sorted(config.reserved_nodes))
         placed, reserve_warnings = reserved_nodes(reservations, unknown, config.reserved_nodes, set(names.values()))
@@ -521,7 +474,7 @@ def discover_instances(
         else:
             by_id.pop(iid, None)
     if stale:
-        warnings.append(_summary("removal event(s) older than the instance's state (it runs); kept", stale))
+        warnings.append(summary("removal event(s) older than the instance's state (it runs); kept", stale))
     for iid in upserts:
         inst = described.get(iid)
         state = (inst or {}).get("State", {}).get("Name")
@@ -537,18 +490,18 @@ def discover_instances(
         else:
             live[iid] = inst
     if outside:
-        warnings.append(_summary("instance event(s) ignored: not matching the cluster filters", outside))
+        warnings.append(summary("instance event(s) ignored: not matching the cluster filters", outside))
     running = sorted(i for i, inst in live.items() if inst.get("State", {}).get("Name") == "running")
     topo, gone = api.topology(running)
     for iid in gone:  # terminated between the two calls
         live.pop(iid, None)
         by_id.pop(iid, None)
     taken = {n.name: i for i, n in by_id.items() if i not in live}
-    names, name_warnings, wanted = _names(live, config.name_from, taken)
-    nodes, node_warnings = _build_nodes(live, topo, names, config, previous, wanted)
+    naming = _names(live, config.name_from, taken, previous)
+    nodes, node_warnings = _build_nodes(live, topo, naming.names, config, previous, naming.wanted)
     for node in nodes:
         by_id[node.id] = node  # type: ignore[index]
-    name_warnings += _claim_freed_names(by_id)
+    name_warnings = naming.warnings + claim_freed_names(by_id, "instance(s)")
     # a launched instance replaces the before-launch placeholder of its name (providers/aws_capacity.py)
     launched = {n.name for n in by_id.values()}
     keep = [n for n in keep if n.name not in launched]

@@ -120,7 +120,10 @@ def _parse_csv(lines: list[str], table: _Table) -> None:
     for number, raw in enumerate(lines, 1):
         if not raw.strip() or raw.lstrip().startswith("#"):
             continue
-        fields = [f.strip() for f in next(csv.reader([raw]))]
+        try:
+            fields = [f.strip() for f in next(csv.reader([raw]))]
+        except csv.Error as exc:  # a field past csv's limit (128 KiB), a NUL byte
+            raise table.error(number, f"not a CSV line ({exc})") from None
         if number == 1 and fields[0].lower() == "host":
             continue
         if len(fields) not in (2, 3) or not fields[0] or not fields[1]:

@@ -64,6 +64,7 @@ from topocast.placement import carry_unplaced, place_nodes
 from topocast.providers import base
 from topocast.providers.base import NeedsFullScan, ProviderInputs
 from topocast.providers.gcp_sdk import RetryPolicy, transient_retry
+from topocast.providers.naming import WANTED_NAME_LABEL, NameRequest, Naming, assign_names, claim_freed_names, summary
 from topocast.validation import describe, validate
 
 __all__ = [
@@ -352,12 +353,6 @@ def unsettled(vm: _Vm | None, change: InstanceChange) -> bool:
 
 
 # ----- building nodes --------------------------------------------------------------------------
-def _summary(what: str, items: Sequence[str], limit: int = 10) -> str:
-    shown = ", ".join(sorted(items)[:limit])
-    more = f" (+{len(items) - limit} more)" if len(items) > limit else ""
-    return f"{len(items)} {what}: {shown}{more}"
-
-
 def _member(vm: _Vm, config: GcpDiscoveryConfig) -> bool:
     return (
         vm.status in config.statuses
@@ -377,34 +372,28 @@ def _raw_name(vm: _Vm, name_from: str) -> tuple[str | None, str]:
     return vm.labels.get(key) or None, f"label {key}"
 
 
-def _names(vms: Sequence[_Vm], name_from: str, taken: dict[str, str]) -> tuple[dict[str, str], list[str]]:
-    """Node name per VM ID; falls back to the VM name, then the numeric ID. ``taken``: name -> ID in use."""
-    names: dict[str, str] = {}
-    problems: dict[str, list[str]] = {}
+def _checked(name: str) -> str | None:
+    try:
+        return check_node_name(name)
+    except TopocastError:
+        return None
+
+
+def _names(vms: Sequence[_Vm], name_from: str, taken: dict[str, str], previous: TopologyGraph | None) -> Naming:
+    """Node name per VM ID by the shared rule (:mod:`topocast.providers.naming`): a VM whose source gives
+    no usable name is named by its VM name, then its numeric ID. ``taken``: names held outside this batch."""
+    requests = []
     for vm in vms:
         raw, what = _raw_name(vm, name_from)
+        shown = f"{vm.zone}/{vm.name}"
         try:
             if raw is None:
                 raise TopocastError(f"no {what}")
-            names[vm.id] = check_node_name(raw, f"VM {vm.zone}/{vm.name}")
+            requests.append(NameRequest(vm.id, check_node_name(raw, f"VM {shown}"), shown=shown))
         except TopocastError:
-            problems.setdefault(f"have no usable {what}", []).append(vm.name)
-            names[vm.id] = vm.name
-    owners: dict[str, list[str]] = {}
-    for vid, name in names.items():
-        owners.setdefault(name, []).append(vid)
-    by_id = {vm.id: vm for vm in vms}
-    for name, ids in owners.items():
-        other = taken.get(name)
-        if len(ids) > 1 or (other is not None and other not in ids):
-            for vid in ids:
-                problems.setdefault("share their node name with another VM", []).append(by_id[vid].name)
-                names[vid] = vid  # numeric IDs are unique
-    warnings = [
-        _summary(f"VM(s) {why} (name_from={name_from}); named by VM name or ID instead", items)
-        for why, items in problems.items()
-    ]
-    return names, warnings
+            requests.append(NameRequest(vm.id, None, f"have no usable {what}", _checked(vm.name), shown))
+    before = {n.id: n.name for n in previous.nodes if n.id} if previous else {}
+    return assign_names(requests, held=taken, previous=before, noun="VM(s)", source=f"name_from={name_from}")
 
 
 def _parse_physical_host(text: str) -> dict[str, str] | None:
@@ -486,9 +475,10 @@ class _Paths:
 
 
 def _nodes(
-    vms: Sequence[_Vm], names: dict[str, str], config: GcpDiscoveryConfig, paths: _Paths
+    vms: Sequence[_Vm], naming: Naming, config: GcpDiscoveryConfig, paths: _Paths
 ) -> tuple[list[Node], list[str], dict[str, str]]:
     """The VMs' nodes, warnings, and what was set aside (node name -> reason: data that breaks a rule)."""
+    names = naming.names
     without: dict[str, list[str]] = {}
     aside: dict[str, str] = {}
     nodes: list[Node] = []
@@ -515,12 +505,13 @@ def _nodes(
                 accelerator=domain,
                 zone=vm.zone,
                 instance_type=vm.machine_type,
+                labels={WANTED_NAME_LABEL: naming.wanted[vm.id]} if vm.id in naming.wanted else {},
             )
         )
-    warnings = [_summary(f"VM(s) without topology ({why}), kept as no-topology", n) for why, n in without.items()]
+    warnings = [summary(f"VM(s) without topology ({why}), kept as no-topology", n) for why, n in without.items()]
     if paths.qualified:
         warnings.append(
-            _summary("topology ID(s) seen under two parents, qualified with a digest of the parent", paths.qualified)
+            summary("topology ID(s) seen under two parents, qualified with a digest of the parent", paths.qualified)
         )
     return nodes, warnings, aside
 
@@ -553,8 +544,9 @@ def discover_full(
     for vm in vms:
         if vm.topology:
             paths.learn(vm.topology)
-    names, name_warnings = _names(vms, config.name_from, {})
-    nodes, node_warnings, aside = _nodes(vms, names, config, paths)
+    naming = _names(vms, config.name_from, {}, previous)
+    nodes, node_warnings, aside = _nodes(vms, naming, config, paths)
+    name_warnings = naming.warnings
     graph = _graph(config, nodes, aside)
     return DiscoveryResult(
         graph, api.calls, warnings + name_warnings + node_warnings, api.retries, upserted=graph.node_names()
@@ -602,8 +594,18 @@ def discover_instances(
     for vm in live:
         if vm.topology:
             paths.learn(vm.topology)
-    names, warnings = _names(live, config.name_from, {n.name: n.id or "" for n in kept})
-    nodes, node_warnings, aside = _nodes(live, names, config, paths)
+    naming = _names(live, config.name_from, {n.name: n.id or "" for n in kept}, previous)
+    nodes, node_warnings, aside = _nodes(live, naming, config, paths)
+    warnings = naming.warnings
+    # a VM named by its ID because another held its name (a name reused in another zone before the
+    # deletion was applied) takes the name once its holder is gone
+    by_key = {n.id or n.name: n for n in [*kept, *nodes]}
+    warnings += claim_freed_names(by_key, "VM(s)")
+    new_name = {n.name: by_key[n.id or n.name].name for n in [*kept, *nodes]}
+    aside = {new_name.get(name, name): why for name, why in aside.items()}
+    renamed = [n for n in kept if new_name[n.name] != n.name]
+    kept = [by_key[n.id or n.name] for n in kept]
+    nodes = [by_key[n.id or n.name] for n in nodes]
     # what the previous graph set aside stays set aside unless its VM was read again now or is gone
     carried: dict[str, str] = {}
     if previous is not None:
@@ -614,7 +616,8 @@ def discover_instances(
         raise NeedsFullScan(
             f"incremental update does not fit the stored graph ({exc}); a full scan is needed"
         ) from None
-    upserted = sorted(n.name for n in nodes)
+    upserted = sorted({*(n.name for n in nodes), *(new_name[n.name] for n in renamed)})
+    removed = sorted({*removed, *(n.name for n in renamed)})
     return DiscoveryResult(
         graph, api.calls, warnings + node_warnings, api.retries, upserted, sorted(set(removed) - set(upserted)),
         unsettled=sorted(followed[k].instance for k in waiting),

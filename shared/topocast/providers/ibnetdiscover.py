@@ -29,6 +29,9 @@ Mapping to the graph:
   (identical-children merge, then "most cables" choice). Switch IDs are the raw
   ``S-<guid>``; ``switch_names=True`` adds the descriptions' names
   (``MF0;NAME:MODEL`` -> ``NAME``) as display names.
+* **Port selection** (``selection``, :mod:`topocast.providers.port_selection`): on a
+  dual-fabric dump (compute + storage HCAs), only the selected HCAs are host cables and only
+  the switches they reach (never through a storage leaf) are placed (:func:`_select`).
 * **Accelerator domains** are not in the IB fabric: pass ``domains`` (see
   :mod:`topocast.providers.domains`). They only annotate hosts the fabric (or
   ``nodes``) names; entries for other hosts are reported and ignored.
@@ -65,12 +68,14 @@ from topocast.placement import place_nodes, record_label
 from topocast.providers.base import DiscoveryResult
 from topocast.providers.clos import Collapse, collapse, summarize_choices
 from topocast.providers.domains import HostDomain, load_domains, parse_domains
+from topocast.providers.port_selection import PortSelection
 
 __all__ = [
     "DEFAULT_HOST_REGEX",
     "Fabric",
     "HostDomain",
     "IbNode",
+    "PortSelection",
     "build_graph",
     "check_upload",
     "discover",
@@ -85,7 +90,7 @@ DEFAULT_HOST_REGEX = r"(?P<host>\S+)\s+\S+"
 _RECORD = re.compile(r'^(Switch|Ca|Rt)\s+(\d+)\s+"([^"]+)"\s*#\s*"([^"]*)"(.*)$')
 # [port][ext]  "remote"[rport][ext](guid)   # comment    (Ca lines carry (portguid) after [port])
 _PORT = re.compile(
-    r'^\[(\d+)\](?:\[[^\]]*\])?(?:\([0-9A-Fa-f]+\))?\s+"([^"]+)"\[(\d+)\](?:\[[^\]]*\])?(?:\([0-9A-Fa-f]+\))?\s*#(.*)$'
+    r'^\[(\d+)\](?:\[[^\]]*\])?(?:\(([0-9A-Fa-f]+)\))?\s+"([^"]+)"\[(\d+)\](?:\[[^\]]*\])?(?:\([0-9A-Fa-f]+\))?\s*#(.*)$'
 )
 _META = re.compile(r"^[A-Za-z_]\w*=\S+$")
 _SWITCH_NAME = re.compile(r"^[^;:]+;([^;:]+):[^;:]+$")
@@ -97,6 +102,8 @@ class Port:
     remote: str
     remote_port: int
     line: int
+    #: the local port GUID a ``Ca`` record's port line carries (``[1](e09d...)``)
+    guid: str | None = None
 
 
 @dataclass
@@ -232,7 +239,7 @@ def parse(text: str | bytes, source: str = "ibnetdiscover") -> Fabric:
                     f"{source}:{number}: port {num} of {current.id} is listed twice "
                     f"(first at line {current.ports[num].line})"
                 )
-            current.ports[num] = Port(num, port.group(2), int(port.group(3)), number)
+            current.ports[num] = Port(num, port.group(3), int(port.group(4)), number, port.group(2))
             continue
         why = _unknown(stripped, last_partial)
         if re.match(r"^(SW|CA|RT)\s", stripped):
@@ -257,7 +264,7 @@ def _complete(line: str, record: re.Match[str] | None) -> bool:
     if record is not None:
         return record.group(5).count('"') % 2 == 0
     port = _PORT.match(line)
-    return port is not None and port.group(4).count('"') % 2 == 0
+    return port is not None and port.group(5).count('"') % 2 == 0
 
 
 def _unknown(line: str, last_partial: bool) -> str:
@@ -424,6 +431,99 @@ def _claims(hosts: Mapping[str, list[IbNode]]) -> dict[str, str]:
     return out
 
 
+def _device(hca: IbNode, rx: re.Pattern[str]) -> str:
+    """The HCA's device name: its description after the host name (``"dgx-01 mlx5_3"`` -> ``mlx5_3``)."""
+    m = rx.fullmatch(hca.desc)
+    group = "host" if "host" in rx.groupindex else 1
+    rest = hca.desc[m.end(group) :].strip() if m else ""
+    return rest or hca.desc
+
+
+def _select(
+    fabric: Fabric,
+    hosts: Mapping[str, list[IbNode]],
+    rx: re.Pattern[str],
+    selection: PortSelection,
+    warnings: list[str],
+) -> tuple[Fabric, dict[str, list[IbNode]]]:
+    """The compute fabric only: the selected hosts' HCAs and the switches they reach.
+
+    HCAs not selected are dropped with their cables. A switch is dropped when the switch patterns
+    exclude it, or when it carries host cables that are all unselected ports making up a third of
+    its cables or more: a storage leaf (a spine with one stray storage HCA among its leaf links stays).
+    The rest is what the selected HCAs reach over switch links without passing a
+    dropped switch, so a storage fabric (even one cabled to a compute spine) never becomes a leaf
+    or a tier. Other ``Ca`` records (SHARP aggregation nodes) stay when their switch does.
+    """
+    kept_hcas: dict[str, list[IbNode]] = {}
+    dropped: list[IbNode] = []
+    for name, hcas in hosts.items():
+        for hca in hcas:
+            guids = [hca.id.removeprefix("H-"), *(p.guid for p in hca.ports.values() if p.guid)]
+            if selection.hca(_device(hca, rx), guids):
+                kept_hcas.setdefault(name, []).append(hca)
+            else:
+                dropped.append(hca)
+    kept_ids = {hca.id for hcas in kept_hcas.values() for hca in hcas}
+    dropped_ids = {hca.id for hca in dropped}
+    switches = {n.id: n for n in fabric.nodes.values() if n.kind == "Switch"}
+    excluded = {sw for sw, n in switches.items() if not selection.switch(_name_of(n.desc), sw)}
+    for sw, node in switches.items():
+        remotes = [p.remote for p in node.ports.values()]
+        to_dropped = sum(1 for r in remotes if r in dropped_ids)
+        if to_dropped and not any(r in kept_ids for r in remotes):
+            links = sum(1 for r in remotes if r in switches)
+            if to_dropped * 2 >= links:  # a third of its cables or more: a storage leaf, not a spine with a stray
+                excluded.add(sw)
+    reach = {p.remote for i in kept_ids for p in fabric.nodes[i].ports.values() if p.remote in switches}
+    reach -= excluded
+    queue = deque(sorted(reach))
+    while queue:
+        for p in switches[queue.popleft()].ports.values():
+            if p.remote in switches and p.remote not in reach and p.remote not in excluded:
+                reach.add(p.remote)
+                queue.append(p.remote)
+    # an HCA cabled only to switches off the compute fabric is on another fabric (a storage server's)
+    for name, hcas in list(kept_hcas.items()):
+        on = [h for h in hcas if not h.ports or any(p.remote in reach for p in h.ports.values())]
+        dropped.extend(h for h in hcas if h not in on)
+        if on:
+            kept_hcas[name] = on
+        else:
+            del kept_hcas[name]
+    kept_ids = {hca.id for hcas in kept_hcas.values() for hca in hcas}
+    dropped_ids = {hca.id for hca in dropped}
+    keep = reach | kept_ids
+    keep |= {
+        n.id
+        for n in fabric.nodes.values()
+        if n.kind != "Switch" and n.id not in dropped_ids and any(p.remote in reach for p in n.ports.values())
+    }
+    out = Fabric(warnings=fabric.warnings, bad=fabric.bad)
+    for node_id in keep:
+        node = fabric.nodes[node_id]
+        ports = {k: p for k, p in node.ports.items() if p.remote in keep}
+        out.nodes[node_id] = IbNode(node.kind, node.id, node.desc, node.source, node.line, ports, node.sysimg)
+    left_out = sorted(set(switches) - reach)
+    hostless = sorted(set(hosts) - kept_hcas.keys())
+    message = (
+        f"port selection ({selection.describe()}): {len(dropped)} HCA port(s) of "
+        f"{len({h for h, hcas in hosts.items() for x in hcas if x.id in dropped_ids})} host(s) not selected or "
+        f"not on the compute fabric, ignored; {len(left_out)} switch(es) not on the compute fabric left out"
+    )
+    if left_out:
+        message += f" ({', '.join(_shown(fabric, left_out[:3]))}{' ...' if len(left_out) > 3 else ''})"
+    if hostless:
+        message += f"; {len(hostless)} host(s) have no HCA on the compute fabric, left out: {compact_str(hostless)}"
+    warnings.append(message)
+    return out, {name: [out.nodes[hca.id] for hca in hcas] for name, hcas in kept_hcas.items()}
+
+
+def _name_of(desc: str) -> str:
+    m = _SWITCH_NAME.match(desc)
+    return m.group(1) if m else desc
+
+
 def _leaves(
     fabric: Fabric, cabled: Mapping[str, list[str]], wanted: set[str], compat: bool, warnings: list[str]
 ) -> set[str]:
@@ -507,16 +607,21 @@ def build_graph(
     domains: Mapping[str, HostDomain] | None = None,
     switch_names: bool = False,
     topograph_compat: bool = False,
+    selection: PortSelection | None = None,
 ) -> tuple[DiscoveryResult, Collapse]:
     """The graph of a parsed fabric, and the collapse report (merges, multi-rail choices).
 
     What cannot be placed is set aside in ``graph.unplaced`` with its reason (records the parser
     could not read, HCAs naming an unsafe host, names two machines claim, hosts cabled only to an
-    upper-tier switch); every other host is placed as if it were not there.
+    upper-tier switch); every other host is placed as if it were not there. ``selection``: only
+    the compute fabric's ports count (:func:`_select`).
     """
     warnings = list(fabric.warnings)
     aside = dict(fabric.bad)
-    hosts = _hosts(fabric, _host_pattern(host_regex), warnings, aside)
+    rx = _host_pattern(host_regex)
+    hosts = _hosts(fabric, rx, warnings, aside)
+    if selection:
+        fabric, hosts = _select(fabric, hosts, rx, selection, warnings)
     requested = None if nodes is None else set(nodes)
     wanted = sorted(hosts if requested is None else requested & hosts.keys())
 
@@ -631,6 +736,7 @@ def discover(
     domains: Mapping[str, HostDomain] | str | Path | None = None,
     switch_names: bool = False,
     topograph_compat: bool = False,
+    selection: PortSelection | None = None,
 ) -> DiscoveryResult:
     """Graph from ibnetdiscover output files (``paths``) and/or in-memory ``texts`` (source name -> content).
 
@@ -659,6 +765,7 @@ def discover(
         domains=domains,
         switch_names=switch_names,
         topograph_compat=topograph_compat,
+        selection=selection,
     )
     result.api_calls = {"ibnetdiscover.outputs": len(sources)}
     return result

@@ -15,6 +15,11 @@ scheme whose fabric keys it carries wins, in ``schemes`` order:
   switch, and is kept in the node's ``labels``); the sub-block is also the
   accelerator domain (the NVLink domain on A4X), as the GCP provider does.
 
+``preset`` names the label set a cloud writes (:data:`PRESETS`: ``coreweave``, ``crusoe``, ``nebius``,
+and ``eks``/``gke``/``topograph`` for one built-in scheme); it fills only the fields left unset.
+``qualify`` makes each tier's ID the path from the top (``fabricA/2/3`` for leaf group 3 of superpod 2),
+for labels that number a tier within the one above it.
+
 The accelerator domain is, in this order: the configured ``accelerator_key``,
 ``nvidia.com/gpu.clique`` (set by the NVIDIA GPU operator's feature discovery on
 NVLink-connected systems, ``<cluster UUID>.<clique ID>``), the scheme's own key.
@@ -43,7 +48,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from topocast.changes import InstanceChange
 from topocast.errors import ProviderError
@@ -69,6 +74,35 @@ HOSTNAME_OVERRIDE = "nodeset.slinky.slurm.net/hostname-override"
 #: the node annotations worth reading (the node source asks only for these)
 ANNOTATIONS = (HOSTNAME_OVERRIDE,)
 
+#: Named label sets (``preset``): the keys a cloud's control plane writes on GPU nodes. A preset only
+#: fills the fields the configuration leaves unset, so any of them can be overridden.
+PRESETS: dict[str, dict[str, object]] = {
+    # docs.coreweave.com/docs/products/networking/reference/infiniband-labels: ib.coreweave.cloud/fabric
+    # ("the name of the InfiniBand fabric"), /superpod and /leafgroup ("the number identifying" the superpod
+    # / leaf group), and ds.coreweave.com/nvlink.domain on GB200 NVL72. The numbers repeat across superpods
+    # and fabrics, so each tier's ID is qualified by the tiers above it (``qualify``).
+    "coreweave": {
+        "fabric_keys": ["ib.coreweave.cloud/leafgroup", "ib.coreweave.cloud/superpod", "ib.coreweave.cloud/fabric"],
+        "accelerator_key": "ds.coreweave.com/nvlink.domain",
+        "qualify": True,
+    },
+    # docs.nvidia.com/topograph/providers/crusoe: tier 0 crusoe.ai/pod.id (rail-optimized pod: a shared set
+    # of leaf switches), tier 1 crusoe.ai/ib.partition.id (the InfiniBand partition); nvidia.com/gpu.clique
+    # for the accelerator domain (read by default).
+    "crusoe": {"fabric_keys": ["crusoe.ai/pod.id", "crusoe.ai/ib.partition.id"]},
+    # docs.nebius.com/kubernetes/gpu/topology-aware-scheduling: topology.nebius.com/tier-1 (rack-level
+    # switches, a block), tier-2 (spine-level), gpu-cluster-id (one connected high-speed network domain);
+    # tier-0 is the accelerator interconnect (multi-node NVLink), set only on nodes that have it.
+    "nebius": {
+        "fabric_keys": [f"topology.nebius.com/{k}" for k in ("tier-1", "tier-2", "gpu-cluster-id")],
+        "accelerator_key": "topology.nebius.com/tier-0",
+    },
+    # the schemes read without a preset, one at a time
+    "eks": {"schemes": ["eks"]},
+    "gke": {"schemes": ["gke"]},
+    "topograph": {"schemes": ["topograph"]},
+}
+
 
 class NodeLabelsConfig(BaseModel):
     """How to read topology from node labels (CLI flags and the function's settings map onto this)."""
@@ -81,6 +115,19 @@ class NodeLabelsConfig(BaseModel):
     accelerator_key: str | None = Field(None, description="Label key of the accelerator domain (any scheme).")
     subdomain_key: str = TOPOGRAPH_SUBDOMAIN
     node_selector: dict[str, str] | None = Field(None, description="Only nodes with these labels.")
+    preset: str | None = Field(None, description=f"Named label set: {', '.join(PRESETS)} (fills unset fields).")
+    qualify: bool = Field(False, description="Prefix each tier's ID with the tiers above it (numbered tiers).")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _apply_preset(cls, data: object) -> object:
+        if not isinstance(data, dict) or data.get("preset") in (None, ""):
+            return data
+        name = data["preset"]
+        if name not in PRESETS:
+            raise ValueError(f"unknown preset {name!r}; known: {', '.join(PRESETS)}")
+        given = {k: v for k, v in data.items() if v not in (None, [], {})}
+        return {**PRESETS[name], **given}
 
 
 @dataclass(frozen=True)
@@ -113,7 +160,11 @@ def fabric_of(labels: Mapping[str, str], scheme: Scheme, config: NodeLabelsConfi
     else:
         path = [labels.get(GKE_SUBBLOCK, ""), labels.get(GKE_BLOCK, "")]
     # A path with holes (layer 2 missing, sub-block without block) is no path: the tree would be wrong.
-    return path if path and all(path) else []
+    if not (path and all(path)):
+        return []
+    if config.qualify:  # leaf group "3" of superpod "1" is not leaf group "3" of superpod "2"
+        path = ["/".join(reversed(path[i:])) for i in range(len(path))]
+    return path
 
 
 def _accelerator(labels: Mapping[str, str], scheme: Scheme | None, config: NodeLabelsConfig) -> str | None:
@@ -168,7 +219,9 @@ def graph_from_nodes(nodes: Iterable[ClusterNodeInfo], config: NodeLabelsConfig)
             f"{len(partial)} node(s) carry only part of a topology label set (a missing layer); kept without "
             f"topology: {', '.join(partial[:5])}{' ...' if len(partial) > 5 else ''}"
         )
-    if used.get("none"):
+    # (a configuration reading no fabric at all, e.g. an overlay that takes only the domains, says nothing)
+    reads_fabric = any(s != "custom" or config.fabric_keys for s in config.schemes)
+    if used.get("none") and reads_fabric:
         warnings.append(
             f"{used['none']} of {len(rows)} node(s) carry no topology labels of the schemes {config.schemes}"
         )
@@ -180,6 +233,7 @@ def graph_from_nodes(nodes: Iterable[ClusterNodeInfo], config: NodeLabelsConfig)
 
 __all__ = [
     "ANNOTATIONS",
+    "PRESETS",
     "ClusterNodeInfo",
     "NodeLabelsConfig",
     "NodeLabelsProvider",

@@ -10,6 +10,11 @@ each host/switch keeps the group it has most cables to). Switch IDs are NetQ's
 node IDs with NetQ's names as display names (``# net-unit-s1=node3`` in
 topology.conf, like Topograph). Hosts keep NetQ's node ID as ``id``.
 
+Port selection (``selection``, :mod:`topocast.providers.port_selection`): on a premise that
+shows the compute and the storage fabric, only host cables whose host-side interface (the
+``compounded_links[].interfaces`` entry of the host) is selected count, and switches the switch
+patterns exclude are never used (:func:`select_ports`).
+
 NVLink domains come from NMX-M ``/nmx/v1/compute-nodes`` (``Name`` ->
 ``DomainUUID``), or from a side input (:func:`topocast.providers.domains.load_domains`)
 which then replaces NMX-M. With ``nvlink=None`` an NMX-M failure is a warning (as
@@ -44,6 +49,7 @@ from topocast.providers.base import DiscoveryResult
 from topocast.providers.clos import collapse, summarize_choices
 from topocast.providers.domains import HostDomain, load_domains
 from topocast.providers.netq_http import NetqClient, NetqCredentials, Premise
+from topocast.providers.port_selection import PortSelection
 from topocast.validation import validate
 
 __all__ = [
@@ -55,6 +61,7 @@ __all__ = [
     "load_credentials",
     "parse_compute_nodes",
     "parse_topology",
+    "select_ports",
 ]
 
 PROVIDER = "netq"
@@ -120,6 +127,8 @@ class NetqFabric:
     tier: dict[str, int] = field(default_factory=dict)
     #: lower-tier id -> upper-tier ids, one entry per cable
     up: dict[str, list[str]] = field(default_factory=lambda: defaultdict(list))
+    #: lower-tier id -> the lower end's interface name of each cable in ``up`` (same order; None: unknown)
+    up_iface: dict[str, list[str | None]] = field(default_factory=lambda: defaultdict(list))
     warnings: list[str] = field(default_factory=list)
     #: records set aside (an unsafe host name): record label -> reason
     bad: dict[str, str] = field(default_factory=dict)
@@ -186,11 +195,29 @@ def _parse_topology(data: Any, source: str) -> NetqFabric:
             continue
         low, high = (a, b) if fab.tier[a] < fab.tier[b] else (b, a)
         fab.up[low].extend([high] * cables)
+        fab.up_iface[low].extend(_interfaces(link, low, cables))
     if unknown:
         fab.warnings.append(f"{source}: links name unknown node IDs, ignored: {', '.join(sorted(unknown)[:10])}")
     if flat:
         fab.warnings.append(f"{source}: {len(flat)} link(s) join devices of the same tier, ignored: {flat[0]}...")
     return fab
+
+
+def _interfaces(link: Mapping[str, Any], end: str, cables: int) -> list[str | None]:
+    """``end``'s interface name on each cable of ``link`` (``compounded_links[].interfaces``, else the IDs)."""
+    out: list[str | None] = []
+    for cable in link.get("compounded_links") or []:
+        name = None
+        cable = cable if isinstance(cable, dict) else {}
+        for iface in cable.get("interfaces") or []:
+            if isinstance(iface, dict) and iface.get("node") == end and isinstance(iface.get("interface"), str):
+                name = iface["interface"]
+        if name is None:  # "node9:swp17s0-*-node12:ens4f0np0"
+            for part in str(cable.get("id", "")).split("-*-"):
+                node, _, port = part.partition(":")
+                name = port if node == end and port else name
+        out.append(name)
+    return out or [None] * cables
 
 
 def parse_compute_nodes(data: Any, source: str = "NMX-M compute-nodes") -> dict[str, HostDomain]:
@@ -229,8 +256,12 @@ def build_graph(
     nodes: Iterable[str] | None = None,
     domains: Mapping[str, HostDomain] | None = None,
     prefixes: Sequence[str] | None = None,
+    selection: PortSelection | None = None,
 ) -> DiscoveryResult:
-    """Graph from one parsed fabric per premise (``prefixes[i]`` is put before fabric i's IDs)."""
+    """Graph from one parsed fabric per premise (``prefixes[i]`` is put before fabric i's IDs).
+
+    ``selection``: only the compute fabric's cables count (:func:`select_ports`).
+    """
     requested = None if nodes is None else set(nodes)
     warnings: list[str] = []
     aside: dict[str, str] = {}
@@ -238,6 +269,8 @@ def build_graph(
     display: dict[str, str] = {}
     for k, fab in enumerate(fabrics):
         pre = prefixes[k] if prefixes else ""
+        if selection:
+            fab = select_ports(fab, selection)
         warnings.extend(fab.warnings)
         aside.update(fab.bad)
         by_name: dict[str, list[str]] = defaultdict(list)
@@ -280,6 +313,42 @@ def build_graph(
     nodes_sorted = sorted(graph_nodes.values(), key=lambda n: n.name)
     graph = place_nodes(cluster, PROVIDER, nodes_sorted, switch_names=_safe_names(display, warnings), unplaced=aside)
     return DiscoveryResult(graph=graph, warnings=warnings)
+
+
+def select_ports(fab: NetqFabric, selection: PortSelection) -> NetqFabric:
+    """The compute fabric of one premise: host cables whose host-side interface is selected, to switches
+    the switch patterns allow; a host left with none is not on the compute fabric and is dropped.
+
+    The tree is walked upwards from the hosts' leaf cables (:func:`topocast.providers.clos.collapse`),
+    so a storage leaf or spine only unselected cables reach never becomes a leaf or a tier, even when
+    it is cabled to a compute spine. A warning counts what was ignored.
+    """
+    allowed = {sw for sw, name in fab.switches.items() if selection.switch(name, sw)}
+    out = NetqFabric(dict(fab.hosts), dict(fab.switches), dict(fab.tier), warnings=list(fab.warnings), bad=fab.bad)
+    ignored = 0
+    for low, highs in fab.up.items():
+        ifaces = fab.up_iface.get(low) or [None] * len(highs)
+        for high, iface in zip(highs, ifaces, strict=False):
+            is_host = low in fab.hosts
+            if high not in allowed or (low not in fab.hosts and low not in allowed):
+                ignored += is_host
+                continue
+            if is_host and not selection.hca(iface or ""):
+                ignored += 1
+                continue
+            out.up[low].append(high)
+            out.up_iface[low].append(iface)
+    hostless = sorted(name for hid, name in fab.hosts.items() if not out.up.get(hid) and fab.up.get(hid))
+    for hid in [h for h, name in fab.hosts.items() if name in hostless]:
+        del out.hosts[hid]
+    message = (
+        f"port selection ({selection.describe()}): {ignored} host cable(s) not selected or to a switch off the "
+        f"compute fabric, ignored; {len(fab.switches) - len(allowed)} switch(es) excluded by name"
+    )
+    if hostless:
+        message += f"; {len(hostless)} host(s) have no cable on the compute fabric, left out: {compact_str(hostless)}"
+    out.warnings.append(message)
+    return out
 
 
 def _host_cables(
@@ -371,6 +440,7 @@ def discover(
     insecure: bool = False,
     ca_file: str | None = None,
     client: NetqClient | None = None,
+    selection: PortSelection | None = None,
     **client_options: Any,
 ) -> DiscoveryResult:
     """Log in, fetch each premise's topology and NMX-M compute nodes, and build the graph.
@@ -396,7 +466,7 @@ def discover(
             if nvlink:
                 raise
             warnings.append(f"no NVLink domains: {exc}")
-    result = build_graph(fabrics, cluster=cluster, nodes=nodes, domains=domains, prefixes=prefixes)
+    result = build_graph(fabrics, cluster=cluster, nodes=nodes, domains=domains, prefixes=prefixes, selection=selection)
     result.warnings[:0] = warnings
     result.api_calls = dict(client.calls)
     return result

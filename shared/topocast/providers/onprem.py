@@ -5,7 +5,8 @@ Where the input lives is the shell's business: the functions pass the collectors
 their bucket (S3 or GCS, :func:`topocast.pipeline.objects.read_uploads`), the CLI local files.
 Options (``ProviderInputs.options``): ``host_regex``, ``nodes``, ``topograph_compat`` (ibnetdiscover);
 ``url``, ``credentials``, ``premises``, ``insecure``, ``ca_file``, ``nodes`` (NetQ); ``domains_uri``
-(both: an NVLink domains file read through ``read_text``).
+(both: an NVLink domains file read through ``read_text``); ``ib_hcas``, ``ib_switches`` (both) and
+``ib_guids`` (ibnetdiscover): the compute fabric's ports (:mod:`topocast.providers.port_selection`).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from topocast.errors import ProviderError
 from topocast.graph import TopologyGraph
 from topocast.providers.base import DiscoveryResult, ProviderInputs
 from topocast.providers.domains import HostDomain, parse_domains
+from topocast.providers.port_selection import PortSelection
 
 __all__ = ["IbnetdiscoverProvider", "NetqProvider", "ibnetdiscover_provider", "netq_provider"]
 
@@ -63,6 +65,7 @@ class IbnetdiscoverProvider(_FullOnly):
             nodes=o.get("nodes"),
             domains=_domains(self.inputs),
             topograph_compat=bool(o.get("topograph_compat")),
+            selection=PortSelection.from_options(o),
             **kwargs,
         )
 
@@ -76,6 +79,8 @@ class NetqProvider(_FullOnly):
         o = self.inputs.options
         if not (o.get("url") and o.get("credentials")):
             raise ProviderError("the netq provider needs a NetQ URL and credentials (TOPOCAST_NETQ_URL/_CREDENTIALS)")
+        if o.get("ib_guids"):
+            raise ProviderError("the netq provider selects ports by interface name and switch name, not by GUID")
         ref = str(o["credentials"])
         creds = netq.load_credentials(ref, read_secret=lambda r: (self.inputs.secret(r), None))
         return netq.discover(
@@ -87,6 +92,7 @@ class NetqProvider(_FullOnly):
             domains=_domains(self.inputs),
             insecure=bool(o.get("insecure")),
             ca_file=o.get("ca_file"),
+            selection=PortSelection.from_options(o),
         )
 
 

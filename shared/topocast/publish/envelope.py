@@ -39,6 +39,8 @@ ADVANCED_LIMIT = 8192
 LIMITS = {"Standard": STANDARD_LIMIT, "Advanced": ADVANCED_LIMIT}
 #: what :func:`parse` reads at most: an envelope is a parameter value (8 KB), never more
 MAX_ENVELOPE_CHARS = 64 * 1024
+#: the largest generation a reader accepts (keys carry it as 12 digits; 10**30 or -1 is damage, not a generation)
+MAX_GENERATION = 10**12
 
 Encoding = Literal["raw", "gzip+base64", "s3"]
 Tier = Literal["Standard", "Advanced"]
@@ -144,6 +146,8 @@ def parse(value: str, source: str) -> Envelope:
         )
     except (KeyError, TypeError, ValueError) as exc:
         raise EnvelopeError(f"{source}: malformed envelope ({exc!r})") from None
+    if type(data["generation"]) is not int or not 0 <= env.generation <= MAX_GENERATION:
+        raise EnvelopeError(f"{source}: generation {data['generation']!r} is outside 0..{MAX_GENERATION}; refusing it")
     if not 0 <= env.size <= MAX_PUBLISHED_BYTES:
         raise EnvelopeError(f"{source}: size {env.size} is outside 0..{MAX_PUBLISHED_BYTES} bytes")
     if env.encoding not in ("raw", "gzip+base64", "s3"):

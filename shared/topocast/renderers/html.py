@@ -9,13 +9,23 @@ an air-gapped laptop). Built to stay readable at 10,000+ nodes:
   domain counts and a *domain fill* bar (how its nodes split over NVLink domains);
 * **drill-down**: opening a leaf shows its nodes as cells; siblings are in natural
   name order (``leaf-2`` before ``leaf-10``);
-* **search** by node name (substring) or Slurm hostlist (``gpu-[001-004,9]``): the
-  matches are listed with their switch path, and the first is revealed and marked.
-  The URL fragment drives it too (``topology.html#search=gpu-0042``);
+* **search** by node name (substring), Slurm hostlist (``gpu-[001-004,9]``), switch
+  (``leaf-00235``), Slurm block (``block003``) or domain name (``nvl-0002``, ``#3``), or a
+  comma-separated mix: the matches are listed with their switch path, the first is
+  revealed and marked, and a term that matches nothing is named. The URL fragment
+  drives it too (``topology.html#search=gpu-0042``). A hostlist is counted before it is
+  expanded (at most :data:`SEARCH_CAP` names) and a fragment that is not valid
+  percent-encoding is searched as written: nothing a URL holds stops the page script;
 * **domains without relying on hue**: each domain has a number (``#12``, printed in
-  every cell and bar segment) and one of 4 patterns on top of one of 12 colours;
+  every cell and bar segment) and one of 4 patterns on top of one of 12 colours, and
+  the name of its Slurm block(s) (``block003``, as ``topology-block.conf`` and ``scontrol
+  show topology`` say; from :func:`topocast.renderers.slurm_block.cluster_layout`);
+* **what Slurm would warn about**: the warnings and errors ``validate-slurm`` prints for
+  the tree and block files of this graph (``checks``, computed by the caller: e.g. two
+  root switches) and the block renderer's own warnings;
 * **what changed** (``render --previous OLD``): added, moved and re-domained nodes are
-  outlined and counted per group, removed nodes listed (:mod:`topocast.diff`).
+  outlined and counted per group, groups that lost nodes marked, removed nodes listed
+  (:mod:`topocast.diff`).
 
 Without JavaScript the page still shows the summary cards, the tier overview (SVG)
 and the nodes without topology.
@@ -26,15 +36,18 @@ from __future__ import annotations
 import json
 import re
 from collections import Counter
+from collections.abc import Sequence
 from html import escape
 from importlib import resources
 
 from topocast.diff import GraphDiff, diff_graphs, format_text
+from topocast.errors import RenderError
 from topocast.fabric import FabricTree, build_domains, build_tree
 from topocast.graph import TopologyGraph
 from topocast.hostlist import compact_str
 from topocast.placement import set_aside_count
 from topocast.renderers.base import Artifact, RenderOptions
+from topocast.renderers.slurm_block import BlockLayout, cluster_layout
 
 FILENAME = "topology.html"
 MEDIA_TYPE = "text/html"
@@ -42,6 +55,8 @@ FORMAT = "html"
 
 #: node flags in the page data (``--previous``)
 ADDED, MOVED, REDOMAINED = 1, 2, 3
+#: the most node names one search may expand to (counted before expanding; the page script has the same)
+SEARCH_CAP = 200_000
 
 
 def natural_key(text: str) -> list[tuple[int, int | str]]:
@@ -54,13 +69,45 @@ def _script_json(data: object) -> str:
     return json.dumps(data, separators=(",", ":")).replace("<", "\\u003c")
 
 
-def page_data(graph: TopologyGraph, previous: GraphDiff | None = None) -> dict[str, object]:
-    """The plain data the page script draws: switches (tree order), nodes (leaf order), domains."""
+def block_layout(graph: TopologyGraph, options: RenderOptions) -> tuple[BlockLayout | None, list[str]]:
+    """The block renderer's own layout (so the page names blocks as topology-block.conf does) and its warnings.
+
+    ``None`` when the graph has no block topology (no domains, or options the block format refuses).
+    """
+    try:
+        lay = cluster_layout(graph, options)
+    except RenderError as exc:  # NotApplicableError included: no domain, so no block names to show
+        return None, [] if not any(n.accelerator for n in graph.nodes) else [f"slurm-block: {exc}"]
+    return lay, [f"slurm-block: {w}" for w in lay.warnings]
+
+
+def lost_nodes(change: GraphDiff, old: TopologyGraph, new: TopologyGraph) -> Counter[str]:
+    """Switch -> how many of its nodes (below it, at any depth) were removed or moved away since ``old``."""
+    before = {n.name: n.fabric for n in old.nodes}
+    after = {n.name: n.fabric for n in new.nodes}
+    lost: Counter[str] = Counter()
+    for name in change.removed:
+        lost.update(before[name])
+    for m in change.moved:
+        lost.update(set(m.old) - set(after[m.node]))
+    return lost
+
+
+def page_data(
+    graph: TopologyGraph,
+    previous: GraphDiff | None = None,
+    layout: BlockLayout | None = None,
+    lost: Counter[str] | None = None,
+) -> dict[str, object]:
+    """The plain data the page script draws: switches (tree order), nodes (leaf order), domains, blocks."""
     tree = build_tree(graph, no_topology_switch=False)
     domain_names = sorted({n.accelerator for n in graph.nodes if n.accelerator is not None}, key=natural_key)
     domain_index = {d: i for i, d in enumerate(domain_names)}
     domain_size = Counter(domain_index[n.accelerator] for n in graph.nodes if n.accelerator is not None)
     by_name = {n.name: n for n in graph.nodes}
+    block_names = list(layout.names) if layout is not None else []
+    block_of = {n: i for i, b in enumerate(layout.blocks) for n in b.nodes} if layout is not None else {}
+    lost = lost or Counter()  # switch -> nodes it no longer has (removed, or moved away)
     flags: dict[str, int] = {}
     if previous is not None:
         flags.update(dict.fromkeys((c.node for c in previous.domain_changed), REDOMAINED))
@@ -73,18 +120,18 @@ def page_data(graph: TopologyGraph, previous: GraphDiff | None = None) -> dict[s
     def node_row(name: str, switch: int) -> list[object]:
         n = by_name[name]
         dom = domain_index[n.accelerator] if n.accelerator is not None else (-2 if n.accelerator_pending else -1)
-        return [name, n.id or "", dom, n.subdomain or "", switch, flags.get(name, 0)]
+        return [name, n.id or "", dom, n.subdomain or "", switch, flags.get(name, 0), block_of.get(name, -1)]
 
     def add(sw: str, parent: int) -> tuple[int, Counter[int], int]:
         """Append ``sw`` and its subtree; return (index, domain counts below, changed count below).
 
         A switch row: [display name, id, parent, level from the top, children, first node, end node,
         nodes below, domain segments [[domain, count]], domains below, changed nodes below,
-        domains below that also have nodes elsewhere].
+        domains below that also have nodes elsewhere, nodes it lost since the previous graph].
         """
         index = len(switches)
         level = 0 if parent < 0 else switches[parent][3] + 1  # type: ignore[operator]
-        row: list[object] = [tree.name_of(sw), sw, parent, level, [], 0, 0, 0, [], 0, 0, 0]
+        row: list[object] = [tree.name_of(sw), sw, parent, level, [], 0, 0, 0, [], 0, 0, 0, lost[sw]]
         switches.append(row)
         counts: Counter[int] = Counter()
         changed = 0
@@ -109,6 +156,10 @@ def page_data(graph: TopologyGraph, previous: GraphDiff | None = None) -> dict[s
     bare = sorted((n.name for n in graph.nodes if not n.fabric), key=natural_key)
     bare_start = len(nodes)
     nodes.extend(node_row(name, -1) for name in bare)
+    domain_blocks: list[set[int]] = [set() for _ in domain_names]
+    for n in graph.nodes:  # the block(s) of each domain: one, or several with block_sizes / sub-domains
+        if n.accelerator is not None and n.name in block_of:
+            domain_blocks[domain_index[n.accelerator]].add(block_of[n.name])
     return {
         "cluster": graph.cluster,
         "switches": switches,
@@ -116,8 +167,11 @@ def page_data(graph: TopologyGraph, previous: GraphDiff | None = None) -> dict[s
         "nodes": nodes,
         "bare": [bare_start, len(nodes)],
         "domains": domain_names,
+        "blocks": block_names,
+        "domainBlocks": [sorted(b) for b in domain_blocks],
         "removed": previous.removed if previous is not None else [],
         "previous": previous is not None,
+        "cap": SEARCH_CAP,
     }
 
 
@@ -169,11 +223,34 @@ def _set_aside_note(graph: TopologyGraph) -> str:
     )
 
 
-def render_page(graph: TopologyGraph, previous: TopologyGraph | None = None) -> str:
-    """The page; with ``previous``, what changed since it is highlighted."""
+def _notes_box(graph: TopologyGraph) -> str:
+    """The graph's per-node notes (merged sources disagreeing), every name and note escaped."""
+    items = sorted(graph.notes.items())
+    rows = "".join(f"<li><code>{escape(k)}</code>: {escape(v)}</li>" for k, v in items[:SET_ASIDE_SHOWN])
+    more = f"<li>... and {len(items) - SET_ASIDE_SHOWN} more (the graph's <code>notes</code>)</li>"
+    return (
+        f'<details class="alertbox notes" id="node-notes"><summary><b>{len(items)} node note(s)</b>: placed, '
+        "but the merged sources disagree about them or one lacks them</summary>"
+        f"<ul>{rows}{more if len(items) > SET_ASIDE_SHOWN else ''}</ul></details>"
+    )
+
+
+def render_page(
+    graph: TopologyGraph,
+    previous: TopologyGraph | None = None,
+    options: RenderOptions | None = None,
+    checks: Sequence[str] = (),
+) -> str:
+    """The page; with ``previous``, what changed since it is highlighted.
+
+    ``checks``: what ``validate-slurm`` says about this graph's Slurm files (warnings, ``invalid: ...``),
+    shown with the block renderer's own warnings. The renderers cannot run those checks (they live with
+    the Slurm adapter), so the caller passes them (``render_cli``).
+    """
     tree = build_tree(graph, no_topology_switch=False)
     domains = build_domains(graph)
     change = diff_graphs(previous, graph) if previous is not None else None
+    layout, block_warnings = block_layout(graph, options or RenderOptions())
     bare = graph.nodes_without_topology()
     pending = sum(1 for n in graph.nodes if n.accelerator_pending and n.accelerator is None)
     cards = [
@@ -188,8 +265,17 @@ def render_page(graph: TopologyGraph, previous: TopologyGraph | None = None) -> 
     if graph.unplaced:
         cards.append(_card(set_aside_count(graph)[0], "set aside", alert=True))
     notes = []
+    slurm = [*checks, *block_warnings]
+    if slurm:
+        rows = "".join(f"<li>{escape(w)}</li>" for w in slurm)
+        notes.append(f'<details class="alertbox slurm" id="slurm-checks" open><summary><b>{len(slurm)} Slurm '
+                     f"warning(s)</b> (what <code>topocast validate-slurm</code> and the block renderer say about "
+                     f"this graph's topology files)</summary><ul>{rows}</ul></details>")  # fmt: skip
     if graph.unplaced:
         notes.append(_set_aside_note(graph))
+    if graph.notes:
+        cards.append(_card(len(graph.notes), "node notes", alert=True))
+        notes.append(_notes_box(graph))
     if bare:
         notes.append(
             f'<div class="alertbox"><b>{len(bare)} node(s) without topology</b> (the provider reported no '
@@ -201,15 +287,18 @@ def render_page(graph: TopologyGraph, previous: TopologyGraph | None = None) -> 
         notes.append(f'<details class="changes" open><summary>Changes since the previous graph</summary><pre>'
                      f"{escape(format_text(change, 'previous', 'this graph', limit=20))}</pre></details>")  # fmt: skip
     cluster = escape(graph.cluster)
-    data = _script_json(page_data(graph, change))
+    lost = lost_nodes(change, previous, graph) if change is not None and previous is not None else None
+    data = _script_json(page_data(graph, change, layout, lost))
     return (
         f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>Topology of {cluster}</title>'
         f'<meta name="viewport" content="width=device-width"><style>{_CSS}</style></head><body>\n'
         f'<header><h1>Topology of {cluster}</h1><div class="meta">source: {escape(graph.provider)}</div>\n'
         f'<div class="cards">{"".join(cards)}</div></header>\n{"".join(notes)}\n'
         f'<details class="tiers"><summary>Tiers</summary>{_tier_svg(tree, graph)}</details>\n'
-        '<div class="bar-top"><input id="q" type="search" placeholder="Search node or hostlist, e.g. gpu-[001-004]" '
-        'aria-label="search nodes" size="44"> <button id="go">Find</button> <button id="all">Expand all</button> '
+        '<div class="bar-top"><input id="q" type="search" '
+        'placeholder="Search node, hostlist, switch, block or domain" '
+        'aria-label="search nodes, switches, blocks and domains" size="44"> <button id="go">Find</button> '
+        '<button id="all">Expand all</button> '
         '<button id="none">Collapse</button> <span id="status" role="status"></span></div>\n'
         '<div id="results"></div><div id="legend" class="note"></div><main id="tree"></main>\n'
         f'<noscript><p class="note">Turn on JavaScript to browse the switch tree and search nodes.</p></noscript>\n'
@@ -218,12 +307,14 @@ def render_page(graph: TopologyGraph, previous: TopologyGraph | None = None) -> 
 
 
 def render(graph: TopologyGraph, options: RenderOptions) -> Artifact:
-    return Artifact(FORMAT, FILENAME, render_page(graph), MEDIA_TYPE, len(graph.nodes))
+    return Artifact(FORMAT, FILENAME, render_page(graph, None, options), MEDIA_TYPE, len(graph.nodes))
 
 
-def render_with_previous(graph: TopologyGraph, previous: TopologyGraph, options: RenderOptions) -> Artifact:
-    """The same page with what changed since ``previous`` highlighted (``render --previous``)."""
-    return Artifact(FORMAT, FILENAME, render_page(graph, previous), MEDIA_TYPE, len(graph.nodes))
+def render_with_previous(
+    graph: TopologyGraph, previous: TopologyGraph | None, options: RenderOptions, checks: Sequence[str] = ()
+) -> Artifact:
+    """The page with what changed since ``previous`` highlighted (``render --previous``) and ``checks`` shown."""
+    return Artifact(FORMAT, FILENAME, render_page(graph, previous, options, checks), MEDIA_TYPE, len(graph.nodes))
 
 
 def _asset(name: str) -> str:

@@ -162,16 +162,26 @@ class SlurmInstall:
     def version(self) -> tuple[int, int] | None:
         return slurm_version(tuple(argv(self.command(self.slurmctld))))
 
+    def release(self) -> str | None:
+        """The full release ``slurmctld -V`` prints (``26.05.5``); None if it does not run."""
+        return slurm_release(tuple(argv(self.command(self.slurmctld))))
+
 
 @functools.cache
-def slurm_version(command: tuple[str, ...]) -> tuple[int, int] | None:
-    """(major, minor) of ``slurmctld -V`` (``slurm-wlm 26.05.5`` -> (26, 5)); None if it does not run."""
+def slurm_release(command: tuple[str, ...]) -> str | None:
+    """``26.05.5`` of ``slurmctld -V`` (``slurm-wlm 26.05.5``); None if it does not run."""
     try:
         cp = subprocess.run([*command, "-V"], capture_output=True, text=True, timeout=10, check=False)
     except (OSError, subprocess.TimeoutExpired):
         return None
-    m = _VERSION.search(cp.stdout)
-    return (int(m.group(1)), int(m.group(2))) if cp.returncode == 0 and m else None
+    m = re.search(r"\d+\.\d+(\.\d+)?", cp.stdout)
+    return m.group(0) if cp.returncode == 0 and m else None
+
+
+def slurm_version(command: tuple[str, ...]) -> tuple[int, int] | None:
+    """(major, minor) of ``slurmctld -V`` (``slurm-wlm 26.05.5`` -> (26, 5)); None if it does not run."""
+    m = _VERSION.match(slurm_release(command) or "")
+    return (int(m.group(1)), int(m.group(2))) if m else None
 
 
 def ensure_proc(root: Path) -> None:

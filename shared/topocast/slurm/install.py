@@ -28,17 +28,18 @@ user running the install (:mod:`topocast.safe_files`): the agent runs as root.
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import hashlib
 import os
-import tempfile
 import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
 from topocast.errors import TopocastError
 from topocast.limits import MAX_PUBLISHED_BYTES
-from topocast.safe_files import UnsafePathError, check_destination, dir_lock, read_nofollow
+from topocast.safe_files import UnsafePathError, check_destination, dir_lock, read_nofollow, write_file
 from topocast.slurm import scontrol as ctl
 from topocast.slurm.conffile import slurm_conf_nodes
 from topocast.slurm.controller import SlurmInstall
@@ -51,6 +52,27 @@ from topocast.slurm.validate import (
     validate_topology_text,
     verify_shown,
 )
+
+#: who hears which step an install is in (the pull agent prints a progress line for a slow one)
+_STEP_LISTENER: contextvars.ContextVar[Callable[[str], None] | None] = contextvars.ContextVar("step", default=None)
+
+
+@contextlib.contextmanager
+def steps_to(listener: Callable[[str], None]) -> Iterator[None]:
+    """Tell ``listener`` each step (``validating with a throwaway slurmctld``, ...) the install enters."""
+    token = _STEP_LISTENER.set(listener)
+    try:
+        yield
+    finally:
+        _STEP_LISTENER.reset(token)
+
+
+def announce(text: str) -> None:
+    """Announce the step the install (or the pull around it) enters now."""
+    listener = _STEP_LISTENER.get()
+    if listener is not None:
+        listener(text)
+
 
 Action = Literal["installed", "unchanged", "refused", "rolled_back", "failed", "held"]
 
@@ -75,6 +97,8 @@ class InstallResult:
     applied: str | None = None
     #: why that way (see topocast.slurm.live.plan_live)
     why: str = ""
+    #: what checked the installed file: ``; validated by slurmctld 26.05.5`` (:func:`validated_by`)
+    checked: str = ""
 
     @property
     def changed(self) -> bool:
@@ -136,6 +160,7 @@ def install_topology(
             return result(False, "refused", f"{mismatch}; nothing written", "validate")
         validation = None
         if validate:
+            announce(f"validating with a throwaway slurmctld ({slurm.describe()})")
             try:
                 validation = validate_topology_text(content, slurm_conf, source=f"{dest} (candidate)", install=slurm)
             except TopocastError as exc:
@@ -144,9 +169,13 @@ def install_topology(
             if too_old:
                 return result(False, "refused", f"{too_old}; nothing written", "validate", validation=validation)
             if not validation.ok:
-                reasons = "; ".join(validation.errors[:5])
-                more = f" (+{len(validation.errors) - 5} more)" if len(validation.errors) > 5 else ""
-                return result(False, "refused", f"{reasons}{more}; nothing written", "validate", validation=validation)
+                return result(
+                    False,
+                    "refused",
+                    f"{sample_errors(validation.errors)}; nothing written",
+                    "validate",
+                    validation=validation,
+                )
 
         prev = dest.with_name(dest.name + ".prev") if old is not None else None
         try:
@@ -162,12 +191,14 @@ def install_topology(
                 validation=validation,
             )
         warnings = list(validation.warnings) if validation else []
+        checked = validated_by(validation, slurm)
         if not reconfigure:
             return result(
                 True,
                 "installed",
-                f"installed (sha256 {digest[:12]})",
+                f"installed (sha256 {digest[:12]}{checked})",
                 validation=validation,
+                checked=checked,
                 previous=prev,
                 warnings=warnings,
             )
@@ -178,8 +209,9 @@ def install_topology(
             return result(
                 True,
                 "installed",
-                f"installed and reconfigured (sha256 {digest[:12]})",
+                f"installed and reconfigured (sha256 {digest[:12]}{checked})",
                 validation=validation,
+                checked=checked,
                 reconfigured=True,
                 previous=prev,
                 warnings=warnings,
@@ -217,6 +249,22 @@ def install_topology(
         )
 
 
+def sample_errors(errors: list[str], sample: int = 3, limit: int = 300) -> str:
+    """The first ``sample`` errors (each cut at ``limit`` characters) and how many more: a bounded reason."""
+    shown = [e if len(e) <= limit else e[: limit - 3] + "..." for e in errors[:sample]]
+    more = f" (+{len(errors) - sample} more)" if len(errors) > sample else ""
+    return "; ".join(shown) + more
+
+
+def validated_by(validation: ValidationResult | None, slurm: SlurmInstall) -> str:
+    """``; validated by slurmctld 26.05.5`` (what checked an installed file), or what did not."""
+    if validation is None:
+        return "; not validated (--no-validate)"
+    if validation.controller_checked:
+        return f"; validated by slurmctld {slurm.release() or validation.version}"
+    return f"; structure checked only: {slurm.describe()} could not check it"
+
+
 def _destination_mismatch(dest: Path, content: bytes) -> str | None:
     """slurmctld reads topology.yaml and topology.conf by name: the content must match the file name."""
     is_yaml = looks_like_yaml(content.decode("utf-8", errors="replace"))
@@ -249,13 +297,16 @@ def _apply(
     slurm_conf: Path | None = None,
 ) -> tuple[str | None, str]:
     """Reconfigure and check the controller took the file: (failed step or None, reason)."""
+    announce("scontrol reconfigure")
     try:
         ctl.reconfigure(scontrol, env)
     except TopocastError as exc:
         return "reconfigure", str(exc)
+    announce("waiting for slurmctld to answer scontrol ping")
     if not _wait_ping(scontrol, env, ping_timeout):
         return "ping", f"the controller did not answer scontrol ping within {ping_timeout:g} s after reconfigure"
     text = content.decode("utf-8", errors="replace")
+    announce("checking scontrol show topology")
     try:
         defined = slurm_conf_nodes(slurm_conf) if slurm_conf is not None else None
         if defined is None:
@@ -269,6 +320,7 @@ def _apply(
 
 
 def _after_rollback(scontrol: ctl.Command, env: dict[str, str] | None, ping_timeout: float) -> str:
+    announce("rolling back: scontrol reconfigure with the previous file")
     try:
         ctl.reconfigure(scontrol, env)
     except TopocastError as exc:
@@ -289,28 +341,11 @@ def _wait_ping(scontrol: ctl.Command, env: dict[str, str] | None, timeout: float
 
 
 def _atomic_write(path: Path, data: bytes, like: Path) -> None:
-    """Write ``data`` to ``path`` via a fsynced temp file + rename; mode/owner copied from ``like``."""
+    """Write ``data`` to ``path`` via a fsynced temp file + rename (:func:`topocast.safe_files.write_file`,
+    never through a link); mode/owner copied from ``like``."""
     try:
-        st = like.stat()
+        st = like.lstat()
         mode, owner = st.st_mode & 0o7777, (st.st_uid, st.st_gid)
     except FileNotFoundError:
         mode, owner = 0o644, None  # slurmctld runs as SlurmUser: it must be able to read the file
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fchmod(f.fileno(), mode)
-            if owner is not None and os.geteuid() == 0:
-                os.fchown(f.fileno(), *owner)
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise
-    dir_fd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)  # make the rename itself durable
-    finally:
-        os.close(dir_fd)
+    write_file(path, data, mode=mode, owner=owner)

@@ -200,9 +200,16 @@ class NodeChanges:
         if not self:
             return "no node changes place"
         moves = [f"{n}: {old} -> {new}" for n, (old, new) in list(self.moved.items())[:sample]]
+
+        def names(nodes: list[str]) -> str:  # a hostlist when it is short, else a sample: the line stays short
+            text = compact_str(nodes)
+            if len(text) > 120:
+                text = ", ".join(nodes[:sample]) + (", ..." if len(nodes) > sample else "")
+            return f" ({text})" if nodes and sample else ""
+
         parts = [
-            f"{len(self.added)} added" + (f" ({compact_str(self.added)})" if self.added else ""),
-            f"{len(self.removed)} removed" + (f" ({compact_str(self.removed)})" if self.removed else ""),
+            f"{len(self.added)} added" + names(self.added),
+            f"{len(self.removed)} removed" + names(self.removed),
             f"{len(self.moved)} moved"
             + (f" ({', '.join(moves)}{', ...' if len(self.moved) > sample else ''})" if moves else ""),
         ]
@@ -556,7 +563,8 @@ def apply_topology(
         result.applied = "live"
         result.why = plan.reason
         result.message = (
-            f"{dest}: installed (sha256 {result.sha256[:12]}) and applied live: {len(plan.changed)} node(s) "
+            f"{dest}: installed (sha256 {result.sha256[:12]}{result.checked}) and applied live: "
+            f"{len(plan.changed)} node(s) "
             f"with {calls} {updater.call_name} call{'s' if calls != 1 else ''}, no reconfigure ({plan.reason})"
         )
         return result

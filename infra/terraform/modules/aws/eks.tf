@@ -24,9 +24,10 @@ resource "aws_eks_access_policy_association" "publish" {
   }
 }
 
-# topology_source = k8s-labels: the discover role lists the nodes (RBAC: `list nodes` of topocast:publishers)
+# topology_source = k8s-labels (or a k8s-labels overlay): the discover role lists the nodes (RBAC: `list
+# nodes` of topocast:publishers)
 resource "aws_eks_access_entry" "discover" {
-  count = var.eks_cluster_name != null && var.topology_source == "k8s-labels" ? 1 : 0
+  count = var.eks_cluster_name != null && local.k8s_reader ? 1 : 0
 
   cluster_name      = var.eks_cluster_name
   principal_arn     = aws_iam_role.this["discover"].arn

@@ -35,8 +35,10 @@ locals {
 
   # topology_source = k8s-labels: discover lists the nodes of the cluster the publisher writes to. The
   # EKS endpoint comes from eks:DescribeCluster unless k8s_options.connection.endpoint is given.
-  node_source         = var.topology_source == "k8s-labels"
-  discover_eks_lookup = local.node_source && var.eks_cluster_name != null && try(var.k8s_options.connection.endpoint, null) == null
+  node_source = var.topology_source == "k8s-labels"
+  # an overlay on the node labels (overlays = ["k8s-labels:..."]) reaches the cluster the same way
+  k8s_reader          = local.node_source || anytrue([for o in var.overlays : startswith(o, "k8s-labels:")])
+  discover_eks_lookup = local.k8s_reader && var.eks_cluster_name != null && try(var.k8s_options.connection.endpoint, null) == null
 
   render_options_json = length(var.render_options) > 0 ? jsonencode(var.render_options) : ""
 
@@ -92,9 +94,15 @@ locals {
       TOPOCAST_NETQ_PREMISES    = join(";", var.netq_premises)
       TOPOCAST_DOMAINS_URI      = var.domains_uri == null ? "" : var.domains_uri
       TOPOCAST_IB_HOST_REGEX    = var.ib_host_regex == null ? "" : var.ib_host_regex
+      # the compute fabric's ports on a dual-fabric (compute + storage) dump or premise
+      TOPOCAST_IB_HCAS     = join(";", var.ib_port_selection.hcas)
+      TOPOCAST_IB_GUIDS    = join(";", var.ib_port_selection.guids)
+      TOPOCAST_IB_SWITCHES = join(";", var.ib_port_selection.switches)
       # k8s-labels: the label scheme, and the cluster connection the publisher uses
       TOPOCAST_NODE_LABELS = local.node_source && length(var.node_labels) > 0 ? jsonencode(var.node_labels) : ""
-      TOPOCAST_K8S_OPTIONS = local.node_source && local.k8s_options_json != "{}" ? local.k8s_options_json : ""
+      TOPOCAST_K8S_OPTIONS = local.k8s_reader && local.k8s_options_json != "{}" ? local.k8s_options_json : ""
+      # merged sources after the provider (providers/overlay.py), e.g. the NVLink cliques from node labels
+      TOPOCAST_OVERLAYS = join(";", var.overlays)
     }
     render = {
       TOPOCAST_STATE_TABLE               = aws_dynamodb_table.debounce.name

@@ -206,6 +206,17 @@ variable "topology_source" {
   }
 }
 
+variable "overlays" {
+  description = "Merged sources read after topology_source (TOPOCAST_OVERLAYS; docs/providers.md): SOURCE:FIELD=VALUE[,FIELD=VALUE...], e.g. k8s-labels:domain=nvidia.com/gpu.clique for the NVLink cliques on top of EC2's capacity blocks. A k8s-labels overlay reaches the cluster like the Kubernetes publisher (eks_cluster_name / k8s_options.connection). Empty: none."
+  type        = list(string)
+  default     = []
+
+  validation {
+    condition     = alltrue([for o in var.overlays : can(regex("^k8s-labels:(domain|subdomain|fabric|preset)=[^;]+$", o))])
+    error_message = "overlays entries must look like k8s-labels:FIELD=VALUE[,FIELD=VALUE...] (FIELD: domain, subdomain, fabric, preset) and contain no ';'."
+  }
+}
+
 variable "node_labels" {
   description = "With topology_source = k8s-labels: which node labels make the topology (TOPOCAST_NODE_LABELS, NodeLabelsConfig: fabric_keys, accelerator_key, node_selector). Empty: the EKS, GKE and Topograph label schemes."
   type        = any
@@ -314,6 +325,33 @@ variable "ib_host_regex" {
   validation {
     condition     = var.ib_host_regex == null || var.topology_source == "ibnetdiscover"
     error_message = "ib_host_regex is only used with topology_source = ibnetdiscover."
+  }
+}
+
+variable "ib_port_selection" {
+  description = "ibnetdiscover/netq: which ports are the compute fabric on a dual-fabric dump (TOPOCAST_IB_HCAS, _GUIDS, _SWITCHES). hcas: HCA device-name patterns (mlx5_[0-7]); guids: HCA node/port GUIDs (ibnetdiscover only); switches: switch-name patterns; a leading '!' excludes (!mlx5_8, !STOR-*). Empty: every port (docs/onprem.md)."
+  type = object({
+    hcas     = optional(list(string), [])
+    guids    = optional(list(string), [])
+    switches = optional(list(string), [])
+  })
+  default = {}
+
+  validation {
+    condition     = alltrue([for p in concat(var.ib_port_selection.hcas, var.ib_port_selection.guids, var.ib_port_selection.switches) : length(trimprefix(p, "!")) > 0 && !strcontains(p, ";") && !strcontains(p, ",")])
+    error_message = "ib_port_selection patterns must be non-empty and contain no ';' or ','."
+  }
+  validation {
+    condition     = alltrue([for g in var.ib_port_selection.guids : can(regex("^!?(0x)?[0-9a-fA-F]{1,16}$", g))])
+    error_message = "ib_port_selection.guids entries must be GUIDs (up to 16 hex digits, 0x optional, '!' excludes)."
+  }
+  validation {
+    condition     = contains(["ibnetdiscover", "netq"], var.topology_source) || length(concat(var.ib_port_selection.hcas, var.ib_port_selection.guids, var.ib_port_selection.switches)) == 0
+    error_message = "ib_port_selection is only used with topology_source = ibnetdiscover or netq."
+  }
+  validation {
+    condition     = var.topology_source != "netq" || length(var.ib_port_selection.guids) == 0
+    error_message = "ib_port_selection.guids is ibnetdiscover only (NetQ selects by interface and switch name)."
   }
 }
 

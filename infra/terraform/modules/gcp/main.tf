@@ -32,8 +32,10 @@ locals {
 
   # node_labels set: discover reads the GKE nodes' labels, through the publisher's connection; the
   # endpoint comes from the GKE API (container.clusters.get) unless k8s_options.connection.endpoint is given
-  node_source         = var.node_labels != null
-  discover_gke_lookup = local.node_source && var.gke_cluster != null && try(var.k8s_options.connection.endpoint, null) == null
+  node_source = var.node_labels != null
+  # an overlay on the node labels (overlays = ["k8s-labels:..."]) reaches the cluster the same way
+  k8s_reader          = local.node_source || anytrue([for o in var.overlays : startswith(o, "k8s-labels:")])
+  discover_gke_lookup = local.k8s_reader && var.gke_cluster != null && try(var.k8s_options.connection.endpoint, null) == null
 
   # ----- environment: exactly the variables shared/topocast/config.py (ENV_VARS) reads ---------------
   common_env = {
@@ -48,7 +50,8 @@ locals {
     discover = {
       TOPOCAST_PROVIDER                  = local.node_source ? "k8s-labels" : "gcp"
       TOPOCAST_NODE_LABELS               = local.node_source ? jsonencode(var.node_labels) : ""
-      TOPOCAST_K8S_OPTIONS               = local.node_source && local.k8s_options_json != "{}" ? local.k8s_options_json : ""
+      TOPOCAST_K8S_OPTIONS               = local.k8s_reader && local.k8s_options_json != "{}" ? local.k8s_options_json : ""
+      TOPOCAST_OVERLAYS                  = join(";", var.overlays)
       TOPOCAST_GCP_ZONES                 = join(";", var.zones)
       TOPOCAST_GCP_LABEL                 = join(";", [for k, v in local.instance_labels : "${k}=${v}"])
       TOPOCAST_GCP_DOMAIN_TIER           = var.domain_tier

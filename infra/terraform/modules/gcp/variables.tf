@@ -351,6 +351,17 @@ variable "k8s_options" {
   default     = {}
 }
 
+variable "overlays" {
+  description = "Merged sources read after topology_source (TOPOCAST_OVERLAYS; docs/providers.md): SOURCE:FIELD=VALUE[,FIELD=VALUE...], e.g. k8s-labels:domain=nvidia.com/gpu.clique for the NVLink cliques on top of the Compute API's sub-blocks. A k8s-labels overlay reaches the cluster like the Kubernetes publisher (gke_cluster / k8s_options.connection). Empty: none."
+  type        = list(string)
+  default     = []
+
+  validation {
+    condition     = alltrue([for o in var.overlays : can(regex("^k8s-labels:(domain|subdomain|fabric|preset)=[^;]+$", o))])
+    error_message = "overlays entries must look like k8s-labels:FIELD=VALUE[,FIELD=VALUE...] (FIELD: domain, subdomain, fabric, preset) and contain no ';'."
+  }
+}
+
 variable "node_labels" {
   description = "Discover from the GKE nodes' topology labels instead of the Compute API (TOPOCAST_PROVIDER = k8s-labels, TOPOCAST_NODE_LABELS: NodeLabelsConfig, {} for the GKE, EKS and Topograph label schemes), on the reconcile schedule, reached like the Kubernetes publisher (gke_cluster / k8s_options.connection). Null: the Compute API (gcp)."
   type        = any

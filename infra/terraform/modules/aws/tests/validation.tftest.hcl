@@ -174,3 +174,28 @@ run "ssm_prefix_of_its_own_cluster_is_fine" {
     ssm_prefix = "/hpc/c1/slurm"
   }
 }
+
+run "port_selection_needs_an_on_prem_fabric" {
+  command = plan
+  variables {
+    ib_port_selection = { hcas = ["mlx5_[0-7]"] }
+  }
+  expect_failures = [var.ib_port_selection]
+}
+
+run "port_selection_guids_are_guids" {
+  command = plan
+  variables {
+    topology_source   = "ibnetdiscover"
+    ib_port_selection = { guids = ["mlx5_0"] }
+  }
+  expect_failures = [var.ib_port_selection]
+}
+
+run "overlays_follow_the_grammar" {
+  command = plan
+  variables {
+    overlays = ["dra:domain=x"]
+  }
+  expect_failures = [var.overlays]
+}

@@ -334,8 +334,14 @@ run "on_prem_uploads_drive_discover" {
   command = apply
 
   variables {
-    topology_source = "ibnetdiscover"
-    ib_host_regex   = "(?P<host>\\S+) HCA-\\d+"
+    topology_source   = "ibnetdiscover"
+    ib_host_regex     = "(?P<host>\\S+) HCA-\\d+"
+    ib_port_selection = { hcas = ["mlx5_[0-7]", "!mlx5_8"], switches = ["!STOR-*"] }
+  }
+
+  assert {
+    condition     = aws_lambda_function.this["discover"].environment[0].variables["TOPOCAST_IB_HCAS"] == "mlx5_[0-7];!mlx5_8" && aws_lambda_function.this["discover"].environment[0].variables["TOPOCAST_IB_SWITCHES"] == "!STOR-*" && !contains(keys(aws_lambda_function.this["discover"].environment[0].variables), "TOPOCAST_IB_GUIDS")
+    error_message = "the port selection reaches discover as ';'-separated patterns; an empty list sets nothing"
   }
 
   assert {
@@ -470,4 +476,23 @@ run "domains_file_must_be_in_the_module_bucket" {
   }
 
   expect_failures = [aws_lambda_function.this["discover"]]
+}
+
+run "a_k8s_labels_overlay_reaches_the_cluster_like_the_publisher" {
+  command = apply
+
+  variables {
+    publishers       = ["kubernetes"]
+    eks_cluster_name = "gpu-eks"
+    overlays         = ["k8s-labels:domain=nvidia.com/gpu.clique"]
+  }
+
+  assert {
+    condition     = aws_lambda_function.this["discover"].environment[0].variables["TOPOCAST_OVERLAYS"] == "k8s-labels:domain=nvidia.com/gpu.clique" && aws_lambda_function.this["discover"].environment[0].variables["TOPOCAST_PROVIDER"] == "aws"
+    error_message = "discover keeps EC2 as its source and gets the overlay"
+  }
+  assert {
+    condition     = jsondecode(aws_lambda_function.this["discover"].environment[0].variables["TOPOCAST_K8S_OPTIONS"]).connection == { eks_cluster = "gpu-eks", region = "eu-west-1" } && aws_eks_access_entry.discover[0].principal_arn == aws_iam_role.this["discover"].arn
+    error_message = "the overlay lists the nodes of the publisher's EKS cluster, with its own access entry"
+  }
 }

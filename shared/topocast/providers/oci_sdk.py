@@ -1,0 +1,171 @@
+"""The OCI Python SDK (``oci``, the ``oci`` extra) as plain records for :mod:`topocast.providers.oci`.
+
+Below the providers, like :mod:`topocast.providers.aws_sdk`: the shell (``topocast discover``) hands
+:func:`connect` to the provider as ``sdk_client("oci")``; the provider calls it with its options and
+gets an :class:`OciReader`, whose methods page through the API and return dicts in the SDK's own
+snake_case field names (``oci.util.to_dict`` of the SDK model classes). ``oci`` is imported inside
+the functions: it is never in an AWS or GCP function archive.
+
+Calls (SDK ``oci.core.ComputeClient``; OCI Core Services API reference, ``ListComputeHosts``
+``GET /20160918/computeHosts``, ``GetComputeHost`` ``GET /20160918/computeHosts/{computeHostId}``,
+``ListInstances`` ``GET /20160918/instances``): pages follow the ``opc-next-page`` header
+(``response.next_page``); a page token the API hands back twice is an error, not a loop.
+
+Credentials: ``auth=config`` reads an OCI config file (``config_file``, default ``~/.oci/config``,
+section ``profile``), as the ``oci`` CLI does; ``auth=instance_principal`` signs as the instance
+(a dynamic group with ``inspect compute-hosts`` / ``inspect instances``). ``endpoint`` replaces the
+regional endpoint (a private endpoint, or a local fake in the tests). Every SDK failure becomes one
+:class:`~topocast.errors.ProviderError` line: the status and code of a service error, the config
+problem, or the endpoint that could not be reached.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from topocast.errors import ProviderError
+
+__all__ = ["OciConnection", "OciReader", "connect", "imds_get"]
+
+
+class OciConnection(Protocol):
+    """What :func:`connect` reads of the provider's options."""
+
+    auth: str
+    config_file: str | None
+    profile: str
+    endpoint: str | None
+    region: str | None
+    attempts: int
+
+
+def _explain(exc: Exception, what: str) -> ProviderError:
+    import oci
+
+    if isinstance(exc, oci.exceptions.ServiceError):
+        hint = {401: " (check the API key / instance principal)", 404: " (wrong OCID, or no permission to see it)"}
+        message = str(getattr(exc, "message", "") or "").splitlines()[0][:200] if exc.message else ""
+        return ProviderError(
+            f"OCI {what}: HTTP {exc.status} {exc.code}{hint.get(exc.status, '')}{': ' + message if message else ''}"
+        )
+    if isinstance(exc, oci.exceptions.ClientError):
+        return ProviderError(f"OCI {what}: {str(exc).splitlines()[0][:300]}")
+    return ProviderError(f"OCI {what}: cannot reach the endpoint ({type(exc).__name__}: {str(exc)[:200]})")
+
+
+def _errors() -> tuple[type[Exception], ...]:
+    import oci
+    import requests
+
+    return (
+        oci.exceptions.ServiceError,
+        oci.exceptions.ClientError,
+        oci.exceptions.RequestException,
+        oci.exceptions.ConnectTimeout,
+        requests.exceptions.RequestException,
+        ConnectionError,
+    )
+
+
+@dataclass
+class OciReader:
+    """Paged reads over one ``oci.core.ComputeClient``, counted per API operation."""
+
+    client: Any
+    calls: dict[str, int] = field(default_factory=dict)
+
+    def _pages(self, operation: str, call: Callable[..., Any], *args: Any, **kwargs: Any) -> Iterator[Any]:
+        seen: set[str] = set()
+        page: str | None = None
+        while True:
+            self.calls[operation] = self.calls.get(operation, 0) + 1
+            try:
+                response = call(*args, **({**kwargs, "page": page} if page else kwargs))
+            except _errors() as exc:
+                raise _explain(exc, operation) from None
+            data = response.data
+            yield from (data.items if hasattr(data, "items") and not isinstance(data, list) else data)
+            page = response.next_page
+            if not page:
+                return
+            if page in seen:
+                raise ProviderError(f"OCI {operation}: the API returned page token {page[:40]!r} twice")
+            seen.add(page)
+
+    def compute_hosts(self, compartment: str, availability_domain: str | None, limit: int) -> list[dict[str, Any]]:
+        """``ListComputeHosts`` of ``compartment`` (one availability domain, or all), every page."""
+        import oci
+
+        kwargs: dict[str, Any] = {"limit": limit}
+        if availability_domain:
+            kwargs["availability_domain"] = availability_domain
+        pages = self._pages("ListComputeHosts", self.client.list_compute_hosts, compartment, **kwargs)
+        return [oci.util.to_dict(h) for h in pages]
+
+    def instances(self, compartment: str, limit: int) -> list[dict[str, Any]]:
+        """``ListInstances`` of ``compartment``, every page."""
+        import oci
+
+        pages = self._pages("ListInstances", self.client.list_instances, compartment, limit=limit)
+        return [oci.util.to_dict(i) for i in pages]
+
+    def compute_host(self, host_id: str) -> dict[str, Any]:
+        """``GetComputeHost`` (the full record: ``additional_data`` holds the rack)."""
+        import oci
+
+        self.calls["GetComputeHost"] = self.calls.get("GetComputeHost", 0) + 1
+        try:
+            return dict(oci.util.to_dict(self.client.get_compute_host(host_id).data))
+        except _errors() as exc:
+            raise _explain(exc, f"GetComputeHost {host_id}") from None
+
+
+def connect(options: OciConnection) -> OciReader:
+    """An :class:`OciReader` with the operator's credentials (config file or instance principal)."""
+    try:
+        import oci
+    except ImportError:
+        raise ProviderError("provider 'oci' needs the OCI SDK: pip install 'topocast[oci]'") from None
+    # the SDK's own retry (429, 5xx, connection errors: exponential backoff with jitter), bounded by attempts;
+    # its default strategy would keep a dead endpoint's caller waiting for minutes
+    strategy = oci.retry.RetryStrategyBuilder(
+        max_attempts_check=True, max_attempts=options.attempts, total_elapsed_time_check=True,
+        total_elapsed_time_seconds=120, service_error_check=True,
+    ).get_retry_strategy()  # fmt: skip
+    kwargs: dict[str, Any] = {"retry_strategy": strategy}
+    if options.endpoint:
+        kwargs["service_endpoint"] = options.endpoint.rstrip("/")
+    try:
+        if options.auth == "instance_principal":
+            signer = oci.auth.signers.InstancePrincipalsSecurityTokenSigner()
+            config: dict[str, Any] = {"region": options.region or signer.region}
+            kwargs["signer"] = signer
+        else:
+            location = options.config_file or oci.config.DEFAULT_LOCATION
+            config = oci.config.from_file(location, options.profile)
+            if options.region:
+                config["region"] = options.region
+        client = oci.core.ComputeClient(config, **kwargs)
+    except _errors() as exc:
+        raise _explain(exc, f"credentials ({options.auth})") from None
+    return OciReader(client)
+
+
+def imds_get(url: str, timeout: float = 5.0) -> str:
+    """GET one OCI instance metadata (IMDSv2) URL with ``Authorization: Bearer Oracle``; at most 1 MiB is read."""
+    import urllib.error
+    import urllib.request
+
+    request = urllib.request.Request(url, headers={"Authorization": "Bearer Oracle"})
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as response:
+            return str(response.read(1 << 20).decode("utf-8", "replace"))
+    except urllib.error.HTTPError as exc:
+        raise ProviderError(f"OCI IMDS {url}: HTTP {exc.code} (not an OCI instance, or IMDSv2 disabled?)") from None
+    except (urllib.error.URLError, OSError) as exc:
+        reason = getattr(exc, "reason", exc)
+        raise ProviderError(
+            f"OCI IMDS {url}: cannot reach it ({reason}); run on an OCI instance or use input"
+        ) from None
