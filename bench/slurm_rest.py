@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import statistics
 import sys
 import tempfile
@@ -123,6 +124,7 @@ def run_kind(
     finally:
         ctl.stop()
         os.environ.pop("SLURM_SACK_SOCKET", None)
+        shutil.rmtree(workdir, ignore_errors=True)
     return times
 
 
