@@ -64,7 +64,10 @@ What it implements
 * Load: ``latency`` seconds slept per request (outside the lock, so concurrent
   requests overlap as on a real server) and ``rate_limit=(qps, burst)``, a token
   bucket shared by all clients that answers 429 with ``Retry-After: 1`` when empty,
-  like API Priority and Fairness rejecting a flow whose queue is full.
+  like API Priority and Fairness rejecting a flow whose queue is full; with it, every
+  answer carries APF's ``X-Kubernetes-PF-FlowSchema-UID`` / ``-PriorityLevel-UID``
+  headers, as a server with APF enabled sends (``apf_headers``, default: with a rate limit).
+  ``throttle_log`` keeps the monotonic time of each 429 (the bench counts them per second).
 
 What it does not implement
 --------------------------
@@ -454,6 +457,7 @@ class FakeKubeApiServer:
         ignore_label_selector: bool = False,
         latency: float = 0.0,
         rate_limit: tuple[float, int] | None = None,
+        apf_headers: bool | None = None,
     ) -> None:
         self.error_content_type = error_content_type
         self.ignore_label_selector = ignore_label_selector
@@ -462,6 +466,8 @@ class FakeKubeApiServer:
         self._bucket = float(rate_limit[1]) if rate_limit else 0.0
         self._bucket_at = time.monotonic()
         self.throttled = 0  # 429s sent by the rate limit
+        self.throttle_log: list[float] = []  # when each of them was sent (time.monotonic)
+        self.apf_headers = rate_limit is not None if apf_headers is None else apf_headers
         self.crds = tuple(crds)
         self.token = token
         self.git_version = git_version
@@ -739,6 +745,7 @@ class FakeKubeApiServer:
             self._bucket_at = now
             if self._bucket < 1.0:
                 self.throttled += 1
+                self.throttle_log.append(now)
                 return False
             self._bucket -= 1.0
             return True
@@ -1164,6 +1171,9 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header("Content-Length", str(len(payload)))
         for k, v in headers.items():
             self.send_header(k, v)
+        if self.fake.apf_headers:  # the UIDs of the FlowSchema and PriorityLevelConfiguration that matched
+            self.send_header("X-Kubernetes-PF-FlowSchema-UID", "2a3c5b1e-0000-4000-8000-workload-low")
+            self.send_header("X-Kubernetes-PF-PriorityLevel-UID", "7d1f9c2a-0000-4000-8000-workload-low")
         self.end_headers()
         self.wfile.write(payload)
 

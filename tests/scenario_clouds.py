@@ -28,9 +28,11 @@ class AwsCloud:
     ) -> None:  # fmt: skip
         from topocast_sim.aws_pipeline import LocalAwsPipeline
 
-        extra = (
+        extra: dict[str, Any] = (
             {"k8s_options": json.loads(env["TOPOCAST_K8S_OPTIONS"])} if env and "TOPOCAST_K8S_OPTIONS" in env else {}
         )
+        if env and "TOPOCAST_DEBOUNCE_LEADING_EDGE" in env:
+            extra["debounce_leading_edge"] = env["TOPOCAST_DEBOUNCE_LEADING_EDGE"]
         self.pl = LocalAwsPipeline(CLUSTER, quiet=quiet, max_wait=max_wait, publishers=publishers,
                                    extra_settings=extra)  # fmt: skip
         self.waves = 0

@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import pytest
+from memory_stores import MemoryArtifactStore, MemoryGraphStore, MemoryPublishState
 
 from topocast import event_table as table
 from topocast.app import discover
@@ -18,10 +19,7 @@ from topocast.aws.events import parse_event
 from topocast.aws.root import SqsRechecks
 from topocast.changes import InstanceChange, Recheck
 from topocast.graph import Node, TopologyGraph
-from topocast.pipeline.artifacts import MemoryArtifactStore
 from topocast.pipeline.debounce import Decision
-from topocast.pipeline.publish_stage import MemoryPublishState
-from topocast.pipeline.store import MemoryGraphStore
 from topocast.providers.base import DiscoveryResult
 
 IID = "i-0123456789abcdef0"

@@ -9,16 +9,14 @@ from typing import Any
 
 import pytest
 from k8s_fake_apiserver import NODES, FakeKubeApiServer
+from memory_stores import MemoryArtifactStore, MemoryGraphStore, MemoryPublishState
 from test_k8s_publisher import TIER, add_cluster_nodes, make_graph, make_publisher
 
 from topocast.app import metrics as m
 from topocast.app.metrics import EMF_NAMES, MetricCounts
 from topocast.app.ports import PublishPorts
 from topocast.app.publish import publish
-from topocast.pipeline.artifacts import MemoryArtifactStore
-from topocast.pipeline.publish_stage import MemoryPublishState
 from topocast.pipeline.render_stage import render_generation
-from topocast.pipeline.store import MemoryGraphStore
 
 
 class NoOverride:

@@ -11,10 +11,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from memory_stores import MemoryGraphStore
 
 from topocast import collect
 from topocast.collect import CollectError, collect_ibnetdiscover, read_uploads
-from topocast.pipeline.store import MemoryGraphStore
 from topocast.providers import ibnetdiscover
 from topocast.renderers import render
 

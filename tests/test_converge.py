@@ -332,16 +332,16 @@ def test_a_failed_render_releases_its_claim_and_the_retried_timer_renders_at_onc
 
 # ----- a reconcile that finds the graph unchanged publishes what was rendered but never published ---------
 def test_an_unchanged_reconcile_hands_a_never_published_manifest_to_publish() -> None:
+    from memory_stores import MemoryArtifactStore, MemoryGraphStore, MemoryPublishState
     from test_app_follow import ScriptedProvider
 
     from topocast.app.discover import discover
     from topocast.app.metrics import MetricCounts
     from topocast.app.ports import DiscoverPorts
     from topocast.changes import Reconcile
-    from topocast.pipeline.artifacts import Manifest, MemoryArtifactStore
+    from topocast.pipeline.artifacts import Manifest
     from topocast.pipeline.debounce import Decision
-    from topocast.pipeline.publish_stage import MemoryPublishState, PublishedRecord
-    from topocast.pipeline.store import MemoryGraphStore
+    from topocast.pipeline.publish_stage import PublishedRecord
 
     class Noting:
         def note_change(self, cluster: str, generation: int) -> Decision:

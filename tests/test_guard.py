@@ -6,11 +6,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import pytest
+from memory_stores import MemoryArtifactStore, MemoryGraphStore, MemoryPublishState
 from pipeline_helpers import client, graph, make_bucket
 
 from topocast.aws.publish_state import S3PublishState, read_override
 from topocast.graph import TopologyGraph
-from topocast.pipeline.artifacts import MemoryArtifactStore
 from topocast.pipeline.guard import (
     OVERRIDE_ENV,
     HoldRecord,
@@ -21,13 +21,11 @@ from topocast.pipeline.guard import (
     reconcile_confirms,
 )
 from topocast.pipeline.publish_stage import (
-    MemoryPublishState,
     PublishedRecord,
     confirm_on_reconcile,
     publish_manifest,
 )
 from topocast.pipeline.render_stage import render_generation
-from topocast.pipeline.store import MemoryGraphStore
 from topocast.publish.base import PublishResult
 
 NODES = {f"n{i:03d}" for i in range(100)}

@@ -81,3 +81,12 @@ def test_function_entry_points_reach_no_cli_agent_or_simulator(stage: str) -> No
             shells += ("topocast.slurm",)
         bad = sorted(m for m in scan.modules if outward(m) and not m.startswith(shells))
         assert bad == [], f"{cloud} {stage} function reaches {bad}"
+
+
+def test_no_test_double_ships_in_the_library() -> None:
+    """In-memory stores live under tests/ (tests/memory_stores.py): the function archives carry only adapters."""
+    from pathlib import Path
+
+    shared = Path(__file__).resolve().parent.parent / "shared" / "topocast"
+    doubles = [str(p) for p in shared.rglob("*.py") if "\nclass Memory" in p.read_text()]
+    assert doubles == []

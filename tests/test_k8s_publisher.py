@@ -614,9 +614,9 @@ def test_missing_configmap_namespace_is_an_error_naming_it(fake: FakeKubeApiServ
 
 
 def render_and_store(graph: TopologyGraph) -> tuple[Any, Any]:
-    from topocast.pipeline.artifacts import MemoryArtifactStore
+    from memory_stores import MemoryArtifactStore, MemoryGraphStore
+
     from topocast.pipeline.render_stage import render_generation
-    from topocast.pipeline.store import MemoryGraphStore
 
     graphs = MemoryGraphStore()
     graphs.write_if_changed(graph, expected_generation=None)
@@ -624,7 +624,9 @@ def render_and_store(graph: TopologyGraph) -> tuple[Any, Any]:
 
 
 def test_publish_stage_files_with_graph_source_match_by_instance_id(fake: FakeKubeApiServer) -> None:
-    from topocast.pipeline.publish_stage import MemoryPublishState, publish_manifest
+    from memory_stores import MemoryPublishState
+
+    from topocast.pipeline.publish_stage import publish_manifest
 
     graph = make_graph(12)
     for i, node in enumerate(graph.nodes):  # Kubernetes names differ from the graph's: only the ID links them

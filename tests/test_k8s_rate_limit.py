@@ -21,10 +21,10 @@ def accepted_node_patches(fake: FakeKubeApiServer) -> list[str]:
     return sorted(str(r.name) for r in fake.calls("PATCH", resource="nodes") if r.status == 200)
 
 
-def test_a_client_limit_below_the_servers_sees_no_429(limited: FakeKubeApiServer) -> None:
+def test_a_fixed_client_limit_below_the_servers_sees_no_429(limited: FakeKubeApiServer) -> None:
     graph = make_graph(24)
     add_cluster_nodes(limited, graph)
-    publisher = make_publisher(limited, client={"qps": 30, "burst": 5}, concurrency=8)
+    publisher = make_publisher(limited, client={"qps": 30, "burst": 5, "adaptive": False}, concurrency=8)
 
     report = publisher.run(artifacts(graph, ("k8s-labels",)))
 

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 from cli_runner import invoke
 from k8s_fake_apiserver import KUEUE_TOPOLOGY, NODES, FakeKubeApiServer
+from memory_stores import MemoryArtifactStore, MemoryGraphStore, MemoryPublishState
 from test_k8s_publish_cli import kubeconfig
 from test_k8s_publisher import TIER, add_cluster_nodes, artifacts, make_graph, node_patches
 
@@ -26,10 +27,7 @@ from topocast.graph import dump_graph
 from topocast.k8s.client import ClientSettings, K8sConnection, build_client
 from topocast.k8s.labels import NodePatch, NodeRefusal, rotated
 from topocast.k8s.publisher import K8sPublishResult, KubernetesPublisher, KubernetesPublisherConfig
-from topocast.pipeline.artifacts import MemoryArtifactStore
-from topocast.pipeline.publish_stage import MemoryPublishState
 from topocast.pipeline.render_stage import render_generation
-from topocast.pipeline.store import MemoryGraphStore
 
 WEBHOOK = 'admission webhook "pool-guard.example.com" denied the request: node pool h100-reserved is frozen'
 REFUSED = [f"gpu-{i:04d}" for i in range(16)]  # gpu-0000 .. gpu-0015: the frozen pool, first in name order

@@ -14,6 +14,7 @@ import pytest
 from cli_runner import invoke
 from gce_fake_server import FakeCompute, compute_for
 from k8s_fake_apiserver import FakeKubeApiServer
+from memory_stores import MemoryArtifactStore, MemoryGraphStore, MemoryPublishState
 from test_app_follow import Debouncer
 from test_html import chromium
 from test_k8s_node_label_provider import EKS, eks_nodes, from_fake
@@ -25,9 +26,6 @@ from topocast.app.ports import DiscoverPorts
 from topocast.aws.clients import ec2_client
 from topocast.changes import InstanceChange, Reconcile
 from topocast.graph import Node, TopologyGraph, dump_graph, graph_from_json
-from topocast.pipeline.artifacts import MemoryArtifactStore
-from topocast.pipeline.publish_stage import MemoryPublishState
-from topocast.pipeline.store import MemoryGraphStore
 from topocast.placement import place_nodes
 from topocast.providers.aws import AwsDiscoveryConfig, discover_instances
 from topocast.providers.aws import discover_full as aws_full

@@ -7,11 +7,12 @@ import threading
 from typing import Any
 
 import pytest
+from memory_stores import MemoryGraphStore
 from pipeline_helpers import client, graph, make_bucket
 
 from topocast.aws.s3_store import S3GraphStore
 from topocast.errors import InvalidGraphError, StaleGenerationError
-from topocast.pipeline.store import GenerationNotFoundError, MemoryGraphStore, commit, plan_write
+from topocast.pipeline.store import GenerationNotFoundError, commit, plan_write
 
 # ----- pure decision ---------------------------------------------------------------------
 

@@ -14,6 +14,7 @@ INFRA = Path(__file__).resolve().parent.parent / "infra"
 UNITS = [
     (INFRA / "onprem", "topocast-collect", ["collect", "ibnetdiscover"]),
     (INFRA / "slurm", "topocast-pull", ["pull"]),
+    (INFRA / "slurm", "topocast-pull-watch", ["pull"]),  # a long-running service, no timer
 ]
 
 
@@ -38,9 +39,11 @@ def test_units_verify(folder: Path, unit: str, command: list[str], tmp_path: Pat
     # verify the units as written, with the one thing a test machine lacks (the installed binary) stubbed
     service = (folder / f"{unit}.service").read_text().replace("/opt/topocast/bin/topocast", "/bin/true")
     (tmp_path / f"{unit}.service").write_text(service)
-    (tmp_path / f"{unit}.timer").write_text((folder / f"{unit}.timer").read_text())
+    timer = folder / f"{unit}.timer"
+    if timer.exists():
+        (tmp_path / timer.name).write_text(timer.read_text())
     proc = subprocess.run(
-        ["systemd-analyze", "verify", f"{unit}.service", f"{unit}.timer"],
+        ["systemd-analyze", "verify", f"{unit}.service", *([timer.name] if timer.exists() else [])],
         cwd=tmp_path,
         capture_output=True,
         text=True,
@@ -59,13 +62,14 @@ def unit_settings(text: str) -> dict[str, list[str]]:
     return settings
 
 
-def test_pull_unit_confines_the_root_agent() -> None:
-    s = unit_settings((INFRA / "slurm" / "topocast-pull.service").read_text())
+@pytest.mark.parametrize("unit", ["topocast-pull", "topocast-pull-watch"])
+def test_pull_unit_confines_the_root_agent(unit: str) -> None:
+    s = unit_settings((INFRA / "slurm" / f"{unit}.service").read_text())
     # the only shared path root may write is the Slurm config directory: no /tmp, no /var/lib (StateDirectory)
     assert s["ReadWritePaths"] == ["/etc/slurm"]
     assert s["ProtectSystem"] == ["strict"] and s["PrivateTmp"] == ["true"] and s["StateDirectory"] == ["topocast"]
     assert s["MemoryMax"] == ["512M"], "a runaway input must hit a memory cap, not the head node"
-    assert "--state-file /var/lib/topocast/" in exec_start((INFRA / "slurm" / "topocast-pull.service").read_text())
+    assert "--state-file /var/lib/topocast/" in exec_start((INFRA / "slurm" / f"{unit}.service").read_text())
 
 
 def test_pull_unit_logs_by_priority_prefix() -> None:

@@ -554,6 +554,10 @@ def _share(text: str) -> float:
 @option("--stale-after", type=int, default=10, help="Fail (exit 7) after this many runs in a row behind.")
 @option("--json", dest="as_json", flag=True, help="One JSON object per run on stdout (docs/slurm-pull.md).")
 @option("--verbose", flag=True, help="Also print `unchanged` (journal priority debug).")
+@option("--watch", flag=True, help="Keep running: pull on each publish notification (--queue-url / --subscription).")
+@option("--queue-url", help="With --watch (AWS): the head node's SQS queue of Parameter Store change events.")
+@option("--subscription", help="With --watch (GCP): projects/<p>/subscriptions/<s> of the bucket's notifications.")
+@option("--fallback-seconds", type=float, default=60.0, help="With --watch: pull anyway after this long.")
 @option(
     "--via", nargs=2, metavar=("slurmrestd", "URL"), help="Move nodes live through slurmrestd at URL (implies --live)."
 )
@@ -565,6 +569,11 @@ def pull(a: Namespace) -> int:
     5 rolled back, 6 installed but state not saved, 7 source stale (docs/slurm-pull.md)."""
     from topocast.pull_cli import run_pull
 
+    if a.watch:  # topocast.pull_watch: this command's single pull, run on each notification
+        from topocast.pull_watch import run_watch
+
+        once = Namespace(**{**vars(a), "watch": False})
+        return run_watch(a.queue_url, a.subscription, a.fallback_seconds, lambda: run_pull(once))
     return run_pull(a)
 
 

@@ -52,6 +52,10 @@ ENV_VARS: dict[str, tuple[str, str]] = {
     "TOPOCAST_RENDER_OPTIONS": ("render_options", "RenderOptions as JSON"),
     "TOPOCAST_DEBOUNCE_QUIET_SECONDS": ("debounce_quiet", "quiet window before a render"),
     "TOPOCAST_DEBOUNCE_MAX_WAIT_SECONDS": ("debounce_max_wait", "longest a change waits for a render"),
+    "TOPOCAST_DEBOUNCE_LEADING_EDGE": (
+        "debounce_leading_edge",
+        "the first change after a quiet window renders at once (the rest of a burst debounces); default false",
+    ),
     "TOPOCAST_STATE_TABLE": ("state_table", "DynamoDB table holding debounce state"),
     "TOPOCAST_TIMER_QUEUE_URL": ("timer_queue_url", "SQS queue of debounce timers (render's trigger)"),
     "TOPOCAST_PUBLISH_QUEUE_URL": ("publish_queue_url", "SQS queue of rendered manifests (publish's trigger)"),
@@ -212,6 +216,8 @@ class RenderSettings(_Section):
     render_options: RenderOptions = Field(default_factory=RenderOptions)
     debounce_quiet: float = Field(15.0, gt=0)
     debounce_max_wait: float = Field(120.0, gt=0)
+    #: off by default: a burst then costs one render, not two; on, a lone change skips the quiet window
+    debounce_leading_edge: bool = False
 
 
 class PublishSettings(_Section):

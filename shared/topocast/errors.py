@@ -37,7 +37,3 @@ class ProviderError(TopocastError):
 
 class StaleGenerationError(TopocastError):
     """A writer lost the race: a newer generation is already stored."""
-
-
-class PublishHeldError(TopocastError):
-    """The blast-radius guard held a publish; an operator or reconcile must confirm."""

@@ -198,11 +198,25 @@ def run_demo(
                 )
             burst = (ids * (events // max(len(ids), 1) + 1))[:events]
             prog.step(f"launch burst: {len(burst)} EC2 state-change events through EventBridge")
-            pipeline.emit_state_changes(burst)
+            emitted: list[float] = []  # each event's emission (its PutEvents call returned)
+            for start in range(0, len(burst), 10):
+                pipeline.emit_state_changes(burst[start : start + 10])
+                emitted += [time.time()] * len(burst[start : start + 10])
             prog.step(f"discover -> render (quiet window {quiet:g} s) -> publish")
             settle = settle_timeout(len(burst), max_wait)
             settle_started = time.monotonic()
-            idle = pipeline.run_until_idle(timeout=settle)
+            reached: dict[str, float] = {}
+
+            def tick() -> None:  # when the graph holding the burst and its publish first appeared
+                counters = pipeline.runtime.counters
+                if "graph" not in reached and counters.discover_runs:
+                    latest = pipeline.runtime.graphs.latest()
+                    if latest is not None and len(latest.graph.nodes) >= len(ids):
+                        reached["graph"] = time.time()
+                if "published" not in reached and counters.publishes:
+                    reached["published"] = time.time()
+
+            idle = pipeline.run_until_idle(timeout=settle, on_tick=tick)
             if not idle or pipeline.runtime.counters.publishes == 0:
                 raise DemoNotSettled(not_settled(pipeline, time.monotonic() - settle_started, idle))
             prog.step("pull agent: SSM -> verify -> validate -> install")
@@ -216,6 +230,7 @@ def run_demo(
                 pointer_bucket=pipeline.bucket,
                 pointer_prefix=f"{pipeline.runtime.settings.prefix}/{CLUSTER}/published",
             )
+            reached["installed"] = time.time()
             stored = pipeline.runtime.graphs.latest()
             graph = stored.graph if stored else None
             copy_outputs(pipeline.runtime.artifacts, out, graph)
@@ -243,11 +258,27 @@ def run_demo(
                 "settle_seconds": round(time.monotonic() - settle_started, 2),
                 "discover_invocations": pipeline.stats.discover_invocations,
                 "max_batch_held_seconds": round(pipeline.stats.max_held_seconds, 2),
+                "latency": event_latency(emitted, reached),
             }
         finally:
             server.stop()
             _restore_env(saved)
     return write_report(result, out, report, started)
+
+
+def event_latency(emitted: list[float], reached: dict[str, float]) -> dict[str, dict[str, float]]:
+    """Seconds from each event's emission to each stage's moment (graph, published, installed): p50/p99/max.
+
+    The graph is the first generation holding every instance; published, the first publish; installed,
+    the pull agent's install (the demo pulls once, after the pipeline settled: no watch agent here).
+    """
+    out: dict[str, dict[str, float]] = {}
+    for stage, at in reached.items():
+        waits = sorted(at - t for t in emitted)
+        if waits:
+            p50, p99 = (waits[min(len(waits) - 1, round(q * (len(waits) - 1)))] for q in (0.5, 0.99))
+            out[stage] = {"p50": round(p50, 2), "p99": round(p99, 2), "max": round(waits[-1], 2)}
+    return out
 
 
 def summary(result: dict[str, Any], out: Path) -> str:
@@ -262,4 +293,8 @@ def summary(result: dict[str, Any], out: Path) -> str:
         f"{' (validated by slurmctld)' if result['pull']['validated_by_slurmctld'] else ''}, "
         f"{result['seconds']} s\n"
         f"wrote {out}/: {', '.join(result['outputs'])} ({result.get('cloud', 'aws')})"
+        + "".join(
+            f"\nevent -> {stage}: p50 {v['p50']} s, p99 {v['p99']} s, max {v['max']} s"
+            for stage, v in result.get("latency", {}).items()
+        )
     )

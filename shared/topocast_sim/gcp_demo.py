@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import shutil
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -53,7 +54,7 @@ def run_gcp_demo(
     """
     from topocast.gcp import handlers
     from topocast.pull import pull
-    from topocast_sim.demo import DemoNotSettled, Progress, copy_outputs, quiet_logs, write_report
+    from topocast_sim.demo import DemoNotSettled, Progress, copy_outputs, event_latency, quiet_logs, write_report
     from topocast_sim.gce import DEFAULT_MACHINE_TYPE, generate_cluster
     from topocast_sim.gcp_pipeline import LocalGcpPipeline
 
@@ -84,9 +85,30 @@ def run_gcp_demo(
         p.compute.add(burst)
         audit = p.insert_events(burst, origin="mig")
         prog.step(f"launch burst: {len(audit)} audit-log events of {len(burst)} VMs through Eventarc")
+        before = handlers.STATS.get("publishes", 0)
         p.emit(audit)
+        emitted = [time.time()] * len(audit)  # Eventarc's deliveries are posted in one go: their end
+        reached: dict[str, float] = {}
+        went_idle = threading.Event()
+
+        def watch() -> None:  # the functions run on their own: look for the graph and the publish
+            while True:
+                finished = went_idle.is_set()  # one more look after the pipeline went idle
+                latest = p.runtime().graphs.latest()
+                if "graph" not in reached and latest is not None and len(latest.graph.nodes) >= nodes:
+                    reached["graph"] = time.time()
+                if "published" not in reached and handlers.STATS.get("publishes", 0) > before:
+                    reached["published"] = time.time()
+                if finished or len(reached) == 2:
+                    return
+                went_idle.wait(0.02)
+
+        watcher = threading.Thread(target=watch, daemon=True)
+        watcher.start()
         prog.step(f"discover -> render (quiet window {quiet:g} s) -> publish")
         idle = p.run_until_idle(timeout=max(60.0, 4 * max_wait)) and idle
+        went_idle.set()
+        watcher.join(5)
         settle_seconds = round(time.monotonic() - settle_started, 2)
         if not idle or not handlers.STATS.get("publishes"):
             done = f"{handlers.STATS.get('discover_runs', 0)} discover run(s), {handlers.STATS.get('renders', 0)} "
@@ -106,6 +128,7 @@ def run_gcp_demo(
             slurm_conf=None,
             gcs=storage_client("local", p.gcs.url),
         )
+        reached["installed"] = time.time()
         stored = rt.graphs.latest()
         graph = stored.graph if stored else None
         copy_outputs(rt.artifacts, out, graph)
@@ -133,5 +156,6 @@ def run_gcp_demo(
             },
             "idle": idle,
             "settle_seconds": settle_seconds,
+            "latency": event_latency(emitted, reached),
         }
     return write_report(result, out, report, started)

@@ -31,11 +31,8 @@ __all__ = [
     "client",
     "client_config",
     "ec2_client",
-    "events_client",
     "max_attempts_from_env",
     "s3_client",
-    "sqs_client",
-    "ssm_client",
 ]
 
 
@@ -54,15 +51,3 @@ def ec2_client(region: str | None = None, session: Any = None, *, max_attempts: 
 
 def s3_client(region: str | None = None, session: Any = None, *, max_attempts: int | None = None) -> Any:
     return client("s3", region, session, max_attempts=max_attempts)
-
-
-def ssm_client(region: str | None = None, session: Any = None, *, max_attempts: int | None = None) -> Any:
-    return client("ssm", region, session, max_attempts=max_attempts)
-
-
-def sqs_client(region: str | None = None, session: Any = None, *, max_attempts: int | None = None) -> Any:
-    return client("sqs", region, session, max_attempts=max_attempts)
-
-
-def events_client(region: str | None = None, session: Any = None, *, max_attempts: int | None = None) -> Any:
-    return client("events", region, session, max_attempts=max_attempts)

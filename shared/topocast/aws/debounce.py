@@ -13,7 +13,8 @@ shared with GCP. This module supplies the two AWS pieces:
   ``first_change_at``, ``last_change_at``, ``latest_generation``,
   ``last_rendered_generation``, ``phase``, ``timer_id``, ``timer_due_at``,
   ``lease_until``, ``version``, ``recent_writes`` (L of S), ``unconfirmed_timer``
-  (S, while a timer's send is not confirmed), ``updated_at``. The
+  (S, while a timer's send is not confirmed), ``leading_due_at`` (N, while a leading-edge render
+  is due), ``updated_at``. The
   version token is ``version``: every put is conditioned on it (on the item
   not existing for the first write).
 * :class:`SqsTimers` - ``SendMessage`` with ``DelaySeconds`` = the delay rounded
@@ -46,7 +47,7 @@ from topocast.pipeline.debounce import DebounceState, Decision
 from topocast.pipeline.debounce_runner import DebounceRunner
 
 MAX_SQS_DELAY = 900
-_NUMBERS = ("first_change_at", "last_change_at", "timer_due_at", "lease_until")
+_NUMBERS = ("first_change_at", "last_change_at", "timer_due_at", "lease_until", "leading_due_at")
 _INTS = ("latest_generation", "last_rendered_generation", "version", "render_failures")
 _STRINGS = ("timer_id", "unconfirmed_timer")
 _KNOWN = frozenset(f.name for f in fields(DebounceState))

@@ -188,6 +188,7 @@ class AwsRuntime:
             quiet=s.debounce_quiet,
             max_wait=s.debounce_max_wait,
             clock=self.clock,
+            leading_edge=s.debounce_leading_edge,
         )
 
     @cached_property

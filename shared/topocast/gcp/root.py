@@ -118,6 +118,7 @@ class GcpRuntime:
                 debouncer = gcp_debouncer(
                     objects, settings.prefix, queue, settings.render_url,
                     quiet=settings.debounce_quiet, max_wait=settings.debounce_max_wait,
+                    leading_edge=settings.debounce_leading_edge,
                 )  # fmt: skip
         return cls(
             settings=settings,

@@ -4,7 +4,12 @@ Every request of the publisher goes through one :class:`ResilientTransport`, an
 httpx transport wrapper under lightkube's real client, which:
 
 * waits for a token from a client-side token bucket (``qps`` / ``burst``, like
-  client-go's ``QPS``/``Burst``; ``qps=0`` disables it);
+  client-go's ``QPS``/``Burst``; ``qps=0`` disables it) whose rate adapts to the server
+  (:class:`AdaptiveRate`, ``adaptive``, default on): it starts at ``qps``, doubles while
+  responses stay fast and no 429 comes back (then grows linearly past the last rate that
+  was throttled), up to ``qps_max``, and halves on a 429 - whether API Priority and Fairness
+  rejected the request (the ``X-Kubernetes-PF-*`` headers name its flow schema and
+  priority level) or a proxy did; while responses are slow it stops growing;
 * sets ``Authorization: Bearer`` from a refreshing token source (EKS/GKE), and on a
   401 refreshes the token once and resends;
 * retries 429 after ``Retry-After`` (seconds or an HTTP date, capped), retries
@@ -38,7 +43,7 @@ import random
 import ssl
 import threading
 import time
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -157,8 +162,10 @@ class ClientSettings(BaseModel):
     # Not client-go's 5/10: see docs/kubernetes.md "Rate limit". 50 QPS is what a topology publisher
     # needs for a 10,000-node first publish inside a function's time limit (200 s) and stays far below
     # the default API Priority and Fairness share a single client gets; raise it for a faster first publish.
-    qps: float = Field(50.0, ge=0, description="Sustained requests per second (0 = unlimited).")
+    qps: float = Field(50.0, ge=0, description="Requests per second (0 = unlimited); where the adaptive rate starts.")
     burst: int = Field(100, ge=1, description="Requests allowed back to back before qps applies.")
+    adaptive: bool = Field(True, description="Raise the rate while the server keeps up; halve it on a 429.")
+    qps_max: float = Field(2000.0, gt=0, description="Highest rate the adaptive limiter goes to.")
     max_attempts: int = Field(6, ge=1, description="Tries per request, counting the first.")
     backoff_initial: float = Field(0.25, ge=0, description="First 5xx backoff (s); doubles per attempt.")
     backoff_max: float = Field(8.0, ge=0)
@@ -196,6 +203,106 @@ class TokenBucket:
         if wait > 0:
             self._sleep(wait)
         return wait
+
+
+#: APF's response headers: the server classified the request (present on its 429s too)
+APF_HEADERS = ("X-Kubernetes-PF-PriorityLevel-UID", "X-Kubernetes-PF-FlowSchema-UID")
+
+
+class AdaptiveRate(TokenBucket):
+    """A token bucket whose rate follows the server, like TCP's congestion window.
+
+    Every ``interval`` seconds in which the requests used most of the rate, the answers stayed
+    fast (the smoothed response time at most four times the fastest seen plus 250 ms) and none
+    was a 429, the rate doubles (slow start) up to the last rate that was cut, then grows by 5 %
+    of it per interval (probing), at most ``qps_max``. A 429 (at most one cut per ``interval``:
+    the requests in flight come back together) halves it (or sets it below what the server
+    accepted in the last second, if that is less), sets that mark, spends the saved-up burst and
+    holds new requests for the Retry-After (at most 5 s); slow answers hold it. It never goes
+    below ``floor`` (a tenth of the start, at least 1 QPS). The burst is at most one interval's
+    worth of the current rate.
+    """
+
+    def __init__(
+        self,
+        qps: float,
+        burst: int,
+        qps_max: float,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], None] = time.sleep,
+        interval: float = 0.25,
+    ) -> None:
+        super().__init__(qps, burst, clock, sleep)
+        self.start, self.qps_max, self.interval = qps, max(qps, qps_max), interval
+        self.max_burst = burst
+        self.burst = self._burst_at(qps)
+        self._tokens = float(self.burst)
+        self.floor = max(1.0, qps / 10)
+        self.mark = self.qps_max  # the rate that was last cut (slow start below it)
+        self.peak = qps
+        self.cuts = 0
+        self.apf = False  # the server answered with API Priority and Fairness headers
+        self._window_at = self._clock()
+        self._answered = 0
+        self._ewma: float | None = None
+        self._fastest: float | None = None
+        self._cut_at = float("-inf")
+        self._accepted: deque[float] = deque()  # when the answers of the last second came (not 429)
+
+    def observe(self, status: int, seconds: float, apf: bool = False, retry_after: float | None = None) -> None:
+        """One answer: its status, how long it took, whether it carried APF headers, its Retry-After."""
+        with self._lock:
+            now = self._clock()
+            self.apf = self.apf or apf
+            while self._accepted and self._accepted[0] < now - 1.0:
+                self._accepted.popleft()
+            if status == 429:
+                if now - self._cut_at >= self.interval:
+                    # half, or below what the server took in the last second if that is less: one
+                    # cut lands under its limit instead of halving down to it a quarter second at a time
+                    took = 0.9 * len(self._accepted) if self._accepted else self.qps
+                    self.mark = max(self.floor, min(self.qps / 2, took))
+                    self._set(self.mark, now)
+                    # no saved-up burst into a server that just said no, and nothing new before its Retry-After
+                    self._tokens = min(self._tokens, 0.0) - min(retry_after or 0.0, 5.0) * self.qps
+                    self._cut_at = now
+                    self.cuts += 1
+                return
+            self._accepted.append(now)
+            self._ewma = seconds if self._ewma is None else 0.8 * self._ewma + 0.2 * seconds
+            self._fastest = self._ewma if self._fastest is None else min(self._fastest, self._ewma)
+            self._answered += 1
+            if now - self._window_at < self.interval:
+                return
+            busy = self._answered >= 0.5 * self.qps * (now - self._window_at)  # the rate was what held us
+            # slow answers only hold the rate: a large LIST or a busy client machine is slow too, and
+            # cutting on latency alone would starve a publish the server is happy to take
+            fast = self._ewma <= 4 * self._fastest + 0.25
+            if fast and busy and now - self._cut_at >= 2 * self.interval:
+                grown = min(self.qps * 2, self.mark) if self.qps < self.mark else self.qps + 0.05 * self.mark
+                self._set(min(self.qps_max, grown), now)
+            self._window_at, self._answered = now, 0
+
+    def _set(self, qps: float, now: float) -> None:
+        # tokens earned at the old rate up to now are kept; from now on they accrue at the new one
+        self._tokens = min(float(self.burst), self._tokens + (now - self._last) * self.qps)
+        self._last = now
+        self.qps = qps
+        self.burst = self._burst_at(qps)
+        self._tokens = min(self._tokens, float(self.burst))
+        self.peak = max(self.peak, qps)
+
+    def _burst_at(self, qps: float) -> int:
+        """Back to back at most ``burst`` requests and one interval's worth of the current rate: a
+        burst far above the rate is what floods a server whose limit is below it."""
+        return max(1, min(self.max_burst, int(qps * self.interval)))
+
+
+def make_limiter(settings: ClientSettings, sleep: Callable[[float], None] = time.sleep) -> TokenBucket:
+    """The client's rate limiter: adaptive from ``qps`` unless ``adaptive`` is off or ``qps`` is 0 (no limit)."""
+    if settings.adaptive and settings.qps > 0:
+        return AdaptiveRate(settings.qps, settings.burst, settings.qps_max, sleep=sleep)
+    return TokenBucket(settings.qps, settings.burst, sleep=sleep)
 
 
 @dataclass
@@ -251,7 +358,7 @@ class ResilientTransport(httpx2.BaseTransport):
         self.inner = inner
         self.settings = settings
         self.token_source = token_source
-        self.limiter = TokenBucket(settings.qps, settings.burst, sleep=sleep)
+        self.limiter = make_limiter(settings, sleep)
         self.stats = TransportStats()
         self._sleep = sleep
         self._unreachable: str | None = None
@@ -280,6 +387,7 @@ class ResilientTransport(httpx2.BaseTransport):
                 self.stats.by_method[request.method] += 1
             if self.token_source is not None:
                 request.headers["Authorization"] = f"Bearer {self.token_source.token()}"
+            sent = time.monotonic()
             try:
                 response = self.inner.handle_request(request)
             except httpx2.TransportError as exc:
@@ -292,6 +400,10 @@ class ResilientTransport(httpx2.BaseTransport):
                 self._wait(self._backoff(attempt))
                 continue
             status = response.status_code
+            if isinstance(self.limiter, AdaptiveRate):
+                apf = any(h in response.headers for h in APF_HEADERS)
+                wait = retry_after_seconds(response.headers.get("Retry-After")) if status == 429 else None
+                self.limiter.observe(status, time.monotonic() - sent, apf, wait)
             if status == 401 and self.token_source is not None and not refreshed:
                 refreshed = True  # the token may have expired in flight: mint a new one and resend once
                 self.token_source.invalidate()

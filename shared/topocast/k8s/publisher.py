@@ -74,10 +74,10 @@ class KubernetesPublisherConfig(BaseModel):
     node_selector: dict[str, str] | None = Field(None, description="Only consider nodes with these labels.")
     list_page_size: int | None = Field(None, ge=1, description="Page the node LIST (None = one request).")
     concurrency: int = Field(
-        8,
+        32,
         ge=1,
         le=64,
-        description="Node PATCHes in flight (all share the QPS limit); bounds the load whatever qps says.",
+        description="Node PATCHes in flight (all share the adaptive QPS limit); bounds the load whatever qps says.",
     )
     max_consecutive_failures: int = Field(
         5,

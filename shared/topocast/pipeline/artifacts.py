@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import threading
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -133,47 +132,6 @@ class ArtifactStore(Protocol):
     def get_manifest(self, generation: int) -> Manifest: ...
 
     def latest_manifest(self) -> Manifest | None: ...
-
-
-class MemoryArtifactStore:
-    """In-process :class:`ArtifactStore` for tests and local runs."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self.files: dict[tuple[int, str], bytes] = {}
-        self.manifests: dict[int, Manifest] = {}
-        self.latest: int | None = None
-
-    def artifact_uri(self, generation: int, filename: str) -> str:
-        return f"memory://rendered/{generation:012d}/{filename}"
-
-    def put_artifact(self, generation: int, filename: str, content: bytes, media_type: str) -> str:
-        with self._lock:
-            self.files[(generation, filename)] = content
-        return self.artifact_uri(generation, filename)
-
-    def get_artifact(self, generation: int, filename: str) -> bytes:
-        try:
-            return self.files[(generation, filename)]
-        except KeyError:
-            raise ArtifactNotFoundError(f"{self.artifact_uri(generation, filename)} not found") from None
-
-    def put_manifest(self, manifest: Manifest) -> bool:
-        with self._lock:
-            self.manifests[manifest.generation] = manifest
-            if self.latest is None or manifest.generation >= self.latest:
-                self.latest = manifest.generation
-                return True
-            return False
-
-    def get_manifest(self, generation: int) -> Manifest:
-        try:
-            return self.manifests[generation]
-        except KeyError:
-            raise ArtifactNotFoundError(f"no manifest for generation {generation}") from None
-
-    def latest_manifest(self) -> Manifest | None:
-        return None if self.latest is None else self.manifests[self.latest]
 
 
 class ObjectArtifactStore:

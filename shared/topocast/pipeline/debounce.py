@@ -6,6 +6,12 @@ that is not rendered yet, whichever comes first::
 
     due = min(last_change_at + quiet, first_change_at + max_wait)
 
+With the leading edge (``leading_edge=True``, setting ``TOPOCAST_DEBOUNCE_LEADING_EDGE``,
+default off), a change that finds the pipeline idle - nothing unrendered, no timer alive, and
+no change for at least ``quiet`` seconds - renders at once (``leading_due_at``); the changes
+that follow it (the rest of a burst) debounce as above into one more render. A burst thus ends
+in at most two renders, and a lone event after a quiet period does not wait out the window.
+
 Everything here is pure: a :class:`DebounceState` plus an event (a change was
 noted, a timer fired, a render finished) gives a new state, a :class:`Decision`
 and possibly "arm a timer in N seconds" (:class:`Step`).
@@ -75,6 +81,9 @@ class DebounceState:
     #: the live timer while its send is not confirmed (set by the runner before the send, cleared
     #: after it): an observer that finds it set presumes the sender died and re-sends that timer
     unconfirmed_timer: str | None = None
+    #: a leading-edge render is due at this time (the first change after a quiet period); cleared
+    #: when a render claims the pending changes
+    leading_due_at: float | None = None
 
 
 @dataclass(frozen=True)
@@ -109,6 +118,8 @@ def decide(
     """Render now, wait N seconds, or idle (nothing unrendered)."""
     if state.first_change_at is None:
         return Decision("idle", reason="no unrendered change")
+    if state.leading_due_at is not None and now >= state.leading_due_at:
+        return Decision("render", reason="first change after a quiet period", generation=state.latest_generation)
     last = state.last_change_at if state.last_change_at is not None else state.first_change_at
     quiet_due = last + quiet
     cap_due = state.first_change_at + max_wait
@@ -168,6 +179,13 @@ def _revive(state: DebounceState, now: float, new_timer_id: str, quiet: float, l
     return _arm(pending, now, 0.0, new_timer_id, f"timer re-armed: the {state.phase} timer was lost")
 
 
+def was_idle(state: DebounceState, now: float, quiet: float, lost_timer_grace: float) -> bool:
+    """Nothing unrendered, no timer or render alive, and no change for at least ``quiet`` seconds."""
+    if unrendered(state) or state.first_change_at is not None or timer_alive(state, now, lost_timer_grace):
+        return False
+    return state.last_change_at is None or now - state.last_change_at >= quiet
+
+
 def on_change(
     state: DebounceState,
     generation: int,
@@ -177,27 +195,31 @@ def on_change(
     quiet: float = DEFAULT_QUIET,
     max_wait: float = DEFAULT_MAX_WAIT,
     lost_timer_grace: float = DEFAULT_LOST_TIMER_GRACE,
+    leading_edge: bool = False,
 ) -> Step:
     """A new generation was written: record it; arm a timer only if none is alive.
 
     A generation already noted (a retried batch, a reconcile that finds the graph unchanged) arms
     nothing while its timer is alive, but gets a lost timer going again if it is still unrendered.
+    With ``leading_edge``, the first change after a quiet period arms a timer due now.
     """
     if generation <= max(state.latest_generation, state.last_rendered_generation):
         revived = _revive(state, now, new_timer_id, quiet, lost_timer_grace)
         return revived or Step(state, Decision("drop", reason=f"generation {generation} already noted"))
+    leading = leading_edge and was_idle(state, now, quiet, lost_timer_grace)
     noted = replace(
         state,
         latest_generation=generation,
         last_change_at=now,
         first_change_at=state.first_change_at if state.first_change_at is not None else now,
+        leading_due_at=now if leading else state.leading_due_at,
     )
     if timer_unsent(noted):
         return _resend(noted, now)
     if timer_alive(state, now, lost_timer_grace):
         return Step(noted, Decision("wait", reason=f"timer already {state.phase}", timer_id=state.timer_id))
     due = decide(noted, now, quiet, max_wait)
-    return _arm(noted, now, due.wait_seconds, new_timer_id, "timer armed")
+    return _arm(noted, now, due.wait_seconds, new_timer_id, "timer armed (leading edge)" if leading else "timer armed")
 
 
 def on_timer(
@@ -227,7 +249,7 @@ def on_timer(
             why = f"duplicate timer: its render is in progress (lease for {state.lease_until - now:.0f}s more)"
             return Step(state, Decision("retry", reason=why, timer_id=timer_id))
         # the render that claimed this timer never reported back (crashed, timed out): try again
-        retry = replace(state, lease_until=now + lease, first_change_at=None)
+        retry = replace(state, lease_until=now + lease, first_change_at=None, leading_due_at=None)
         return Step(
             retry,
             Decision(
@@ -240,7 +262,7 @@ def on_timer(
         return Step(idle, Decision("idle", reason=due.reason))
     if due.action == "wait":
         return _arm(state, now, due.wait_seconds, new_timer_id, due.reason)
-    claimed = replace(state, phase="rendering", lease_until=now + lease, first_change_at=None)
+    claimed = replace(state, phase="rendering", lease_until=now + lease, first_change_at=None, leading_due_at=None)
     return Step(claimed, replace(due, timer_id=timer_id))
 
 

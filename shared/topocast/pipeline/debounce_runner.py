@@ -107,6 +107,7 @@ class DebounceRunner:
         lost_timer_grace: float = core.DEFAULT_LOST_TIMER_GRACE,
         clock: Callable[[], float] = time.time,
         max_attempts: int = 50,
+        leading_edge: bool = False,
     ) -> None:
         if quiet <= 0 or max_wait < quiet:
             raise ValueError(f"debounce needs 0 < quiet <= max_wait, got quiet={quiet} max_wait={max_wait}")
@@ -118,6 +119,7 @@ class DebounceRunner:
         self.lost_timer_grace = lost_timer_grace
         self.clock = clock
         self.max_attempts = max_attempts
+        self.leading_edge = leading_edge
 
     def state(self, cluster: str) -> DebounceState:
         return self.states.load(cluster)[0]
@@ -134,6 +136,7 @@ class DebounceRunner:
                 quiet=self.quiet,
                 max_wait=self.max_wait,
                 lost_timer_grace=self.lost_timer_grace,
+                leading_edge=self.leading_edge,
             ),
         )
         return replace(step.decision, cluster=cluster)

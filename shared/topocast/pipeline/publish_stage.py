@@ -13,7 +13,6 @@ it still sees the held nodes gone, the hold is confirmed and the next
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -78,31 +77,6 @@ class PublishState(Protocol):
     def load_hold(self) -> HoldRecord | None: ...
     def save_hold(self, hold: HoldRecord) -> None: ...
     def clear_hold(self) -> None: ...
-
-
-class MemoryPublishState:
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self.published: PublishedRecord | None = None
-        self.hold: HoldRecord | None = None
-
-    def load_published(self) -> PublishedRecord | None:
-        return self.published
-
-    def save_published(self, record: PublishedRecord) -> None:
-        with self._lock:
-            self.published = record
-
-    def load_hold(self) -> HoldRecord | None:
-        return self.hold
-
-    def save_hold(self, hold: HoldRecord) -> None:
-        with self._lock:
-            self.hold = hold
-
-    def clear_hold(self) -> None:
-        with self._lock:
-            self.hold = None
 
 
 class ObjectPublishState:

@@ -8,8 +8,7 @@ in the meantime the write is refused with :class:`StaleGenerationError` so the
 caller re-reads and rebuilds on top of it (:func:`commit` does that loop).
 
 The decision of what a write should do is the pure :func:`plan_write`;
-:class:`MemoryGraphStore` executes it in memory and :class:`ObjectGraphStore`
-in a bucket, over any :class:`~topocast.pipeline.objects.ObjectStore` (S3 in
+:class:`ObjectGraphStore` executes it in a bucket over any :class:`~topocast.pipeline.objects.ObjectStore` (S3 in
 :mod:`topocast.aws.s3_store`, Cloud Storage in :mod:`topocast.gcp.gcs_store`).
 
 Bucket layout under ``<prefix>/<cluster>/graphs/``::
@@ -35,7 +34,6 @@ conditional writes only (no lock service):
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -136,44 +134,6 @@ def commit(
         except StaleGenerationError as exc:
             last = exc
     raise StaleGenerationError(f"gave up after {attempts} attempts, the store kept moving: {last}")
-
-
-class MemoryGraphStore:
-    """In-process :class:`GraphStore` for tests, the CLI and local runs (thread-safe)."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._generations: dict[int, StoredGraph] = {}
-        self._latest: int | None = None
-
-    def latest(self) -> StoredGraph | None:
-        with self._lock:
-            return None if self._latest is None else self._generations[self._latest]
-
-    def get(self, generation: int) -> StoredGraph:
-        with self._lock:
-            try:
-                return self._generations[generation]
-            except KeyError:
-                raise GenerationNotFoundError(f"graph generation {generation} not found") from None
-
-    def write_if_changed(self, graph: TopologyGraph, *, expected_generation: int | None) -> WriteResult:
-        new_hash = graph.content_hash()
-        with self._lock:
-            current = None if self._latest is None else self._generations[self._latest]
-            plan = plan_write(self._latest, current.content_hash if current else None, new_hash, expected_generation)
-            if plan.action == "stale":
-                raise StaleGenerationError(plan.reason)
-            if plan.action == "unchanged":
-                return WriteResult(plan.generation, changed=False)
-            self._generations[plan.generation] = StoredGraph(plan.generation, graph, new_hash, datetime.now(UTC))
-            self._latest = plan.generation
-            return WriteResult(plan.generation, changed=True)
-
-    def replace_unreadable(self, graph: TopologyGraph) -> WriteResult:
-        """Nothing in memory is ever unreadable: the next generation, on top of the latest."""
-        current = self.latest()
-        return self.write_if_changed(graph, expected_generation=current.generation if current else None)
 
 
 class ObjectGraphStore:

@@ -36,7 +36,7 @@ from __future__ import annotations
 import json
 import re
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from html import escape
 from importlib import resources
 
@@ -59,9 +59,25 @@ ADDED, MOVED, REDOMAINED = 1, 2, 3
 SEARCH_CAP = 200_000
 
 
+_DIGIT_RUNS = re.compile(r"(\d+)")
+
+
 def natural_key(text: str) -> list[tuple[int, int | str]]:
     """Sort key that puts leaf-2 before leaf-10."""
-    return [(0, int(p)) if p.isdigit() else (1, p) for p in re.split(r"(\d+)", text) if p]
+    return [(0, int(p)) if p.isdigit() else (1, p) for p in _DIGIT_RUNS.split(text) if p]
+
+
+_DIGITS_TO_ZERO = str.maketrans("0123456789", "0000000000")
+
+
+def natural_sorted(names: Iterable[str]) -> list[str]:
+    """``sorted(names, key=natural_key)``. Names that differ only in digits at the same places
+    (gpu-000017, leaf-00012: what generated names look like) sort the same as plain strings, so
+    those skip the key (a third of the page's time at 100k nodes)."""
+    items = list(names)
+    if len({n.translate(_DIGITS_TO_ZERO) for n in items}) <= 1:
+        return sorted(items)
+    return sorted(items, key=natural_key)
 
 
 def _script_json(data: object) -> str:
@@ -101,7 +117,7 @@ def page_data(
 ) -> dict[str, object]:
     """The plain data the page script draws: switches (tree order), nodes (leaf order), domains, blocks."""
     tree = build_tree(graph, no_topology_switch=False)
-    domain_names = sorted({n.accelerator for n in graph.nodes if n.accelerator is not None}, key=natural_key)
+    domain_names = natural_sorted({n.accelerator for n in graph.nodes if n.accelerator is not None})
     domain_index = {d: i for i, d in enumerate(domain_names)}
     domain_size = Counter(domain_index[n.accelerator] for n in graph.nodes if n.accelerator is not None)
     by_name = {n.name: n for n in graph.nodes}
@@ -135,14 +151,14 @@ def page_data(
         switches.append(row)
         counts: Counter[int] = Counter()
         changed = 0
-        kids = sorted(tree.child_switches.get(sw, ()), key=natural_key)
+        kids = natural_sorted(tree.child_switches.get(sw, ()))
         for child in kids:
             child_index, child_counts, child_changed = add(child, index)
             row[4].append(child_index)  # type: ignore[attr-defined]
             counts.update(child_counts)
             changed += child_changed
         start = len(nodes)
-        for name in sorted(tree.child_nodes.get(sw, ()), key=natural_key):
+        for name in natural_sorted(tree.child_nodes.get(sw, ())):
             nodes.append(node_row(name, index))
             counts[nodes[-1][2]] += 1  # type: ignore[index]
             changed += bool(nodes[-1][5])
@@ -152,8 +168,8 @@ def page_data(
         row[5:12] = [start, len(nodes), total, segments, sum(1 for d in counts if d >= 0), changed, split]
         return index, counts, changed
 
-    roots = [add(r, -1)[0] for r in sorted(tree.roots, key=natural_key)]
-    bare = sorted((n.name for n in graph.nodes if not n.fabric), key=natural_key)
+    roots = [add(r, -1)[0] for r in natural_sorted(tree.roots)]
+    bare = natural_sorted(n.name for n in graph.nodes if not n.fabric)
     bare_start = len(nodes)
     nodes.extend(node_row(name, -1) for name in bare)
     domain_blocks: list[set[int]] = [set() for _ in domain_names]

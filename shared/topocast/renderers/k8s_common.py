@@ -168,27 +168,59 @@ def _scalar(value: object) -> str:
         return str(value)
     if isinstance(value, str) and _PLAIN.fullmatch(value):
         # Strings that would read back as another type (1101, true, 1e3, null) get quotes.
+        if value[0] not in _resolved_first_chars():
+            return value  # no implicit type starts with this character (node names: "gpu-…")
         yaml, _, resolver = _pyyaml()
         plain = resolver.resolve(yaml.ScalarNode, value, (True, False)) == _STR_TAG
         return value if plain else f"'{value}'"
     raise _NotSimple
 
 
+@functools.cache
+def _resolved_first_chars() -> frozenset[str | None]:
+    """The first characters PyYAML's resolver has an implicit type for (it picks its candidate
+    patterns by the value's first character); everything when it also has a wildcard pattern."""
+    _, _, resolver = _pyyaml()
+    keys = frozenset(resolver.yaml_implicit_resolvers)
+    if None in keys or resolver.yaml_path_resolvers:
+        return frozenset(chr(c) for c in range(0x110000))
+    return keys
+
+
+def _memo_scalar(v: object, memo: dict[str, str]) -> str:
+    if type(v) is not str:  # only strings: True == 1 would share a slot
+        return _scalar(v)
+    text = memo.get(v)
+    if text is None:
+        text = memo[v] = _scalar(v)
+    return text
+
+
+def all_plain(values: list[str]) -> bool:
+    """Does every one of ``values`` print as itself, unquoted, in dump_yaml (checked in bulk)?"""
+    first = _resolved_first_chars()
+    if not all(v.__class__ is str and v and v[0] not in first for v in values):
+        return False
+    return all(map(_PLAIN.fullmatch, values))
+
+
+def yaml_scalar(value: object, memo: dict[str, str] | None) -> str | None:
+    """``value`` as dump_yaml's fast path prints it (memoized in ``memo`` when given: for values
+    that repeat), or None when only PyYAML can print it: for renderers that format a repetitive
+    part of a document themselves."""
+    try:
+        return _scalar(value) if memo is None else _memo_scalar(value, memo)
+    except _NotSimple:
+        return None
+
+
 def _emit(value: object, pad: str, out: list[str], memo: dict[str, str]) -> None:
     """Block-style lines of a non-empty mapping at indent ``pad`` (sequences not indented, as PyYAML)."""
-
-    def scalar(v: object) -> str:
-        if v.__class__ is not str:  # only strings: True == 1 would share a slot
-            return _scalar(v)
-        text = memo.get(v)
-        if text is None:
-            text = memo[v] = _scalar(v)
-        return text
-
     if not isinstance(value, dict):
         raise _NotSimple
+    scalar = _memo_scalar
     for key, item in value.items():
-        k = scalar(key)
+        k = scalar(key, memo)
         if isinstance(item, dict) and item:
             out.append(f"{pad}{k}:")
             _emit(item, pad + "  ", out, memo)
@@ -200,21 +232,21 @@ def _emit(value: object, pad: str, out: list[str], memo: dict[str, str]) -> None
                     _emit(element, pad + "  ", out, memo)
                     out[start] = f"{pad}- {out[start][len(pad) + 2 :]}"
                 else:
-                    out.append(f"{pad}- {scalar(element)}")
+                    out.append(f"{pad}- {scalar(element, memo)}")
         elif isinstance(item, (dict, list)):
             out.append(f"{pad}{k}: {'{}' if isinstance(item, dict) else '[]'}")
         else:
-            out.append(f"{pad}{k}: {scalar(item)}")
+            out.append(f"{pad}{k}: {scalar(item, memo)}")
 
 
-def dump_yaml(docs: list[dict[str, Any]]) -> str:
+def dump_yaml(docs: list[dict[str, Any]], memo: dict[str, str] | None = None) -> str:
     """``---``-separated YAML documents, keys in insertion order (Kubernetes style).
 
     Byte-identical to ``yaml.safe_dump_all(docs, sort_keys=False, explicit_start=True)``
-    except that multi-line strings are ``|`` blocks.
+    except that multi-line strings are ``|`` blocks. ``memo`` (printed scalars) may be shared by calls.
     """
     parts: list[str] = []
-    memo: dict[str, str] = {}  # keys and values repeat a lot ("type", "Node", "selector"...)
+    memo = {} if memo is None else memo  # keys and values repeat a lot ("type", "Node", "selector"...)
     for doc in docs:
         lines = ["---"]
         try:

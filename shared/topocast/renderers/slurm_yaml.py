@@ -101,8 +101,9 @@ class _Context:
         selected = set(self.select(topo, spec))
         tree = self.tree
         required: set[str] = set()
-        for n in selected:
-            required.update(tree.node_path[n] or (NO_TOPOLOGY,))
+        paths = {n: tree.node_path[n] or (NO_TOPOLOGY,) for n in selected}
+        for path in set(paths.values()):  # a leaf's nodes share one path: update once per path
+            required.update(path)
         if not required:
             unit.flat = True
             return unit
@@ -113,8 +114,12 @@ class _Context:
             children = [c for c in tree.child_switches.get(sw, ()) if c in required]
             leaves = [n for n in tree.child_nodes.get(sw, ()) if n in selected]
             unit.switches.append((sw, compact_str(children), compact_str(leaves)))
-        for n in selected:
-            unit.parents[n] = ":".join(reversed(tree.node_path[n] or (NO_TOPOLOGY,)))
+        joined: dict[tuple[str, ...], str] = {}
+        for n, path in paths.items():
+            text = joined.get(path)
+            if text is None:
+                text = joined[path] = ":".join(reversed(path))
+            unit.parents[n] = text
         return unit
 
     def block_unit(self, topo: str, spec: TopologySpec) -> Unit:

@@ -29,9 +29,11 @@ from topocast.renderers.k8s_common import (
     MANAGED_BY,
     MANAGED_BY_LABEL,
     MAX_LABEL_VALUE,
+    all_plain,
     dns_name,
     dump_yaml,
     is_dns_subdomain,
+    yaml_scalar,
 )
 from topocast.renderers.k8s_labels import sample
 
@@ -117,4 +119,44 @@ def _render(graph: TopologyGraph) -> Artifact:
     if not objects:
         warnings.append("the graph has no fabric: no HyperNodes to publish")
     docs = sorted(objects.values(), key=lambda o: (o["spec"]["tier"], o["metadata"]["name"]))
-    return Artifact(FORMAT, FILENAME, dump_yaml(docs) if docs else "", MEDIA_TYPE, len(graph.nodes), docs, warnings)
+    return Artifact(FORMAT, FILENAME, dump_hypernodes(docs), MEDIA_TYPE, len(graph.nodes), docs, warnings)
+
+
+# Members as dump_yaml prints them (spec at the top level, so members sit at two spaces):
+# formatting the 100k Node members with one %-format each is ~10x faster than walking their dicts.
+_MEMBER = "  - type: %s\n    selector:\n      exactMatch:\n        name: %s\n"
+_MEMBERS_EMPTY = "  members: []\n"
+
+
+def dump_hypernodes(docs: list[dict[str, Any]]) -> str:
+    """``dump_yaml(docs)``, byte for byte, with the ``exactMatch`` member lists formatted directly."""
+    parts: list[str] = []
+    memo: dict[str, str] = {}
+    for doc in docs:
+        spec = doc["spec"]
+        members = _members_text(spec["members"], memo)
+        head = dump_yaml([{**doc, "spec": {**spec, "members": []}}], memo)
+        if members is None or not head.endswith(_MEMBERS_EMPTY) or list(spec)[-1] != "members":
+            parts.append(dump_yaml([doc], memo))  # a shape or a value only PyYAML prints
+        else:
+            parts.append(head[: -len(_MEMBERS_EMPTY)] + "  members:\n" + members)
+    return "".join(parts)
+
+
+def _members_text(members: list[dict[str, Any]], memo: dict[str, str]) -> str | None:
+    """The lines of members shaped like :func:`node_member`'s exactMatch, or None for any other."""
+    selectors = [m["selector"] for m in members]
+    names = [sel["exactMatch"]["name"] for sel in selectors if "exactMatch" in sel]
+    if len(names) == len(members) and all_plain(names):  # the usual case: one check for the whole list
+        kinds = {t: yaml_scalar(t, memo) for t in {m["type"] for m in members}}
+        if None not in kinds.values():
+            return "".join([_MEMBER % (kinds[m["type"]], name) for m, name in zip(members, names, strict=True)])
+    out = []
+    for m in members:
+        match = m["selector"].get("exactMatch")
+        kind = yaml_scalar(m["type"], memo)
+        name = yaml_scalar(match["name"], None) if match is not None else None
+        if name is None or kind is None:
+            return None
+        out.append(_MEMBER % (kind, name))
+    return "".join(out)

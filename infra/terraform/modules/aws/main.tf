@@ -74,6 +74,7 @@ locals {
       TOPOCAST_TIMER_QUEUE_URL           = aws_sqs_queue.main["timer"].url
       TOPOCAST_DEBOUNCE_QUIET_SECONDS    = tostring(var.debounce_quiet_seconds)
       TOPOCAST_DEBOUNCE_MAX_WAIT_SECONDS = tostring(var.debounce_max_wait_seconds)
+      TOPOCAST_DEBOUNCE_LEADING_EDGE     = tostring(var.debounce_leading_edge)
       TOPOCAST_FILTERS                   = join(";", local.ec2_filters)
       TOPOCAST_NAME_FROM                 = var.name_from
       TOPOCAST_INSTANCE_TYPES            = join(";", var.instance_types)
@@ -109,6 +110,7 @@ locals {
       TOPOCAST_TIMER_QUEUE_URL           = aws_sqs_queue.main["timer"].url
       TOPOCAST_DEBOUNCE_QUIET_SECONDS    = tostring(var.debounce_quiet_seconds)
       TOPOCAST_DEBOUNCE_MAX_WAIT_SECONDS = tostring(var.debounce_max_wait_seconds)
+      TOPOCAST_DEBOUNCE_LEADING_EDGE     = tostring(var.debounce_leading_edge)
       TOPOCAST_FORMATS                   = join(";", var.formats)
       TOPOCAST_RENDER_OPTIONS            = local.render_options_json
       TOPOCAST_PUBLISH_QUEUE_URL         = aws_sqs_queue.main["publish"].url

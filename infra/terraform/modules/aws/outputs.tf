@@ -72,3 +72,13 @@ output "function_environment" {
   description = "Environment variables set on each function (for debugging and the one-shot CLI)."
   value       = local.function_env
 }
+
+output "pull_watch_queue_urls" {
+  description = "Head node -> the SQS queue its `topocast pull --watch --queue-url` long-polls."
+  value       = { for k, q in aws_sqs_queue.pull_watch : k => q.url }
+}
+
+output "pull_watch_policy_arns" {
+  description = "Head node -> the IAM policy to attach to its role for `pull --watch` (its own queue only)."
+  value       = { for k, p in aws_iam_policy.pull_watch_agent : k => p.arn }
+}

@@ -494,6 +494,12 @@ variable "debounce_max_wait_seconds" {
   }
 }
 
+variable "debounce_leading_edge" {
+  description = "Render the first change after a quiet window at once; the rest of a burst still debounces into one more render (TOPOCAST_DEBOUNCE_LEADING_EDGE). Off: every change waits out the quiet window (one render per burst)."
+  type        = bool
+  default     = false
+}
+
 # ----- render --------------------------------------------------------------------------------------------
 variable "formats" {
   description = "Formats the render function writes (TOPOCAST_FORMATS)."
@@ -646,6 +652,17 @@ variable "create_pull_agent_policy" {
   description = "Create an IAM policy for the Slurm head node's pull agent (read the SSM path and S3 pointer copies)."
   type        = bool
   default     = false
+}
+
+variable "pull_watch_head_nodes" {
+  description = "Slurm head nodes that run `topocast pull --watch`: each gets an SQS queue fed by an EventBridge rule on the published parameters' change events, and an IAM policy to receive from it (outputs pull_watch_queue_urls, pull_watch_policy_arns)."
+  type        = list(string)
+  default     = []
+
+  validation {
+    condition     = alltrue([for n in var.pull_watch_head_nodes : can(regex("^[A-Za-z0-9_-]{1,40}$", n))])
+    error_message = "pull_watch_head_nodes: names of at most 40 letters, digits, '-' and '_' (they name queues)."
+  }
 }
 
 # ----- alarms ------------------------------------------------------------------------------------------------

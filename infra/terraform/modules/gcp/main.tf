@@ -66,6 +66,7 @@ locals {
       TOPOCAST_PUBLISH_URL               = local.function_urls.publish
       TOPOCAST_DEBOUNCE_QUIET_SECONDS    = tostring(var.debounce_quiet_seconds)
       TOPOCAST_DEBOUNCE_MAX_WAIT_SECONDS = tostring(var.debounce_max_wait_seconds)
+      TOPOCAST_DEBOUNCE_LEADING_EDGE     = tostring(var.debounce_leading_edge)
     }
     render = {
       TOPOCAST_FORMATS                   = join(";", var.formats)
@@ -74,6 +75,7 @@ locals {
       TOPOCAST_PUBLISH_URL               = local.function_urls.publish
       TOPOCAST_DEBOUNCE_QUIET_SECONDS    = tostring(var.debounce_quiet_seconds)
       TOPOCAST_DEBOUNCE_MAX_WAIT_SECONDS = tostring(var.debounce_max_wait_seconds)
+      TOPOCAST_DEBOUNCE_LEADING_EDGE     = tostring(var.debounce_leading_edge)
     }
     publish = {
       TOPOCAST_FORMATS        = join(";", var.formats)

@@ -40,3 +40,8 @@ output "events_topic" {
   description = "Pub/Sub topic of the system-event Logging sink, delivered to discover; publish the text reconcile to it for a full discovery."
   value       = google_pubsub_topic.events.id
 }
+
+output "pull_watch_subscriptions" {
+  description = "Head node -> the Pub/Sub subscription its `topocast pull --watch --subscription` pulls."
+  value       = { for k, sub in google_pubsub_subscription.pull_watch : k => sub.id }
+}

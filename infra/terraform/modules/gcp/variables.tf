@@ -164,6 +164,17 @@ variable "pull_agent_members" {
   default     = []
 }
 
+variable "pull_watch_subscribers" {
+  description = "Slurm head nodes that run `topocast pull --watch`: name -> principal (e.g. serviceAccount:slurm-head@p.iam.gserviceaccount.com). Each gets a Pub/Sub subscription to the finalize notifications of <prefix>/<cluster>/slurm/ and roles/pubsub.subscriber on it (output pull_watch_subscriptions)."
+  type        = map(string)
+  default     = {}
+
+  validation {
+    condition     = alltrue([for n in keys(var.pull_watch_subscribers) : can(regex("^[a-z][a-z0-9-]{0,30}$", n))])
+    error_message = "pull_watch_subscribers: keys of at most 31 lowercase letters, digits and '-', starting with a letter (they name subscriptions)."
+  }
+}
+
 # ----- discovery -------------------------------------------------------------------------------------
 variable "zones" {
   description = "Zones to list (TOPOCAST_GCP_ZONES). Empty: aggregatedList over all zones."
@@ -297,6 +308,12 @@ variable "debounce_max_wait_seconds" {
     condition     = var.debounce_max_wait_seconds >= var.debounce_quiet_seconds
     error_message = "debounce_max_wait_seconds must be at least debounce_quiet_seconds."
   }
+}
+
+variable "debounce_leading_edge" {
+  description = "Render the first change after a quiet window at once; the rest of a burst still debounces into one more render (TOPOCAST_DEBOUNCE_LEADING_EDGE). Off: every change waits out the quiet window (one render per burst)."
+  type        = bool
+  default     = false
 }
 
 variable "enable_graph_trigger" {

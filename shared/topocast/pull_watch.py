@@ -1,0 +1,219 @@
+"""``topocast pull --watch``: install a new topology seconds after it is published, not at the next timer.
+
+The agent blocks on the publisher's change notification and runs the ordinary single pull
+(:func:`topocast.pull.pull` through the ``pull`` command) each time one arrives:
+
+* AWS: Parameter Store emits a ``Parameter Store Change`` event for every write of the
+  published parameter; an EventBridge rule (``source: aws.ssm``, the parameter names of the
+  cluster's Slurm path) sends it to an SQS queue per head node (Terraform,
+  ``pull_watch_head_nodes``). :class:`SqsWaker` long-polls that queue (``ReceiveMessage``,
+  ``WaitTimeSeconds=20``).
+* GCP: the bucket's ``OBJECT_FINALIZE`` notification (object prefix ``<prefix>/<cluster>/slurm/``)
+  goes to a Pub/Sub topic with a pull subscription per head node. :class:`PubSubWaker` pulls it
+  over the Pub/Sub REST API with the host's application-default credentials
+  (``PUBSUB_EMULATOR_HOST`` points it at an emulator).
+
+A notification only wakes the agent: what it installs is whatever the source holds then, with
+every check of a single pull (sha256, validation, generation order, node-loss guard), so a
+duplicate, late or foreign message does no harm. Messages are deleted / acknowledged after the
+pull ran. The agent also pulls at start and every ``--fallback-seconds`` (default 60, the
+timer's period) without a notification, so a lost event, a queue that is not there yet or a
+notification service outage costs at most the timer's delay; the systemd timer can stay
+enabled as well (the pull is idempotent and serialised by the destination's lock).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import signal
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+log = logging.getLogger(__name__)
+
+#: SQS's longest long poll
+SQS_WAIT_SECONDS = 20
+DEFAULT_FALLBACK_SECONDS = 60.0
+
+
+class Waker(Protocol):
+    def wait(self, timeout: float) -> int:
+        """Block up to ``timeout`` seconds for notifications; how many arrived (0: none)."""
+        ...
+
+    def done(self) -> None:
+        """The pull the last notifications asked for ran: delete / acknowledge them."""
+        ...
+
+
+class SqsWaker:
+    """Long-polls the head node's SQS queue (EventBridge delivers the Parameter Store change events)."""
+
+    def __init__(self, queue_url: str, sqs: Any) -> None:
+        self.queue_url = queue_url
+        self.sqs = sqs
+        self._receipts: list[str] = []
+
+    def wait(self, timeout: float) -> int:
+        wait = max(0, min(SQS_WAIT_SECONDS, int(timeout)))
+        resp = self.sqs.receive_message(QueueUrl=self.queue_url, MaxNumberOfMessages=10, WaitTimeSeconds=wait)
+        messages = resp.get("Messages", [])
+        for m in messages:
+            log.info("notified: %s", describe_event(m.get("Body", "")))
+        self._receipts += [m["ReceiptHandle"] for m in messages]
+        return len(messages)
+
+    def done(self) -> None:
+        while self._receipts:
+            batch, self._receipts = self._receipts[:10], self._receipts[10:]
+            entries = [{"Id": str(i), "ReceiptHandle": r} for i, r in enumerate(batch)]
+            self.sqs.delete_message_batch(QueueUrl=self.queue_url, Entries=entries)
+
+
+class PubSubWaker:
+    """Pulls the head node's Pub/Sub subscription (the bucket's OBJECT_FINALIZE notifications), REST API."""
+
+    def __init__(self, subscription: str, session: Any, endpoint: str = "https://pubsub.googleapis.com") -> None:
+        if not subscription.startswith("projects/") or "/subscriptions/" not in subscription:
+            raise ValueError(f"--subscription {subscription!r}: expected projects/<project>/subscriptions/<name>")
+        self.subscription = subscription
+        self.session = session
+        self.endpoint = endpoint.rstrip("/")
+        self._acks: list[str] = []
+
+    def wait(self, timeout: float) -> int:
+        # a synchronous pull without returnImmediately waits on the server for messages (seconds)
+        url = f"{self.endpoint}/v1/{self.subscription}:pull"
+        resp = self.session.post(url, json={"maxMessages": 10}, timeout=max(1.0, timeout) + 10)
+        resp.raise_for_status()
+        received = (resp.json() or {}).get("receivedMessages", [])
+        for m in received:
+            attrs = m.get("message", {}).get("attributes", {})
+            log.info("notified: %s gs://%s/%s", attrs.get("eventType"), attrs.get("bucketId"), attrs.get("objectId"))
+        self._acks += [m["ackId"] for m in received]
+        if not received and timeout > 0:
+            time.sleep(min(timeout, 1.0))  # an emulator answers at once: do not spin
+        return len(received)
+
+    def done(self) -> None:
+        if self._acks:
+            url = f"{self.endpoint}/v1/{self.subscription}:acknowledge"
+            self.session.post(url, json={"ackIds": self._acks}, timeout=30).raise_for_status()
+            self._acks = []
+
+
+def describe_event(body: str) -> str:
+    """One line for an EventBridge ``Parameter Store Change`` event (or what the body is instead)."""
+    try:
+        event = json.loads(body)
+        detail = event.get("detail", {})
+        return f"{event.get('detail-type')}: {detail.get('operation')} {detail.get('name')}"
+    except (ValueError, AttributeError):
+        return f"a message that is not an EventBridge event ({body[:80]!r})"
+
+
+@dataclass
+class WatchStats:
+    pulls: int = 0
+    notified: int = 0
+    fallbacks: int = 0
+    waker_errors: int = 0
+
+
+def watch(
+    pull_once: Callable[[], int],
+    waker: Waker,
+    *,
+    fallback_seconds: float = DEFAULT_FALLBACK_SECONDS,
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
+    stop: Callable[[], bool] = lambda: False,
+    stats: WatchStats | None = None,
+) -> int:
+    """Pull at start, then on every notification and after ``fallback_seconds`` without one, until ``stop()``.
+
+    A failed pull is reported by ``pull_once`` and retried at the next wake-up; an error of the
+    notification service is one warning line and a pause, the fallback keeps installing.
+    Returns the last pull's exit code.
+    """
+    stats = stats if stats is not None else WatchStats()
+    code = pull_once()
+    stats.pulls += 1
+    next_fallback = clock() + fallback_seconds
+    backoff = 1.0
+    while not stop():
+        try:
+            woke = waker.wait(max(0.0, next_fallback - clock()))
+            backoff = 1.0
+        except Exception as exc:  # the queue / subscription is unreachable: the fallback still pulls
+            stats.waker_errors += 1
+            print(f"topocast: warning: pull --watch: notifications unavailable ({exc}); retrying", file=sys.stderr)
+            sleep(min(backoff, max(0.0, next_fallback - clock())))
+            backoff = min(backoff * 2, 30.0)
+            woke = 0
+        if not woke and clock() < next_fallback:
+            continue
+        stats.notified += bool(woke)
+        stats.fallbacks += not woke
+        code = pull_once()
+        stats.pulls += 1
+        next_fallback = clock() + fallback_seconds
+        try:
+            waker.done()
+        except Exception as exc:  # redelivered later: one more (idempotent) pull
+            print(f"topocast: warning: pull --watch: could not acknowledge ({exc})", file=sys.stderr)
+    return code
+
+
+def waker_from_args(queue_url: str | None, subscription: str | None, pubsub_endpoint: str | None = None) -> Waker:
+    """The waker for ``--queue-url`` (AWS) or ``--subscription`` (GCP)."""
+    if queue_url and subscription:
+        raise ValueError("pull --watch: give --queue-url (AWS) or --subscription (GCP), not both")
+    if queue_url:
+        import boto3
+
+        return SqsWaker(queue_url, boto3.client("sqs"))
+    if subscription:
+        import os
+
+        import google.auth
+        from google.auth.transport.requests import AuthorizedSession
+
+        emulator = os.environ.get("PUBSUB_EMULATOR_HOST")
+        if emulator:
+            import requests
+
+            return PubSubWaker(subscription, requests.Session(), f"http://{emulator}")
+        credentials, _ = google.auth.default(scopes=["https://www.googleapis.com/auth/pubsub"])
+        return PubSubWaker(
+            subscription, AuthorizedSession(credentials), pubsub_endpoint or "https://pubsub.googleapis.com"
+        )
+    raise ValueError("pull --watch needs --queue-url (AWS: the head node's SQS queue) or --subscription (GCP)")
+
+
+def run_watch(
+    queue_url: str | None, subscription: str | None, fallback_seconds: float, pull_once: Callable[[], int]
+) -> int:
+    """The ``pull --watch`` command: build the waker, stop cleanly on SIGTERM / SIGINT."""
+    from topocast.errors import TopocastError
+
+    try:
+        waker = waker_from_args(queue_url, subscription)
+    except ValueError as exc:
+        raise TopocastError(str(exc)) from None
+    stopping = {"now": False}
+
+    def stop(signum: int, frame: Any) -> None:
+        stopping["now"] = True
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    logging.basicConfig(level=logging.INFO, format="topocast: %(message)s", stream=sys.stderr)
+    return watch(pull_once, waker, fallback_seconds=fallback_seconds, stop=lambda: stopping["now"])
+
+
+__all__ = ["PubSubWaker", "SqsWaker", "Waker", "WatchStats", "describe_event", "run_watch", "waker_from_args", "watch"]

@@ -1,0 +1,166 @@
+"""``topocast pull --watch``: a published parameter is installed seconds later, woken by its change event.
+
+AWS path on a moto server: SSM (the published parameter), EventBridge (a rule on Parameter Store
+change events for the cluster's Slurm path, targeting an SQS queue, as Terraform wires it) and
+SQS (the head node's queue, long-polled). moto does not emit Parameter Store change events
+itself, so after each ``PutParameter`` the test plays SSM's part: it puts the event Systems
+Manager sends (``source: aws.ssm``, ``detail-type: Parameter Store Change``, ``detail``: name,
+type, operation - the shape of the AWS Systems Manager User Guide's event examples) on the
+default bus, and EventBridge's rule routes it to the queue.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import boto3
+import pytest
+
+from topocast.publish import envelope
+from topocast.pull import pull
+from topocast.pull_watch import SqsWaker, WatchStats, watch
+
+PARAM = "/topocast/c1/slurm/topology-tree.conf"
+
+
+def conf(n: int) -> bytes:
+    return ("SwitchName=leaf0 Nodes=" + ",".join(f"gpu-{i}" for i in range(n)) + "\n").encode()
+
+
+def publish(ssm: Any, events: Any, content: bytes, generation: int) -> None:
+    env = envelope.plan_value(content, generation=generation, file="topology.conf", fmt="slurm-tree", s3_uri="-")
+    ssm.put_parameter(Name=PARAM, Value=env.dumps(), Type="String", Overwrite=True)
+    # SSM's change event (moto does not send it): what EventBridge receives from Parameter Store
+    detail = {"name": PARAM, "type": "String", "operation": "Update" if generation > 1 else "Create"}
+    resp = events.put_events(
+        Entries=[{"Source": "aws.ssm", "DetailType": "Parameter Store Change", "Detail": json.dumps(detail),
+                  "Resources": [f"arn:aws:ssm:us-east-1:123456789012:parameter{PARAM}"]}]
+    )  # fmt: skip
+    assert resp["FailedEntryCount"] == 0
+
+
+def wire(sqs: Any, events: Any) -> str:
+    """The head node's queue and the rule that feeds it (what infra/terraform/modules/aws/pull_watch.tf creates)."""
+    url = sqs.create_queue(QueueName="topocast-c1-pull-head0")["QueueUrl"]
+    arn = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+    pattern = {
+        "source": ["aws.ssm"],
+        "detail-type": ["Parameter Store Change"],
+        "detail": {"name": [{"prefix": "/topocast/c1/slurm/"}], "operation": ["Create", "Update"]},
+    }
+    events.put_rule(Name="topocast-c1-pull-watch", EventPattern=json.dumps(pattern), State="ENABLED")
+    events.put_targets(Rule="topocast-c1-pull-watch", Targets=[{"Id": "head0", "Arn": arn}])
+    return url
+
+
+def test_a_publish_is_installed_within_seconds_by_the_watching_agent(aws_env: str, tmp_path: Path) -> None:
+    ssm, sqs, events = (boto3.client(s, region_name="us-east-1") for s in ("ssm", "sqs", "events"))
+    url = wire(sqs, events)
+    publish(ssm, events, conf(2), 1)
+    etc = tmp_path / "etc"
+    etc.mkdir(mode=0o755)
+    dest, state = etc / "topology.conf", tmp_path / "state.json"
+    installed: list[tuple[float, bytes]] = []
+
+    def pull_once() -> int:
+        out = pull(f"ssm://{PARAM}", dest, reconfigure=False, validate=False,
+                   slurm_conf=None, state_file=state, ssm=ssm)  # fmt: skip
+        if out.action == "installed":
+            installed.append((time.monotonic(), dest.read_bytes()))
+        return 0 if out.ok else 1
+
+    stop = threading.Event()
+    stats = WatchStats()
+    # the fallback is far away: only the notification can explain a prompt install
+    agent = threading.Thread(
+        target=watch, args=(pull_once, SqsWaker(url, sqs)),
+        kwargs={"fallback_seconds": 600.0, "stop": stop.is_set, "stats": stats}, daemon=True,
+    )  # fmt: skip
+    agent.start()
+    try:
+        deadline = time.monotonic() + 30
+        while not installed and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert installed and installed[-1][1] == conf(2), "the start-up pull installs what is published"
+        delays = []
+        for generation in (2, 3):
+            published_at = time.monotonic()
+            publish(ssm, events, conf(generation + 2), generation)
+            while installed[-1][1] != conf(generation + 2) and time.monotonic() - published_at < 30:
+                time.sleep(0.02)
+            delays.append(installed[-1][0] - published_at)
+            assert installed[-1][1] == conf(generation + 2)
+        assert max(delays) < 5.0, delays
+        assert stats.notified >= 2 and stats.fallbacks == 0
+    finally:
+        stop.set()
+        agent.join(25.0)  # the long poll in progress returns within its 20 s
+
+
+class _DeadQueue:
+    def receive_message(self, **kw: Any) -> dict[str, Any]:
+        raise ConnectionError("queue unreachable")
+
+
+def test_an_unreachable_queue_leaves_the_fallback_pulling() -> None:
+    now = [0.0]
+    pulls: list[float] = []
+
+    def pull_once() -> int:
+        pulls.append(now[0])
+        return 0
+
+    def sleep(seconds: float) -> None:
+        now[0] += max(seconds, 0.5)
+
+    watch(pull_once, SqsWaker("q", _DeadQueue()), fallback_seconds=60.0, clock=lambda: now[0], sleep=sleep,
+          stop=lambda: now[0] > 130)  # fmt: skip
+    assert [round(p) for p in pulls] == [0, 60, 120]
+
+
+@pytest.mark.parametrize("body", ["{not json", json.dumps({"detail-type": "Parameter Store Change"})])
+def test_any_message_only_wakes_the_agent(body: str) -> None:
+    from topocast.pull_watch import describe_event
+
+    assert isinstance(describe_event(body), str)
+
+
+class _PubSubSession:
+    """The Pub/Sub REST API's two calls the waker makes, answering one finalize notification once."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, dict[str, Any]]] = []
+        self.pending = [{"ackId": "a1", "message": {"attributes": {
+            "eventType": "OBJECT_FINALIZE", "bucketId": "b", "objectId": "topocast/c1/slurm/topology-tree.conf",
+        }}}]  # fmt: skip
+
+    def post(self, url: str, json: dict[str, Any], timeout: float) -> Any:
+        self.calls.append((url, json))
+        body = {"receivedMessages": self.pending} if url.endswith(":pull") else {}
+        self.pending = [] if url.endswith(":pull") else self.pending
+
+        class Resp:
+            def raise_for_status(self) -> None: ...
+
+            def json(self) -> dict[str, Any]:
+                return body
+
+        return Resp()
+
+
+def test_the_gcp_waker_pulls_its_subscription_and_acknowledges_after_the_pull() -> None:
+    from topocast.pull_watch import PubSubWaker
+
+    session = _PubSubSession()
+    sub = "projects/p/subscriptions/topocast-c1-pull-head0"
+    waker = PubSubWaker(sub, session, "http://pubsub.test")
+    assert waker.wait(20) == 1
+    assert session.calls == [(f"http://pubsub.test/v1/{sub}:pull", {"maxMessages": 10})]
+    waker.done()
+    assert session.calls[-1] == (f"http://pubsub.test/v1/{sub}:acknowledge", {"ackIds": ["a1"]})
+    with pytest.raises(ValueError, match="projects/<project>/subscriptions/<name>"):
+        PubSubWaker("topocast-c1-pull-head0", session)
