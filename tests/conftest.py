@@ -12,6 +12,7 @@ import pytest
 pytest_plugins = ["slurm_fixtures"]
 pytest_plugins += ["aws_fixtures"]  # moto_server / aws_env: moto server with the EC2 topology simulator
 pytest_plugins += ["gcp_fixtures"]  # local_gcs / gcs_objects / fake_tasks / fake_compute: local GCP services
+pytest_plugins += ["slurmrest_fixtures"]  # rest_cluster_factory: 26.05 slurmctld + slurmrestd with JWT auth
 
 REPO = Path(__file__).resolve().parent.parent
 #: Topograph's test data stays outside the repo (../shared/conformance/topograph); tests read it in place.

@@ -558,6 +558,10 @@ def _share(text: str) -> float:
 @option("--queue-url", help="With --watch (AWS): the head node's SQS queue of Parameter Store change events.")
 @option("--subscription", help="With --watch (GCP): projects/<p>/subscriptions/<s> of the bucket's notifications.")
 @option("--fallback-seconds", type=float, default=60.0, help="With --watch: pull anyway after this long.")
+@option(
+    "--via", nargs=2, metavar=("slurmrestd", "URL"), help="Move nodes live through slurmrestd at URL (implies --live)."
+)
+@option("--token-from", help="With --via: the Slurm JWT (file, ssm:///, secretsmanager://, ARN, gsm://projects/..).")
 def pull(a: Namespace) -> int:
     """Head-node pull agent: fetch, verify sha256, validate, install atomically, reconfigure or update live.
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -67,6 +67,22 @@ ENV_VARS: dict[str, tuple[str, str]] = {
     "TOPOCAST_GUARD_MAX_LOSS": ("guard_max_loss", "fraction of published nodes a publish may lose"),
     "TOPOCAST_GUARD_OVERRIDE_PARAMETER": ("guard_override_parameter", "SSM parameter an operator sets to a generation"),
     "TOPOCAST_K8S_OPTIONS": ("k8s_options", "Kubernetes publisher options as JSON"),
+    "TOPOCAST_SLURMREST_URL": (
+        "slurmrest_url",
+        "slurmrestd publisher: http(s)://host:port the publish function reaches",
+    ),
+    "TOPOCAST_SLURMREST_TOKEN": (
+        "slurmrest_token",
+        "slurmrestd publisher: where the Slurm JWT is (ssm:///name, secretsmanager://name, an ARN, gsm://projects/..)",
+    ),
+    "TOPOCAST_SLURMREST_MAX_SHARE": (
+        "slurmrest_max_share",
+        "slurmrestd publisher: most nodes (share of the cluster) one publish moves live (default 0.1)",
+    ),
+    "TOPOCAST_SLURMREST_FORMAT": (
+        "slurmrest_format",
+        "slurmrestd publisher: the format the controller runs (slurm-tree, slurm-block, slurm-yaml)",
+    ),
     "TOPOCAST_OVERLAYS": (
         "overlays",
         "merged sources after the provider, SOURCE:FIELD=VALUE[,...] separated by ';', e.g. "
@@ -213,6 +229,10 @@ class PublishSettings(_Section):
     guard_max_loss: float = Field(0.10, ge=0, le=1)
     guard_override_parameter: str | None = None
     k8s_options: dict[str, Any] = Field(default_factory=dict)
+    slurmrest_url: str | None = None
+    slurmrest_token: str | None = None
+    slurmrest_format: Literal["slurm-tree", "slurm-block", "slurm-yaml"] = "slurm-tree"
+    slurmrest_max_share: float = Field(0.1, ge=0, le=1)
 
 
 class AwsWiring(_Section):

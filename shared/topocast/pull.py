@@ -457,6 +457,7 @@ def pull(
     allow_node_loss: bool = False,
     max_node_loss: float = DEFAULT_MAX_LOSS_FRACTION,
     stale_after: int = DEFAULT_STALE_AFTER,
+    updater: Any = None,
 ) -> PullOutcome:
     """Fetch ``source`` and install it at ``dest`` unless it is older than what is installed.
 
@@ -466,6 +467,8 @@ def pull(
     guard, the install (live or by reconfigure) and the state update, so two pulls racing
     (generation 2 and 1) always end with 2 installed. A source that cannot be read raises
     :class:`PullError`; every other result is a :class:`PullOutcome` (``exit_code``, ``line()``).
+    ``updater``: how live moves reach the controller (:class:`topocast.slurm.live.NodeUpdater`, e.g.
+    :class:`topocast.slurm.rest.RestUpdater` for ``--via slurmrestd``); implies ``live``.
     """
     from topocast.slurm.install import announce, install_topology
     from topocast.slurm.live import apply_topology
@@ -538,7 +541,7 @@ def pull(
             held = node_loss(installed, pulled.content, max_node_loss, allow=allow_node_loss)
             if held is not None:
                 return outcome(False, "held", f"{held}; nothing written", step="node-loss")
-        if live:
+        if live or updater is not None:
             result = apply_topology(
                 pulled.content,
                 dest,
@@ -548,6 +551,7 @@ def pull(
                 install=slurm,
                 max_share=live_max_share,
                 allow_reconfigure=allow_reconfigure,
+                updater=updater,
             )
         else:
             result = install_topology(

@@ -97,10 +97,13 @@ def run_pull(a: Any) -> int:
     ``pointer_bucket``, ``pointer_prefix``, ``allow_node_loss``, ``stale_after``, ``as_json``, ``verbose``).
     """
     from topocast.slurm.install import steps_to
+    from topocast.slurm.rest import updater_from_cli
     from topocast.slurm_cli import find_slurm
 
     if a.stale_after < 1:
         raise TopocastError(f"--stale-after must be at least 1, got {a.stale_after}")
+    # --via slurmrestd URL --token-from SRC: connected (version, token checked) before anything is fetched
+    updater = updater_from_cli(getattr(a, "via", None), getattr(a, "token_from", None))
     journal = Journal()
     where = str(Path(a.dest).resolve())
     started = time.monotonic()
@@ -121,6 +124,7 @@ def run_pull(a: Any) -> int:
                 pointer_prefix=a.pointer_prefix,
                 allow_node_loss=a.allow_node_loss,
                 stale_after=a.stale_after,
+                updater=updater,
             )
         except PullError as exc:
             return _cannot_read(journal, a, where, str(exc))

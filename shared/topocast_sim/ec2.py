@@ -70,6 +70,9 @@ images.
 :func:`generate_cluster` launches a tagged fake GPU cluster through the normal
 EC2 API: ``RunInstances`` in batches of up to 1,000, one ``CreateTags`` per
 leaf path and per capacity block, and one per instance for its ``Name``.
+:func:`generate_mixed_cluster` puts several instance types on one fabric, 3-layer types
+(p5, p6e-gb200 UltraServers with their ``CapacityBlockId``) beside 4-layer ones (p6-b200,
+p6-b300) under one layer-1 node, as AWS's "at or below the third layer" describes.
 """
 
 from __future__ import annotations
@@ -565,3 +568,72 @@ def generate_cluster(
         for i, iid in enumerate(ids):
             ec2.create_tags(Resources=[iid], Tags=[{"Key": "Name", "Value": f"{name_prefix}{i:0{width}d}"}])
     return ids
+
+
+def fabric_paths(groups: Iterable[tuple[str, int]], *, seed: str, nodes_per_leaf: int = 8, leaves_per_spine: int = 2,
+                 leaves_per_layer3: int = 2) -> list[list[str]]:  # fmt: skip
+    """Root-first NetworkNodes for the nodes of ``groups`` (instance type, count), in order, on one fabric.
+
+    As AWS describes it: every instance type shares the top layers of the network and connects
+    at or below the third layer. Three-layer types (p5, p6e-gb200, ...) hang under a layer-3 node;
+    four-layer types (p6-b200, p6-b300) under a layer-4 node below a layer-3 node. There is one
+    layer-1 node (the root), spines (layer 2) take ``leaves_per_spine`` layer-3 nodes each, and a
+    four-layer group's layer-3 node takes ``leaves_per_layer3`` layer-4 nodes. Each group starts
+    on a leaf of its own, so no layer-3 node has both instances and layer-4 nodes below it.
+    """
+    root = _hex_id("nn", seed, 1, 0)
+    paths: list[list[str]] = []
+    layer3 = 0  # layer-3 nodes handed out so far
+    for instance_type, count in groups:
+        four = family(instance_type) in FOUR_LEVEL_FAMILIES
+        leaves = -(-count // nodes_per_leaf)
+        first_l3 = layer3
+        layer3 += -(-leaves // leaves_per_layer3) if four else leaves
+        for j in range(count):
+            leaf = j // nodes_per_leaf
+            l3 = first_l3 + (leaf // leaves_per_layer3 if four else leaf)
+            path = [root, _hex_id("nn", seed, 2, l3 // leaves_per_spine), _hex_id("nn", seed, 3, l3)]
+            if four:
+                path.append(_hex_id("nn", seed, 4, l3, leaf % leaves_per_layer3))
+            paths.append(path)
+    return paths
+
+
+def generate_mixed_cluster(
+    ec2: Any,
+    groups: Iterable[tuple[str, int, int | None]],
+    *,
+    seed: str = "mixed",
+    nodes_per_leaf: int = 8,
+    leaves_per_spine: int = 2,
+    cluster_tag: tuple[str, str] = ("topocast:cluster", "demo"),
+    image_id: str = "ami-12c6146b",
+) -> dict[str, list[str]]:
+    """Launch groups of (instance type, count, capacity block size or None) on one fabric
+    (:func:`fabric_paths`); instance IDs per instance type, in node order, named ``<family>-<i>``.
+
+    A block size gives consecutive groups of that many instances one ``CapacityBlockId`` (an
+    UltraServer's NVLink domain: 18 for p6e-gb200.36xlarge).
+    """
+    groups = list(groups)
+    paths = fabric_paths([(t, c) for t, c, _ in groups], seed=seed, nodes_per_leaf=nodes_per_leaf,
+                         leaves_per_spine=leaves_per_spine)  # fmt: skip
+    out: dict[str, list[str]] = {}
+    start = 0
+    for instance_type, count, block in groups:
+        common = [{"ResourceType": "instance", "Tags": [{"Key": cluster_tag[0], "Value": cluster_tag[1]}]}]
+        resp = ec2.run_instances(
+            ImageId=image_id, InstanceType=instance_type, MinCount=count, MaxCount=count, TagSpecifications=common
+        )
+        ids = [inst["InstanceId"] for inst in resp["Instances"]]
+        for j, iid in enumerate(ids):
+            tags = [
+                {"Key": NETWORK_NODES_TAG, "Value": ",".join(paths[start + j])},
+                {"Key": "Name", "Value": f"{family(instance_type)}-{j:03d}"},
+            ]
+            if block:
+                tags.append({"Key": CAPACITY_BLOCK_TAG, "Value": _hex_id("cr", seed, instance_type, j // block)})
+            ec2.create_tags(Resources=[iid], Tags=tags)
+        out.setdefault(instance_type, []).extend(ids)
+        start += count
+    return out

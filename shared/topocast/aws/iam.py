@@ -65,6 +65,7 @@ CALLS: dict[str, frozenset[str]] = {
             "ssm:GetParameter",  # current value (never go backwards), guard override
             "ssm:PutParameter",
             "eks:DescribeCluster",  # Kubernetes publisher on EKS (granted only with eks_cluster_name)
+            "secretsmanager:GetSecretValue",  # slurmrestd publisher: the Slurm JWT (only with slurmrest_token_arn)
         }
     ),
 }
@@ -116,6 +117,9 @@ CONDITIONAL: dict[str, dict[str, Conditional]] = {
     },
     "publish": {
         "eks:DescribeCluster": Conditional(frozenset({"eks_cluster_name"}), "the Kubernetes publisher on EKS"),
+        "secretsmanager:GetSecretValue": Conditional(
+            frozenset({"slurmrest_token_arn"}), "the slurmrestd publisher's Slurm JWT in a Secrets Manager secret"
+        ),
     },
 }
 

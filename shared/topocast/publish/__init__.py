@@ -57,12 +57,15 @@ PUBLISHERS: dict[str, str | PublisherFactory] = {
     "gcs": "topocast.gcp.gcs_publish:from_inputs",
     # labels, Topology objects, Slinky ConfigMap
     "kubernetes": "topocast.publish.kubernetes:from_inputs",
+    # live node moves on the running slurmctld over slurmrestd (beside ssm / gcs: the file stays theirs)
+    "slurmrestd": "topocast.publish.slurmrest:from_inputs",
 }
 ALIASES = {"k8s": "kubernetes"}
 CLASSES = {
     "ssm": "topocast.aws.ssm_publish:SsmPublisher",
     "gcs": "topocast.gcp.gcs_publish:GcsSlurmPublisher",
     "kubernetes": "topocast.publish.kubernetes:KubernetesPublisher",
+    "slurmrestd": "topocast.publish.slurmrest:SlurmRestPublisher",
 }
 
 

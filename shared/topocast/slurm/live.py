@@ -39,6 +39,7 @@ import os
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Protocol
 
 from topocast.errors import TopocastError
 from topocast.hostlist import compact_str, expand
@@ -53,8 +54,12 @@ from topocast.slurm.validate import format_version, parse_candidate, validate_to
 __all__ = [
     "DYNAMIC_TOPOLOGY",
     "LivePlan",
+    "MoveOutcome",
     "NodeChanges",
+    "NodeUpdater",
     "Placements",
+    "ScontrolUpdater",
+    "apply_moves",
     "apply_topology",
     "node_changes",
     "node_spec",
@@ -347,13 +352,78 @@ def plan_live(
     )
 
 
-def _env(install: SlurmInstall, slurm_conf: Path | None) -> dict[str, str] | None:
-    if slurm_conf is None:
-        return None
-    return {**os.environ, "SLURM_CONF": install.inside(slurm_conf)}
+class NodeUpdater(Protocol):
+    """How node moves reach a running controller: ``scontrol update`` here, slurmrestd in
+    :mod:`topocast.slurm.rest`. Every method raises :class:`TopocastError` with the cause."""
+
+    #: what one move is called in messages ("scontrol update", "slurmrestd POST .../nodes/")
+    call_name: str
+    #: the failed step's name when the check after the moves fails ("show-topology", "read-back")
+    check_step: str
+
+    def version(self) -> tuple[int, int] | None:
+        """The controller's (major, minor) Slurm version."""
+        ...
+
+    def defined(self) -> list[str] | None:
+        """Every node the controller knows (None: unknown, take slurm.conf's)."""
+        ...
+
+    def move(self, hosts: str, spec: str) -> None:
+        """Give the nodes of hostlist ``hosts`` the ``Topology=`` value ``spec`` ("" clears it)."""
+        ...
+
+    def check(self, plan: LivePlan, text: str, known: list[str]) -> list[str]:
+        """After the moves: differences between what the controller runs and ``text`` / ``plan``."""
+        ...
+
+    def reconfigure(self) -> None: ...
 
 
-def _revert(plan: LivePlan, applied: int, scontrol: sc.Command, env: dict[str, str] | None) -> list[str]:
+@dataclass
+class ScontrolUpdater:
+    """Node moves by ``scontrol update``; the check is ``scontrol show topology`` against the file."""
+
+    install: SlurmInstall
+    slurm_conf: Path | None = None
+    source: str = "topology file"
+    call_name: str = "scontrol update"
+    check_step: str = "show-topology"
+
+    def _env(self) -> dict[str, str] | None:
+        if self.slurm_conf is None:
+            return None
+        return {**os.environ, "SLURM_CONF": self.install.inside(self.slurm_conf)}
+
+    def version(self) -> tuple[int, int] | None:
+        return self.install.version()
+
+    def defined(self) -> list[str] | None:
+        return slurm_conf_nodes(self.slurm_conf) if self.slurm_conf is not None else None
+
+    def move(self, hosts: str, spec: str) -> None:
+        sc.update_node_topology(hosts, spec, self.install.scontrol_command, self._env())
+
+    def check(self, plan: LivePlan, text: str, known: list[str]) -> list[str]:
+        return verify_shown(text, self.install.scontrol_command, self._env(), known, self.source)
+
+    def reconfigure(self) -> None:
+        sc.reconfigure(self.install.scontrol_command, self._env())
+
+
+@dataclass
+class MoveOutcome:
+    """What :func:`apply_moves` did: all moves and the check passed, or where it stopped and what was undone."""
+
+    ok: bool
+    #: "update" (a move failed) or the updater's ``check_step`` (the controller does not show the plan)
+    step: str | None = None
+    failure: str | None = None
+    #: moves that could not be undone (empty: every moved node is back)
+    undo_failures: list[str] = field(default_factory=list)
+
+
+def _revert(plan: LivePlan, applied: int, updater: NodeUpdater) -> list[str]:
     """Put the nodes of the first ``applied`` moves back; returns what could not be undone."""
     back: dict[str, list[str]] = defaultdict(list)
     moved = {n for hosts, _ in plan.moves[:applied] for n in expand(hosts)}
@@ -362,10 +432,32 @@ def _revert(plan: LivePlan, applied: int, scontrol: sc.Command, env: dict[str, s
     failures = []
     for spec, nodes in sorted(back.items()):
         try:
-            sc.update_node_topology(compact_str(nodes), spec, scontrol, env)
+            updater.move(compact_str(nodes), spec)
         except TopocastError as exc:
             failures.append(str(exc))
     return failures
+
+
+def apply_moves(plan: LivePlan, updater: NodeUpdater, text: str, known: list[str]) -> MoveOutcome:
+    """One move per destination, then the updater's check; on any failure every moved node goes back.
+
+    A failed call may have moved part of its hostlist (a bulk update is not atomic), so it is undone too.
+    """
+    applied = 0
+    for hosts, spec in plan.moves:
+        applied += 1
+        try:
+            updater.move(hosts, spec)
+        except TopocastError as exc:
+            return MoveOutcome(False, "update", str(exc), _revert(plan, applied, updater))
+    try:
+        problems = updater.check(plan, text, known)
+    except TopocastError as exc:
+        problems = [str(exc)]
+    if problems:
+        failure = "after the node updates " + "; ".join(problems[:3])
+        return MoveOutcome(False, updater.check_step, failure, _revert(plan, applied, updater))
+    return MoveOutcome(True)
 
 
 def apply_topology(
@@ -378,8 +470,13 @@ def apply_topology(
     install: SlurmInstall | None = None,
     max_share: float = 0.1,
     allow_reconfigure: bool = True,
+    updater: NodeUpdater | None = None,
 ) -> InstallResult:
-    """Install ``content`` at ``dest`` and make the running controller use it: live if possible, else reconfigure."""
+    """Install ``content`` at ``dest`` and make the running controller use it: live if possible, else reconfigure.
+
+    ``updater`` carries the live moves (default: ``scontrol update`` on ``install``); the file
+    install, the validation and the reconfigure fallback always use ``install``.
+    """
     dest = Path(dest)
     digest = hashlib.sha256(content).hexdigest()
     if digest != expected_sha256.strip().lower():
@@ -393,19 +490,18 @@ def apply_topology(
             failed_step="sha256",
         )
     install = install or SlurmInstall.find()
-    scontrol = install.scontrol_command
-    env = _env(install, slurm_conf)
+    updater = updater or ScontrolUpdater(install, slurm_conf, str(dest))
     try:
         old = dest.read_bytes()
     except OSError:
         old = None
     text = content.decode("utf-8", errors="replace")
-    defined = slurm_conf_nodes(slurm_conf) if slurm_conf is not None else None
+    defined = slurm_conf_nodes(slurm_conf) if slurm_conf is not None else updater.defined()
     if old == content:
         plan = LivePlan(True, "unchanged")
     else:
         old_text = old.decode("utf-8", errors="replace") if old is not None else None
-        plan = plan_live(old_text, text, install.version(), max_share=max_share, source=str(dest), defined=defined)
+        plan = plan_live(old_text, text, updater.version(), max_share=max_share, source=str(dest), defined=defined)
 
     if not plan.live:
         if not allow_reconfigure:
@@ -461,36 +557,18 @@ def apply_topology(
     if not result.ok or result.action == "unchanged":
         return result
     known = defined if defined is not None else sorted(set(placements(text).specs) | set(plan.before))
-    failure: str | None = None
-    step = "update"
-    applied = 0
-    for hosts, spec in plan.moves:
-        try:
-            sc.update_node_topology(hosts, spec, scontrol, env)
-        except TopocastError as exc:
-            failure = str(exc)
-            applied += 1  # a failed call may have moved part of the hostlist: undo it too
-            break
-        applied += 1
-    if failure is None:
-        step = "show-topology"
-        try:
-            problems = verify_shown(text, scontrol, env, known, str(dest))
-        except TopocastError as exc:
-            problems = [str(exc)]
-        if problems:
-            failure = "after the node updates " + "; ".join(problems[:3])
-    if failure is None:
+    moved = apply_moves(plan, updater, text, known)
+    if moved.ok:
         calls = len(plan.moves)
         result.applied = "live"
         result.why = plan.reason
         result.message = (
             f"{dest}: installed (sha256 {result.sha256[:12]}{result.checked}) and applied live: "
             f"{len(plan.changed)} node(s) "
-            f"with {calls} scontrol update call{'s' if calls != 1 else ''}, no reconfigure ({plan.reason})"
+            f"with {calls} {updater.call_name} call{'s' if calls != 1 else ''}, no reconfigure ({plan.reason})"
         )
         return result
-    undo = _revert(plan, applied, scontrol, env)
+    undo = moved.undo_failures
     restored = "no previous file existed"
     if old is not None:
         back = install_topology(
@@ -501,14 +579,14 @@ def apply_topology(
     if allow_reconfigure and old is not None:
         # switches the updates created stay in the controller until it rereads the (restored) file
         try:
-            sc.reconfigure(scontrol, env)
+            updater.reconfigure()
             left += ", controller reconfigured with the previous file"
         except TopocastError as exc:
             left += f", reconfigure with the previous file failed ({exc})"
     result.ok = False
     result.action = "rolled_back"
-    result.failed_step = step
+    result.failed_step = moved.step
     result.applied = "live"
     result.why = plan.reason
-    result.message = f"{dest}: step {step} failed: {failure}; {restored}{left}"
+    result.message = f"{dest}: step {moved.step} failed: {moved.failure}; {restored}{left}"
     return result

@@ -291,6 +291,16 @@ data "aws_iam_policy_document" "publish" {
     resources = ["${local.ssm_arn}${local.guard_override_parameter}"]
   }
 
+  # publishers = slurmrestd: the Slurm JWT (topocast.slurm.rest_token.read_token); the baseline is under state/
+  dynamic "statement" {
+    for_each = var.slurmrest_token_arn == null ? [] : [var.slurmrest_token_arn]
+    content {
+      sid       = "SlurmRestTokenSecret"
+      actions   = ["secretsmanager:GetSecretValue"]
+      resources = [statement.value]
+    }
+  }
+
   dynamic "statement" {
     for_each = local.eks_arn == null ? [] : [local.eks_arn]
     content {

@@ -122,6 +122,9 @@ locals {
       TOPOCAST_GUARD_MAX_LOSS           = tostring(var.guard_max_loss)
       TOPOCAST_GUARD_OVERRIDE_PARAMETER = local.guard_override_parameter
       TOPOCAST_K8S_OPTIONS              = local.k8s_options_json == "{}" ? "" : local.k8s_options_json
+      TOPOCAST_SLURMREST_URL            = var.slurmrest_url == null ? "" : var.slurmrest_url
+      TOPOCAST_SLURMREST_TOKEN          = var.slurmrest_token_arn == null ? "" : var.slurmrest_token_arn
+      TOPOCAST_SLURMREST_MAX_SHARE      = contains(var.publishers, "slurmrestd") ? tostring(var.slurmrest_max_share) : ""
       # the Kubernetes publisher owns the label keys of render's label scheme
       TOPOCAST_RENDER_OPTIONS = local.render_options_json
     }

@@ -520,13 +520,54 @@ variable "render_options" {
 
 # ----- publish --------------------------------------------------------------------------------------------
 variable "publishers" {
-  description = "Publish targets (TOPOCAST_PUBLISHERS): ssm (Parameter Store for the Slurm pull agent) and/or kubernetes."
+  description = "Publish targets (TOPOCAST_PUBLISHERS): ssm (Parameter Store for the Slurm pull agent), kubernetes and/or slurmrestd (live node moves over Slurm's REST API from the publish function: slurmrest_url, slurmrest_token_arn; docs/slurm-rest.md)."
   type        = list(string)
   default     = ["ssm"]
 
   validation {
-    condition     = alltrue([for p in var.publishers : contains(["ssm", "kubernetes"], p)])
-    error_message = "publishers may contain only ssm and kubernetes."
+    condition     = alltrue([for p in var.publishers : contains(["ssm", "kubernetes", "slurmrestd"], p)])
+    error_message = "publishers may contain only ssm, kubernetes and slurmrestd."
+  }
+}
+
+variable "slurmrest_url" {
+  description = "slurmrestd the publish function calls with publishers = slurmrestd, e.g. http://10.0.0.5:6820 (TOPOCAST_SLURMREST_URL). The function must reach it: put it in the cluster's VPC with vpc_subnet_ids / vpc_security_group_ids (the security group of slurmrestd must admit them)."
+  type        = string
+  default     = null
+
+  validation {
+    condition     = var.slurmrest_url == null || can(regex("^https?://[^/\\s]+/?$", coalesce(var.slurmrest_url, "x")))
+    error_message = "slurmrest_url must be http(s)://host:port."
+  }
+  validation {
+    condition     = (var.slurmrest_url != null) == contains(var.publishers, "slurmrestd")
+    error_message = "slurmrest_url is required with publishers containing slurmrestd and not used otherwise."
+  }
+}
+
+variable "slurmrest_token_arn" {
+  description = "Secrets Manager secret ARN holding the Slurm JWT the slurmrestd publisher sends (what `scontrol token username=slurm` prints; TOPOCAST_SLURMREST_TOKEN); the publish role may read exactly that secret. Read at every publish, so a rotated token is picked up."
+  type        = string
+  default     = null
+
+  validation {
+    condition     = var.slurmrest_token_arn == null || can(regex("^arn:aws[a-z-]*:secretsmanager:[a-z0-9-]+:[0-9]{12}:secret:[A-Za-z0-9/_+=.@-]+$", coalesce(var.slurmrest_token_arn, "x")))
+    error_message = "slurmrest_token_arn must be a Secrets Manager secret ARN (arn:aws:secretsmanager:REGION:ACCOUNT:secret:NAME), with the region and account filled in."
+  }
+  validation {
+    condition     = (var.slurmrest_token_arn != null) == contains(var.publishers, "slurmrestd")
+    error_message = "slurmrest_token_arn is required with publishers containing slurmrestd and not used otherwise."
+  }
+}
+
+variable "slurmrest_max_share" {
+  description = "Most nodes (share of the cluster) one publish moves live over slurmrestd (TOPOCAST_SLURMREST_MAX_SHARE); larger changes are left to the head-node agent's reconfigure."
+  type        = number
+  default     = 0.1
+
+  validation {
+    condition     = var.slurmrest_max_share >= 0 && var.slurmrest_max_share <= 1
+    error_message = "slurmrest_max_share must be between 0 and 1."
   }
 }
 
