@@ -181,3 +181,14 @@ def test_pull_replaces_a_planted_state_file_link(tmp_path: Path) -> None:
     assert result.exit_code == 0, result.output
     assert target.read_bytes() == SECRET and not (state / "pull-state.json").is_symlink()
     assert os.listdir(state) == ["pull-state.json"]
+
+
+def test_synth_out_replaces_a_planted_link_instead_of_following_it(tmp_path: Path) -> None:
+    from topocast.cli import run
+
+    victim = tmp_path / "victim"
+    victim.write_text("root-only\n")
+    (tmp_path / "g.json").symlink_to(victim)
+    assert run(["synth", "--nodes", "20", "-o", str(tmp_path / "g.json")]) in (0, None)
+    assert victim.read_text() == "root-only\n"
+    assert not (tmp_path / "g.json").is_symlink() and '"nodes"' in (tmp_path / "g.json").read_text()

@@ -45,6 +45,8 @@ def run_synth(n: int, shape: dict[str, Any], fmt: str | None, out: Path | None) 
         detail = f"{n} nodes, {len(model['switches'])} upper switch(es), {len(model['blocks'])} block(s)"
     if out is None:
         sys.stdout.write(text)
-    else:
-        out.write_text(text)
+    else:  # root may run it: through a temp file and a rename, never through a planted link
+        from topocast.safe_files import write_out
+
+        write_out(out, text)
     return f"topocast: synth: {detail} ({kind}) -> {out or 'stdout'}"

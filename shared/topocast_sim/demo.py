@@ -52,7 +52,7 @@ def copy_outputs(artifacts: Any, out: Path, graph: Any = None) -> None:
     if graph is not None:
         from topocast.graph import dump_graph
 
-        (out / "graph.json").write_text(dump_graph(graph))
+        write_file(out / "graph.json", dump_graph(graph))
     manifest = artifacts.latest_manifest()
     for fmt, name in (("k8s-labels", "labels.json"), ("html", "topology.html"), ("slurm-block", None)):
         entry = manifest.entry(fmt) if manifest else None
