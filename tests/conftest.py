@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -70,3 +71,18 @@ def _no_gcp_json_log_handlers_left_behind() -> Iterator[None]:
         logger = logging.getLogger(name)
         for handler in [h for h in logger.handlers if getattr(h, "_topocast_json", False)]:
             logger.removeHandler(handler)
+
+
+@pytest.fixture(autouse=True)
+def _no_log_handler_on_a_closed_stream() -> None:
+    """A handler a test's code created on that test's captured stdout (Powertools' Logger binds
+    ``sys.stdout`` when it is built) would print "--- Logging error ---" with a traceback into every later
+    test that logs: before each test such a handler writes to the current ``sys.stdout`` instead."""
+    import sys
+
+    manager = logging.Logger.manager
+    loggers = [logging.getLogger(), *(v for v in manager.loggerDict.values() if isinstance(v, logging.Logger))]
+    for logger in loggers:
+        for handler in logger.handlers:
+            if isinstance(handler, logging.StreamHandler) and getattr(handler.stream, "closed", False):
+                handler.setStream(sys.stdout)

@@ -210,10 +210,33 @@ def run_watch(
     def stop(signum: int, frame: Any) -> None:
         stopping["now"] = True
 
-    signal.signal(signal.SIGTERM, stop)
-    signal.signal(signal.SIGINT, stop)
-    logging.basicConfig(level=logging.INFO, format="topocast: %(message)s", stream=sys.stderr)
-    return watch(pull_once, waker, fallback_seconds=fallback_seconds, stop=lambda: stopping["now"])
+    before = {sig: signal.signal(sig, stop) for sig in (signal.SIGTERM, signal.SIGINT)}
+    # the notifications go to stderr; a handler of this module's logger, not the root's, and taken off
+    # again: a command run in-process (tests, a wrapper) leaves no handler on a stream that may close
+    handler = _StderrHandler()
+    handler.setFormatter(logging.Formatter("topocast: %(message)s"))
+    log.addHandler(handler)
+    log.setLevel(logging.INFO)
+    log.propagate = False
+    try:
+        return watch(pull_once, waker, fallback_seconds=fallback_seconds, stop=lambda: stopping["now"])
+    finally:
+        log.removeHandler(handler)
+        log.propagate = True
+        for sig, previous in before.items():
+            signal.signal(sig, previous)
+
+
+class _StderrHandler(logging.StreamHandler):
+    """Writes to whatever ``sys.stderr`` is when a record is emitted."""
+
+    @property
+    def stream(self) -> Any:
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, value: Any) -> None:
+        pass
 
 
 __all__ = ["PubSubWaker", "SqsWaker", "Waker", "WatchStats", "describe_event", "run_watch", "waker_from_args", "watch"]
