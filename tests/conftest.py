@@ -85,4 +85,4 @@ def _no_log_handler_on_a_closed_stream() -> None:
     for logger in loggers:
         for handler in logger.handlers:
             if isinstance(handler, logging.StreamHandler) and getattr(handler.stream, "closed", False):
-                handler.setStream(sys.stdout)
+                handler.stream = sys.stdout  # not setStream: it flushes the closed stream first
