@@ -167,6 +167,15 @@ def collect_ibnetdiscover(
         for line in set_aside:
             warn(f"  {line}")
     key = object_key(prefix, host)
+    uploaded = upload_if_changed(_objects(scheme, bucket, s3_client, gcs_client), key, data, digest, host)
+    return CollectResult(
+        f"{scheme}://{bucket}/{key}", digest, hashlib.sha256(data).hexdigest(), len(data), uploaded, host, set_aside
+    )
+
+
+def upload_if_changed(objects: ObjectStore, key: str, data: bytes, digest: str, host: str) -> bool:
+    """Upload ``data`` under ``key`` unless the stored object already carries ``digest`` (what the
+    collector saw, not the bytes' hash: an unchanged fabric uploads nothing); True when it uploaded."""
     metadata = {
         SHA_KEY: digest,
         "content-sha256": hashlib.sha256(data).hexdigest(),
@@ -174,21 +183,18 @@ def collect_ibnetdiscover(
         "collected-at": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
         "topocast-version": __version__,
     }
-    objects = _objects(scheme, bucket, s3_client, gcs_client)
     uri = objects.uri(key)
     try:
         stored = objects.head(key)
     except Exception as exc:  # boto / google-api-core errors: the message names the cause
         raise CollectError(f"{uri}: cannot read ({exc})") from None
-    uploaded = stored is None or stored.metadata.get(SHA_KEY) != digest
-    if uploaded:
-        try:
-            objects.put(key, data, content_type=UPLOAD_MEDIA_TYPE, metadata=metadata)
-        except Exception as exc:
-            raise CollectError(f"{uri}: upload failed ({exc})") from None
-    return CollectResult(
-        f"{scheme}://{bucket}/{key}", digest, metadata["content-sha256"], len(data), uploaded, host, set_aside
-    )
+    if stored is not None and stored.metadata.get(SHA_KEY) == digest:
+        return False
+    try:
+        objects.put(key, data, content_type=UPLOAD_MEDIA_TYPE, metadata=metadata)
+    except Exception as exc:
+        raise CollectError(f"{uri}: upload failed ({exc})") from None
+    return True
 
 
 def _objects(scheme: str, bucket: str, s3_client: Any = None, gcs_client: Any = None) -> ObjectStore:

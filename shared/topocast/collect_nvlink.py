@@ -18,16 +18,21 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Callable
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from topocast import __version__
-from topocast.collect import SHA_KEY, CollectError, CollectResult, _objects, object_key, run_command, short_hostname
+from topocast.collect import (
+    CollectError,
+    CollectResult,
+    _objects,
+    object_key,
+    run_command,
+    short_hostname,
+    upload_if_changed,
+)
 from topocast.collect import split_uri as _split_uri
 from topocast.errors import ProviderError
 from topocast.names import check_node_name
-from topocast.pipeline.objects import UPLOAD_MEDIA_TYPE
 from topocast.providers.nvlink import RECORD_NAME, build_record, check_record
 
 __all__ = ["collect_nvlink"]
@@ -85,23 +90,5 @@ def collect_nvlink(
             warn("ibstat not found: no port GUIDs (the SHARP tree cannot place this host)")
     digest = hashlib.sha256(data).hexdigest()  # the record has no timestamp: same content, same topology
     key = object_key(prefix, host, RECORD_NAME)
-    metadata = {
-        SHA_KEY: digest,
-        "content-sha256": digest,
-        "host": host,
-        "collected-at": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
-        "topocast-version": __version__,
-    }
-    objects = _objects(scheme, bucket, s3_client, gcs_client)
-    uri = objects.uri(key)
-    try:
-        stored = objects.head(key)
-    except Exception as exc:  # boto / google-api-core errors: the message names the cause
-        raise CollectError(f"{uri}: cannot read ({exc})") from None
-    uploaded = stored is None or stored.metadata.get(SHA_KEY) != digest
-    if uploaded:
-        try:
-            objects.put(key, data, content_type=UPLOAD_MEDIA_TYPE, metadata=metadata)
-        except Exception as exc:
-            raise CollectError(f"{uri}: upload failed ({exc})") from None
+    uploaded = upload_if_changed(_objects(scheme, bucket, s3_client, gcs_client), key, data, digest, host)
     return CollectResult(f"{scheme}://{bucket}/{key}", digest, digest, len(data), uploaded, host)
