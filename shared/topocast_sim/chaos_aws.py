@@ -22,16 +22,19 @@ from __future__ import annotations
 
 import json
 import random
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from topocast_sim import ec2 as ec2_sim
 
-__all__ = ["Died", "Outcome", "placements", "run"]
+T = TypeVar("T")
+
+__all__ = ["Crasher", "Died", "Outcome", "placements", "run", "split_deliveries"]
 
 #: each run is a cluster of its own (its tag, its parameters), so runs sharing one moto server never meet
 CLUSTER = "chaos-{seed}-{run}"
@@ -63,6 +66,14 @@ class Outcome:
     problems: list[str] = field(default_factory=list)
     seconds: float = 0.0
 
+    def note_generation(self, generation: int | None) -> None:
+        """The generation published at an idle point: it must never go back."""
+        if generation is None:
+            return
+        if self.generations and generation < self.generations[-1]:
+            self.problems.append(f"generation went back: {self.generations[-1]} -> {generation}")
+        self.generations.append(generation)
+
     @property
     def ok(self) -> bool:
         return self.converged and all(self.idle_checks) and not self.problems
@@ -77,40 +88,69 @@ class Outcome:
         )
 
 
-class _Crasher:
-    """Arms one failure at the ``n``-th pipeline write from now (botocore's API call is intercepted)."""
+class Crasher:
+    """Arms one failure at the ``n``-th write from now: ``error(what)`` raised, or the process dies."""
 
-    def __init__(self) -> None:
+    def __init__(self, error: Callable[[str], Exception]) -> None:
+        self.error = error
         self.countdown: int | None = None
         self.kind = "exception"
         self.fired: list[str] = []
+        self.lock = threading.Lock()  # the GCP functions write from several request threads
 
     def arm(self, after: int, kind: str) -> None:
-        self.countdown, self.kind = after, kind
+        with self.lock:
+            self.countdown, self.kind = after, kind
 
-    def check(self, service: str, op: str) -> None:
-        if self.countdown is None or (service, op) not in WRITES:
-            return
-        if self.countdown > 0:
-            self.countdown -= 1
-            return
-        self.countdown = None
-        self.fired.append(f"{self.kind} at {service}.{op}")
-        if self.kind == "death":
-            raise Died(f"{service}.{op}")
-        from botocore.exceptions import EndpointConnectionError
+    def check(self, what: str) -> None:
+        with self.lock:
+            if self.countdown is None:
+                return
+            if self.countdown > 0:
+                self.countdown -= 1
+                return
+            self.countdown = None
+            self.fired.append(f"{self.kind} at {what}")
+            kind = self.kind
+        raise Died(what) if kind == "death" else self.error(what)
 
-        raise EndpointConnectionError(endpoint_url=f"http://{service}.injected")
+    def end_round(self, rnd: int, faults: list[str]) -> None:
+        """Disarm; what fired this round goes to ``faults``."""
+        with self.lock:
+            faults += [f"r{rnd}: {f}" for f in self.fired]
+            self.fired.clear()
+            self.countdown = None
+
+
+def _aws_write_failed(what: str) -> Exception:
+    from botocore.exceptions import EndpointConnectionError
+
+    return EndpointConnectionError(endpoint_url=f"http://{what.split('.', 1)[0]}.injected")
+
+
+def split_deliveries(
+    rng: random.Random, bodies: list[T], *, drops: bool, drop: float, late: float
+) -> tuple[list[T], list[T], list[T]]:
+    """(sent now, held back until the others were processed, dropped: only when ``drops``)."""
+    sent: list[T] = []
+    held: list[T] = []
+    lost: list[T] = []
+    for body in bodies:
+        r = rng.random()
+        (lost if drops and r < drop else held if r < drop + late else sent).append(body)
+    return sent, held, lost
 
 
 @contextmanager
-def _intercepted(crasher: _Crasher) -> Iterator[None]:
+def _intercepted(crasher: Crasher) -> Iterator[None]:
     import botocore.client
 
     real = botocore.client.BaseClient._make_api_call
 
     def call(client: Any, op: str, params: dict[str, Any]) -> Any:
-        crasher.check(client.meta.service_model.service_name, op)
+        service = client.meta.service_model.service_name
+        if (service, op) in WRITES:
+            crasher.check(f"{service}.{op}")
         return real(client, op, params)
 
     botocore.client.BaseClient._make_api_call = call
@@ -170,7 +210,7 @@ def run(
     tree = f"ssm:///topocast/{cluster}/slurm/topology-tree.conf"
     pl = LocalAwsPipeline(cluster, quiet=0.3, max_wait=2.0)
     region = pl.region
-    crasher = _Crasher()
+    crasher = Crasher(_aws_write_failed)
     ec2 = pl.ec2
 
     def fresh_root() -> None:
@@ -212,10 +252,7 @@ def run(
 
     def check(kind: str) -> bool:
         expected, (got, generation) = truth(), published()
-        if generation is not None:
-            if out.generations and generation < out.generations[-1]:
-                out.problems.append(f"generation went back: {out.generations[-1]} -> {generation}")
-            out.generations.append(generation)
+        out.note_generation(generation)
         if got != expected:
             wrong = sorted(n for n in set(got) | set(expected) if got.get(n) != expected.get(n))
             if log:
@@ -271,17 +308,9 @@ def run(
                 for _ in range(rng.randint(1, 3))
             ]
             rng.shuffle(bodies)
-            sent: list[str] = []
-            late_events = []
-            for body in bodies:
-                r = rng.random()
-                if drops and r < drop:
-                    dropped_any = True
-                    out.faults.append(f"r{rnd}: dropped {json.loads(body)['detail']['state']}")
-                elif r < drop + late:
-                    late_events.append(body)
-                else:
-                    sent.append(body)
+            sent, late_events, lost = split_deliveries(rng, bodies, drops=drops, drop=drop, late=late)
+            dropped_any = dropped_any or bool(lost)
+            out.faults += [f"r{rnd}: dropped {json.loads(body)['detail']['state']}" for body in lost]
             for body in sent:
                 pl.sqs.send_message(QueueUrl=pl.queues.events, MessageBody=body)
             if late_events:
@@ -296,10 +325,7 @@ def run(
                 pl.sqs.send_message(QueueUrl=pl.queues.events, MessageBody=body)
             settle()
             ec2_sim.clear_faults()
-            if crasher.fired:
-                out.faults += [f"r{rnd}: {f}" for f in crasher.fired]
-                crasher.fired.clear()
-            crasher.countdown = None
+            crasher.end_round(rnd, out.faults)
             if not dropped_any:
                 out.idle_checks.append(check(f"round {rnd}"))
         pl.request_reconcile()

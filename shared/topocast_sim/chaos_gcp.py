@@ -25,7 +25,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from topocast_sim import eventarc
-from topocast_sim.chaos_aws import Died, Outcome, placements
+from topocast_sim.chaos_aws import Crasher, Outcome, placements, split_deliveries
 from topocast_sim.gce import Placement, generate_cluster
 
 __all__ = ["run"]
@@ -34,34 +34,8 @@ CLUSTER = "chaos"
 LABEL = ("topocast-cluster", CLUSTER)
 
 
-class _Crasher:
-    def __init__(self) -> None:
-        self.countdown: int | None = None
-        self.kind = "exception"
-        self.fired: list[str] = []
-        self.lock = threading.Lock()
-
-    def arm(self, after: int, kind: str) -> None:
-        with self.lock:
-            self.countdown, self.kind = after, kind
-
-    def check(self, what: str) -> None:
-        with self.lock:
-            if self.countdown is None:
-                return
-            if self.countdown > 0:
-                self.countdown -= 1
-                return
-            self.countdown = None
-            self.fired.append(f"{self.kind} at {what}")
-            kind = self.kind
-        if kind == "death":
-            raise Died(what)
-        raise ConnectionError(f"injected failure at {what}")
-
-
 @contextmanager
-def _intercepted(crasher: _Crasher) -> Iterator[None]:
+def _intercepted(crasher: Crasher) -> Iterator[None]:
     from topocast.gcp.gcs import GcsObjects
     from topocast.gcp.tasks import TaskQueue
 
@@ -112,7 +86,7 @@ def run(
     pool, gen.instances = list(gen.instances), []
     subblocks = sorted({(p.cluster, p.block, p.subblock) for p in gen.placements.values() if p is not None})
     pl = LocalGcpPipeline(gen, name=CLUSTER, quiet=0.3, max_wait=2.0, window=0.3)
-    crasher = _Crasher()
+    crasher = Crasher(lambda what: ConnectionError(f"injected failure at {what}"))
     zone_of = {inst["name"]: str(inst["zone"]).rsplit("/", 1)[-1] for inst in pool}
 
     def event(inst: dict[str, Any], method: str) -> tuple[dict[str, Any], Any]:
@@ -165,10 +139,7 @@ def run(
 
     def check() -> bool:
         expected, (got, generation) = truth(), published()
-        if generation is not None:
-            if out.generations and generation < out.generations[-1]:
-                out.problems.append(f"generation went back: {out.generations[-1]} -> {generation}")
-            out.generations.append(generation)
+        out.note_generation(generation)
         return got == expected
 
     def move(inst: dict[str, Any]) -> None:
@@ -221,16 +192,9 @@ def run(
                 )  # fmt: skip
             bodies = [e for e in events for _ in range(rng.randint(1, 3))]
             rng.shuffle(bodies)
-            sent, held = [], []
-            for body in bodies:
-                r = rng.random()
-                if drops and r < drop:
-                    dropped_any = True
-                    out.faults.append(f"r{rnd}: dropped {body[0].get('methodname') or 'a system event'}")
-                elif r < drop + late:
-                    held.append(body)
-                else:
-                    sent.append(body)
+            sent, held, lost = split_deliveries(rng, bodies, drops=drops, drop=drop, late=late)
+            dropped_any = dropped_any or bool(lost)
+            out.faults += [f"r{rnd}: dropped {body[0].get('methodname') or 'a system event'}" for body in lost]
             if held:
                 out.faults.append(f"r{rnd}: {len(held)} late")
             if rng.random() < 0.25:
@@ -243,9 +207,7 @@ def run(
             deliver(held)
             settle()
             pl.compute.inject_faults(0)
-            out.faults += [f"r{rnd}: {f}" for f in crasher.fired]
-            crasher.fired.clear()
-            crasher.countdown = None
+            crasher.end_round(rnd, out.faults)
             if not dropped_any:
                 out.idle_checks.append(check())
         pl.reconcile()
