@@ -41,11 +41,10 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from topocast.changes import InstanceChange
 from topocast.errors import ProviderError
 from topocast.graph import Node, TopologyGraph
 from topocast.placement import place_nodes
-from topocast.providers.base import DiscoveryResult, ProviderInputs
+from topocast.providers.base import DiscoveryResult, FullScanOnly, ProviderInputs
 from topocast.providers.nvlink import HostDomains, host_domains
 from topocast.providers.options import provider_options
 from topocast.providers.sharp import SharpTopology, parse_sharp_topology
@@ -173,11 +172,10 @@ def graph_from_listing(
 
 
 @dataclass(frozen=True)
-class AzureProvider:
+class AzureProvider(FullScanOnly):
     inputs: ProviderInputs
     options: Options
     name = "azure"
-    incremental = False
 
     def discover_full(self, previous: TopologyGraph | None) -> DiscoveryResult:
         o = self.options
@@ -207,12 +205,6 @@ class AzureProvider:
         result.warnings[:0] = warnings
         result.api_calls.update(compute.calls)
         return result
-
-    def discover_changes(self, previous: TopologyGraph, changes: Sequence[InstanceChange]) -> DiscoveryResult:
-        return self.discover_full(previous)
-
-    def scope(self, change: InstanceChange) -> str | None:
-        return None
 
 
 def provider(inputs: ProviderInputs) -> AzureProvider:

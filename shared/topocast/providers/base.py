@@ -17,7 +17,7 @@ from topocast.changes import InstanceChange
 from topocast.errors import ProviderError
 from topocast.graph import TopologyGraph
 
-__all__ = ["DiscoveryResult", "NeedsFullScan", "Provider", "ProviderInputs"]
+__all__ = ["DiscoveryResult", "FullScanOnly", "NeedsFullScan", "Provider", "ProviderInputs"]
 
 
 @dataclass
@@ -62,6 +62,22 @@ class Provider(Protocol):
     def scope(self, change: InstanceChange) -> str | None:
         """Why ``change`` is not about this cluster (another project, zone...), or None when it is."""
         ...
+
+
+class FullScanOnly:
+    """For a :class:`Provider` with no per-node read (a fabric dump, a cloud listing, node labels): every
+    change is a full discovery and every change is about this cluster."""
+
+    incremental = False
+
+    def discover_full(self, previous: TopologyGraph | None) -> DiscoveryResult:
+        raise NotImplementedError
+
+    def discover_changes(self, previous: TopologyGraph, changes: Sequence[InstanceChange]) -> DiscoveryResult:
+        return self.discover_full(previous)
+
+    def scope(self, change: InstanceChange) -> str | None:
+        return None
 
 
 def _no_client(service: str) -> Any:

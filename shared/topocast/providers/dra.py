@@ -34,10 +34,9 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from topocast.changes import InstanceChange
 from topocast.graph import Node, TopologyGraph
 from topocast.placement import place_nodes
-from topocast.providers.base import DiscoveryResult, ProviderInputs
+from topocast.providers.base import DiscoveryResult, FullScanOnly, ProviderInputs
 from topocast.providers.k8s_labels import (
     DEFAULT_SCHEMES,
     GPU_CLIQUE,
@@ -173,11 +172,10 @@ def graph_from_slices(
 
 
 @dataclass(frozen=True)
-class DraProvider:
+class DraProvider(FullScanOnly):
     inputs: ProviderInputs
     options: Options
     name = "dra"
-    incremental = False
 
     def discover_full(self, previous: TopologyGraph | None) -> DiscoveryResult:
         lister: DraLister = self.inputs.sdk_client("k8s-dra")
@@ -185,12 +183,6 @@ class DraProvider:
         result = graph_from_slices(self.inputs.cluster, nodes, slices, self.options)
         result.api_calls.update(calls)
         return result
-
-    def discover_changes(self, previous: TopologyGraph, changes: Sequence[InstanceChange]) -> DiscoveryResult:
-        return self.discover_full(previous)
-
-    def scope(self, change: InstanceChange) -> str | None:
-        return None
 
 
 def provider(inputs: ProviderInputs) -> DraProvider:

@@ -44,17 +44,16 @@ a graph from labels equals the AWS provider's graph (Topograph reads the same
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from topocast.changes import InstanceChange
 from topocast.errors import ProviderError
 from topocast.graph import Node, TopologyGraph
 from topocast.placement import place_nodes
-from topocast.providers.base import DiscoveryResult, ProviderInputs
+from topocast.providers.base import DiscoveryResult, FullScanOnly, ProviderInputs
 from topocast.validation import validate
 
 Scheme = Literal["custom", "topograph", "eks", "gke"]
@@ -250,12 +249,11 @@ NodeLister = Callable[[NodeLabelsConfig], tuple[list[ClusterNodeInfo], dict[str,
 
 
 @dataclass(frozen=True)
-class NodeLabelsProvider:
+class NodeLabelsProvider(FullScanOnly):
     """The ``k8s-labels`` source: Node labels have no per-instance read, so every change is a full one."""
 
     inputs: ProviderInputs
     name = "k8s-labels"
-    incremental = False
 
     def config(self) -> NodeLabelsConfig:
         data = {k: v for k, v in self.inputs.options.items() if v not in (None, [], {})}
@@ -268,12 +266,6 @@ class NodeLabelsProvider:
         result = graph_from_nodes(nodes, config)
         result.api_calls.update(calls)
         return result
-
-    def discover_changes(self, previous: TopologyGraph, changes: Sequence[InstanceChange]) -> DiscoveryResult:
-        return self.discover_full(previous)
-
-    def scope(self, change: InstanceChange) -> str | None:
-        return None
 
 
 def provider(inputs: ProviderInputs) -> NodeLabelsProvider:

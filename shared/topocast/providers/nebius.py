@@ -17,16 +17,15 @@ instances outside any GPU cluster (CPU nodes) are kept without topology and coun
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from topocast.changes import InstanceChange
 from topocast.graph import Node, TopologyGraph
 from topocast.placement import place_nodes, record_label
-from topocast.providers.base import DiscoveryResult, ProviderInputs
+from topocast.providers.base import DiscoveryResult, FullScanOnly, ProviderInputs
 from topocast.providers.cloud_ids import switch_id
 from topocast.providers.options import provider_options
 
@@ -110,13 +109,12 @@ Connect = Callable[[Options], Any]
 
 
 @dataclass(frozen=True)
-class NebiusProvider:
+class NebiusProvider(FullScanOnly):
     """The ``nebius`` source: no per-instance read here, so every change is a full discovery."""
 
     inputs: ProviderInputs
     options: Options
     name = "nebius"
-    incremental = False
 
     def discover_full(self, previous: TopologyGraph | None) -> DiscoveryResult:
         connect: Connect = self.inputs.sdk_client("nebius")
@@ -128,12 +126,6 @@ class NebiusProvider:
         result = graph_from_instances(self.inputs.cluster, records, self.options)
         result.api_calls.update(reader.calls)
         return result
-
-    def discover_changes(self, previous: TopologyGraph, changes: Sequence[InstanceChange]) -> DiscoveryResult:
-        return self.discover_full(previous)
-
-    def scope(self, change: InstanceChange) -> str | None:
-        return None
 
 
 def provider(inputs: ProviderInputs) -> NebiusProvider:

@@ -34,17 +34,16 @@ from __future__ import annotations
 
 import json
 import socket
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from topocast.changes import InstanceChange
 from topocast.errors import ProviderError
 from topocast.graph import Node, TopologyGraph
 from topocast.placement import place_nodes, record_label
-from topocast.providers.base import DiscoveryResult, ProviderInputs
+from topocast.providers.base import DiscoveryResult, FullScanOnly, ProviderInputs
 from topocast.providers.cloud_ids import switch_id
 from topocast.providers.options import provider_options
 
@@ -215,13 +214,12 @@ ImdsGet = Callable[[str], str]
 
 
 @dataclass(frozen=True)
-class OciProvider:
+class OciProvider(FullScanOnly):
     """The ``oci`` source: no per-instance read, so every change is a full discovery."""
 
     inputs: ProviderInputs
     options: Options
     name = "oci"
-    incremental = False
 
     def discover_full(self, previous: TopologyGraph | None) -> DiscoveryResult:
         if self.options.source == "imds":
@@ -262,12 +260,6 @@ class OciProvider:
         result = graph_from_imds(self.inputs.cluster, [(name, get(base + IMDS_TOPOLOGY_PATH), iid)])
         result.api_calls.update({"imds": 2})
         return result
-
-    def discover_changes(self, previous: TopologyGraph, changes: Sequence[InstanceChange]) -> DiscoveryResult:
-        return self.discover_full(previous)
-
-    def scope(self, change: InstanceChange) -> str | None:
-        return None
 
 
 def _rack(host: Mapping[str, Any]) -> str | None:

@@ -11,14 +11,12 @@ Options (``ProviderInputs.options``): ``host_regex``, ``nodes``, ``topograph_com
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from topocast.changes import InstanceChange
 from topocast.errors import ProviderError
 from topocast.graph import TopologyGraph
-from topocast.providers.base import DiscoveryResult, ProviderInputs
+from topocast.providers.base import DiscoveryResult, FullScanOnly, ProviderInputs
 from topocast.providers.domains import HostDomain, parse_domains
 from topocast.providers.port_selection import PortSelection
 
@@ -31,19 +29,8 @@ def _domains(inputs: ProviderInputs) -> dict[str, HostDomain] | None:
 
 
 @dataclass(frozen=True)
-class _FullOnly:
+class _FullOnly(FullScanOnly):
     inputs: ProviderInputs
-
-    incremental = False
-
-    def discover_changes(self, previous: TopologyGraph, changes: Sequence[InstanceChange]) -> DiscoveryResult:
-        return self.discover_full(previous)
-
-    def scope(self, change: InstanceChange) -> str | None:
-        return None
-
-    def discover_full(self, previous: TopologyGraph | None) -> DiscoveryResult:
-        raise NotImplementedError
 
 
 class IbnetdiscoverProvider(_FullOnly):
