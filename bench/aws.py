@@ -9,7 +9,7 @@ topocast's DescribeInstanceTopology simulator (``topocast_sim.ec2``), then:
 * one instance event (a launch): calls made by the incremental update;
 * import time of ``topocast.providers.aws`` and ``topocast.aws.events`` in fresh
   interpreters, net of interpreter start-up, as a ratio to ``import boto3``
-  (best of 5); pydantic with one model and ``topocast.graph`` are shown as the
+  (best of 5); pydantic with one model and ``topocast.model.graph`` are shown as the
   floor every topocast function pays anyway. Neither module imports boto3.
 
 Columns: DI = DescribeInstances pages, DIT = DescribeInstanceTopology calls, min =
@@ -54,7 +54,7 @@ def import_seconds(code: str, repeat: int = 5) -> float:
 IMPORTS = {
     "boto3": "import boto3",
     "pydantic + 1 model": "import pydantic\nclass M(pydantic.BaseModel):\n    x: int",
-    "topocast.graph": "import topocast.graph",
+    "topocast.model.graph": "import topocast.model.graph",
     "topocast.aws.events": "import topocast.aws.events",
     "topocast.providers.aws": "import topocast.providers.aws",
     # the Lambda entry points exactly as the runtime loads them (handler.py at the zip root)
@@ -96,7 +96,7 @@ def main() -> None:
     from moto.server import ThreadedMotoServer
 
     from topocast.aws.clients import ec2_client
-    from topocast.changes import InstanceChange
+    from topocast.model.changes import InstanceChange
     from topocast.providers.aws import AwsDiscoveryConfig, discover_full, discover_instances
     from topocast_sim import ec2 as sim
 

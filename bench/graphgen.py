@@ -1,9 +1,9 @@
 """Synthetic graph files for the benchmarks, written as plain JSON.
 
-The fat tree of :func:`topocast.synth.synthetic_data` (what ``topocast synth`` writes; ``levels``
+The fat tree of :func:`topocast.model.synth.synthetic_data` (what ``topocast synth`` writes; ``levels``
 switch tiers, ``nodes_per_leaf`` nodes under each leaf, ``fanout`` children per upper switch, NVLink
 domains of ``domain_size`` consecutive nodes), with every field of a node written
-(:func:`topocast.synth.graph_data`), as ``topocast render -f graph`` and the graph store write them.
+(:func:`topocast.model.synth.graph_data`), as ``topocast render -f graph`` and the graph store write them.
 Only this parent process imports topocast; the benched processes read the file.
 """
 
@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from topocast.synth import graph_data
+from topocast.model.synth import graph_data
 
 __all__ = ["graph_data", "write_graph"]
 

@@ -2,7 +2,7 @@
 
 The AWS pipeline on an in-process moto server (:class:`topocast_sim.aws_pipeline.LocalAwsPipeline`:
 the Lambda handlers, EventBridge -> SQS -> discover -> debounce -> render -> publish to SSM) and
-the pull agent in watch mode (:func:`topocast.pull_watch.watch` with its SQS waker) on the
+the pull agent in watch mode (:func:`topocast.agents.pull_watch.watch` with its SQS waker) on the
 queue an EventBridge rule on Parameter Store change events feeds, as Terraform wires it. moto
 does not emit Parameter Store change events, so after each ``PutParameter`` of the publisher the
 bench puts the event Systems Manager would send (``aws.ssm`` / ``Parameter Store Change``).
@@ -54,7 +54,7 @@ def _env(endpoint: str) -> None:
 
 
 def _names(conf: bytes) -> set[str]:
-    from topocast.hostlist import expand
+    from topocast.model.hostlist import expand
 
     return {n for expr in re.findall(rb"Nodes=(\S+)", conf) for n in expand(expr.decode())}
 
@@ -70,8 +70,8 @@ class Run:
     def __init__(self, quiet: float, max_wait: float, leading_edge: bool, tmp: Path) -> None:
         import boto3
 
-        from topocast.pull import pull
-        from topocast.pull_watch import SqsWaker, watch
+        from topocast.agents.pull import pull
+        from topocast.agents.pull_watch import SqsWaker, watch
         from topocast_sim.aws_pipeline import LocalAwsPipeline
 
         self.pl = LocalAwsPipeline(
@@ -171,7 +171,7 @@ class Run:
                         seen["graph"].setdefault(n.name, now)
             pl.pump_render()
             if pl.pump_publish():
-                from topocast.pull import fetch
+                from topocast.agents.pull import fetch
 
                 now = time.time()
                 for name in _names(fetch(f"ssm://{PARAM}", ssm=self.ssm).content) & nodes:

@@ -35,7 +35,7 @@ ALL_FORMATS = [
     "slurm-tree", "slurm-block", "slurm-yaml", "k8s-labels", "kueue", "kai", "volcano", "slinky", "graph", "html",
 ]  # fmt: skip
 BASELINE = "import json, sys\nwith open(sys.argv[1], 'rb') as f:\n    json.load(f)\n"
-TOPOCAST = [sys.executable, "-m", "topocast.cli"]
+TOPOCAST = [sys.executable, "-m", "topocast.cli.main"]
 
 
 def timed(argv: list[str]) -> tuple[float, float, float]:
@@ -68,7 +68,7 @@ def paired(path: Path, formats: list[str], out: Path, pairs: int) -> tuple[float
 def in_process_load(path: Path, pairs: int) -> float:
     """Median of paired (load_graph time / json.load time); results stay alive until timed (freeing
     them is not part of loading, and a process that exits after its work never pays it)."""
-    from topocast.graph import load_graph
+    from topocast.model.graph import load_graph
 
     ratios = []
     for _ in range(pairs):

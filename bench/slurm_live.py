@@ -27,7 +27,7 @@ import sys
 import time
 from pathlib import Path
 
-from topocast.hostlist import compact_str
+from topocast.model.hostlist import compact_str
 from topocast.slurm import scontrol as sc
 from topocast.slurm.controller import SlurmController, SlurmInstall
 from topocast.slurm.live import apply_topology

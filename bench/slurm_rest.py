@@ -7,7 +7,7 @@ One scratch controller (Debian sid chroot, auth/slurm + auth/jwt, its slurmrestd
 * block: 40 blocks of 50 nodes (``BlockSizes=50``).
 
 Each round applies a change that moves 20 nodes (to 4 destinations, 5 nodes each) through the
-pull agent (:func:`topocast.pull.pull`, ``file://`` source, live), alternately
+pull agent (:func:`topocast.agents.pull.pull`, ``file://`` source, live), alternately
 
 * **file path**: atomic install of the file, one ``scontrol update NodeName=.. Topology=..`` per
   destination, ``scontrol show topology`` compared with the file;
@@ -34,8 +34,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from topocast.hostlist import compact_str
-from topocast.pull import pull
+from topocast.agents.pull import pull
+from topocast.model.hostlist import compact_str
 from topocast.slurm.controller import SlurmInstall, ensure_proc
 from topocast.slurm.rest import RestUpdater, connect
 from topocast.slurm.rest_token import read_token

@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
+from topocast.agents.pull import fetch
 from topocast.gcp import handlers
-from topocast.pull import fetch
 from topocast_sim.gce import generate_cluster
 from topocast_sim.gcp_pipeline import LocalGcpPipeline
 

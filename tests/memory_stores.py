@@ -7,7 +7,7 @@ import threading
 from datetime import UTC, datetime
 
 from topocast.errors import StaleGenerationError
-from topocast.graph import TopologyGraph
+from topocast.model.graph import TopologyGraph
 from topocast.pipeline.artifacts import ArtifactNotFoundError, Manifest
 from topocast.pipeline.guard import HoldRecord
 from topocast.pipeline.publish_stage import PublishedRecord

@@ -9,7 +9,7 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from topocast.graph import TopologyGraph
+from topocast.model.graph import TopologyGraph
 
 REGION = "us-east-1"
 

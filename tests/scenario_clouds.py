@@ -13,8 +13,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from topocast.agents.pull import PulledArtifact, fetch
 from topocast.app.metrics import MetricCounts
-from topocast.pull import PulledArtifact, fetch
 
 CLUSTER = "c1"
 

@@ -11,14 +11,14 @@ from typing import Any
 import pytest
 from memory_stores import MemoryArtifactStore, MemoryGraphStore, MemoryPublishState
 
-from topocast import event_table as table
 from topocast.app import discover
+from topocast.app import event_table as table
 from topocast.app.metrics import MetricCounts
 from topocast.app.ports import DiscoverPorts
 from topocast.aws.events import parse_event
 from topocast.aws.root import SqsRechecks
-from topocast.changes import InstanceChange, Recheck
-from topocast.graph import Node, TopologyGraph
+from topocast.model.changes import InstanceChange, Recheck
+from topocast.model.graph import Node, TopologyGraph
 from topocast.pipeline.debounce import Decision
 from topocast.providers.base import DiscoveryResult
 
@@ -170,7 +170,7 @@ def test_the_aws_recheck_is_a_delayed_message_on_the_events_queue_that_parses_to
 
 
 def test_recheck_bodies_explain_as_upserts(tmp_path: Any, capsys: pytest.CaptureFixture[str]) -> None:
-    from topocast.events_cli import explain
+    from topocast.cli.events import explain
 
     aws = tmp_path / "aws.json"
     detail = {"cluster": "c1", "attempt": 2, "instances": [{"instance": IID, "kind": "k"}]}

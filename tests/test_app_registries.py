@@ -13,8 +13,8 @@ from typing import ClassVar
 import pytest
 from pipeline_helpers import graph
 
-from topocast.changes import InstanceChange
-from topocast.graph import TopologyGraph
+from topocast.model.changes import InstanceChange
+from topocast.model.graph import TopologyGraph
 from topocast.pipeline.artifacts import Manifest
 from topocast.pipeline.publisher import PublishResult
 from topocast.providers import PROVIDERS, ProviderInputs, register_provider

@@ -10,8 +10,8 @@ import pytest
 from botocore.exceptions import ClientError
 
 from topocast.aws.clients import ec2_client
-from topocast.changes import InstanceChange
 from topocast.errors import ProviderError
+from topocast.model.changes import InstanceChange
 from topocast.providers.aws import AwsDiscoveryConfig, discover_full, discover_instances
 from topocast.providers.aws_capacity import parse_reserved_nodes
 from topocast.providers.ec2_calls import Ec2Calls

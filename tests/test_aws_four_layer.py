@@ -20,7 +20,7 @@ from moto import mock_aws
 from slurm_fixtures import ControllerFactory
 
 from topocast.aws.clients import ec2_client
-from topocast.graph import TopologyGraph
+from topocast.model.graph import TopologyGraph
 from topocast.providers.aws import AwsDiscoveryConfig, discover_full
 from topocast.providers.k8s_labels import ClusterNodeInfo, NodeLabelsConfig, graph_from_nodes
 from topocast.renderers import render

@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from topocast.graph import load_graph
-from topocast.hostlist import expand
-from topocast.pull import fetch, pull
+from topocast.agents.pull import fetch, pull
+from topocast.model.graph import load_graph
+from topocast.model.hostlist import expand
 from topocast_sim import ec2 as ec2_sim
 from topocast_sim.aws_pipeline import LocalAwsPipeline
 
@@ -270,7 +270,7 @@ def test_onprem_upload_triggers_discover_render_publish(
     aws_env: str, monkeypatch: pytest.MonkeyPatch, conformance_dir: Path
 ) -> None:
     """topocast collect -> S3 ObjectCreated -> events queue -> discover (ibnetdiscover) -> render -> SSM."""
-    from topocast.collect import collect_ibnetdiscover
+    from topocast.agents.collect import collect_ibnetdiscover
 
     monkeypatch.setenv("POWERTOOLS_METRICS_DISABLED", "true")
     pl = LocalAwsPipeline("dgx", quiet=1.0, max_wait=4.0, provider="ibnetdiscover")
@@ -342,7 +342,7 @@ def test_onprem_domains_file_gives_nodes_their_nvlink_domain(
     where: str, aws_env: str, monkeypatch: pytest.MonkeyPatch, conformance_dir: Path
 ) -> None:
     """TOPOCAST_DOMAINS_URI: a plain CSV the operator keeps in SSM or in the uploads area of the bucket."""
-    from topocast.collect import collect_ibnetdiscover
+    from topocast.agents.collect import collect_ibnetdiscover
 
     monkeypatch.setenv("POWERTOOLS_METRICS_DISABLED", "true")
     example = conformance_dir / "inputs" / "ibnetdiscover" / "example.out"

@@ -10,13 +10,13 @@ from pathlib import Path
 import pytest
 
 from topocast.errors import HostlistError, InvalidGraphError, RenderError, TopocastError
-from topocast.graph import graph_from_json
-from topocast.hostlist import count, expand, name_budget
+from topocast.model.graph import graph_from_json
+from topocast.model.hostlist import count, expand, name_budget
 from topocast.providers.model import model_to_graph
 from topocast.renderers import RenderOptions
-from topocast.safe_yaml import load_yaml, load_yaml_all
+from topocast.safeio.validation import load_json, validate
+from topocast.safeio.yaml_input import load_yaml, load_yaml_all
 from topocast.slurm.topofile import parse_topology
-from topocast.validation import load_json, validate
 
 #: the 1.8 KB hostlist of the issue: one range of 500,000 repeated 200 times (10^8 names)
 BOMB = "n[" + ",".join(["0-499999"] * 200) + "]"
@@ -87,16 +87,16 @@ def test_brackets_inside_strings_do_not_count_as_nesting() -> None:
 
 
 def test_a_graph_over_the_size_cap_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import topocast.graph
+    import topocast.model.graph
 
-    monkeypatch.setattr(topocast.graph, "MAX_GRAPH_BYTES", 1000)
+    monkeypatch.setattr(topocast.model.graph, "MAX_GRAPH_BYTES", 1000)
     path = tmp_path / "g.json"
     path.write_text(json.dumps({"cluster": "c", "provider": "x", "nodes": [{"name": f"n{i}"} for i in range(100)]}))
     with pytest.raises(InvalidGraphError, match=f"{path}: larger than the 1000 byte limit"):
-        topocast.graph.load_graph(path)
+        topocast.model.graph.load_graph(path)
 
 
-CLI = [sys.executable, "-c", "from topocast.cli import main; main()"]
+CLI = [sys.executable, "-c", "from topocast.cli.main import main; main()"]
 
 
 @pytest.mark.slow

@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 from memory_stores import MemoryGraphStore
 
-from topocast import collect
-from topocast.collect import CollectError, collect_ibnetdiscover, read_uploads
+from topocast.agents import collect
+from topocast.agents.collect import CollectError, collect_ibnetdiscover, read_uploads
 from topocast.providers import ibnetdiscover
 from topocast.renderers import render
 
@@ -179,7 +179,7 @@ def test_gcs_upload_and_skip(gcs: Any, example: Path, tmp_path: Path) -> None:
 
 
 def test_a_bad_upload_is_quarantined_and_the_hosts_last_good_upload_stands_in(s3: Any, example: Path) -> None:
-    from topocast.collect import read_good_uploads
+    from topocast.agents.collect import read_good_uploads
 
     uploads = f"s3://{BUCKET}/topocast/c1/uploads"
     good = example.read_bytes()
@@ -213,7 +213,7 @@ def test_a_bad_upload_is_quarantined_and_the_hosts_last_good_upload_stands_in(s3
 
 
 def test_an_oversized_upload_is_quarantined_by_its_listed_size_before_reading(s3: Any, example: Path) -> None:
-    from topocast.collect import read_good_uploads
+    from topocast.agents.collect import read_good_uploads
 
     uploads = f"s3://{BUCKET}/topocast/c1/uploads"
     s3.put_object(Bucket=BUCKET, Key="topocast/c1/uploads/ufm-09/ibnetdiscover.out", Body=b"x" * 5000)
@@ -229,7 +229,7 @@ def test_an_oversized_upload_is_quarantined_by_its_listed_size_before_reading(s3
 
 def test_gcs_bad_upload_is_quarantined_with_its_reason_and_the_last_good_stands_in(gcs: Any, example: Path) -> None:
     """The same quarantine on Cloud Storage (the GCP discover function's ObjectStore adapter)."""
-    from topocast.collect import read_good_uploads
+    from topocast.agents.collect import read_good_uploads
 
     uploads = f"gs://{BUCKET}/topocast/c1/uploads"
     good = example.read_bytes()
@@ -249,7 +249,7 @@ def test_gcs_bad_upload_is_quarantined_with_its_reason_and_the_last_good_stands_
 def test_a_few_bad_records_are_reported_before_upload_and_accepted_by_the_quarantine(
     s3: Any, example: Path, tmp_path: Path
 ) -> None:
-    from topocast.collect import read_good_uploads
+    from topocast.agents.collect import read_good_uploads
 
     text = example.read_text().replace('"b05-p1-dgx-05-c14 HCA-5"', '"b05-p1-dgx-05-c14=x HCA-5"')
     line = next(i for i, ln in enumerate(text.splitlines(), 1) if ln.startswith("Ca") and "c14=x" in ln)

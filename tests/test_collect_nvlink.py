@@ -14,8 +14,8 @@ pytest.importorskip("azure.mgmt.compute", reason="the 'azure' extra is not insta
 from cli_runner import invoke
 from test_azure_provider import IBSTAT, UUID, arm, smi  # noqa: F401 (arm: the fake ARM fixture)
 
-from topocast.collect import CollectError
-from topocast.collect_nvlink import collect_nvlink
+from topocast.agents.collect import CollectError
+from topocast.agents.collect_nvlink import collect_nvlink
 
 BUCKET = "fabric-uploads"
 PREFIX = f"s3://{BUCKET}/topocast/hpc/uploads"

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from topograph_fixtures import graph_from_test_provider, load_graph_json, sim_graph
 
-from topocast.graph import TopologyGraph, graph_from_data
+from topocast.model.graph import TopologyGraph, graph_from_data
 from topocast.renderers import render
 
 LONG_S3 = "S3very-very-long-id-to-check-label-value-limits-of-63-characters"

@@ -27,8 +27,8 @@ from topograph_fixtures import (
     sim_graph,
 )
 
-from topocast.graph import TopologyGraph
-from topocast.hostlist import expand
+from topocast.model.graph import TopologyGraph
+from topocast.model.hostlist import expand
 from topocast.renderers import render
 from topocast.renderers.slurm_specs import node_specs
 

@@ -338,7 +338,7 @@ def test_an_unchanged_reconcile_hands_a_never_published_manifest_to_publish() ->
     from topocast.app.discover import discover
     from topocast.app.metrics import MetricCounts
     from topocast.app.ports import DiscoverPorts
-    from topocast.changes import Reconcile
+    from topocast.model.changes import Reconcile
     from topocast.pipeline.artifacts import Manifest
     from topocast.pipeline.debounce import Decision
     from topocast.pipeline.publish_stage import PublishedRecord

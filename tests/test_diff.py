@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from cli_runner import invoke
 
-from topocast.diff import diff_graphs
-from topocast.graph import graph_from_json
+from topocast.model.diff import diff_graphs
+from topocast.model.graph import graph_from_json
 
 
 def graph(nodes: list[dict]) -> dict:

@@ -17,10 +17,10 @@ from typing import Any
 
 import pytest
 
-from topocast import changes
-from topocast import event_table as table
+from topocast.app import event_table as table
 from topocast.aws.events import parse_event
 from topocast.gcp.events import parse_cloud_event
+from topocast.model import changes
 
 hcl2 = pytest.importorskip("hcl2", reason="python-hcl2 is needed to read the Terraform (pip install -e .[dev])")
 
@@ -204,7 +204,7 @@ def test_docs_carry_the_code_table() -> None:
 
 @pytest.mark.parametrize("method", table.gcp_methods("eventarc-audit-log"))
 def test_every_eventarc_method_explains_as_its_row(method: str) -> None:
-    from topocast.events_cli import explain_delivery
+    from topocast.cli.events import explain_delivery
 
     entry = {
         "protoPayload": {"serviceName": "compute.googleapis.com", "methodName": method,

@@ -12,7 +12,7 @@ from pathlib import Path
 from gcp_pipeline_helpers import cluster, fresh_stats, names, published  # noqa: F401  (fresh_stats: autouse)
 
 from topocast.gcp import handlers
-from topocast.graph import load_graph
+from topocast.model.graph import load_graph
 from topocast_sim.gcp_pipeline import LocalGcpPipeline
 
 

@@ -19,6 +19,7 @@ from google.api_core import exceptions as gexc
 from pipeline_helpers import graph
 from test_store import _exercise
 
+from topocast.agents.pull import fetch, pull
 from topocast.errors import InvalidGraphError, StaleGenerationError
 from topocast.gcp.clients import storage_client
 from topocast.gcp.debounce import gcp_debouncer
@@ -31,7 +32,6 @@ from topocast.pipeline.artifacts import Manifest, ManifestEntry
 from topocast.pipeline.guard import HoldRecord
 from topocast.pipeline.publish_stage import PublishedRecord
 from topocast.pipeline.store import commit
-from topocast.pull import fetch, pull
 
 
 def test_the_proxy_enforces_what_the_emulator_ignores(local_gcs: Any, gcs_bucket: str) -> None:
@@ -107,7 +107,7 @@ def test_a_writer_that_died_before_moving_the_pointer_does_not_wedge_the_store(g
     store = GcsGraphStore(gcs_objects, "p", "c1")
     store.write_if_changed(graph("c1", 2), expected_generation=None)
     orphan = graph("c1", 3)  # generation 2 object written, pointer never moved
-    from topocast.graph import dump_graph
+    from topocast.model.graph import dump_graph
 
     meta = {"generation": "2", "sha256": orphan.content_hash()}
     gcs_objects.put(store.generation_key(2), dump_graph(orphan).encode(), metadata=meta, if_generation_match=0)

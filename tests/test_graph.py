@@ -7,8 +7,8 @@ import json
 import pytest
 
 from topocast.errors import InvalidGraphError, UnsafeNameError
-from topocast.fabric import NO_TOPOLOGY, build_domains, build_tree
-from topocast.graph import dump_graph, graph_from_json, json_schema, load_graph
+from topocast.model.fabric import NO_TOPOLOGY, build_domains, build_tree
+from topocast.model.graph import dump_graph, graph_from_json, json_schema, load_graph
 
 ISSUE_EXAMPLE = {
     "schema_version": 1,
@@ -200,7 +200,7 @@ def test_a_good_big_graph_loads_with_every_field() -> None:
 
 
 def test_names_found_safe_are_remembered_but_never_beyond_their_limit() -> None:
-    from topocast import names
+    from topocast.model import names
 
     long_domain = "d" * 100  # a fine domain name, too long for a switch
     graph_from_json(graph_json([{"name": "a", "fabric": ["leaf-1"], "accelerator": long_domain}]))
@@ -215,8 +215,8 @@ def test_names_found_safe_are_remembered_but_never_beyond_their_limit() -> None:
 def test_the_fast_decoder_mirrors_the_node_model_field_for_field() -> None:
     import msgspec
 
-    from topocast.graph import Node
-    from topocast.graph_decode import WireNode
+    from topocast.model.decode import WireNode
+    from topocast.model.graph import Node
 
     wire = msgspec.structs.fields(WireNode)
     assert [f.name for f in wire] == list(Node.model_fields)
@@ -249,7 +249,7 @@ ODD_NODES = [
     ],
 )
 def test_fast_and_pydantic_loads_give_equal_graphs(text: str | bytes) -> None:
-    from topocast.graph import TopologyGraph
+    from topocast.model.graph import TopologyGraph
 
     fast = graph_from_json(text)
     slow = TopologyGraph.model_validate_json(text)

@@ -10,7 +10,7 @@ from memory_stores import MemoryArtifactStore, MemoryGraphStore, MemoryPublishSt
 from pipeline_helpers import client, graph, make_bucket
 
 from topocast.aws.publish_state import S3PublishState, read_override
-from topocast.graph import TopologyGraph
+from topocast.model.graph import TopologyGraph
 from topocast.pipeline.guard import (
     OVERRIDE_ENV,
     HoldRecord,

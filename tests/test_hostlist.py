@@ -9,7 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from topocast.errors import HostlistError
-from topocast.hostlist import compact, compact_str, expand
+from topocast.model.hostlist import compact, compact_str, expand
 
 
 def test_topograph_cluset_cases(conformance_dir) -> None:

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 from cli_runner import invoke
 
-from topocast.graph import Node, TopologyGraph
+from topocast.model.graph import Node, TopologyGraph
 from topocast.renderers import RenderOptions, render
 from topocast.renderers.html import page_data, render_page
 from topocast.renderers.slurm_block import cluster_layout

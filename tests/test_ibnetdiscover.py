@@ -12,8 +12,8 @@ from ib_fabric_gen import IbFabric, fat_tree
 from slurm_fixtures import ControllerFactory
 
 from topocast.errors import ProviderError
-from topocast.fabric import build_tree
-from topocast.graph import TopologyGraph
+from topocast.model.fabric import build_tree
+from topocast.model.graph import TopologyGraph
 from topocast.providers import ibnetdiscover as ib
 from topocast.providers.clos import collapse
 from topocast.renderers import render

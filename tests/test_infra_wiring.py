@@ -125,7 +125,7 @@ def test_lambda_handler_string_names_a_function_the_package_has() -> None:
     module_name, _, func = fn["handler"].partition(".")
     assert literal_set(load_module(AWS_MODULE)["locals"]["functions"]) == set(STAGES)
     for stage in STAGES:
-        # topocast.package puts functions/<stage>/handler.py at the zip root as handler.py
+        # topocast.cli.package puts functions/<stage>/handler.py at the zip root as handler.py
         path = REPO / "functions" / stage / f"{module_name}.py"
         tree = ast.parse(path.read_text())
         names = {n.name for n in tree.body if isinstance(n, ast.FunctionDef)}
@@ -304,7 +304,7 @@ def test_s3_areas_granted_are_where_the_stores_write() -> None:
 
     objects = load_module(AWS_MODULE)["locals"]["objects"]
     areas = literal_set(objects.split(":")[0])
-    # quarantine/ and last-good/: topocast.collect.read_good_uploads (tests/test_collect.py checks the keys)
+    # quarantine/ and last-good/: topocast.agents.collect.read_good_uploads (tests/test_collect.py checks the keys)
     assert areas == {"graphs", "rendered", "published", "state", "uploads", "quarantine", "last-good"}, objects
     base = "topocast/c1"
     assert S3GraphStore("b", "topocast", "c1", None).generation_key(1).startswith(f"{base}/graphs/")

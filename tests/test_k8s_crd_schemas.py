@@ -28,7 +28,7 @@ from typing import Any
 import pytest
 import yaml
 
-from topocast.graph import Node, TopologyGraph
+from topocast.model.graph import Node, TopologyGraph
 from topocast.renderers import render
 from topocast.renderers.base import LabelScheme, RenderOptions
 from topocast_sim.synthetic import synthetic_graph

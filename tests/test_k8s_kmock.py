@@ -21,7 +21,7 @@ from cli_runner import invoke
 from test_k8s_publish_cli import kubeconfig
 from test_k8s_publisher import DOMAIN, MANAGED, TIER, make_graph
 
-from topocast.graph import TopologyGraph, dump_graph
+from topocast.model.graph import TopologyGraph, dump_graph
 
 kmock = pytest.importorskip("kmock", reason="kmock (the third-party emulator) is in the dev extra")
 from kmock._internal.apps import Server  # noqa: E402  (after the skip)

@@ -13,7 +13,7 @@ from test_k8s_publish_cli import kubeconfig
 
 from topocast.errors import ProviderError
 from topocast.providers.k8s_labels import ClusterNodeInfo, NodeLabelsConfig, graph_from_nodes
-from topocast.validation import validate
+from topocast.safeio.validation import validate
 
 
 def config(**fields: object) -> NodeLabelsConfig:

@@ -16,7 +16,7 @@ from cli_runner import invoke
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from topocast.graph import Node, TopologyGraph
+from topocast.model.graph import Node, TopologyGraph
 from topocast.renderers import render, render_many
 
 TIER = "fabric.topograph.run/tier-"

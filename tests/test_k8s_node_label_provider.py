@@ -12,9 +12,9 @@ from cli_runner import invoke
 from k8s_fake_apiserver import NODES, FakeKubeApiServer
 from test_k8s_publish_cli import kubeconfig
 
-from topocast.graph import TopologyGraph
 from topocast.k8s.client import ClientSettings, K8sConnection, build_client
 from topocast.k8s.node_source import discover
+from topocast.model.graph import TopologyGraph
 from topocast.providers import PROVIDERS
 from topocast.providers.k8s_labels import ClusterNodeInfo, NodeLabelsConfig, graph_from_nodes
 from topocast.renderers import RENDERERS, render

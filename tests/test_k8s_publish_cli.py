@@ -13,7 +13,7 @@ from cli_runner import invoke
 from k8s_fake_apiserver import CONFIGMAPS, KUEUE_TOPOLOGY, NODES, VOLCANO_HYPERNODE, FakeKubeApiServer
 from test_k8s_publisher import DOMAIN, MANAGED, TIER, add_cluster_nodes, make_graph
 
-from topocast.graph import dump_graph
+from topocast.model.graph import dump_graph
 
 
 @pytest.fixture

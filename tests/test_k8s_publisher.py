@@ -25,9 +25,9 @@ from k8s_fake_apiserver import (
     ResourceType,
 )
 
-from topocast.graph import Node, TopologyGraph
 from topocast.k8s.client import ClientSettings, K8sConnection, build_client
 from topocast.k8s.publisher import KubernetesPublisher, KubernetesPublisherConfig
+from topocast.model.graph import Node, TopologyGraph
 from topocast.renderers import render
 from topocast.renderers.base import Artifact, RenderOptions
 from topocast.renderers.slinky import SPEC_ANNOTATION, node_annotations

@@ -22,7 +22,7 @@ import yaml
 from pydantic import ValidationError
 
 from topocast.errors import RenderError
-from topocast.graph import Node, TopologyGraph
+from topocast.model.graph import Node, TopologyGraph
 from topocast.renderers import render
 from topocast.renderers.base import LabelScheme, RenderOptions, SlinkyOptions, TopologySpec
 from topocast.renderers.k8s_labels import owns_key

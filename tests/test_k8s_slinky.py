@@ -14,7 +14,7 @@ import pytest
 from slurm_fixtures import SID_ROOT
 
 from topocast.errors import RenderError
-from topocast.graph import Node, TopologyGraph
+from topocast.model.graph import Node, TopologyGraph
 from topocast.renderers import render
 from topocast.renderers.base import RenderOptions, SlinkyNaming, SlinkyOptions
 

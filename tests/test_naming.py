@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from gce_fake_server import FakeCompute, compute_for
 
-from topocast.graph import Node
+from topocast.model.graph import Node
 from topocast.providers.gcp import GcpDiscoveryConfig, InstanceRef, discover_full, discover_instances
 from topocast.providers.naming import WANTED_NAME_LABEL, NameRequest, assign_names, claim_freed_names
 from topocast_sim.gce import Placement, instance_json

@@ -29,7 +29,7 @@ from nebius.api.nebius.compute.v1 import (
 from nebius_fake_server import FakeNebius
 
 from topocast.errors import ProviderError
-from topocast.graph import load_graph
+from topocast.model.graph import load_graph
 from topocast.providers import ProviderInputs, build_provider
 from topocast.providers.nebius_sdk import connect
 from topocast.renderers import render
@@ -142,7 +142,7 @@ def test_options_are_checked(fake: FakeNebius) -> None:
 
 
 def cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "topocast.cli", *args], capture_output=True, text=True, cwd=cwd)
+    return subprocess.run([sys.executable, "-m", "topocast.cli.main", *args], capture_output=True, text=True, cwd=cwd)
 
 
 @pytest.mark.slow  # a subprocess that imports the SDK: several seconds

@@ -16,8 +16,8 @@ from netq_fake_server import COMPUTE_NODES, LOGIN, SELECT, TOPOLOGY, FakeNetq
 from tls_helpers import self_signed_cert
 
 from topocast.errors import ProviderError
-from topocast.fabric import build_tree
-from topocast.graph import TopologyGraph
+from topocast.model.fabric import build_tree
+from topocast.model.graph import TopologyGraph
 from topocast.providers import netq
 from topocast.providers.netq import NetqCredentials
 from topocast.renderers import render

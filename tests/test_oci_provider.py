@@ -21,7 +21,7 @@ from oci.core.models import ComputeHost, ComputeHostSummary, Instance  # noqa: E
 from oci_fake_server import FakeOci, oci_config  # noqa: E402
 
 from topocast.errors import ProviderError  # noqa: E402
-from topocast.graph import load_graph  # noqa: E402
+from topocast.model.graph import load_graph  # noqa: E402
 from topocast.providers import ProviderInputs, build_provider  # noqa: E402
 from topocast.providers.oci_sdk import connect, imds_get  # noqa: E402
 from topocast.renderers import render  # noqa: E402
@@ -220,7 +220,7 @@ def test_imds_unreachable_is_one_line() -> None:
 
 
 def cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "topocast.cli", *args], capture_output=True, text=True, cwd=cwd)
+    return subprocess.run([sys.executable, "-m", "topocast.cli.main", *args], capture_output=True, text=True, cwd=cwd)
 
 
 @pytest.mark.slow  # a subprocess that imports the SDK: several seconds

@@ -1,4 +1,4 @@
-"""`make package` / topocast.package: one archive per function, deterministic, with the right layout.
+"""`make package` / topocast.cli.package: one archive per function, deterministic, with the right layout.
 
 Most tests stub the dependency install (no PyPI needed); the slow one builds a
 real Lambda package with pip for this interpreter and imports the handler from
@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from topocast.package import PackageError, build_packages, load_project, pip_installer, requirements
+from topocast.cli.package import PackageError, build_packages, load_project, pip_installer, requirements
 
 REPO = Path(__file__).resolve().parent.parent
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from topocast.graph import Node, dump_graph, graph_from_json
-from topocast.placement import place_nodes
+from topocast.model.graph import Node, dump_graph, graph_from_json
+from topocast.model.placement import place_nodes
 
 
 def _rack(n: int) -> list[Node]:

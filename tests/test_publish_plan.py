@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 from cli_runner import invoke
 
-from topocast.graph import TopologyGraph, dump_graph
+from topocast.cli.publish import Progress, print_plan
 from topocast.k8s.publisher import KubernetesPublishReport
-from topocast.publish_cli import Progress, print_plan
-from topocast.synth import synthetic_data
+from topocast.model.graph import TopologyGraph, dump_graph
+from topocast.model.synth import synthetic_data
 
 TIER0 = "fabric.topograph.run/tier-0"
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from cli_runner import invoke
 
-from topocast.pull import pull
+from topocast.agents.pull import pull
 
 TREE = (
     "SwitchName=root Switches=spine[1-2]\n"

@@ -13,9 +13,9 @@ from typing import Any
 
 import pytest
 
+from topocast.agents.pull import PullError, fetch, pull
 from topocast.publish import envelope
-from topocast.pull import PullError, fetch, pull
-from topocast.safe_files import dir_lock
+from topocast.safeio.files import dir_lock
 
 FOUR = b"SwitchName=s1 Nodes=n[1-4]\n"
 needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="chown to another user needs root")

@@ -20,9 +20,9 @@ from typing import Any
 import boto3
 import pytest
 
+from topocast.agents.pull import pull
+from topocast.agents.pull_watch import SqsWaker, WatchStats, watch
 from topocast.publish import envelope
-from topocast.pull import pull
-from topocast.pull_watch import SqsWaker, WatchStats, watch
 
 PARAM = "/topocast/c1/slurm/topology-tree.conf"
 
@@ -124,7 +124,7 @@ def test_an_unreachable_queue_leaves_the_fallback_pulling() -> None:
 
 @pytest.mark.parametrize("body", ["{not json", json.dumps({"detail-type": "Parameter Store Change"})])
 def test_any_message_only_wakes_the_agent(body: str) -> None:
-    from topocast.pull_watch import describe_event
+    from topocast.agents.pull_watch import describe_event
 
     assert isinstance(describe_event(body), str)
 
@@ -153,7 +153,7 @@ class _PubSubSession:
 
 
 def test_the_gcp_waker_pulls_its_subscription_and_acknowledges_after_the_pull() -> None:
-    from topocast.pull_watch import PubSubWaker
+    from topocast.agents.pull_watch import PubSubWaker
 
     session = _PubSubSession()
     sub = "projects/p/subscriptions/topocast-c1-pull-head0"

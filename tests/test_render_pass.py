@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 from cli_runner import invoke
 
-from topocast import fabric
-from topocast.graph import Node, TopologyGraph
+from topocast.model import fabric
+from topocast.model.graph import Node, TopologyGraph
 from topocast.renderers import RENDERERS, render, render_many
 from topocast.renderers.base import RenderOptions
 

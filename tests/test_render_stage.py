@@ -12,7 +12,7 @@ from pipeline_helpers import client, graph, make_bucket
 from topocast.aws.s3_artifacts import S3ArtifactStore
 from topocast.aws.s3_store import S3GraphStore
 from topocast.errors import InvalidGraphError, RenderError
-from topocast.graph import TopologyGraph
+from topocast.model.graph import TopologyGraph
 from topocast.pipeline.artifacts import Manifest
 from topocast.pipeline.render_stage import render_generation
 from topocast.renderers import RENDERERS, render, slurm_tree

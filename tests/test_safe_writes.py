@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 from cli_runner import invoke
 
-from topocast.graph import Node, TopologyGraph
-from topocast.safe_files import write_file
+from topocast.model.graph import Node, TopologyGraph
+from topocast.safeio.files import write_file
 
 NOBODY = 65534
 needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="chown to another user needs root")
@@ -184,7 +184,7 @@ def test_pull_replaces_a_planted_state_file_link(tmp_path: Path) -> None:
 
 
 def test_synth_out_replaces_a_planted_link_instead_of_following_it(tmp_path: Path) -> None:
-    from topocast.cli import run
+    from topocast.cli.main import run
 
     victim = tmp_path / "victim"
     victim.write_text("root-only\n")

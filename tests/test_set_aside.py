@@ -24,9 +24,9 @@ from topocast.app import discover
 from topocast.app.metrics import MetricCounts
 from topocast.app.ports import DiscoverPorts
 from topocast.aws.clients import ec2_client
-from topocast.changes import InstanceChange, Reconcile
-from topocast.graph import Node, TopologyGraph, dump_graph, graph_from_json
-from topocast.placement import place_nodes
+from topocast.model.changes import InstanceChange, Reconcile
+from topocast.model.graph import Node, TopologyGraph, dump_graph, graph_from_json
+from topocast.model.placement import place_nodes
 from topocast.providers.aws import AwsDiscoveryConfig, discover_instances
 from topocast.providers.aws import discover_full as aws_full
 from topocast.providers.base import DiscoveryResult

@@ -19,9 +19,9 @@ from pathlib import Path
 import pytest
 from slurm_fixtures import SID_ROOT, ControllerFactory, mixed_padding_names, slurm_hostnames
 
-from topocast.graph import Node, TopologyGraph
-from topocast.hostlist import compact_str, expand
-from topocast.pull import pull
+from topocast.agents.pull import pull
+from topocast.model.graph import Node, TopologyGraph
+from topocast.model.hostlist import compact_str, expand
 from topocast.renderers import render
 from topocast.renderers.base import RenderOptions
 from topocast.slurm.controller import SlurmController, SlurmControllerError, SlurmInstall
@@ -30,7 +30,7 @@ from topocast.slurm.validate import validate_topology_text
 
 pytestmark = pytest.mark.slurm_current
 
-TOPOCAST = [sys.executable, "-m", "topocast.cli"]
+TOPOCAST = [sys.executable, "-m", "topocast.cli.main"]
 
 NODES = [f"n{i}" for i in range(1, 13)]
 TREE = (

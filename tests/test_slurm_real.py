@@ -15,8 +15,8 @@ import pytest
 from cli_runner import invoke
 from slurm_fixtures import DEFAULT_TOPOLOGY, ControllerFactory, mixed_padding_names, requires_slurm, slurm_hostnames
 
-from topocast.graph import Node, TopologyGraph
-from topocast.hostlist import compact_str
+from topocast.model.graph import Node, TopologyGraph
+from topocast.model.hostlist import compact_str
 from topocast.renderers import render
 from topocast.slurm.controller import SlurmController, SlurmInstall, SwitchInfo
 from topocast.slurm.install import install_topology

@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from topocast.errors import RenderError
-from topocast.graph import TopologyGraph, graph_from_data
+from topocast.model.graph import TopologyGraph, graph_from_data
 from topocast.renderers import render
 from topocast.renderers.base import RenderOptions
 from topocast.renderers.blockplan import compile_node_regexp, expand_template, validate_block_sizes

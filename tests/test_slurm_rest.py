@@ -23,13 +23,13 @@ import pytest
 from slurm_fixtures import SID_ROOT
 from slurmrest_fixtures import RestCluster, RestFactory
 
-from topocast.hostlist import expand
+from topocast.model.hostlist import expand
 from topocast.slurm.live import apply_topology
 from topocast.slurm.rest import SUPPORTED, RestUpdater, connect
 
 pytestmark = pytest.mark.slurm_current
 
-TOPOCAST = [sys.executable, "-m", "topocast.cli"]
+TOPOCAST = [sys.executable, "-m", "topocast.cli.main"]
 NODES = [f"n{i}" for i in range(1, 13)]
 TREE = (
     "SwitchName=root Switches=spine[1-2]\n"

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 from slurmrest_fixtures import RestCluster, RestFactory
 
-from topocast.hostlist import expand
+from topocast.model.hostlist import expand
 
 pytestmark = pytest.mark.slurm_current
 
@@ -43,7 +43,16 @@ YAML = (
 def node_topology(published: Path, node: str) -> str:
     """What a boot script gets: ``topocast node-topology --source file://... --hostname NODE``."""
     done = subprocess.run(
-        [sys.executable, "-m", "topocast.cli", "node-topology", "--source", f"file://{published}", "--hostname", node],
+        [
+            sys.executable,
+            "-m",
+            "topocast.cli.main",
+            "node-topology",
+            "--source",
+            f"file://{published}",
+            "--hostname",
+            node,
+        ],
         capture_output=True,
         text=True,
         timeout=60,

@@ -11,11 +11,11 @@ from pathlib import Path
 import pytest
 from pipeline_helpers import client, make_bucket
 
+from topocast.agents.pull import PullError, fetch, pull
 from topocast.aws.ssm_publish import SsmPublisher
 from topocast.pipeline.artifacts import Manifest, ManifestEntry
 from topocast.publish import PUBLISHERS, publisher_class
 from topocast.publish.envelope import ADVANCED_LIMIT, STANDARD_LIMIT, Envelope, plan_value
-from topocast.pull import PullError, fetch, pull
 from topocast.renderers import slurm_tree
 
 

@@ -71,7 +71,7 @@ def moto_endpoint(monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[str, list[t
 
 def _packages(dest: Path) -> Path:
     """Real (tiny) Lambda zips with the real handler file; moto stores them, nothing runs them."""
-    from topocast.package import write_zip
+    from topocast.cli.package import write_zip
 
     repo = Path(__file__).resolve().parent.parent
     for stage in ("discover", "render", "publish"):

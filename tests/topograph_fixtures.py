@@ -17,8 +17,8 @@ from typing import Any
 
 import yaml
 
-from topocast.graph import TopologyGraph, graph_from_data
-from topocast.hostlist import expand
+from topocast.model.graph import TopologyGraph, graph_from_data
+from topocast.model.hostlist import expand
 from topocast.providers.model import model_to_graph
 from topocast.renderers.base import RenderOptions
 

@@ -20,7 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from topocast.errors import TopocastError
 from topocast.renderers.base import RenderOptions
-from topocast.validation import check_json_depth, describe
+from topocast.safeio.validation import check_json_depth, describe
 
 DEFAULT_FORMATS = ["slurm-tree", "slurm-block", "slurm-yaml", "k8s-labels", "graph", "html"]
 

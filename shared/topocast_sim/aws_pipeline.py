@@ -32,10 +32,10 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from topocast.app.event_table import aws_rule_patterns
 from topocast.aws.debounce import create_state_table
 from topocast.aws.handlers import AwsRuntime, discover_batch, publish_batch, render_batch
 from topocast.config import Settings
-from topocast.event_table import aws_rule_patterns
 from topocast_sim import moto_fast, simclock
 
 

@@ -72,10 +72,10 @@ def run(
     crash_share: float = 1 / 3,
 ) -> Outcome:
     """One seeded run (see the module docstring)."""
+    from topocast.agents.pull import fetch
     from topocast.gcp import handlers
     from topocast.gcp.clients import compute_client, storage_client
     from topocast.providers.gcp import GcpDiscoveryConfig, discover_full
-    from topocast.pull import fetch
     from topocast.renderers import render
     from topocast_sim.gcp_pipeline import LocalGcpPipeline
 

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from topocast.errors import TopocastError
-from topocast.safe_files import out_directory, write_file
+from topocast.safeio.files import out_directory, write_file
 
 CLUSTER = "demo"
 
@@ -50,7 +50,7 @@ def copy_outputs(artifacts: Any, out: Path, graph: Any = None) -> None:
     """labels.json, topology.html and the block file from the latest rendered manifest, into ``out``, and
     ``graph.json`` (the stored graph, for ``render --graph``, ``diff`` and ``render --previous``)."""
     if graph is not None:
-        from topocast.graph import dump_graph
+        from topocast.model.graph import dump_graph
 
         write_file(out / "graph.json", dump_graph(graph))
     manifest = artifacts.latest_manifest()
@@ -167,7 +167,7 @@ def run_demo(
     """Run the pipeline and write ``out``; returns the report (also written to ``report``)."""
     from moto.server import ThreadedMotoServer
 
-    from topocast.pull import pull
+    from topocast.agents.pull import pull
     from topocast_sim import ec2 as ec2_sim
     from topocast_sim.aws_pipeline import LocalAwsPipeline
 

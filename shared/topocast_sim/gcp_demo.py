@@ -30,7 +30,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from topocast.safe_files import out_directory
+from topocast.safeio.files import out_directory
 
 CLUSTER = "demo"
 
@@ -52,8 +52,8 @@ def run_gcp_demo(
     ``events``: VMs added by the managed instance group after the first
     reconcile (default: half of ``nodes``); each one is two audit-log events.
     """
+    from topocast.agents.pull import pull
     from topocast.gcp import handlers
-    from topocast.pull import pull
     from topocast_sim.demo import DemoNotSettled, Progress, copy_outputs, event_latency, quiet_logs, write_report
     from topocast_sim.gce import DEFAULT_MACHINE_TYPE, generate_cluster
     from topocast_sim.gcp_pipeline import LocalGcpPipeline

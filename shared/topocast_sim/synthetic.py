@@ -1,6 +1,6 @@
 """Synthetic cluster graphs for benchmarks, demos and property tests.
 
-The fat tree itself is :mod:`topocast.synth` (also behind ``topocast synth``); this module keeps the
+The fat tree itself is :mod:`topocast.model.synth` (also behind ``topocast synth``); this module keeps the
 names benches and tests import and adds the validated model.
 """
 
@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from topocast.graph import TopologyGraph
-from topocast.synth import synthetic_data
+from topocast.model.graph import TopologyGraph
+from topocast.model.synth import synthetic_data
 
 __all__ = ["synthetic_data", "synthetic_graph"]
 

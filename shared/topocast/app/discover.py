@@ -38,12 +38,12 @@ from typing import Any
 from topocast.app import metrics as m
 from topocast.app.outcome import Outcome
 from topocast.app.ports import DiscoverPorts, Metrics
-from topocast.changes import EventOutcome, Ignored, InstanceChange, Noted, Recheck, Reconcile
 from topocast.errors import InvalidGraphError, ProviderError
-from topocast.graph import TopologyGraph
+from topocast.model.changes import EventOutcome, Ignored, InstanceChange, Noted, Recheck, Reconcile
+from topocast.model.graph import TopologyGraph
+from topocast.model.placement import set_aside_count, set_aside_lines
 from topocast.pipeline.publish_stage import confirm_on_reconcile
 from topocast.pipeline.store import StoredGraph, WriteResult, commit
-from topocast.placement import set_aside_count, set_aside_lines
 from topocast.providers.base import DiscoveryResult, NeedsFullScan, Provider
 
 __all__ = ["TooManySetAside", "check_set_aside", "discover"]

@@ -11,7 +11,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from topocast.graph import TopologyGraph
+from topocast.model.graph import TopologyGraph
 from topocast.pipeline.artifacts import ArtifactStore
 from topocast.pipeline.debounce import Decision
 from topocast.pipeline.publish_stage import PublishState
@@ -63,7 +63,7 @@ class PublishHandoff(Protocol):
 
 
 class Rechecks(Protocol):
-    """Deliver a :class:`~topocast.changes.Recheck` to discover later (SQS ``DelaySeconds`` / a Cloud Task)."""
+    """Deliver a :class:`~topocast.model.changes.Recheck` to discover later (SQS ``DelaySeconds`` / a Cloud Task)."""
 
     def schedule(self, instances: Sequence[tuple[str, str]], attempt: int, delay: float, dedup: str) -> str:
         """``instances``: (instance, kind) pairs; ``dedup`` names the request (Cloud Tasks sends it once).

@@ -1,4 +1,4 @@
-"""What the AWS discover function receives, parsed into the neutral outcomes of ``topocast.changes``.
+"""What the AWS discover function receives, parsed into the neutral outcomes of ``topocast.model.changes``.
 
 One SQS message body (or the dict it decodes to) is one of:
 
@@ -6,13 +6,13 @@ One SQS message body (or the dict it decodes to) is one of:
   resources, detail``): EC2 state changes, Auto Scaling group events, Spot / rebalance /
   capacity-reservation warnings, Capacity Block notices, S3 "Object Created", a schedule rule's
   "Scheduled Event", or topocast's own ``{"source": "topocast", "detail-type": "Reconcile"}`` and
-  ``"Recheck"`` (discover's delayed re-read of followed instances, :class:`~topocast.changes.Recheck`);
+  ``"Recheck"`` (discover's delayed re-read of followed instances, :class:`~topocast.model.changes.Recheck`);
 * an **S3 event notification** (``{"Records": [{"eventSource": "aws:s3", ...}]}``, the bucket's
   uploads notification) or S3's one-off ``s3:TestEvent``;
 * an **EventBridge Scheduler** target's own Input: any other JSON object (optional ``cluster``,
   ``reason``) or the plain text ``reconcile``.
 
-What each kind does comes from :mod:`topocast.event_table` (kinds ``<source>/<detail-type>``,
+What each kind does comes from :mod:`topocast.app.event_table` (kinds ``<source>/<detail-type>``,
 ``#<variant>`` where the detail decides, e.g. ``...State-change Notification#running``).
 A body that is none of these raises :class:`MalformedEvent` naming the field path
 (``detail.state: ...``); a well-formed event of a kind the table does not handle raises
@@ -29,9 +29,9 @@ from urllib.parse import unquote_plus
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from topocast import changes
-from topocast import event_table as table
-from topocast.validation import load_json, validate
+from topocast.app import event_table as table
+from topocast.model import changes
+from topocast.safeio.validation import load_json, validate
 
 STATE_CHANGE = "EC2 Instance State-change Notification"
 ASG_LAUNCH = "EC2 Instance Launch Successful"

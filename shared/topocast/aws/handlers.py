@@ -81,7 +81,7 @@ def _response(failures: list[str]) -> dict[str, Any]:
 def discover_batch(event: dict[str, Any], rt: AwsRuntime | None = None) -> dict[str, Any]:
     """Core of the discover Lambda: one discovery for every valid event of the batch."""
     from topocast.aws.events import parse_event
-    from topocast.changes import Ignored, MalformedEvent, Noted
+    from topocast.model.changes import Ignored, MalformedEvent, Noted
 
     rt = rt or runtime()
     failures: list[str] = []

@@ -65,9 +65,9 @@ class SqsRechecks:
         self.cluster, self.queue_url, self.sqs = cluster, queue_url, sqs
 
     def schedule(self, instances: Sequence[tuple[str, str]], attempt: int, delay: float, dedup: str) -> str:
+        from topocast.app.event_table import AWS_RECHECK
         from topocast.aws.debounce import MAX_SQS_DELAY
         from topocast.aws.retry import with_retries
-        from topocast.event_table import AWS_RECHECK
 
         source, _, detail_type = AWS_RECHECK.partition("/")
         detail = {

@@ -18,8 +18,8 @@ from typing import Any
 
 from topocast.aws.retry import error_code, with_retries
 from topocast.errors import InvalidGraphError, ProviderError
-from topocast.limits import MAX_GRAPH_BYTES, check_size, read_capped
 from topocast.pipeline.objects import MUST_NOT_EXIST, ObjectInfo, StoredObject
+from topocast.safeio.limits import MAX_GRAPH_BYTES, check_size, read_capped
 
 _MISSING = {"NoSuchKey", "404", "NotFound"}
 _LOST_RACE = {"PreconditionFailed"}

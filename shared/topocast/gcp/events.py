@@ -20,7 +20,7 @@ returns one of:
   CloudEvent; also ``bulkInsert``, which creates many VMs at once.
 * :class:`DiscoverWindow`, :class:`DebounceTimer`, :class:`PublishRequest` -
   topocast's own Cloud Tasks deliveries (``dev.topocast.*.v1``); ``dev.topocast.recheck.v1`` is
-  discover's delayed re-read of followed VMs (:class:`~topocast.changes.Recheck`, in the event table).
+  discover's delayed re-read of followed VMs (:class:`~topocast.model.changes.Recheck`, in the event table).
 * :class:`ObjectWritten` - ``google.cloud.storage.object.v1.finalized`` (a graph
   generation landing in the bucket).
 * :class:`Ignored` - well-formed, but nothing to do (with the reason).
@@ -42,9 +42,9 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from topocast import changes
-from topocast import event_table as table
-from topocast.validation import load_json, validate
+from topocast.app import event_table as table
+from topocast.model import changes
+from topocast.safeio.validation import load_json, validate
 
 AUDIT_LOG = "google.cloud.audit.log.v1.written"
 PUBSUB = "google.cloud.pubsub.topic.v1.messagePublished"

@@ -19,8 +19,8 @@ from __future__ import annotations
 from typing import Any
 
 from topocast.errors import InvalidGraphError, ProviderError
-from topocast.limits import MAX_GRAPH_BYTES, check_size
 from topocast.pipeline.objects import ObjectInfo, StoredObject
+from topocast.safeio.limits import MAX_GRAPH_BYTES, check_size
 
 __all__ = ["GcsObjects", "ObjectInfo", "StoredObject"]
 

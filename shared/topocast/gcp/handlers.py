@@ -23,13 +23,13 @@ from topocast.app.discover import discover as run_discover
 from topocast.app.outcome import Outcome
 from topocast.app.publish import publish as run_publish
 from topocast.app.render import render as run_render
-from topocast.changes import Ignored, InstanceChange, MalformedEvent, Noted, Recheck, Reconcile
 from topocast.config import settings_from_env
 from topocast.errors import TopocastError
 from topocast.gcp import events as ev
 from topocast.gcp import windows
 from topocast.gcp.jsonlog import setup_logging
 from topocast.gcp.root import STATS, GcpRuntime, build
+from topocast.model.changes import Ignored, InstanceChange, MalformedEvent, Noted, Recheck, Reconcile
 
 __all__ = ["STATS", "GcpRuntime", "RetryLater", "handle", "runtime", "setup_logging"]
 

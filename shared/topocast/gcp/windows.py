@@ -6,7 +6,7 @@ by later events of the same VM) and makes sure one **window task** exists for th
 ``TOPOCAST_DISCOVER_WINDOW_SECONDS`` slot (a named Cloud Task: a thousand events create one). When
 the window closes, its task runs :func:`close_window`: while markers are still arriving (a storm) it
 waits for the next window (bounded, :data:`STORM_HOLD_WINDOWS`); then one lease per cluster, the markers become
-:class:`~topocast.changes.InstanceChange` values for one ``app.discover`` run, and only the markers
+:class:`~topocast.model.changes.InstanceChange` values for one ``app.discover`` run, and only the markers
 that run saw are deleted (conditioned on their generation, so a VM changed meanwhile stays pending
 for the next window).
 """
@@ -19,10 +19,10 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
 from topocast.app.outcome import Outcome
-from topocast.changes import InstanceChange
 from topocast.gcp.gcs_store import cluster_base
 from topocast.gcp.root import GcpRuntime
 from topocast.gcp.tasks import task_id
+from topocast.model.changes import InstanceChange
 from topocast.pipeline.objects import ObjectInfo
 
 __all__ = ["DISCOVER_LEASE_SECONDS", "STORM_HOLD_WINDOWS", "batched", "close_window", "queue_change"]

@@ -19,10 +19,10 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from topocast.errors import TopocastError
-from topocast.graph import TopologyGraph
+from topocast.model.graph import TopologyGraph
 from topocast.renderers.base import Artifact, RenderOptions
-from topocast.safe_yaml import load_yaml_all
-from topocast.validation import load_json
+from topocast.safeio.validation import load_json
+from topocast.safeio.yaml_input import load_yaml_all
 
 
 class PublishInputError(TopocastError):

@@ -28,7 +28,7 @@ from topocast.k8s.client import (
 from topocast.k8s.labels import list_cluster_nodes
 from topocast.providers.base import DiscoveryResult
 from topocast.providers.k8s_labels import ANNOTATIONS, ClusterNodeInfo, NodeLabelsConfig, graph_from_nodes
-from topocast.validation import validate
+from topocast.safeio.validation import validate
 
 
 def list_node_info(kc: KubeClient, config: NodeLabelsConfig, page_size: int | None = 500) -> list[ClusterNodeInfo]:

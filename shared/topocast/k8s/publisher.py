@@ -36,8 +36,6 @@ import httpx2
 from lightkube.core.exceptions import ApiError
 from pydantic import BaseModel, ConfigDict, Field
 
-from topocast.graph import TopologyGraph
-from topocast.hostlist import compact_str
 from topocast.k8s.client import ClientSettings, K8sConnection, KubeClient, build_client
 from topocast.k8s.inputs import PublishInputError, decode_files, labels_from_graph
 from topocast.k8s.labels import (
@@ -53,6 +51,8 @@ from topocast.k8s.labels import (
     send_patches,
 )
 from topocast.k8s.objects import KINDS, DryRun, ObjectPublisher, ObjectReport, PendingObject
+from topocast.model.graph import TopologyGraph
+from topocast.model.hostlist import compact_str
 from topocast.publish.base import PublishResult
 from topocast.renderers.base import Artifact, LabelScheme, RenderOptions
 

@@ -25,7 +25,7 @@ from datetime import UTC, datetime
 from typing import Any, Protocol
 
 from topocast.errors import ProviderError, TopocastError
-from topocast.limits import MAX_UPLOAD_BYTES, check_size
+from topocast.safeio.limits import MAX_UPLOAD_BYTES, check_size
 
 #: ``if_generation_match`` value meaning "only if the object does not exist yet"
 MUST_NOT_EXIST = 0

@@ -19,7 +19,7 @@ from datetime import UTC, datetime
 from typing import Any, Protocol
 
 from topocast.errors import TopocastError
-from topocast.graph import TopologyGraph
+from topocast.model.graph import TopologyGraph
 from topocast.pipeline.artifacts import ArtifactStore, Manifest
 from topocast.pipeline.guard import (
     DEFAULT_MAX_LOSS_FRACTION,

@@ -40,7 +40,7 @@ from datetime import UTC, datetime
 from typing import Any, Protocol
 
 from topocast.errors import InvalidGraphError, StaleGenerationError, TopocastError
-from topocast.graph import TopologyGraph, dump_graph, graph_from_json
+from topocast.model.graph import TopologyGraph, dump_graph, graph_from_json
 from topocast.pipeline.objects import MUST_NOT_EXIST, ObjectStore, cluster_base
 
 

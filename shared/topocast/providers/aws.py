@@ -58,17 +58,17 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from topocast.changes import InstanceChange
 from topocast.errors import ProviderError, TopocastError
-from topocast.graph import Node, TopologyGraph
-from topocast.names import check_node_name
-from topocast.placement import carry_unplaced, place_nodes
+from topocast.model.changes import InstanceChange
+from topocast.model.graph import Node, TopologyGraph
+from topocast.model.names import check_node_name
+from topocast.model.placement import carry_unplaced, place_nodes
 from topocast.providers import base
 from topocast.providers.aws_capacity import parse_reserved_nodes, reserved_nodes
 from topocast.providers.base import ProviderInputs
 from topocast.providers.ec2_calls import Ec2Calls
 from topocast.providers.naming import WANTED_NAME_LABEL, NameRequest, Naming, assign_names, claim_freed_names, summary
-from topocast.validation import describe, validate
+from topocast.safeio.validation import describe, validate
 
 __all__ = [
     "AwsDiscoveryConfig",

@@ -22,9 +22,9 @@ from typing import Any
 from pydantic import ValidationError
 
 from topocast.errors import ProviderError, TopocastError
-from topocast.graph import Node
-from topocast.hostlist import expand
-from topocast.names import check_node_name
+from topocast.model.graph import Node
+from topocast.model.hostlist import expand
+from topocast.model.names import check_node_name
 
 __all__ = ["RESERVED_LABEL", "parse_reserved_nodes", "reserved_nodes"]
 

@@ -27,7 +27,7 @@ Node name: ``computerName`` (Slurm's NodeName on CycleCloud), or the VM resource
 ``name_from: vm-name``; the node ID is the VM resource name. A VM without a placement group
 (deallocated) is kept without topology. Degrade per node: a host whose records disagree, a
 record that is not one, an unsafe value: set aside with the reason
-(:func:`topocast.placement.place_nodes`). A SHARP file that cannot be read or parsed is an error
+(:func:`topocast.model.placement.place_nodes`). A SHARP file that cannot be read or parsed is an error
 (one line; the last good graph stays published): falling back to the placement groups would
 re-shape the whole tree. A port GUID SHARP lists under two switches only costs its host the SHARP
 path (it keeps its placement path). No per-node read: every change is a full listing (``incremental = False``).
@@ -42,8 +42,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from topocast.errors import ProviderError
-from topocast.graph import Node, TopologyGraph
-from topocast.placement import place_nodes
+from topocast.model.graph import Node, TopologyGraph
+from topocast.model.placement import place_nodes
 from topocast.providers.base import DiscoveryResult, FullScanOnly, ProviderInputs
 from topocast.providers.nvlink import HostDomains, host_domains
 from topocast.providers.options import provider_options

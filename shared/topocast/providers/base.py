@@ -13,9 +13,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from topocast.changes import InstanceChange
 from topocast.errors import ProviderError
-from topocast.graph import TopologyGraph
+from topocast.model.changes import InstanceChange
+from topocast.model.graph import TopologyGraph
 
 __all__ = ["DiscoveryResult", "FullScanOnly", "NeedsFullScan", "Provider", "ProviderInputs"]
 

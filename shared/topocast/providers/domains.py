@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from topocast.errors import ProviderError, UnsafeNameError
-from topocast.names import check_domain_name, check_node_name
+from topocast.model.names import check_domain_name, check_node_name
 
 
 @dataclass(frozen=True)

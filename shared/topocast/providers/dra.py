@@ -34,8 +34,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from topocast.graph import Node, TopologyGraph
-from topocast.placement import place_nodes
+from topocast.model.graph import Node, TopologyGraph
+from topocast.model.placement import place_nodes
 from topocast.providers.base import DiscoveryResult, FullScanOnly, ProviderInputs
 from topocast.providers.k8s_labels import (
     DEFAULT_SCHEMES,

@@ -39,7 +39,7 @@ Errors: a failed call (after retries of 429/5xx) raises
 and what to do (403: which role to grant); a discovery never returns a partial
 graph. A VM whose data breaks a rule of the graph (a topology ID that is not a safe switch name, a
 path that contradicts the other VMs', an unsafe sub-block as domain) is set aside with the reason in
-``graph.unplaced`` (:func:`topocast.placement.place_nodes`); the other VMs are placed. An incremental
+``graph.unplaced`` (:func:`topocast.model.placement.place_nodes`); the other VMs are placed. An incremental
 update keeps what the previous graph set aside unless that VM was read again or is gone.
 google-cloud-compute is imported lazily (see :mod:`topocast.gcp.clients`).
 """
@@ -56,16 +56,16 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from topocast.changes import InstanceChange
 from topocast.errors import InvalidGraphError, ProviderError, TopocastError
-from topocast.graph import Node, TopologyGraph
-from topocast.names import check_domain_name, check_node_name, check_switch_name
-from topocast.placement import carry_unplaced, place_nodes
+from topocast.model.changes import InstanceChange
+from topocast.model.graph import Node, TopologyGraph
+from topocast.model.names import check_domain_name, check_node_name, check_switch_name
+from topocast.model.placement import carry_unplaced, place_nodes
 from topocast.providers import base
 from topocast.providers.base import NeedsFullScan, ProviderInputs
 from topocast.providers.gcp_sdk import RetryPolicy, transient_retry
 from topocast.providers.naming import WANTED_NAME_LABEL, NameRequest, Naming, assign_names, claim_freed_names, summary
-from topocast.validation import describe, validate
+from topocast.safeio.validation import describe, validate
 
 __all__ = [
     "DiscoveryResult",

@@ -43,7 +43,7 @@ leaf ``A09-P1-IBLEAF-04-04``). We keep such leaves at tier 0;
 ``topograph_compat=True`` restores Topograph's rule for byte-for-byte comparisons.
 
 One bad record (an unreadable or unsafe description, a damaged line) is set aside
-in ``graph.unplaced`` with its line; the rest is placed (:func:`topocast.placement.place_nodes`).
+in ``graph.unplaced`` with its line; the rest is placed (:func:`topocast.model.placement.place_nodes`).
 Output unusable as a whole fails with :class:`ProviderError` ``<file>:<line>: what``:
 no readable record, links to nodes the output never describes or that only one end
 reports (a cut-off file), duplicate records. :func:`check_upload` is the same parse
@@ -60,15 +60,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from topocast.errors import ProviderError, UnsafeNameError
-from topocast.graph import Node
-from topocast.hostlist import compact_str
-from topocast.limits import MAX_UPLOAD_BYTES, check_size, read_capped
-from topocast.names import MAX_SWITCH_NAME, check_name, check_node_name, check_switch_name
-from topocast.placement import place_nodes, record_label
+from topocast.model.graph import Node
+from topocast.model.hostlist import compact_str
+from topocast.model.names import MAX_SWITCH_NAME, check_name, check_node_name, check_switch_name
+from topocast.model.placement import place_nodes, record_label
 from topocast.providers.base import DiscoveryResult
 from topocast.providers.clos import Collapse, collapse, summarize_choices
 from topocast.providers.domains import HostDomain, load_domains, parse_domains
 from topocast.providers.port_selection import PortSelection
+from topocast.safeio.limits import MAX_UPLOAD_BYTES, check_size, read_capped
 
 __all__ = [
     "DEFAULT_HOST_REGEX",
@@ -165,7 +165,7 @@ def parse(text: str | bytes, source: str = "ibnetdiscover") -> Fabric:
     an unsafe switch ID) is set aside in :attr:`Fabric.bad` with its line and the rest is kept;
     what means the output as a whole is unusable still raises: not UTF-8, ``-p`` format, cut off
     (incomplete last line, links to records it never describes), no readable record at all.
-    Inputs over :data:`~topocast.limits.MAX_UPLOAD_BYTES` are refused before parsing: the
+    Inputs over :data:`~topocast.safeio.limits.MAX_UPLOAD_BYTES` are refused before parsing: the
     parse holds about 4x its input, and a discover function has 512 MB.
     """
     check_size(len(text), MAX_UPLOAD_BYTES, source, ProviderError)

@@ -32,7 +32,7 @@ instance type come from the well-known ``topology.kubernetes.io/zone`` and
 ``node.kubernetes.io/instance-type``. Nodes with none of the keys are kept
 without topology and reported. A node whose labels break the graph's rules (a path contradicting
 the other nodes', an unsafe value: its kubelet can set them) is set aside with the reason
-(:func:`topocast.placement.place_nodes`); the others are placed. The slurm-operator
+(:func:`topocast.model.placement.place_nodes`); the others are placed. The slurm-operator
 ``nodeset.slinky.slurm.net/hostname-override`` annotation is copied into the
 node's ``labels`` so the Slinky renderer's ``hostname-override`` mode finds it.
 
@@ -51,10 +51,10 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from topocast.errors import ProviderError
-from topocast.graph import Node, TopologyGraph
-from topocast.placement import place_nodes
+from topocast.model.graph import Node, TopologyGraph
+from topocast.model.placement import place_nodes
 from topocast.providers.base import DiscoveryResult, FullScanOnly, ProviderInputs
-from topocast.validation import validate
+from topocast.safeio.validation import validate
 
 Scheme = Literal["custom", "topograph", "eks", "gke"]
 DEFAULT_SCHEMES: tuple[Scheme, ...] = ("custom", "topograph", "eks", "gke")

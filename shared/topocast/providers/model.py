@@ -15,7 +15,7 @@ The same validation rules apply as in Topograph: a switch with two parents, a
 node in two blocks, a cycle, an unknown switch, a ``name:`` that disagrees with
 its key and an empty block are errors. A node that breaks a graph rule on its own (an unsafe
 host or switch name, a host named like a switch) is set aside with the reason
-(:func:`topocast.placement.place_nodes`), the rest renders.
+(:func:`topocast.model.placement.place_nodes`), the rest renders.
 """
 
 from __future__ import annotations
@@ -24,12 +24,12 @@ from pathlib import Path
 from typing import Any
 
 from topocast.errors import InvalidGraphError, TopocastError
-from topocast.graph import Node, TopologyGraph
-from topocast.hostlist import expand, name_budget
-from topocast.limits import MAX_YAML_BYTES, read_capped
-from topocast.names import check_node_name
-from topocast.placement import place_nodes
-from topocast.safe_yaml import load_yaml
+from topocast.model.graph import Node, TopologyGraph
+from topocast.model.hostlist import expand, name_budget
+from topocast.model.names import check_node_name
+from topocast.model.placement import place_nodes
+from topocast.safeio.limits import MAX_YAML_BYTES, read_capped
+from topocast.safeio.yaml_input import load_yaml
 
 DOMAIN_KEY = "accelerator.topology.test/domain"
 SUBDOMAIN_KEY = "accelerator.topology.test/sub-domain"

@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from topocast.graph import Node
+from topocast.model.graph import Node
 
 __all__ = ["WANTED_NAME_LABEL", "NameRequest", "Naming", "assign_names", "claim_freed_names", "summary"]
 

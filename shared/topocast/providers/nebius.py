@@ -23,8 +23,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from topocast.graph import Node, TopologyGraph
-from topocast.placement import place_nodes, record_label
+from topocast.model.graph import Node, TopologyGraph
+from topocast.model.placement import place_nodes, record_label
 from topocast.providers.base import DiscoveryResult, FullScanOnly, ProviderInputs
 from topocast.providers.cloud_ids import switch_id
 from topocast.providers.options import provider_options

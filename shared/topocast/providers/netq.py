@@ -41,16 +41,16 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from topocast.errors import ProviderError, UnsafeNameError
-from topocast.graph import Node
-from topocast.hostlist import compact_str
-from topocast.names import check_domain_name, check_node_name, check_switch_name
-from topocast.placement import place_nodes, record_label
+from topocast.model.graph import Node
+from topocast.model.hostlist import compact_str
+from topocast.model.names import check_domain_name, check_node_name, check_switch_name
+from topocast.model.placement import place_nodes, record_label
 from topocast.providers.base import DiscoveryResult
 from topocast.providers.clos import collapse, summarize_choices
 from topocast.providers.domains import HostDomain, load_domains
 from topocast.providers.netq_http import NetqClient, NetqCredentials, Premise
 from topocast.providers.port_selection import PortSelection
-from topocast.validation import validate
+from topocast.safeio.validation import validate
 
 __all__ = [
     "NetqClient",

@@ -49,8 +49,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 from topocast.errors import ProviderError
-from topocast.limits import MAX_NETQ_RESPONSE_BYTES
-from topocast.validation import load_json
+from topocast.safeio.limits import MAX_NETQ_RESPONSE_BYTES
+from topocast.safeio.validation import load_json
 
 LOGIN = "/api/netq/auth/v1/login"
 SELECT = "/api/netq/auth/v1/select/opid/"

@@ -29,8 +29,8 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from topocast.errors import ProviderError, TopocastError
-from topocast.names import check_node_name
-from topocast.validation import check_json_depth, validate
+from topocast.model.names import check_node_name
+from topocast.safeio.validation import check_json_depth, validate
 
 __all__ = [
     "RECORD_KIND",
@@ -167,7 +167,7 @@ class HostDomains:
 
 def host_domains(uploads: Mapping[str, bytes]) -> HostDomains:
     """Records ``{uri: bytes}`` (newest first) as one domain per host; disagreements are set aside."""
-    from topocast.placement import record_label
+    from topocast.model.placement import record_label
 
     out = HostDomains()
     seen: dict[str, tuple[str | None, str]] = {}  # host -> (domain, uri) of its first record

@@ -26,7 +26,7 @@ keeps the full OCIDs in its ``labels``.
 
 Degrade per node: a host without one of the three tiers keeps its node without topology, with the
 reason (what is missing, the host's OCID) in the graph's ``unplaced``; a name or ID that breaks a
-graph rule is set aside by :func:`topocast.placement.place_nodes`. Instances the compartment lists
+graph rule is set aside by :func:`topocast.model.placement.place_nodes`. Instances the compartment lists
 with no compute host (CPU login nodes, VMs) are kept without topology and counted in a warning.
 """
 
@@ -41,8 +41,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from topocast.errors import ProviderError
-from topocast.graph import Node, TopologyGraph
-from topocast.placement import place_nodes, record_label
+from topocast.model.graph import Node, TopologyGraph
+from topocast.model.placement import place_nodes, record_label
 from topocast.providers.base import DiscoveryResult, FullScanOnly, ProviderInputs
 from topocast.providers.cloud_ids import switch_id
 from topocast.providers.options import provider_options

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from topocast.errors import ProviderError
-from topocast.graph import TopologyGraph
+from topocast.model.graph import TopologyGraph
 from topocast.providers.base import DiscoveryResult, FullScanOnly, ProviderInputs
 from topocast.providers.domains import HostDomain, parse_domains
 from topocast.providers.port_selection import PortSelection

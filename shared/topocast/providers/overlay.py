@@ -22,12 +22,12 @@ Precedence (one rule per field, the same on every node):
 
 * **Fabric tiers: the base wins.** The overlay's path is used only for a node the base places without
   one or does not know at all (and only when the overlay takes ``fabric``); it must fit the base's
-  tree or the node is set aside (:func:`topocast.placement.place_nodes`).
+  tree or the node is set aside (:func:`topocast.model.placement.place_nodes`).
 * **Accelerator domain: the overlay wins** where it has a usable value; elsewhere the base's value
   stays. The sub-domain travels with the domain it belongs to.
 * Nodes are matched by instance ID, then by name; a name both know under different IDs is not merged.
 
-Every disagreement is kept in the graph's per-node :attr:`~topocast.graph.TopologyGraph.notes`
+Every disagreement is kept in the graph's per-node :attr:`~topocast.model.graph.TopologyGraph.notes`
 (never in ``unplaced``: the node is placed, so the set-aside guard does not count it): an overlay
 domain spanning several base domains (a clique across two capacity blocks), a node only one source
 knows, a node whose overlay value was unsafe or missing (the base's is kept). Pure: the overlay's
@@ -41,10 +41,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from topocast.changes import InstanceChange
 from topocast.errors import ProviderError
-from topocast.graph import Node, TopologyGraph
-from topocast.placement import place_nodes
+from topocast.model.changes import InstanceChange
+from topocast.model.graph import Node, TopologyGraph
+from topocast.model.placement import place_nodes
 from topocast.providers.base import DiscoveryResult, Provider
 
 __all__ = ["OVERLAY_SOURCES", "OverlaidProvider", "OverlaySpec", "apply_overlay", "parse_overlay"]

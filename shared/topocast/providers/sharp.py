@@ -26,8 +26,8 @@ import re
 from dataclasses import dataclass, field
 
 from topocast.errors import ProviderError, TopocastError
-from topocast.hostlist import expand
-from topocast.names import check_switch_name
+from topocast.model.hostlist import expand
+from topocast.model.names import check_switch_name
 from topocast.providers.nvlink import normalize_guid
 
 __all__ = ["SharpTopology", "parse_sharp_topology"]

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from topocast.errors import TopocastError
-from topocast.graph import TopologyGraph
+from topocast.model.graph import TopologyGraph
 from topocast.pipeline.objects import ObjectStore
 from topocast.publish.base import Publisher, PublishResult
 

@@ -31,7 +31,7 @@ from typing import Any, Literal
 from urllib.parse import unquote, urlparse
 
 from topocast.errors import TopocastError
-from topocast.limits import MAX_PUBLISHED_BYTES
+from topocast.safeio.limits import MAX_PUBLISHED_BYTES
 
 SCHEMA = "topocast.envelope/v1"
 STANDARD_LIMIT = 4096

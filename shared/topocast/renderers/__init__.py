@@ -5,7 +5,7 @@ Each format is a module exposing ``FILENAME``, ``MEDIA_TYPE`` and
 
 :func:`render_many` renders several formats of one graph in one pass: the derived
 views (switch tree, domains, block layout) are built once and shared by every
-format (:func:`topocast.fabric.shared_views`), and the garbage collector is paused
+format (:func:`topocast.model.fabric.shared_views`), and the garbage collector is paused
 while the many small per-node containers are built.
 """
 
@@ -18,9 +18,9 @@ from contextlib import contextmanager
 from types import ModuleType
 
 from topocast.errors import RenderError
-from topocast.fabric import shared_views
-from topocast.gc_pause import paused_gc
-from topocast.graph import TopologyGraph
+from topocast.model.fabric import shared_views
+from topocast.model.gc_pause import paused_gc
+from topocast.model.graph import TopologyGraph
 from topocast.renderers.base import OBJECTS_WANTED, Artifact, RenderOptions
 
 #: format name -> module. The order is the order ``--format all`` renders in.

@@ -15,8 +15,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from topocast.errors import HostlistError
-from topocast.hostlist import EXPAND_LIMIT, count
-from topocast.names import check_topology_name
+from topocast.model.hostlist import EXPAND_LIMIT, count
+from topocast.model.names import check_topology_name
 
 DEFAULT_TIER_PREFIX = "fabric.topograph.run/tier-"
 DEFAULT_ACCELERATOR_KEY = "accelerator.topograph.run/domain"
@@ -50,7 +50,7 @@ def topology_name_problem(name: str) -> str | None:
     """Why ``name`` may not be a key of ``topologies``, as one line, or None.
 
     The rule is the one ``topocast pull`` and ``node-topology`` apply to the topology.yaml they read
-    (:func:`topocast.names.check_topology_name`): a name they refuse must never be rendered, and a
+    (:func:`topocast.model.names.check_topology_name`): a name they refuse must never be rendered, and a
     ``,`` or ``:`` in it would also split a Slinky spec (``x,y:s1:l1``) into parts that mean other things.
     """
     problem = check_topology_name(name)

@@ -33,7 +33,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from topocast.errors import RenderError, UnsafeNameError
-from topocast.names import MAX_SWITCH_NAME, check_name
+from topocast.model.names import MAX_SWITCH_NAME, check_name
 from topocast.renderers.base import BlockNameOptions
 
 #: Slurm's limits on ``BlockSizes`` (entries, and the value of each entry).

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from topocast.graph import TopologyGraph, dump_graph
+from topocast.model.graph import TopologyGraph, dump_graph
 from topocast.renderers.base import Artifact, RenderOptions
 
 FILENAME = "graph.json"

@@ -25,7 +25,7 @@ an air-gapped laptop). Built to stay readable at 10,000+ nodes:
   root switches) and the block renderer's own warnings;
 * **what changed** (``render --previous OLD``): added, moved and re-domained nodes are
   outlined and counted per group, groups that lost nodes marked, removed nodes listed
-  (:mod:`topocast.diff`).
+  (:mod:`topocast.model.diff`).
 
 Without JavaScript the page still shows the summary cards, the tier overview (SVG)
 and the nodes without topology.
@@ -40,12 +40,12 @@ from collections.abc import Iterable, Sequence
 from html import escape
 from importlib import resources
 
-from topocast.diff import GraphDiff, diff_graphs, format_text
 from topocast.errors import RenderError
-from topocast.fabric import FabricTree, build_domains, build_tree
-from topocast.graph import TopologyGraph
-from topocast.hostlist import compact_str
-from topocast.placement import set_aside_count
+from topocast.model.diff import GraphDiff, diff_graphs, format_text
+from topocast.model.fabric import FabricTree, build_domains, build_tree
+from topocast.model.graph import TopologyGraph
+from topocast.model.hostlist import compact_str
+from topocast.model.placement import set_aside_count
 from topocast.renderers.base import Artifact, RenderOptions
 from topocast.renderers.slurm_block import BlockLayout, cluster_layout
 

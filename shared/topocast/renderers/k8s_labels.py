@@ -28,10 +28,10 @@ from operator import attrgetter
 from typing import Any
 
 from topocast.errors import RenderError
-from topocast.fabric import NO_TOPOLOGY, node_columns
-from topocast.gc_pause import paused_gc
-from topocast.graph import TopologyGraph
-from topocast.hostlist import compact_str
+from topocast.model.fabric import NO_TOPOLOGY, node_columns
+from topocast.model.gc_pause import paused_gc
+from topocast.model.graph import TopologyGraph
+from topocast.model.hostlist import compact_str
 from topocast.renderers.base import OBJECTS_WANTED, Artifact, LabelScheme, RenderOptions
 from topocast.renderers.k8s_common import HOSTNAME_LABEL, check_label_key, label_value
 

@@ -16,8 +16,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from topocast.fabric import node_columns, shared
-from topocast.graph import TopologyGraph
+from topocast.model.fabric import node_columns, shared
+from topocast.model.graph import TopologyGraph
 
 
 @dataclass(frozen=True)

@@ -26,8 +26,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from topocast.errors import RenderError
-from topocast.fabric import NO_TOPOLOGY
-from topocast.graph import Node, TopologyGraph
+from topocast.model.fabric import NO_TOPOLOGY
+from topocast.model.graph import Node, TopologyGraph
 from topocast.renderers.base import RenderOptions
 from topocast.renderers.k8s_common import HOSTNAME_LABEL, MANAGED_BY, MANAGED_BY_LABEL, check_dns_subdomain
 from topocast.renderers.k8s_labels import LabelKeys, sample

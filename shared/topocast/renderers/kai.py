@@ -8,7 +8,7 @@ Same levels as the Kueue object (one computation, in
 
 from __future__ import annotations
 
-from topocast.graph import TopologyGraph
+from topocast.model.graph import TopologyGraph
 from topocast.renderers.base import Artifact, RenderOptions
 from topocast.renderers.k8s_common import dump_yaml
 from topocast.renderers.k8s_topology import topology_levels, topology_object

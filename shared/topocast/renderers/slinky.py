@@ -43,7 +43,7 @@ from typing import Any
 
 from topocast import renderers
 from topocast.errors import RenderError
-from topocast.graph import TopologyGraph
+from topocast.model.graph import TopologyGraph
 from topocast.renderers.base import Artifact, RenderOptions, SlinkyNaming
 from topocast.renderers.k8s_common import (
     MANAGED_BY,

@@ -25,9 +25,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from topocast.errors import NotApplicableError, RenderError
-from topocast.fabric import FabricTree, build_domains, build_tree, node_columns, shared
-from topocast.graph import TopologyGraph
-from topocast.hostlist import compact_str
+from topocast.model.fabric import FabricTree, build_domains, build_tree, node_columns, shared
+from topocast.model.graph import TopologyGraph
+from topocast.model.hostlist import compact_str
 from topocast.renderers.base import Artifact, BlockNameOptions, RenderOptions
 from topocast.renderers.blockplan import Block, Members, display_name, name_blocks, plan
 

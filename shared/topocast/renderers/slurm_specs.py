@@ -20,7 +20,7 @@ from __future__ import annotations
 from typing import Literal
 
 from topocast.errors import RenderError
-from topocast.graph import TopologyGraph
+from topocast.model.graph import TopologyGraph
 from topocast.renderers.base import RenderOptions
 from topocast.renderers.slurm_block import cluster_layout
 from topocast.renderers.slurm_tree import node_paths

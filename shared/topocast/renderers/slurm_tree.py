@@ -38,9 +38,9 @@ from itertools import repeat
 from operator import contains
 
 from topocast.errors import RenderError
-from topocast.fabric import NO_TOPOLOGY, FabricTree, build_tree, node_columns, shared
-from topocast.graph import TopologyGraph
-from topocast.hostlist import compact_str
+from topocast.model.fabric import NO_TOPOLOGY, FabricTree, build_tree, node_columns, shared
+from topocast.model.graph import TopologyGraph
+from topocast.model.hostlist import compact_str
 from topocast.renderers.base import Artifact, RenderOptions
 
 FILENAME = "topology-tree.conf"

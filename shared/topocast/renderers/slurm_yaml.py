@@ -36,9 +36,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from topocast.errors import HostlistError, RenderError
-from topocast.fabric import NO_TOPOLOGY, FabricTree, build_tree
-from topocast.graph import TopologyGraph
-from topocast.hostlist import compact_str, expand
+from topocast.model.fabric import NO_TOPOLOGY, FabricTree, build_tree
+from topocast.model.graph import TopologyGraph
+from topocast.model.hostlist import compact_str, expand
 from topocast.renderers.base import Artifact, RenderOptions, TopologySpec, topology_name_problem
 from topocast.renderers.slurm_block import cluster_layout, domain_order, layout
 from topocast.renderers.slurm_tree import check_reserved_names, empty_graph_error, split_mixed_switches

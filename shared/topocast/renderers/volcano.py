@@ -21,9 +21,9 @@ from __future__ import annotations
 from typing import Any
 
 from topocast.errors import RenderError
-from topocast.fabric import build_tree
-from topocast.gc_pause import paused_gc
-from topocast.graph import TopologyGraph
+from topocast.model.fabric import build_tree
+from topocast.model.gc_pause import paused_gc
+from topocast.model.graph import TopologyGraph
 from topocast.renderers.base import Artifact, RenderOptions
 from topocast.renderers.k8s_common import (
     MANAGED_BY,

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from topocast.errors import HostlistError, TopocastError
-from topocast.hostlist import expand, name_budget
+from topocast.model.hostlist import expand, name_budget
 
 _PAIR = re.compile(r'\s*([A-Za-z][A-Za-z0-9_]*)\s*=\s*("[^"]*"|[^\s"]*)')
 

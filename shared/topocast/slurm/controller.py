@@ -37,7 +37,7 @@ from pathlib import Path
 from types import TracebackType
 
 from topocast.errors import TopocastError
-from topocast.hostlist import compact
+from topocast.model.hostlist import compact
 from topocast.slurm.conffile import slurm_conf_nodes
 from topocast.slurm.scontrol import (
     BlockInfo,

@@ -22,7 +22,7 @@ topology.yaml is refused for a controller older than 25.05 (it would ignore it).
 
 Installs into one directory are serialised with ``flock`` on the directory. The
 destination must not be a symlink and its directory must be writable only by the
-user running the install (:mod:`topocast.safe_files`): the agent runs as root.
+user running the install (:mod:`topocast.safeio.files`): the agent runs as root.
 """
 
 from __future__ import annotations
@@ -38,8 +38,8 @@ from pathlib import Path
 from typing import Literal
 
 from topocast.errors import TopocastError
-from topocast.limits import MAX_PUBLISHED_BYTES
-from topocast.safe_files import UnsafePathError, check_destination, dir_lock, read_nofollow, write_file
+from topocast.safeio.files import UnsafePathError, check_destination, dir_lock, read_nofollow, write_file
+from topocast.safeio.limits import MAX_PUBLISHED_BYTES
 from topocast.slurm import scontrol as ctl
 from topocast.slurm.conffile import slurm_conf_nodes
 from topocast.slurm.controller import SlurmInstall
@@ -143,7 +143,7 @@ def install_topology(
         )
     if not dest.parent.is_dir():
         return result(False, "refused", f"directory {dest.parent} does not exist; nothing written", "write")
-    try:  # root writes here: no symlink at dest, a directory only we can write (topocast.safe_files)
+    try:  # root writes here: no symlink at dest, a directory only we can write (topocast.safeio.files)
         check_destination(dest)
     except UnsafePathError as exc:
         return result(False, "refused", str(exc), "write")
@@ -341,7 +341,7 @@ def _wait_ping(scontrol: ctl.Command, env: dict[str, str] | None, timeout: float
 
 
 def _atomic_write(path: Path, data: bytes, like: Path) -> None:
-    """Write ``data`` to ``path`` via a fsynced temp file + rename (:func:`topocast.safe_files.write_file`,
+    """Write ``data`` to ``path`` via a fsynced temp file + rename (:func:`topocast.safeio.files.write_file`,
     never through a link); mode/owner copied from ``like``."""
     try:
         st = like.lstat()

@@ -42,7 +42,7 @@ from pathlib import Path
 from typing import Protocol
 
 from topocast.errors import TopocastError
-from topocast.hostlist import compact_str, expand
+from topocast.model.hostlist import compact_str, expand
 from topocast.slurm import scontrol as sc
 from topocast.slurm.conffile import slurm_conf_nodes
 from topocast.slurm.controller import SlurmInstall

@@ -36,7 +36,7 @@ from typing import Any
 from urllib.parse import quote, urlparse
 
 from topocast.errors import TopocastError
-from topocast.hostlist import compact_str, expand
+from topocast.model.hostlist import compact_str, expand
 from topocast.slurm.live import LivePlan
 from topocast.slurm.rest_token import SlurmToken
 

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from topocast.errors import TopocastError
-from topocast.hostlist import expand
+from topocast.model.hostlist import expand
 
 #: a scontrol path, or a command prefix (``chroot ROOT /usr/bin/scontrol``)
 Command = str | Sequence[str]

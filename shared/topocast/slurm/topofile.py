@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from topocast.errors import HostlistError, UnsafeNameError
-from topocast.hostlist import compact_str, expand, name_budget
-from topocast.names import MAX_SWITCH_NAME, check_name
+from topocast.model.hostlist import compact_str, expand, name_budget
+from topocast.model.names import MAX_SWITCH_NAME, check_name
 from topocast.slurm.conffile import ConfLine, describe_char, parse_conf_text
 
 #: ends the warnings that matter only to Slurm before 25.05 (a newer controller's check drops them)

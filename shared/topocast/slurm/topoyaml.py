@@ -18,7 +18,7 @@ from typing import Literal
 
 import yaml
 
-from topocast.names import check_topology_name
+from topocast.model.names import check_topology_name
 from topocast.slurm.conffile import bad_characters, describe_char
 from topocast.slurm.topofile import Block, Switch, TopologyFile, check_structure, read_hostlist
 from topocast.slurm.topofile import block_sizes_problems as _sizes_problems

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from topocast.errors import TopocastError
-from topocast.hostlist import compact_str
+from topocast.model.hostlist import compact_str
 from topocast.slurm.conffile import slurm_conf_nodes
 from topocast.slurm.controller import SlurmController, SlurmControllerError, SlurmInstall
 from topocast.slurm.scontrol import Command, parse_show_blocks, parse_show_topology, show_topology_text

@@ -7,7 +7,7 @@
 # Interruption warnings are region-wide too; discover notes them (they change nothing).
 
 locals {
-  # The event patterns come from the event table (shared/topocast/event_table.py, aws_rule_patterns):
+  # The event patterns come from the event table (shared/topocast/app/event_table.py, aws_rule_patterns):
   # event-patterns.json is generated from it and tests/test_event_wiring.py keeps the two equal, so
   # every kind the parser acts on is delivered and nothing it would reject is.
   event_patterns = jsondecode(file("${path.module}/event-patterns.json"))

@@ -135,7 +135,7 @@ data "aws_iam_policy_document" "discover" {
   }
 
   # on-prem uploads: a bad upload is moved to quarantine/ (copy + delete), each host's last good one is
-  # kept in last-good/ and read back when its upload is bad (topocast.collect.read_good_uploads)
+  # kept in last-good/ and read back when its upload is bad (topocast.agents.collect.read_good_uploads)
   dynamic "statement" {
     for_each = local.upload_events ? [1] : []
     content {
@@ -205,7 +205,7 @@ data "aws_iam_policy_document" "discover" {
     }
   }
 
-  # ibnetdiscover / netq with domains_uri = ssm:///<name> (topocast.pull.fetch)
+  # ibnetdiscover / netq with domains_uri = ssm:///<name> (topocast.agents.pull.fetch)
   dynamic "statement" {
     for_each = local.domains_parameter_arn == null ? [] : [local.domains_parameter_arn]
     content {

@@ -52,7 +52,7 @@ locals {
   netq_credentials_parts   = split(":", coalesce(var.netq_credentials_arn, "arn:none:none:none"))
   netq_credentials_service = var.netq_credentials_arn == null ? null : local.netq_credentials_parts[2] # secretsmanager | ssm
   netq_credentials_region  = local.netq_credentials_parts[3]
-  # ssm:///name -> parameter /name (topocast.pull.fetch); s3://<bucket>/<key> -> that object of the bucket
+  # ssm:///name -> parameter /name (topocast.agents.pull.fetch); s3://<bucket>/<key> -> that object of the bucket
   domains_parameter = startswith(coalesce(var.domains_uri, "none"), "ssm:///") ? trimprefix(coalesce(var.domains_uri, "none"), "ssm://") : null
   domains_key       = startswith(coalesce(var.domains_uri, "none"), "s3://") ? replace(coalesce(var.domains_uri, "none"), "/^s3://[^/]+//", "") : null
 

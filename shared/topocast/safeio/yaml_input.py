@@ -17,7 +17,7 @@ from typing import Any
 import yaml
 
 from topocast.errors import TopocastError
-from topocast.limits import MAX_JSON_DEPTH, MAX_YAML_BYTES, MAX_YAML_NODES, check_size
+from topocast.safeio.limits import MAX_JSON_DEPTH, MAX_YAML_BYTES, MAX_YAML_NODES, check_size
 
 __all__ = ["load_yaml", "load_yaml_all"]
 

@@ -8,7 +8,7 @@ Runs ``nvidia-smi -q`` (each GPU's ``Fabric`` ClusterUUID / CliqueId) and ``ibst
 on this host, or reads ``--input`` / ``--ibstat`` files, and uploads one record
 (:mod:`topocast.providers.nvlink`) to ``<prefix>/<host>/nvlink.json``: the same layout, object
 metadata, "unchanged uploads nothing" rule and reader-side quarantine as ``collect ibnetdiscover``
-(:mod:`topocast.collect`). The record is checked as discovery will read it before it is uploaded; a
+(:mod:`topocast.agents.collect`). The record is checked as discovery will read it before it is uploaded; a
 host whose GPUs report two NVLink domains is uploaded anyway (discovery sets that host aside with the
 reason) and warned about here. A host without ``ibstat`` uploads its record without GUIDs.
 """
@@ -21,7 +21,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from topocast.collect import (
+from topocast.agents.collect import (
     CollectError,
     CollectResult,
     _objects,
@@ -30,9 +30,9 @@ from topocast.collect import (
     short_hostname,
     upload_if_changed,
 )
-from topocast.collect import split_uri as _split_uri
+from topocast.agents.collect import split_uri as _split_uri
 from topocast.errors import ProviderError
-from topocast.names import check_node_name
+from topocast.model.names import check_node_name
 from topocast.providers.nvlink import RECORD_NAME, build_record, check_record
 
 __all__ = ["collect_nvlink"]

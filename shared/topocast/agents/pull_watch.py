@@ -1,7 +1,7 @@
 """``topocast pull --watch``: install a new topology seconds after it is published, not at the next timer.
 
 The agent blocks on the publisher's change notification and runs the ordinary single pull
-(:func:`topocast.pull.pull` through the ``pull`` command) each time one arrives:
+(:func:`topocast.agents.pull.pull` through the ``pull`` command) each time one arrives:
 
 * AWS: Parameter Store emits a ``Parameter Store Change`` event for every write of the
   published parameter; an EventBridge rule (``source: aws.ssm``, the parameter names of the

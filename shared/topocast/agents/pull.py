@@ -24,7 +24,7 @@ moved (:func:`topocast.slurm.live.apply_topology`), by reconfigure otherwise,
 or (``allow_reconfigure=False``) not at all: the agent holds and fails loudly.
 The agent runs as root:
 the destination must not be a symlink and its directory must be writable only by
-the agent's user (:mod:`topocast.safe_files`); every fetch is size-capped; a file
+the agent's user (:mod:`topocast.safeio.files`); every fetch is size-capped; a file
 that drops more than 10% of the installed file's nodes is held (:func:`node_loss`).
 
 The state file remembers, per resolved destination, the source and generation installed there
@@ -32,7 +32,7 @@ The state file remembers, per resolved destination, the source and generation in
 generation check over (said on the report line), and a source that stays behind the installed
 generation for ``stale_after`` runs in a row turns ``skipped`` into ``stale``. The exit status and
 journal priority of each action are :data:`EXIT_CODES` and :data:`PRIORITIES`
-(``docs/slurm-pull.md``); :mod:`topocast.pull_cli` prints the report.
+(``docs/slurm-pull.md``); :mod:`topocast.cli.pull` prints the report.
 """
 
 from __future__ import annotations
@@ -47,10 +47,9 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlparse
 
 from topocast.errors import TopocastError
-from topocast.limits import MAX_PUBLISHED_BYTES, check_size, read_capped
 from topocast.pipeline.guard import DEFAULT_MAX_LOSS_FRACTION
 from topocast.publish import envelope
-from topocast.safe_files import (
+from topocast.safeio.files import (
     UnsafePathError,
     check_destination,
     check_path,
@@ -59,6 +58,7 @@ from topocast.safe_files import (
     read_nofollow,
     write_file,
 )
+from topocast.safeio.limits import MAX_PUBLISHED_BYTES, check_size, read_capped
 
 if TYPE_CHECKING:
     from topocast.slurm.live import NodeChanges

@@ -15,7 +15,7 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, ValidationError
 
 from topocast.errors import TopocastError
-from topocast.limits import MAX_JSON_DEPTH
+from topocast.safeio.limits import MAX_JSON_DEPTH
 
 M = TypeVar("M", bound=BaseModel)
 

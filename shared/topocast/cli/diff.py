@@ -14,9 +14,9 @@ from __future__ import annotations
 import json
 import sys
 
-from topocast.diff import diff_graphs, format_text
 from topocast.errors import InvalidGraphError
-from topocast.graph import TopologyGraph, graph_from_json, load_graph
+from topocast.model.diff import diff_graphs, format_text
+from topocast.model.graph import TopologyGraph, graph_from_json, load_graph
 
 __all__ = ["load_source", "run_diff"]
 
@@ -26,7 +26,7 @@ def load_source(source: str) -> TopologyGraph:
     if source == "-":
         return graph_from_json(sys.stdin.buffer.read(), "<stdin>")
     if "://" in source:
-        from topocast.pull import fetch  # the pull agent's verified fetch (cloud SDKs load only here)
+        from topocast.agents.pull import fetch  # the pull agent's verified fetch (cloud SDKs load only here)
 
         return graph_from_json(fetch(source).content, source)
     return load_graph(source)

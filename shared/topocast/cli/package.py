@@ -68,7 +68,7 @@ class Project:
 
 
 def load_project(root: Path | None = None) -> Project:
-    root = root or Path(__file__).resolve().parents[2]
+    root = root or Path(__file__).resolve().parents[3]
     pyproject = root / "pyproject.toml"
     if not pyproject.is_file():
         raise PackageError(f"{pyproject}: not found; run from a topocast checkout or pass project_root")

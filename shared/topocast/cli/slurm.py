@@ -48,8 +48,8 @@ def run_validate_slurm(
 
 
 def _node_by_instance(graph_source: str, instance_id: str) -> str:
-    from topocast.graph import graph_from_json
-    from topocast.pull import fetch
+    from topocast.agents.pull import fetch
+    from topocast.model.graph import graph_from_json
 
     graph = graph_from_json(fetch(graph_source).content, graph_source)
     for node in graph.nodes:
@@ -67,7 +67,7 @@ def run_node_topology(
     as_json: bool = False,
 ) -> int:
     """Print the ``Topology=`` value for one node from a published topology file (for ``slurmd --conf``)."""
-    from topocast.pull import fetch
+    from topocast.agents.pull import fetch
     from topocast.slurm.live import node_spec
 
     if instance_id is not None and hostname is not None:

@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from topocast.errors import TopocastError
-from topocast.hostlist import compact
+from topocast.model.hostlist import compact
 
 __all__ = ["graph_data", "model_data", "node_names", "synthetic_data"]
 

@@ -5,7 +5,7 @@ name, a path that contradicts every other node's, a name that is also a switch) 
 discovery; here it is set aside with its reason in :attr:`TopologyGraph.unplaced`, and the rest of the
 cluster is placed exactly as it would be without it.
 
-What happens to a node that breaks a rule (:mod:`topocast.graph_checks` lists the rules):
+What happens to a node that breaks a rule (:mod:`topocast.model.checks` lists the rules):
 
 * unsafe node name, name shared by several nodes, instance ID shared by several nodes, name that is also
   a switch: the node is **left out** (it cannot be named safely, or it is not known which claim is true);
@@ -28,9 +28,9 @@ from itertools import pairwise
 from pydantic import ValidationError
 
 from topocast.errors import TopocastError, UnsafeNameError
-from topocast.graph import Node, TopologyGraph
-from topocast.graph_checks import MAX_UNPLACED_KEY, MAX_UNPLACED_REASON
-from topocast.names import check_domain_name, check_node_name, check_switch_name
+from topocast.model.checks import MAX_UNPLACED_KEY, MAX_UNPLACED_REASON
+from topocast.model.graph import Node, TopologyGraph
+from topocast.model.names import check_domain_name, check_node_name, check_switch_name
 
 __all__ = [
     "carry_unplaced",

@@ -6,7 +6,7 @@ looking its kind up here; the Terraform modules deliver exactly the kinds listed
 carries :func:`markdown_table` verbatim (checked by a test). Change an action here, and the
 parsers, the wiring check and the docs follow.
 
-Actions (:data:`topocast.changes.EventAction`):
+Actions (:data:`topocast.model.changes.EventAction`):
 
 * ``upsert`` - re-read the instance (``follow``: re-read until it is running again or gone,
   bounded, for host maintenance and restarts, where one read can land between stop and start);
@@ -28,8 +28,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
 
-from topocast import changes
-from topocast.changes import EventAction
+from topocast.model import changes
+from topocast.model.changes import EventAction
 
 __all__ = [
     "AWS_RECHECK",
@@ -86,7 +86,7 @@ _SYSTEM: Route = "log-sink"
 _REREAD = "a new host may mean a new place in the fabric: re-read the VM"
 _MAINTENANCE = "re-read until the VM runs again (possibly on another sub-block) or is gone"
 _RECHECK = "discover's own delayed re-read of followed instances not steady yet (attempt N of TOPOCAST_FOLLOW_RECHECKS)"
-#: the kinds of the re-check bodies (``topocast.changes.Recheck``)
+#: the kinds of the re-check bodies (``topocast.model.changes.Recheck``)
 AWS_RECHECK = "topocast/Recheck"
 GCP_RECHECK = "dev.topocast.recheck.v1"
 
@@ -287,7 +287,10 @@ def outcome_of(
     event_id: str | None = None,
     detail: dict[str, str] | None = None,
 ) -> changes.EventOutcome:
-    """The outcome the table's ``row`` prescribes (``rejected`` raises :class:`~topocast.changes.UnsupportedEvent`)."""
+    """The outcome the table's ``row`` prescribes.
+
+    ``rejected`` raises :class:`~topocast.model.changes.UnsupportedEvent`.
+    """
     why = reason or row.reason
     if row.action in ("upsert", "remove"):
         if instance is None:

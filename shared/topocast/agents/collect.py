@@ -38,12 +38,12 @@ from typing import Any
 
 from topocast import __version__
 from topocast.errors import ProviderError, TopocastError
-from topocast.limits import MAX_UPLOAD_BYTES
-from topocast.names import check_node_name
+from topocast.model.names import check_node_name
 from topocast.pipeline.objects import UPLOAD_MEDIA_TYPE, UPLOAD_NAME, ObjectStore, UploadSet
 from topocast.pipeline.objects import read_good_uploads as objects_read_good_uploads
 from topocast.pipeline.objects import read_uploads as objects_read_uploads
 from topocast.providers.ibnetdiscover import Fabric, check_upload, parse
+from topocast.safeio.limits import MAX_UPLOAD_BYTES
 
 #: metadata key holding the fabric digest that decides "changed or not"
 SHA_KEY = "sha256"

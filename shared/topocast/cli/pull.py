@@ -6,8 +6,8 @@ terminal, every line starts with one: ``<3>`` err (refused, rolled back, failed,
 saved), ``<4>`` warning (held, skipped), ``<5>`` notice (installed), ``<6>`` info (progress),
 ``<7>`` debug (unchanged: printed only with ``--verbose``, so the 60 s timer is quiet). Installed,
 unchanged and skipped go to stdout, the rest to stderr. ``--json`` prints one JSON object per run on
-stdout instead (:meth:`topocast.pull.PullOutcome.as_dict`), progress still on stderr. The exit
-status is :data:`topocast.pull.EXIT_CODES`; a source that cannot be read is 2 (one line, ``<3>``).
+stdout instead (:meth:`topocast.agents.pull.PullOutcome.as_dict`), progress still on stderr. The exit
+status is :data:`topocast.agents.pull.EXIT_CODES`; a source that cannot be read is 2 (one line, ``<3>``).
 
 A step that takes more than :data:`PROGRESS_AFTER` seconds (a 20,000-node validation, a
 controller that does not answer) gets an info line saying what the agent waits for, repeated
@@ -23,8 +23,8 @@ import time
 from pathlib import Path
 from typing import Any, TextIO
 
+from topocast.agents.pull import PullError, PullOutcome, bounded, pull
 from topocast.errors import TopocastError
-from topocast.pull import PullError, PullOutcome, bounded, pull
 
 __all__ = ["PROGRESS_AFTER", "PROGRESS_EVERY", "Journal", "run_pull"]
 
@@ -96,9 +96,9 @@ def run_pull(a: Any) -> int:
     ``slurm_conf``, ``state_file``, ``live``, ``forbid_reconfigure``, ``live_max_share``, ``slurm_root``,
     ``pointer_bucket``, ``pointer_prefix``, ``allow_node_loss``, ``stale_after``, ``as_json``, ``verbose``).
     """
+    from topocast.cli.slurm import find_slurm
     from topocast.slurm.install import steps_to
     from topocast.slurm.rest import updater_from_cli
-    from topocast.slurm_cli import find_slurm
 
     if a.stale_after < 1:
         raise TopocastError(f"--stale-after must be at least 1, got {a.stale_after}")

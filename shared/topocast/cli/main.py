@@ -328,7 +328,7 @@ def _formats_epilog() -> str:
 )
 def render(a: Namespace) -> None:
     """Render a graph or a Topograph model to scheduler configs."""
-    from topocast.render_cli import run_render
+    from topocast.cli.render import run_render
 
     sizes = _parse_sizes(a.block_sizes)
     fmts = a.fmt or ["slurm-tree"]
@@ -347,7 +347,7 @@ _SLURM_ROOT_HELP = "Use the Slurm in this chroot/prefix (e.g. /var/cache/topocas
 def validate_slurm(a: Namespace) -> int:
     """Check a Slurm topology file with a throwaway slurmctld of the installed version, plus what Slurm accepts but
     should never ship."""
-    from topocast.slurm_cli import run_validate_slurm
+    from topocast.cli.slurm import run_validate_slurm
 
     return run_validate_slurm(
         a.topology, a.slurm_conf, slurm_root=a.slurm_root, slurmctld=a.slurmctld, scontrol=a.scontrol
@@ -362,7 +362,7 @@ def validate_slurm(a: Namespace) -> int:
 @option("--json", dest="as_json", flag=True, help="Print node, topology, source and sha256 as JSON.")
 def node_topology(a: Namespace) -> None:
     """Print this node's Topology= value (for slurmd --conf "Topology=..." in cloud-node boot scripts)."""
-    from topocast.slurm_cli import run_node_topology
+    from topocast.cli.slurm import run_node_topology
 
     run_node_topology(a.source, hostname=a.hostname, instance_id=a.instance_id, graph_source=a.graph, as_json=a.as_json)
 
@@ -371,11 +371,11 @@ def node_topology(a: Namespace) -> None:
 @option("--out", type=Path, metavar="FILE", help="Write the JSON Schema to this file instead of stdout.")
 def schema(a: Namespace) -> None:
     """Print the JSON Schema of the topology graph."""
-    from topocast.graph import json_schema
+    from topocast.model.graph import json_schema
 
     text = json.dumps(json_schema(), indent=2) + "\n"
     if a.out:
-        from topocast.safe_files import write_out
+        from topocast.safeio.files import write_out
 
         write_out(a.out, text)
     else:
@@ -420,7 +420,7 @@ def schema(a: Namespace) -> None:
 @option("--out", type=Path, metavar="FILE", help="Write the graph JSON to this file instead of stdout.")
 def discover(a: Namespace) -> None:
     """One-shot discovery with your own credentials: prints the normalized graph JSON."""
-    from topocast.discover_cli import DiscoverArgs, run_discover
+    from topocast.cli.discover import DiscoverArgs, run_discover
 
     # never a silent guess: the wrong cloud's error would be the first thing seen
     if a.provider is None and not a.list_options:
@@ -450,7 +450,7 @@ def discover(a: Namespace) -> None:
 @option("--json", dest="as_json", flag=True, help="Print the full report as JSON.")
 def publish(a: Namespace) -> int:
     """Publish a graph (or a deployment's latest generation) to Kubernetes with your kubeconfig."""
-    from topocast.publish_cli import PublishArgs, run_publish
+    from topocast.cli.publish import PublishArgs, run_publish
 
     return run_publish(
         PublishArgs(
@@ -482,7 +482,7 @@ group("events", "What the functions do with cloud events (docs/events.md).")
 @option("--uploads", help="s3://bucket/<prefix>/<cluster>/uploads (S3 uploads).")
 def events_explain(a: Namespace) -> int:
     """One JSON line per event: cloud, kind, action, instances, reason. Exit 2 if it would be dead-lettered."""
-    from topocast.events_cli import explain
+    from topocast.cli.events import explain
 
     return explain(a.delivery, a.uploads)
 
@@ -501,7 +501,7 @@ group("collect", "Collect raw fabric data on a fabric-attached host and upload i
 @option("--ca-port", type=int, help="...and this port of it (ibnetdiscover -P).")
 def collect_ibnetdiscover(a: Namespace) -> None:
     """Run ibnetdiscover (or read --input), upload it with its fabric checksum; unchanged fabrics upload nothing."""
-    from topocast.collect import collect_ibnetdiscover as collect
+    from topocast.agents.collect import collect_ibnetdiscover as collect
 
     result = collect(
         a.input, a.upload, command=a.command, host=a.host, timeout=a.timeout, host_regex=a.host_regex,
@@ -520,7 +520,7 @@ def collect_ibnetdiscover(a: Namespace) -> None:
 @option("--timeout", type=float, default=120.0, help="Seconds each command may take.")
 def collect_nvlink(a: Namespace) -> None:
     """Upload this GPU host's NVLink domain (nvidia-smi -q) and IB port GUIDs (ibstat); unchanged uploads nothing."""
-    from topocast.collect_nvlink import collect_nvlink as collect
+    from topocast.agents.collect_nvlink import collect_nvlink as collect
 
     result = collect(
         a.input, a.upload, command=a.command, ibstat_file=a.ibstat, host=a.host, timeout=a.timeout,
@@ -567,10 +567,10 @@ def pull(a: Namespace) -> int:
 
     Exit status: 0 installed/unchanged/skipped, 1 failed, 2 usage or source error, 3 refused, 4 held,
     5 rolled back, 6 installed but state not saved, 7 source stale (docs/slurm-pull.md)."""
-    from topocast.pull_cli import run_pull
+    from topocast.cli.pull import run_pull
 
-    if a.watch:  # topocast.pull_watch: this command's single pull, run on each notification
-        from topocast.pull_watch import run_watch
+    if a.watch:  # topocast.agents.pull_watch: this command's single pull, run on each notification
+        from topocast.agents.pull_watch import run_watch
 
         once = Namespace(**{**vars(a), "watch": False})
         return run_watch(a.queue_url, a.subscription, a.fallback_seconds, lambda: run_pull(once))
@@ -660,7 +660,7 @@ def demo(a: Namespace) -> int:
 def synth(a: Namespace) -> None:
     """Write a synthetic fat-tree cluster as a graph JSON (render --graph, diff, publish) or a Topograph model
     YAML (render --model): test data at any size."""
-    from topocast.synth_cli import run_synth
+    from topocast.cli.synth import run_synth
 
     shape = {"levels": a.tiers, "nodes_per_leaf": a.nodes_per_leaf, "fanout": a.fanout}
     shape |= {"domain_size": a.domain_size, "name_pattern": a.name_pattern, "missing_fraction": a.missing}
@@ -675,7 +675,7 @@ def synth(a: Namespace) -> None:
 @option("--platform", default="x86_64", help="Lambda architecture x86_64 or arm64, or a pip platform tag.")
 def package(a: Namespace) -> None:
     """Build one deployable archive per function: dist/aws/<stage>.zip (Lambda), dist/gcp/<stage>.zip (sources)."""
-    from topocast.package import build_packages
+    from topocast.cli.package import build_packages
 
     for name, path in build_packages(a.out, a.cloud, a.python_version, a.platform).items():
         print(f"{name}: {path} ({path.stat().st_size / 1e6:.1f} MB)")
@@ -687,7 +687,7 @@ def package(a: Namespace) -> None:
 @option("--json", dest="as_json", flag=True, help="Print the differences as JSON.")
 def diff(a: Namespace) -> int:
     """Show nodes added, removed, moved (old -> new switches) and domains changed; exit 1 if they differ."""
-    from topocast.diff_cli import run_diff
+    from topocast.cli.diff import run_diff
 
     return run_diff(a.old, a.new, a.as_json)
 

@@ -46,9 +46,9 @@ from urllib.parse import urlparse
 import yaml
 
 from topocast.errors import TopocastError
-from topocast.graph import TopologyGraph, load_graph
+from topocast.model.graph import TopologyGraph, load_graph
 from topocast.renderers.base import RenderOptions
-from topocast.validation import validate
+from topocast.safeio.validation import validate
 
 K8S_FORMATS = ("k8s-labels", "kueue", "kai", "volcano", "slinky")
 

@@ -27,8 +27,8 @@ def run_synth(n: int, shape: dict[str, Any], fmt: str | None, out: Path | None) 
     """Write the cluster to ``out`` (stdout when None); returns the one-line summary printed on stderr."""
     kind = _kind(fmt, out)
     if kind == "graph":
-        from topocast.graph import TopologyGraph, dump_graph
-        from topocast.synth import synthetic_data
+        from topocast.model.graph import TopologyGraph, dump_graph
+        from topocast.model.synth import synthetic_data
 
         # validated like any graph a provider makes, so a name pattern the schema refuses is caught here
         graph = TopologyGraph.model_validate(synthetic_data(n, **shape))
@@ -37,7 +37,7 @@ def run_synth(n: int, shape: dict[str, Any], fmt: str | None, out: Path | None) 
     else:
         import yaml
 
-        from topocast.synth import model_data
+        from topocast.model.synth import model_data
 
         model = model_data(n, **shape)
         dumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)  # libyaml when built with it: 10x faster
@@ -46,7 +46,7 @@ def run_synth(n: int, shape: dict[str, Any], fmt: str | None, out: Path | None) 
     if out is None:
         sys.stdout.write(text)
     else:  # root may run it: through a temp file and a rename, never through a planted link
-        from topocast.safe_files import write_out
+        from topocast.safeio.files import write_out
 
         write_out(out, text)
     return f"topocast: synth: {detail} ({kind}) -> {out or 'stdout'}"

@@ -2,7 +2,7 @@
 
 Rules (each rejection names the node or switch):
 
-* node, switch and domain names are safe (:mod:`topocast.names`);
+* node, switch and domain names are safe (:mod:`topocast.model.names`);
 * node names and instance IDs are unique; no name is both a node and a switch;
 * no switch appears twice in one node's path; a sub-domain needs a domain;
 * the paths form a tree: a switch sits at one height under one parent everywhere;
@@ -20,7 +20,8 @@ from __future__ import annotations
 from itertools import pairwise
 from typing import TYPE_CHECKING
 
-from topocast.names import (
+from topocast.model.fabric import node_columns
+from topocast.model.names import (
     MAX_DOMAIN_NAME,
     MAX_NODE_NAME,
     MAX_SWITCH_NAME,
@@ -31,7 +32,7 @@ from topocast.names import (
 )
 
 if TYPE_CHECKING:
-    from topocast.graph import TopologyGraph
+    from topocast.model.graph import TopologyGraph
 
 __all__ = ["MAX_UNPLACED_KEY", "MAX_UNPLACED_REASON", "check_graph", "looks_consistent"]
 
@@ -69,8 +70,6 @@ def looks_consistent(graph: TopologyGraph) -> bool:
     # loads the graph inside fabric.shared_views); everything after works on sets of distinct values.
     if not graph.nodes:
         return all_safe(list(graph.switch_names.values()), MAX_SWITCH_NAME, remember=True)
-    from topocast.fabric import node_columns  # imports the graph module's types: not at import time
-
     col = node_columns(graph)
     names, ids, fabrics, domains, subdomains = col.names, col.ids, col.fabrics, col.accelerators, col.subdomains
     name_set = set(names)

@@ -1,6 +1,6 @@
 """The fast way in for graph JSON: typed decoding at C speed, pydantic nodes built without revalidation.
 
-:class:`topocast.graph.TopologyGraph` stays the boundary model (the JSON Schema, the errors,
+:class:`topocast.model.graph.TopologyGraph` stays the boundary model (the JSON Schema, the errors,
 graphs built in code). Validating 100k nodes through it costs about 2x a ``json.loads`` of
 the same bytes, most of it pydantic-core creating one model instance per node. Here msgspec
 decodes the bytes straight into lean structs that mirror the models field for field, checking
@@ -10,7 +10,7 @@ those values by C-level calls, without a Python loop.
 
 It only ever *accepts*: anything it does not take (bad JSON, a wrong type, an unknown field,
 a lax value pydantic would coerce such as ``"yes"`` for a bool, a rule of
-:mod:`topocast.graph_checks` broken) makes :func:`decode_graph` return None, and the caller
+:mod:`topocast.model.checks` broken) makes :func:`decode_graph` return None, and the caller
 validates through pydantic as before, which words the error. So a graph it accepts is one
 pydantic accepts with the same values, and every error is pydantic's or the checks' own.
 """
@@ -24,17 +24,17 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import msgspec
 
-from topocast.graph_checks import looks_consistent
-from topocast.names import MAX_NODE_NAME, all_safe
+from topocast.model.checks import looks_consistent
+from topocast.model.names import MAX_NODE_NAME, all_safe
 
 if TYPE_CHECKING:
-    from topocast.graph import Node, TopologyGraph
+    from topocast.model.graph import Node, TopologyGraph
 
 __all__ = ["WireGraph", "WireNode", "decode_graph"]
 
 
 class WireNode(msgspec.Struct, forbid_unknown_fields=True, gc=False):
-    """:class:`topocast.graph.Node` field for field, same order and defaults (a test keeps them equal)."""
+    """:class:`topocast.model.graph.Node` field for field, same order and defaults (a test keeps them equal)."""
 
     name: str
     id: str | None = None
@@ -48,7 +48,7 @@ class WireNode(msgspec.Struct, forbid_unknown_fields=True, gc=False):
 
 
 class WireGraph(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
-    """:class:`topocast.graph.TopologyGraph`'s fields; UNSET marks those absent from the JSON."""
+    """:class:`topocast.model.graph.TopologyGraph`'s fields; UNSET marks those absent from the JSON."""
 
     schema_version: Literal[1] | msgspec.UnsetType = msgspec.UNSET
     cluster: str
@@ -71,7 +71,7 @@ def drain(calls: Iterable[object]) -> None:
 def decode_graph(text: str | bytes, graph_model: type[TopologyGraph], node_model: type[Node]) -> TopologyGraph | None:
     """The validated graph, or None when pydantic has to look at ``text`` (see the module doc).
 
-    The models are passed in by :mod:`topocast.graph` (which imports this module). Nodes get
+    The models are passed in by :mod:`topocast.model.graph` (which imports this module). Nodes get
     every field marked as set (``model_fields_set``), as if the JSON had spelled each one out
     the way the graph store writes it; nothing in topocast reads that set.
     """

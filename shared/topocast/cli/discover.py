@@ -15,12 +15,12 @@ from pathlib import Path
 from typing import Any
 
 from topocast.errors import ProviderError
-from topocast.graph import TopologyGraph, dump_graph
-from topocast.hostlist import expand
-from topocast.placement import notes_report, set_aside_report
+from topocast.model.graph import TopologyGraph, dump_graph
+from topocast.model.hostlist import expand
+from topocast.model.placement import notes_report, set_aside_report
 from topocast.providers import PROVIDERS, DiscoveryResult, ProviderInputs, build_provider
 from topocast.providers.options import describe_options, options_model, parse_option_pairs
-from topocast.safe_files import write_out
+from topocast.safeio.files import write_out
 
 
 @dataclass
@@ -185,7 +185,7 @@ def _nvlink_uploads(prefix_uri: str) -> Callable[[], dict[str, bytes]]:
     """``collect nvlink`` records in a bucket, through the functions' quarantine (bad ones moved aside)."""
 
     def read() -> dict[str, bytes]:
-        from topocast.collect import read_good_uploads
+        from topocast.agents.collect import read_good_uploads
         from topocast.providers.nvlink import RECORD_NAME, check_record
 
         got = read_good_uploads(prefix_uri, check_record, name=RECORD_NAME)

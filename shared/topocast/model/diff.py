@@ -21,8 +21,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from topocast.graph import Node, TopologyGraph
-from topocast.hostlist import compact_str
+from topocast.model.graph import Node, TopologyGraph
+from topocast.model.hostlist import compact_str
 
 __all__ = ["DomainChange", "GraphDiff", "Move", "diff_graphs", "format_text"]
 

@@ -31,10 +31,10 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from topocast import changes
 from topocast.errors import TopocastError
-from topocast.limits import MAX_JSON_DEPTH
-from topocast.validation import check_json_depth, load_json
+from topocast.model import changes
+from topocast.safeio.limits import MAX_JSON_DEPTH
+from topocast.safeio.validation import check_json_depth, load_json
 
 __all__ = ["explain", "explain_delivery"]
 

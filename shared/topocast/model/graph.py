@@ -3,7 +3,7 @@
 A graph is a flat list of nodes; each node carries its fabric path
 closest-first (``fabric[0]`` is the leaf switch) and its accelerator (NVLink /
 UltraServer) domain. The switch tree is *derived* from the paths (see
-:mod:`topocast.fabric`), which keeps the stored form simple to diff, merge
+:mod:`topocast.model.fabric`), which keeps the stored form simple to diff, merge
 incrementally and write from other tools::
 
     {"schema_version": 1, "cluster": "c1", "provider": "aws",
@@ -27,11 +27,11 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from topocast.errors import InvalidGraphError, TopocastError
-from topocast.gc_pause import paused_gc
-from topocast.graph_checks import check_graph
-from topocast.limits import MAX_GRAPH_BYTES, check_size, read_capped
-from topocast.names import check_node_name
-from topocast.validation import check_json_depth, validate
+from topocast.model.checks import check_graph
+from topocast.model.gc_pause import paused_gc
+from topocast.model.names import check_node_name
+from topocast.safeio.limits import MAX_GRAPH_BYTES, check_size, read_capped
+from topocast.safeio.validation import check_json_depth, validate
 
 SCHEMA_VERSION: Literal[1] = 1
 
@@ -171,14 +171,14 @@ def graph_from_data(data: Any, source: str = "graph") -> TopologyGraph:
 def graph_from_json(text: str | bytes, source: str = "graph") -> TopologyGraph:
     """Parse and validate graph JSON straight from the bytes, no Python dicts in between.
 
-    The size is capped first (:data:`~topocast.limits.MAX_GRAPH_BYTES`). A good graph takes
-    :func:`topocast.graph_decode.decode_graph` (msgspec, about 4x quicker); whatever that does not
+    The size is capped first (:data:`~topocast.safeio.limits.MAX_GRAPH_BYTES`). A good graph takes
+    :func:`topocast.model.decode.decode_graph` (msgspec, about 4x quicker); whatever that does not
     accept is validated by pydantic-core. Only a graph pydantic rejects takes the slower route
     through :func:`json.loads` and :func:`graph_from_data`, which words the error (not JSON, not an
     object, schema version).
     """
     check_size(len(text), MAX_GRAPH_BYTES, source, InvalidGraphError)
-    from topocast.graph_decode import decode_graph  # msgspec: only processes that load graph files
+    from topocast.model.decode import decode_graph  # msgspec: only processes that load graph files
 
     with paused_gc():
         fast = decode_graph(text, TopologyGraph, Node)

@@ -7,13 +7,13 @@ import sys
 from pathlib import Path
 
 from topocast.errors import InvalidGraphError, RenderError
-from topocast.fabric import shared_views
-from topocast.graph import TopologyGraph, graph_from_json, load_graph
-from topocast.limits import MAX_YAML_BYTES, read_capped
-from topocast.placement import notes_report, set_aside_report
+from topocast.model.fabric import shared_views
+from topocast.model.graph import TopologyGraph, graph_from_json, load_graph
+from topocast.model.placement import notes_report, set_aside_report
 from topocast.renderers import RENDERERS, Artifact, RenderOptions, render, render_many
-from topocast.safe_files import UnsafePathError, out_directory, write_file
-from topocast.validation import validate
+from topocast.safeio.files import UnsafePathError, out_directory, write_file
+from topocast.safeio.limits import MAX_YAML_BYTES, read_capped
+from topocast.safeio.validation import validate
 
 
 def load_options(path: Path | None) -> dict:
@@ -24,7 +24,7 @@ def load_options(path: Path | None) -> dict:
             text = read_capped(fh, MAX_YAML_BYTES, f"{path}: options", RenderError)
     except OSError as exc:
         raise RenderError(f"{path}: cannot read options ({exc.strerror})") from None
-    from topocast.safe_yaml import load_yaml  # only options files need YAML: keeps `render` startup lean
+    from topocast.safeio.yaml_input import load_yaml  # only options files need YAML: keeps `render` startup lean
 
     data = load_yaml(text, f"{path}: options", RenderError)  # YAML is a superset of JSON
     if not isinstance(data, dict):
@@ -173,5 +173,5 @@ def _render_to(
 def _write(path: Path, text: str, chunk: int = 1 << 20) -> str:
     """Write ``text`` as UTF-8 a megabyte at a time and return its sha256 (``Artifact.sha256``):
     a 27 MB labels file is never held twice (str and bytes), which a 100k-node render pays in page faults.
-    Through a temp file and a rename (:func:`topocast.safe_files.write_file`): a planted link is replaced."""
+    Through a temp file and a rename (:func:`topocast.safeio.files.write_file`): a planted link is replaced."""
     return write_file(path, (text[start : start + chunk].encode() for start in range(0, len(text), chunk)))

@@ -24,7 +24,7 @@ from operator import attrgetter, itemgetter
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 if TYPE_CHECKING:  # graph's own checks use the columns below
-    from topocast.graph import TopologyGraph
+    from topocast.model.graph import TopologyGraph
 
 T = TypeVar("T")
 

@@ -1,0 +1,1 @@
+"""The ``topocast`` command: one module per command group; ``main`` holds the parser."""

@@ -1,0 +1,5 @@
+"""``python -m topocast.cli``."""
+
+from topocast.cli.main import main
+
+main()

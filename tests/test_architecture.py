@@ -1,0 +1,184 @@
+"""The package's shape, read from its AST: layers that only import downward, no import circle, a small root.
+
+``docs/architecture.md`` draws the same layers; a new sub-package must be placed in ``LAYERS`` (the first
+test fails naming it), so the drawing and this list cannot drift apart silently.
+
+Imports are read everywhere in a module (module level and lazily inside functions), except under
+``if TYPE_CHECKING:``, which never runs. An import of a sibling module through its package
+(``from topocast.app import metrics``) counts as an import of that module, not of the package.
+Entry-point strings (``"topocast.aws.ssm_publish:SsmPublisher"``) count as imports: a registry that
+reaches a layer above it by ``importlib`` is still an upward arrow.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parent.parent / "shared" / "topocast"
+
+#: lowest first; a unit may import its own layer or any layer below, never one above
+LAYERS: list[list[str]] = [
+    ["errors"],
+    ["safeio"],  # size caps, validation errors, safe YAML and file writes
+    ["model"],  # the graph, names, host lists, fabric inference, placement, change vocabulary
+    ["renderers", "providers", "slurm"],  # scheduler formats, topology sources, Slurm's own tools
+    ["config", "pipeline", "app"],  # settings, stored layout, use cases
+    ["k8s", "publish"],  # the Kubernetes client and the publishers
+    ["aws", "gcp"],  # cloud adapters and composition roots
+    ["agents"],  # pull agent and collectors (head node / collector host)
+    ["cli"],  # the topocast command
+]
+RANK = {unit: i for i, layer in enumerate(LAYERS) for unit in layer}
+#: modules the package root may hold (a handful: the rest lives in a folder that names its layer)
+ROOT_MODULES = {"__init__", "errors", "config"}
+#: module-level import circles that are known and must shrink, never grow (unit pairs)
+KNOWN_UNIT_CYCLES: set[frozenset[str]] = {frozenset({"k8s", "publish"})}
+#: upward arrows that are known and must go (module, target)
+KNOWN_UPWARD = {("topocast.publish", "topocast.aws.ssm_publish"), ("topocast.publish", "topocast.gcp.gcs_publish")}
+
+ENTRY_POINT = re.compile(r"^(topocast(?:\.[a-z_0-9]+)+):[A-Za-z_]\w*$")
+
+
+def modules() -> dict[str, Path]:
+    out = {}
+    for path in PACKAGE.rglob("*.py"):
+        rel = path.relative_to(PACKAGE.parent).with_suffix("")
+        out[".".join(rel.parts).removesuffix(".__init__")] = path
+    return out
+
+
+MODULES = modules()
+
+
+def resolve(name: str) -> str | None:
+    while name and name not in MODULES:
+        name = name.rpartition(".")[0]
+    return name or None
+
+
+def imports(path: Path) -> Iterator[tuple[int, str]]:
+    """(line, module) for every topocast import the module can run, entry-point strings included."""
+    tree = ast.parse(path.read_text(), filename=str(path))
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            node.body = []
+    for node in ast.walk(tree):
+        names: list[str] = []
+        if isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            sub = [f"{node.module}.{a.name}" for a in node.names if f"{node.module}.{a.name}" in MODULES]
+            names = sub if len(sub) == len(node.names) else [node.module, *sub]
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and (m := ENTRY_POINT.match(node.value)):
+            names = [m.group(1)]
+        for name in names:
+            if name.startswith("topocast.") and (target := resolve(name)):
+                yield node.lineno if hasattr(node, "lineno") else 0, target
+
+
+def unit(module: str) -> str:
+    return module.split(".")[1] if "." in module else "topocast"
+
+
+def module_edges() -> dict[str, set[str]]:
+    edges: dict[str, set[str]] = {}
+    for name, path in MODULES.items():
+        edges[name] = {
+            t for _, t in imports(path) if t != name and not name.startswith(t + ".") and (name, t) not in KNOWN_UPWARD
+        }
+    return edges
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components with more than one member (iterative Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+    for root in graph:
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph[root])))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            v, children = work[-1]
+            for w in children:
+                if w not in graph:
+                    continue
+                if w not in index:
+                    index[w] = low[w] = len(index)
+                    stack.append(w)
+                    on_stack.add(w)
+                    work.append((w, iter(sorted(graph[w]))))
+                    break
+                if w in on_stack:
+                    low[v] = min(low[v], index[w])
+            else:
+                work.pop()
+                if work:
+                    low[work[-1][0]] = min(low[work[-1][0]], low[v])
+                if low[v] == index[v]:
+                    comp = []
+                    while True:
+                        w = stack.pop()
+                        on_stack.discard(w)
+                        comp.append(w)
+                        if w == v:
+                            break
+                    if len(comp) > 1:
+                        found.append(sorted(comp))
+    return found
+
+
+def test_every_unit_has_a_layer() -> None:
+    units = {unit(m) for m in MODULES if m != "topocast"}
+    assert units - RANK.keys() == set(), "place the new module or package in LAYERS (and docs/architecture.md)"
+    assert RANK.keys() - units == set(), "LAYERS names a unit that no longer exists"
+
+
+def test_the_package_root_holds_a_handful_of_modules() -> None:
+    root = {p.stem for p in PACKAGE.glob("*.py")}
+    assert root == ROOT_MODULES
+
+
+@pytest.mark.parametrize("name", sorted(m for m in MODULES if m != "topocast"))
+def test_no_import_runs_upward(name: str) -> None:
+    mine = RANK[unit(name)]
+    up = sorted(
+        f"line {line}: {target} ({unit(target)} is above {unit(name)})"
+        for line, target in imports(MODULES[name])
+        if target != "topocast" and RANK[unit(target)] > mine and (name, target) not in KNOWN_UPWARD
+    )
+    assert up == [], f"{MODULES[name].relative_to(PACKAGE.parent)} imports upward: {'; '.join(up)}"
+
+
+def test_no_module_import_circle() -> None:
+    assert cycles(module_edges()) == []
+
+
+def test_no_package_import_circle_beyond_the_known_ones() -> None:
+    units: dict[str, set[str]] = {}
+    for src, targets in module_edges().items():
+        units.setdefault(unit(src), set()).update(unit(t) for t in targets if unit(t) != unit(src))
+    found = {frozenset(c) for c in cycles(units)}
+    assert found <= KNOWN_UNIT_CYCLES, f"new package circle(s): {[sorted(c) for c in found - KNOWN_UNIT_CYCLES]}"
+
+
+def test_the_scan_sees_lazy_imports_entry_points_and_skips_type_checking(tmp_path: Path) -> None:
+    src = tmp_path / "m.py"
+    src.write_text(
+        "from typing import TYPE_CHECKING\n"
+        "if TYPE_CHECKING:\n    from topocast.cli.main import main\n"
+        "def f():\n    from topocast.aws.root import AwsRuntime\n"
+        "TABLE = {'ssm': 'topocast.aws.ssm_publish:SsmPublisher', 'doc': 'see topocast.gcp for more'}\n"
+    )
+    assert sorted(t for _, t in imports(src)) == ["topocast.aws.root", "topocast.aws.ssm_publish"]
+    assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
