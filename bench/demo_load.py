@@ -47,7 +47,7 @@ def run_case(nodes: int, events: int, hog: bool) -> dict[str, object]:
                 [
                     sys.executable,
                     "-m",
-                    "topocast.cli.main",
+                    "topocast.cli.commands",
                     "demo",
                     *("--nodes", str(nodes), "--events", str(events)),
                     "--out",

@@ -27,10 +27,8 @@ Renders and publishes per load are counted (goal: at most two each).
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import os
-import re
 import statistics
 import sys
 import tempfile
@@ -39,6 +37,8 @@ import time
 import urllib.request
 from pathlib import Path
 from typing import Any
+
+from topocast_sim.watch_agent import conf_node_names
 
 os.environ.setdefault("MOTO_EC2_LOAD_DEFAULT_AMIS", "false")
 REGION = "us-east-1"
@@ -51,12 +51,6 @@ def _env(endpoint: str) -> None:
         AWS_ACCESS_KEY_ID="testing", AWS_SECRET_ACCESS_KEY="testing", AWS_DEFAULT_REGION=REGION, AWS_REGION=REGION,
         AWS_ENDPOINT_URL=endpoint, AWS_EC2_METADATA_DISABLED="true", POWERTOOLS_METRICS_DISABLED="true",
     )  # fmt: skip
-
-
-def _names(conf: bytes) -> set[str]:
-    from topocast.model.hostlist import expand
-
-    return {n for expr in re.findall(rb"Nodes=(\S+)", conf) for n in expand(expr.decode())}
 
 
 def pct(values: list[float], q: float) -> float:
@@ -73,6 +67,7 @@ class Run:
         from topocast.agents.pull import pull
         from topocast.agents.pull_watch import SqsWaker, watch
         from topocast_sim.aws_pipeline import LocalAwsPipeline
+        from topocast_sim.watch_agent import aws_notification_queue
 
         self.pl = LocalAwsPipeline(
             CLUSTER, quiet=quiet, max_wait=max_wait, extra_settings={"debounce_leading_edge": leading_edge}
@@ -80,8 +75,9 @@ class Run:
         self.events = boto3.client("events", region_name=REGION)
         self.sqs = boto3.client("sqs", region_name=REGION)
         self.ssm = boto3.client("ssm", region_name=REGION)
-        self.queue = self._wire()
-        self._hook_parameter_events()
+        self.queue = aws_notification_queue(
+            self.pl.runtime.ssm, self.events, self.sqs, name=CLUSTER, ssm_path=f"/topocast/{CLUSTER}/slurm"
+        )
         etc = tmp / "etc"
         etc.mkdir(mode=0o755, exist_ok=True)
         self.dest, state = etc / "topology.conf", tmp / "pull-state.json"
@@ -92,41 +88,13 @@ class Run:
             out = pull(f"ssm://{PARAM}", self.dest, reconfigure=False, validate=False, slurm_conf=None,
                        state_file=state, ssm=self.ssm)  # fmt: skip
             if out.action == "installed":
-                self.installs.append((time.time(), _names(self.dest.read_bytes())))
+                self.installs.append((time.time(), conf_node_names(self.dest.read_bytes())))
             return 0
 
         self.agent = threading.Thread(
             target=watch, args=(lambda: _quiet_pull(pull_once), SqsWaker(self.queue, self.sqs)),
             kwargs={"fallback_seconds": 60.0, "stop": self.stop.is_set}, daemon=True,
         )  # fmt: skip
-
-    def _wire(self) -> str:
-        url = self.sqs.create_queue(QueueName=f"{CLUSTER}-pull-head0")["QueueUrl"]
-        arn = self.sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
-        pattern = {"source": ["aws.ssm"], "detail-type": ["Parameter Store Change"],
-                   "detail": {"name": [{"prefix": f"/topocast/{CLUSTER}/slurm/"}]}}  # fmt: skip
-        self.events.put_rule(Name=f"{CLUSTER}-pull-watch", EventPattern=json.dumps(pattern), State="ENABLED")
-        self.events.put_targets(Rule=f"{CLUSTER}-pull-watch", Targets=[{"Id": "head0", "Arn": arn}])
-        return url
-
-    def _hook_parameter_events(self) -> None:
-        """Play Parameter Store's part: a change event after each PutParameter of the publisher."""
-        names: list[str] = []
-
-        def before(params: dict[str, Any], **_: Any) -> None:
-            names.append(params["Name"])
-
-        def after(**_: Any) -> None:
-            name = names.pop()
-            detail = {"name": name, "type": "String", "operation": "Update"}
-            self.events.put_events(Entries=[{
-                "Source": "aws.ssm", "DetailType": "Parameter Store Change", "Detail": json.dumps(detail),
-                "Resources": [f"arn:aws:ssm:{REGION}:123456789012:parameter{name}"],
-            }])  # fmt: skip
-
-        ssm = self.pl.runtime.ssm
-        ssm.meta.events.register("before-parameter-build.ssm.PutParameter", before)
-        ssm.meta.events.register("after-call.ssm.PutParameter", after)
 
     def launch(self, n: int, prefix: str) -> list[tuple[str, str]]:
         """``n`` new instances: (instance id, node name)."""
@@ -174,7 +142,7 @@ class Run:
                 from topocast.agents.pull import fetch
 
                 now = time.time()
-                for name in _names(fetch(f"ssm://{PARAM}", ssm=self.ssm).content) & nodes:
+                for name in conf_node_names(fetch(f"ssm://{PARAM}", ssm=self.ssm).content) & nodes:
                     seen["published"].setdefault(name, now)
             for at, names in list(self.installs):
                 for name in names & nodes:

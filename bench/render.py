@@ -35,7 +35,7 @@ ALL_FORMATS = [
     "slurm-tree", "slurm-block", "slurm-yaml", "k8s-labels", "kueue", "kai", "volcano", "slinky", "graph", "html",
 ]  # fmt: skip
 BASELINE = "import json, sys\nwith open(sys.argv[1], 'rb') as f:\n    json.load(f)\n"
-TOPOCAST = [sys.executable, "-m", "topocast.cli.main"]
+TOPOCAST = [sys.executable, "-m", "topocast.cli"]
 
 
 def timed(argv: list[str]) -> tuple[float, float, float]:

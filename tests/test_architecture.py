@@ -176,7 +176,7 @@ def test_the_scan_sees_lazy_imports_entry_points_and_skips_type_checking(tmp_pat
     src = tmp_path / "m.py"
     src.write_text(
         "from typing import TYPE_CHECKING\n"
-        "if TYPE_CHECKING:\n    from topocast.cli.main import main\n"
+        "if TYPE_CHECKING:\n    from topocast.cli.commands import main\n"
         "def f():\n    from topocast.aws.root import AwsRuntime\n"
         "TABLE = {'ssm': 'topocast.aws.ssm_publish:SsmPublisher', 'doc': 'see topocast.gcp for more'}\n"
     )

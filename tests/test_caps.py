@@ -96,7 +96,7 @@ def test_a_graph_over_the_size_cap_is_refused(tmp_path: Path, monkeypatch: pytes
         topocast.model.graph.load_graph(path)
 
 
-CLI = [sys.executable, "-c", "from topocast.cli.main import main; main()"]
+CLI = [sys.executable, "-c", "from topocast.cli.commands import main; main()"]
 
 
 @pytest.mark.slow

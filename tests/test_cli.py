@@ -79,7 +79,7 @@ def test_bad_input_exits_non_zero_with_one_line(
 def test_discover_ibnetdiscover_pipes_into_render(conformance_dir: Path, tmp_path: Path) -> None:
     """`topocast discover ... | topocast render --graph -` with real processes."""
     example = conformance_dir / "inputs" / "ibnetdiscover" / "example.out"
-    exe = [sys.executable, "-m", "topocast.cli.main"]
+    exe = [sys.executable, "-m", "topocast.cli"]
     discover = subprocess.run(
         [*exe, "discover", "--provider", "ibnetdiscover", "--input", str(example), "--cluster", "dgx"],
         capture_output=True,
@@ -180,7 +180,7 @@ def test_unknown_command_is_one_line_exit_2() -> None:
 def test_importing_the_cli_loads_no_command_dependencies() -> None:
     """`topocast render` starts fast because the CLI module imports nothing a command needs."""
     mods = "('pydantic', 'yaml', 'typer', 'boto3')"
-    code = f"import sys, topocast.cli.main; print(sorted(m for m in {mods} if m in sys.modules))"
+    code = f"import sys, topocast.cli; print(sorted(m for m in {mods} if m in sys.modules))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
 

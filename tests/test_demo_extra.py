@@ -12,7 +12,7 @@ SCRIPT = """
 import sys
 sys.modules[{module!r}] = None  # what `import {module}` sees on an install without it
 sys.argv = ["topocast", "demo", "--cloud", {cloud!r}, "--nodes", "4"]
-from topocast.cli.main import main
+from topocast.cli.commands import main
 main()
 """
 

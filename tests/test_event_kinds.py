@@ -387,7 +387,7 @@ def test_explain_binary_mode_cloud_event_and_raw_pubsub_push() -> None:
 
 
 def test_explain_cli_exit_codes_and_stdin() -> None:
-    cmd = [sys.executable, "-m", "topocast.cli.main", "events", "explain", "-"]
+    cmd = [sys.executable, "-m", "topocast.cli", "events", "explain", "-"]
     ok = subprocess.run(cmd, input=json.dumps(LAUNCH_INTO_WARM_POOL), capture_output=True, text=True, timeout=60)
     assert ok.returncode == 0, ok.stderr
     assert json.loads(ok.stdout)["action"] == "ignored"
@@ -443,7 +443,7 @@ def test_a_failed_launch_says_why_it_is_ignored() -> None:
 
 
 def test_explain_cli_empty_list_prints_0_events_and_an_unknown_object_is_flagged() -> None:
-    cmd = [sys.executable, "-m", "topocast.cli.main", "events", "explain", "-"]
+    cmd = [sys.executable, "-m", "topocast.cli", "events", "explain", "-"]
     for empty in ("[]", '{"Records": []}'):
         out = subprocess.run(cmd, input=empty, capture_output=True, text=True, timeout=60)
         assert out.returncode == 0 and out.stdout == "" and "0 events" in out.stderr, (empty, out)
@@ -457,7 +457,7 @@ def test_explain_cli_empty_list_prints_0_events_and_an_unknown_object_is_flagged
 @pytest.mark.parametrize("ce_type", [["a", "b"], {"x": 1}, None])
 def test_explain_a_cloud_event_whose_type_is_no_string_is_one_rejected_line(ce_type: Any) -> None:
     event = {"specversion": "1.0", "type": ce_type, "id": "1", "source": "//x"}
-    cmd = [sys.executable, "-m", "topocast.cli.main", "events", "explain", "-"]
+    cmd = [sys.executable, "-m", "topocast.cli", "events", "explain", "-"]
     out = subprocess.run(cmd, input=json.dumps(event), capture_output=True, text=True, timeout=60)
     assert out.returncode == 2 and "Traceback" not in out.stderr, out.stderr
     (line,) = [json.loads(x) for x in out.stdout.splitlines()]

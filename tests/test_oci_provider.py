@@ -220,7 +220,7 @@ def test_imds_unreachable_is_one_line() -> None:
 
 
 def cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "topocast.cli.main", *args], capture_output=True, text=True, cwd=cwd)
+    return subprocess.run([sys.executable, "-m", "topocast.cli", *args], capture_output=True, text=True, cwd=cwd)
 
 
 @pytest.mark.slow  # a subprocess that imports the SDK: several seconds

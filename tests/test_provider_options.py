@@ -51,7 +51,7 @@ def test_the_functions_settings_carry_options_of_providers_the_table_does_not_li
 
 
 def cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "topocast.cli.main", *args], capture_output=True, text=True)
+    return subprocess.run([sys.executable, "-m", "topocast.cli", *args], capture_output=True, text=True)
 
 
 def test_list_options_prints_each_providers_options_from_its_model() -> None:

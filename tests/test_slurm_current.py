@@ -30,7 +30,7 @@ from topocast.slurm.validate import validate_topology_text
 
 pytestmark = pytest.mark.slurm_current
 
-TOPOCAST = [sys.executable, "-m", "topocast.cli.main"]
+TOPOCAST = [sys.executable, "-m", "topocast.cli"]
 
 NODES = [f"n{i}" for i in range(1, 13)]
 TREE = (

@@ -147,7 +147,7 @@ def test_render_cli_topograph_compat_flag(tmp_path: Path) -> None:
     nodes = [Node(name=f"a{i}", accelerator="d1") for i in range(4)] + [Node(name="b0", accelerator="d2")]
     path = tmp_path / "g.json"
     path.write_text(TopologyGraph(cluster="c", provider="model", nodes=nodes).model_dump_json())
-    exe = [sys.executable, "-m", "topocast.cli.main", "render", "--graph", str(path), "-f", "slurm-block"]
+    exe = [sys.executable, "-m", "topocast.cli", "render", "--graph", str(path), "-f", "slurm-block"]
     plain = subprocess.run(exe, capture_output=True, text=True, check=True).stdout
     compat = subprocess.run([*exe, "--topograph-compat"], capture_output=True, text=True, check=True).stdout
     assert block_sizes_line(plain) == "BlockSizes=4,8" and block_sizes_line(compat) == "BlockSizes=1,2"
@@ -266,7 +266,7 @@ def test_a_topology_yaml_on_22_05_is_one_message_and_is_not_installed(tmp_path: 
     path = tmp_path / "topology.yaml"
     path.write_text(yml)
     cp = subprocess.run(
-        [sys.executable, "-m", "topocast.cli.main", "validate-slurm", "--topology", str(path)],
+        [sys.executable, "-m", "topocast.cli", "validate-slurm", "--topology", str(path)],
         capture_output=True,
         text=True,
         check=False,

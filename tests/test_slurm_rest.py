@@ -29,7 +29,7 @@ from topocast.slurm.rest import SUPPORTED, RestUpdater, connect
 
 pytestmark = pytest.mark.slurm_current
 
-TOPOCAST = [sys.executable, "-m", "topocast.cli.main"]
+TOPOCAST = [sys.executable, "-m", "topocast.cli"]
 NODES = [f"n{i}" for i in range(1, 13)]
 TREE = (
     "SwitchName=root Switches=spine[1-2]\n"

@@ -46,7 +46,7 @@ def node_topology(published: Path, node: str) -> str:
         [
             sys.executable,
             "-m",
-            "topocast.cli.main",
+            "topocast.cli.commands",
             "node-topology",
             "--source",
             f"file://{published}",

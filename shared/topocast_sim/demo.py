@@ -17,6 +17,7 @@ import os
 import shutil
 import sys
 import time
+from collections.abc import Callable
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -163,8 +164,15 @@ def run_demo(
     quiet: float = 2.0,
     max_wait: float = 20.0,
     progress: bool | None = None,
+    watch: bool = False,
+    leading_edge: bool = False,
 ) -> dict[str, Any]:
-    """Run the pipeline and write ``out``; returns the report (also written to ``report``)."""
+    """Run the pipeline and write ``out``; returns the report (also written to ``report``).
+
+    ``watch``: the head node's agent runs ``pull --watch`` while the pipeline works, woken by the
+    published parameter's change event (:mod:`topocast_sim.watch_agent`), instead of one pull after
+    the pipeline settled. ``leading_edge``: ``TOPOCAST_DEBOUNCE_LEADING_EDGE`` on.
+    """
     from moto.server import ThreadedMotoServer
 
     from topocast.agents.pull import pull
@@ -178,13 +186,40 @@ def run_demo(
     ec2_sim.install()
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
     saved: dict[str, str | None] = {}
+    agent: Any = None
     with quiet_logs("botocore"), Progress(show) as prog:
         server.start()
         try:
             host, port = server.get_host_and_port()
             saved = _local_aws_env(f"http://{host}:{port}")
             prog.step(f"simulated AWS account on http://{host}:{port}")
-            pipeline = LocalAwsPipeline(CLUSTER, quiet=quiet, max_wait=max_wait)
+            pipeline = LocalAwsPipeline(
+                CLUSTER, quiet=quiet, max_wait=max_wait, extra_settings={"debounce_leading_edge": leading_edge}
+            )
+            source = f"ssm:///topocast/{CLUSTER}/slurm/topology-tree.conf"
+            slurmctld = shutil.which("slurmctld") is not None
+            pointer: dict[str, Any] = {
+                "pointer_bucket": pipeline.bucket,
+                "pointer_prefix": f"{pipeline.runtime.settings.prefix}/{CLUSTER}/published",
+            }
+            if watch:
+                import boto3
+
+                from topocast.agents.pull_watch import SqsWaker
+                from topocast_sim.watch_agent import WatchingAgent, aws_notification_queue
+
+                sqs = boto3.client("sqs")
+                queue = aws_notification_queue(
+                    pipeline.runtime.ssm, boto3.client("events"), sqs, name=f"topocast-{CLUSTER}",
+                    ssm_path=f"/topocast/{CLUSTER}/slurm",
+                )  # fmt: skip
+                dest = out / "topology.conf"
+                agent = WatchingAgent(
+                    lambda: pull(source, dest, reconfigure=False, validate=slurmctld, slurm_conf=None, **pointer),
+                    dest,
+                    SqsWaker(queue, sqs),
+                ).start()
+                prog.step(f"head node: pull --watch on {queue.rsplit('/', 1)[-1]} (Parameter Store change events)")
             prog.step(f"launching {nodes} p5.48xlarge instances (3-level fabric, capacity blocks of 18)")
             ids = ec2_sim.generate_cluster(pipeline.ec2, nodes, cluster_tag=("topocast:cluster", CLUSTER))
             if cpu_nodes:  # login/CPU nodes: members of the cluster, but EC2 has no topology for them
@@ -219,18 +254,17 @@ def run_demo(
             idle = pipeline.run_until_idle(timeout=settle, on_tick=tick)
             if not idle or pipeline.runtime.counters.publishes == 0:
                 raise DemoNotSettled(not_settled(pipeline, time.monotonic() - settle_started, idle))
-            prog.step("pull agent: SSM -> verify -> validate -> install")
-            slurmctld = shutil.which("slurmctld") is not None
-            pulled = pull(
-                f"ssm:///topocast/{CLUSTER}/slurm/topology-tree.conf",
-                out / "topology.conf",
-                reconfigure=False,
-                validate=slurmctld,
-                slurm_conf=None,
-                pointer_bucket=pipeline.bucket,
-                pointer_prefix=f"{pipeline.runtime.settings.prefix}/{CLUSTER}/published",
-            )
-            reached["installed"] = time.time()
+            if agent is not None:
+                prog.step("pull agent (watch): woken by the publish -> verify -> validate -> install")
+                from topocast.agents.pull import fetch
+
+                pulled, watched = watched_install(agent, lambda: fetch(source, **pointer).content, reached)
+            else:
+                prog.step("pull agent: SSM -> verify -> validate -> install")
+                pulled = pull(source, out / "topology.conf", reconfigure=False, validate=slurmctld, slurm_conf=None,
+                              **pointer)  # fmt: skip
+                reached["installed"] = time.time()
+                watched = None
             stored = pipeline.runtime.graphs.latest()
             graph = stored.graph if stored else None
             copy_outputs(pipeline.runtime.artifacts, out, graph)
@@ -253,6 +287,8 @@ def run_demo(
                     "ok": pulled.ok,
                     "validated_by_slurmctld": slurmctld,
                     "sha256": pulled.sha256,
+                    "mode": "watch" if watched else "once",
+                    **({"watch": watched} if watched else {}),
                 },
                 "idle": idle,
                 "settle_seconds": round(time.monotonic() - settle_started, 2),
@@ -261,16 +297,42 @@ def run_demo(
                 "latency": event_latency(emitted, reached),
             }
         finally:
+            if agent is not None:
+                agent.stop(5)
             server.stop()
             _restore_env(saved)
     return write_report(result, out, report, started)
+
+
+def watched_install(
+    agent: Any, published: Callable[[], bytes], reached: dict[str, float], timeout: float = 60.0
+) -> tuple[Any, dict[str, Any]]:
+    """Wait for the watching agent to install the published file; note when (``reached["installed"]``).
+
+    Returns the agent's last pull and what the watch did (pulls, notifications, fallbacks).
+    """
+    from topocast_sim.watch_agent import conf_node_names
+
+    names = conf_node_names(published())
+    at = agent.wait_installed(names, timeout)
+    agent.stop()
+    if at is not None:
+        reached["installed"] = at
+    stats = agent.stats
+    watched = {"pulls": stats.pulls, "notified": stats.notified, "fallbacks": stats.fallbacks,
+               "installed_in_time": at is not None}  # fmt: skip
+    last = agent.last
+    if last is None or at is None:
+        why = "no pull ran" if last is None else f"the last pull: {last.action} ({last.detail})"
+        raise DemoNotSettled(f"pull --watch did not install the published file within {timeout:.0f} s; {why}")
+    return last, watched
 
 
 def event_latency(emitted: list[float], reached: dict[str, float]) -> dict[str, dict[str, float]]:
     """Seconds from each event's emission to each stage's moment (graph, published, installed): p50/p99/max.
 
     The graph is the first generation holding every instance; published, the first publish; installed,
-    the pull agent's install (the demo pulls once, after the pipeline settled: no watch agent here).
+    the pull agent's install (with ``--watch`` the watching agent's; else one pull after the pipeline settled).
     """
     out: dict[str, dict[str, float]] = {}
     for stage, at in reached.items():
@@ -279,6 +341,11 @@ def event_latency(emitted: list[float], reached: dict[str, float]) -> dict[str, 
             p50, p99 = (waits[min(len(waits) - 1, round(q * (len(waits) - 1)))] for q in (0.5, 0.99))
             out[stage] = {"p50": round(p50, 2), "p99": round(p99, 2), "max": round(waits[-1], 2)}
     return out
+
+
+def watch_note(pulled: dict[str, Any]) -> str:
+    w = pulled.get("watch")
+    return f" by pull --watch ({w['pulls']} pulls, {w['notified']} notified)" if w else ""
 
 
 def summary(result: dict[str, Any], out: Path) -> str:
@@ -290,7 +357,8 @@ def summary(result: dict[str, Any], out: Path) -> str:
         f"{calls} {api} calls -> {result['renders']} render(s) -> {result['publishes']} publish(es)\n"
         f"{result['nodes']} nodes ({result['nodes_without_topology']} without topology), "
         f"generation {result['generation']}, pull: {result['pull']['action']}"
-        f"{' (validated by slurmctld)' if result['pull']['validated_by_slurmctld'] else ''}, "
+        f"{' (validated by slurmctld)' if result['pull']['validated_by_slurmctld'] else ''}"
+        f"{watch_note(result['pull'])}, "
         f"{result['seconds']} s\n"
         f"wrote {out}/: {', '.join(result['outputs'])} ({result.get('cloud', 'aws')})"
         + "".join(

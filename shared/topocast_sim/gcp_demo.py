@@ -35,6 +35,12 @@ from topocast.safeio.files import out_directory
 CLUSTER = "demo"
 
 
+def requests_session() -> Any:
+    import requests
+
+    return requests.Session()
+
+
 def run_gcp_demo(
     nodes: int = 256,
     events: int | None = None,
@@ -46,15 +52,61 @@ def run_gcp_demo(
     max_wait: float = 20.0,
     window: float = 1.0,
     progress: bool | None = None,
+    watch: bool = False,
+    leading_edge: bool = False,
 ) -> dict[str, Any]:
     """Run the GCP pipeline and write ``out``; returns the report (also written to ``report``).
 
     ``events``: VMs added by the managed instance group after the first
     reconcile (default: half of ``nodes``); each one is two audit-log events.
+    ``watch``: the head node's agent runs ``pull --watch`` on its Pub/Sub subscription to the
+    bucket's finalize notifications (:mod:`topocast_sim.watch_agent`) during the burst, instead of
+    one pull after the pipeline settled. ``leading_edge``: ``TOPOCAST_DEBOUNCE_LEADING_EDGE`` on.
     """
+    import os
+
+    from topocast_sim.pubsub import FakePubSub
+
+    pubsub = FakePubSub().start() if watch else None
+    saved = os.environ.get("PUBSUB_EMULATOR_HOST")
+    if pubsub is not None:  # where Cloud Storage (the proxy, maybe in its own process) sends notifications
+        os.environ["PUBSUB_EMULATOR_HOST"] = pubsub.url.removeprefix("http://")
+    try:
+        return _run(nodes, events, out, report, quiet, without_topology, max_wait, window, progress, pubsub,
+                    leading_edge)  # fmt: skip
+    finally:
+        if pubsub is not None:
+            pubsub.stop()
+            if saved is None:
+                os.environ.pop("PUBSUB_EMULATOR_HOST", None)
+            else:
+                os.environ["PUBSUB_EMULATOR_HOST"] = saved
+
+
+def _run(
+    nodes: int,
+    events: int | None,
+    out: Path,
+    report: Path | None,
+    quiet: float,
+    without_topology: int,
+    max_wait: float,
+    window: float,
+    progress: bool | None,
+    pubsub: Any,
+    leading_edge: bool,
+) -> dict[str, Any]:
     from topocast.agents.pull import pull
     from topocast.gcp import handlers
-    from topocast_sim.demo import DemoNotSettled, Progress, copy_outputs, event_latency, quiet_logs, write_report
+    from topocast_sim.demo import (
+        DemoNotSettled,
+        Progress,
+        copy_outputs,
+        event_latency,
+        quiet_logs,
+        watched_install,
+        write_report,
+    )
     from topocast_sim.gce import DEFAULT_MACHINE_TYPE, generate_cluster
     from topocast_sim.gcp_pipeline import LocalGcpPipeline
 
@@ -72,8 +124,16 @@ def run_gcp_demo(
     with (
         quiet_logs("topocast.gcp", "gcp_storage_emulator", "google"),
         Progress(show) as prog,
-        LocalGcpPipeline(generated, name=CLUSTER, quiet=quiet, max_wait=max_wait, window=window, gcs_process=True) as p,
-    ):
+        LocalGcpPipeline(
+            generated, name=CLUSTER, quiet=quiet, max_wait=max_wait, window=window, gcs_process=True,
+            extra_env={"TOPOCAST_DEBOUNCE_LEADING_EDGE": "true"} if leading_edge else None,
+        ) as p,
+    ):  # fmt: skip
+        from topocast.gcp.clients import storage_client
+
+        source = f"gcs://{p.bucket}/topocast/{CLUSTER}/slurm/topology-tree.conf"
+        slurmctld = shutil.which("slurmctld") is not None
+        agent: Any = None
         prog.step(f"simulated GCP project: Compute on {p.compute.url}, Cloud Storage on {p.gcs.url}")
         prog.step(f"launching {nodes} {DEFAULT_MACHINE_TYPE} VMs (blocks and sub-blocks, {len(first)} at first)")
         idle = True
@@ -82,6 +142,22 @@ def run_gcp_demo(
             prog.step("Cloud Scheduler reconcile through Pub/Sub")
             p.reconcile()
             idle = p.run_until_idle(timeout=max(60.0, 4 * max_wait))
+        if pubsub is not None:
+            from topocast.agents.pull_watch import PubSubWaker
+            from topocast_sim.watch_agent import WatchingAgent, gcs_notification_subscription
+
+            gcs = storage_client("local", p.gcs.url)
+            subscription = gcs_notification_subscription(
+                pubsub.url, gcs, bucket=p.bucket, object_prefix=f"topocast/{CLUSTER}/slurm/",
+                project=generated.project, name=f"topocast-{CLUSTER}",
+            )  # fmt: skip
+            dest = out / "topology.conf"
+            agent = WatchingAgent(
+                lambda: pull(source, dest, reconfigure=False, validate=slurmctld, slurm_conf=None, gcs=gcs),
+                dest,
+                PubSubWaker(subscription, requests_session(), pubsub.url),
+            ).start()
+            prog.step(f"head node: pull --watch on {subscription.rsplit('/', 1)[-1]} (object finalize notifications)")
         p.compute.add(burst)
         audit = p.insert_events(burst, origin="mig")
         prog.step(f"launch burst: {len(audit)} audit-log events of {len(burst)} VMs through Eventarc")
@@ -115,20 +191,21 @@ def run_gcp_demo(
             done += f"render(s), {handlers.STATS.get('publishes', 0)} publish(es); tasks {dict(p.tasks.counts)}"
             state = "settled but published nothing" if idle else "did not settle"
             raise DemoNotSettled(f"the pipeline {state} within {settle_seconds:.0f} s ({done})")
-        prog.step("pull agent: Cloud Storage -> verify -> validate -> install")
         rt = p.runtime()
-        slurmctld = shutil.which("slurmctld") is not None
-        from topocast.gcp.clients import storage_client
+        watched = None
+        if agent is not None:
+            from topocast.agents.pull import fetch
 
-        pulled = pull(
-            f"gcs://{p.bucket}/topocast/{CLUSTER}/slurm/topology-tree.conf",
-            out / "topology.conf",
-            reconfigure=False,
-            validate=slurmctld,
-            slurm_conf=None,
-            gcs=storage_client("local", p.gcs.url),
-        )
-        reached["installed"] = time.time()
+            prog.step("pull agent (watch): woken by the publish -> verify -> validate -> install")
+            try:
+                pulled, watched = watched_install(agent, lambda: fetch(source, gcs=gcs).content, reached)
+            finally:
+                agent.stop(5)
+        else:
+            prog.step("pull agent: Cloud Storage -> verify -> validate -> install")
+            pulled = pull(source, out / "topology.conf", reconfigure=False, validate=slurmctld, slurm_conf=None,
+                          gcs=storage_client("local", p.gcs.url))  # fmt: skip
+            reached["installed"] = time.time()
         stored = rt.graphs.latest()
         graph = stored.graph if stored else None
         copy_outputs(rt.artifacts, out, graph)
@@ -153,6 +230,8 @@ def run_gcp_demo(
                 "ok": pulled.ok,
                 "validated_by_slurmctld": slurmctld,
                 "sha256": pulled.sha256,
+                "mode": "watch" if watched else "once",
+                **({"watch": watched} if watched else {}),
             },
             "idle": idle,
             "settle_seconds": settle_seconds,

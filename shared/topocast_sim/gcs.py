@@ -13,6 +13,16 @@ condition does not hold, or **304** for a read whose ``...NotMatch`` does not
 hold. Conditional and mutating requests are serialised through one lock, so the
 check and the write are atomic, as they are per object in GCS.
 
+The proxy also plays Cloud Storage's Pub/Sub notifications: it serves the bucket's
+``notificationConfigs`` (create, list, get, delete: what google-cloud-storage's
+``BucketNotification`` and Terraform's ``google_storage_notification`` call) and, after every
+upload that finalizes an object under a config's ``object_name_prefix``, publishes an
+``OBJECT_FINALIZE`` message (``JSON_API_V1`` payload: the object resource; the attributes Cloud
+Storage sets) to the config's topic on the Pub/Sub at ``PUBSUB_EMULATOR_HOST``
+(:class:`topocast_sim.pubsub.FakePubSub`). Only ``OBJECT_FINALIZE`` is emitted (no delete,
+archive or metadata-update events), and right after the upload's answer (Cloud Storage's
+delivery is asynchronous, usually within seconds).
+
 Covered: object metadata GET/PATCH/DELETE (``/storage/v1/b/B/o/NAME``),
 downloads (``/download/storage/v1/b/B/o/NAME``), simple, multipart and
 resumable-session uploads (``/upload/storage/v1/b/B/o``; the object name is
@@ -24,8 +34,11 @@ Everything else passes through unchanged.
 
 from __future__ import annotations
 
+import base64
 import json
+import os
 import threading
+from datetime import UTC, datetime
 from http.client import HTTPConnection
 from typing import Any
 from urllib.parse import parse_qs, quote, unquote, urlparse
@@ -99,6 +112,82 @@ class PreconditionProxy(LocalServer):
         self.lose_responses = 0
         self.lose_match = ""
         self.lost = 0
+        #: the buckets' notification configs (``notificationConfigs`` resources), by bucket
+        self.notifications: dict[str, list[dict[str, Any]]] = {}
+        self.notified = 0
+        self.undelivered = 0  # finalize events with no PUBSUB_EMULATOR_HOST or topic to go to
+
+    def notification_configs(self, method: str, bucket: str, rest: list[str], body: bytes) -> tuple[int, bytes]:
+        """``/storage/v1/b/B/notificationConfigs[/ID]``: create, list, get, delete."""
+        with self.lock:
+            configs = self.notifications.setdefault(bucket, [])
+            if method == "POST" and not rest:
+                try:
+                    config = json.loads(body or b"{}")
+                except ValueError:
+                    return 400, _error(400, "invalid", "Invalid JSON payload")
+                if not isinstance(config, dict) or not str(config.get("topic", "")).startswith("//pubsub."):
+                    return 400, _error(400, "invalid", "topic must be //pubsub.googleapis.com/projects/P/topics/T")
+                config = {**config, "id": str(len(configs) + 1), "kind": "storage#notification", "etag": "1"}
+                config.setdefault("payload_format", "JSON_API_V1")
+                config["selfLink"] = f"/storage/v1/b/{bucket}/notificationConfigs/{config['id']}"
+                configs.append(config)
+                return 200, json.dumps(config).encode()
+            if method == "GET" and not rest:
+                return 200, json.dumps({"kind": "storage#notifications", "items": configs}).encode()
+            found = [c for c in configs if rest and c["id"] == rest[0]]
+            if not found:
+                return 404, _error(404, "notFound", "Not Found")
+            if method == "DELETE":
+                configs.remove(found[0])
+                return 204, b""
+            return 200, json.dumps(found[0]).encode()
+
+    def finalized(self, data: bytes) -> None:
+        """An upload's answer: when it is an object resource, its OBJECT_FINALIZE notifications."""
+        try:
+            obj = json.loads(data)
+        except ValueError:
+            return
+        if not isinstance(obj, dict) or obj.get("kind") != "storage#object":
+            return
+        bucket, name = str(obj.get("bucket", "")), str(obj.get("name", ""))
+        with self.lock:
+            configs = [
+                c
+                for c in self.notifications.get(bucket, [])
+                if name.startswith(c.get("object_name_prefix", ""))
+                and "OBJECT_FINALIZE" in (c.get("event_types") or ["OBJECT_FINALIZE"])
+            ]
+        host = os.environ.get("PUBSUB_EMULATOR_HOST")
+        for c in configs:
+            attributes = {
+                **(c.get("custom_attributes") or {}),
+                "notificationConfig": f"projects/_/buckets/{bucket}/notificationConfigs/{c['id']}",
+                "eventType": "OBJECT_FINALIZE",
+                "payloadFormat": c.get("payload_format", "JSON_API_V1"),
+                "bucketId": bucket,
+                "objectId": name,
+                "objectGeneration": str(obj.get("generation", "")),
+                "eventTime": datetime.now(UTC).isoformat().replace("+00:00", "Z"),
+            }
+            payload = base64.b64encode(data if attributes["payloadFormat"] == "JSON_API_V1" else b"").decode()
+            topic = str(c["topic"]).split("pubsub.googleapis.com/", 1)[-1]
+            message = json.dumps({"messages": [{"data": payload, "attributes": attributes}]}).encode()
+            delivered = False
+            if host:
+                conn = HTTPConnection(host, timeout=10)  # "host:port", as the client libraries take it
+                try:
+                    headers = {"Content-Type": "application/json"}
+                    conn.request("POST", f"/v1/{topic}:publish", body=message, headers=headers)
+                    delivered = conn.getresponse().status == 200
+                except OSError:
+                    delivered = False
+                finally:
+                    conn.close()
+            with self.lock:
+                self.notified += delivered
+                self.undelivered += not delivered
 
     def _upstream(
         self, method: str, path: str, body: bytes | None, headers: dict[str, str]
@@ -158,6 +247,11 @@ class PreconditionProxy(LocalServer):
                 length = int(self.headers.get("Content-Length") or 0)
                 body = self.rfile.read(length) if length else b""
                 headers = {k: v for k, v in self.headers.items() if k.lower() not in _HOP and k.lower() != "host"}
+                parts = url.path.split("/")
+                if parts[:4] == ["", "storage", "v1", "b"] and len(parts) > 5 and parts[5] == "notificationConfigs":
+                    status, data = proxy.notification_configs(self.command, unquote(parts[4]), parts[6:], body)
+                    self._reply(status, [("Content-Type", "application/json")], data)
+                    return
                 if self.command == "POST" and url.path.startswith("/upload/"):
                     with proxy.lock:
                         fail = proxy.fail_uploads > 0
@@ -201,6 +295,8 @@ class PreconditionProxy(LocalServer):
                     self.close_connection = True  # no reply at all: the client sees the connection drop
                     return
                 self._reply(status, out_headers, data)
+                if self.command in ("POST", "PUT") and url.path.startswith("/upload/") and 200 <= status < 300:
+                    proxy.finalized(data)
 
             def _reply(self, status: int, headers: list[tuple[str, str]], data: bytes) -> None:
                 self.send_response(status)

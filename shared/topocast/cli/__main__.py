@@ -1,5 +1,5 @@
 """``python -m topocast.cli``."""
 
-from topocast.cli.main import main
+from topocast.cli.commands import main
 
 main()

@@ -626,6 +626,17 @@ def missing_demo_extra(cloud: str) -> str | None:
 @option("--out", type=Path, metavar="DIR", help="Output directory (default: out/demo or out/demo-gcp).")
 @option("--report", type=Path, help="JSON report path (default: OUT/report.json).")
 @option("--quiet", type=_seconds, default=2.0, help="Debounce quiet window in seconds (more than 0).")
+@option(
+    "--watch",
+    action="store_true",
+    help="The head node's agent runs pull --watch during the run, woken by the publish's change notification "
+    "(SSM change event -> SQS / object finalize -> Pub/Sub), instead of one pull after the pipeline settled.",
+)
+@option(
+    "--leading-edge",
+    action="store_true",
+    help="Render the first change after an idle period at once (TOPOCAST_DEBOUNCE_LEADING_EDGE).",
+)
 def demo(a: Namespace) -> int:
     """Run the whole pipeline locally on a simulated cloud account (no credentials needed)."""
     if a.cloud not in ("aws", "gcp"):
@@ -636,11 +647,13 @@ def demo(a: Namespace) -> int:
 
     target = a.out or Path("out/demo" if a.cloud == "aws" else "out/demo-gcp")
     if a.cloud == "aws":
-        result = run_demo(a.nodes, a.events, target, a.report, quiet=a.quiet)
+        result = run_demo(
+            a.nodes, a.events, target, a.report, quiet=a.quiet, watch=a.watch, leading_edge=a.leading_edge
+        )
     else:
         from topocast_sim.gcp_demo import run_gcp_demo
 
-        result = run_gcp_demo(a.nodes, a.events, target, a.report, a.quiet)
+        result = run_gcp_demo(a.nodes, a.events, target, a.report, a.quiet, watch=a.watch, leading_edge=a.leading_edge)
     print(summary(result, target))
     return 0 if result["pull"]["ok"] and result["idle"] else 1
 
