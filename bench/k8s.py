@@ -48,8 +48,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 from k8s_fake_apiserver import FakeKubeApiServer
 
 from topocast.k8s.client import ClientSettings, K8sConnection
-from topocast.k8s.publisher import KubernetesPublisher, KubernetesPublisherConfig
 from topocast.model.graph import TopologyGraph
+from topocast.publish.kubernetes import KubernetesPublisher, KubernetesPublisherConfig
 from topocast.renderers import render
 from topocast.renderers.base import Artifact
 from topocast_sim.synthetic import synthetic_graph

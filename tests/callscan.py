@@ -11,7 +11,9 @@ the scan follows a *name-based call graph* over the ``topocast`` package:
   method calling ``self.publish_one`` runs the subclass's override); a class
   reaches its ``__init__``/``__post_init__``;
 * a registry table (a module-level dict of ``"module:attr"`` strings) that reached code reads
-  reaches every entry it names (the configuration picks one at run time);
+  reaches every entry it names (the configuration picks one at run time), and the entries that
+  pooled modules add at module level (``register_publisher("ssm", "topocast.aws.ssm_publish:from_inputs")``
+  in a composition root adds to the tables of the module ``register_publisher`` comes from);
 * a module joins the pool when it is imported at module level by a pooled
   module, or by an ``import`` inside a reached function (the code base imports
   SDKs and heavy modules lazily, so this keeps stages apart).
@@ -93,6 +95,8 @@ class _Module:
     iam_actions: tuple[str, ...] = ()
     #: module-level registry tables (name -> the ``"module:attr"`` targets of its values)
     registries: dict[str, list[tuple[str, str]]] = field(default_factory=dict)
+    #: module-level registrations: (module of the registering function, its ``"module:attr"`` targets)
+    registrations: list[tuple[str, list[tuple[str, str]]]] = field(default_factory=list)
 
 
 @dataclass
@@ -159,6 +163,16 @@ class CallScanner:
                 isinstance(t, ast.Name) and t.id == "IAM_ACTIONS" for t in node.targets
             ):
                 mod.iam_actions = tuple(_string_values(node.value))
+            call = node.value if isinstance(node, ast.Expr) else None
+            if isinstance(call, ast.Call) and isinstance(call.func, ast.Name):  # register_x("name", "module:attr")
+                registered = [
+                    a.value.partition(":")[::2]
+                    for a in call.args
+                    if isinstance(a, ast.Constant) and isinstance(a.value, str) and _REGISTRY_ENTRY.match(a.value)
+                ]
+                owner = mod.imports.get(call.func.id)
+                if registered and owner is not None:
+                    mod.registrations.append((owner[0], registered))
             if isinstance(node, ast.Assign | ast.AnnAssign) and isinstance(node.value, ast.Dict):
                 targets = node.targets if isinstance(node, ast.Assign) else [node.target]
                 entries = [
@@ -167,7 +181,7 @@ class CallScanner:
                     if isinstance(v, ast.Constant) and isinstance(v.value, str) and _REGISTRY_ENTRY.match(v.value)
                 ]
                 for t in targets:
-                    if isinstance(t, ast.Name) and entries:
+                    if isinstance(t, ast.Name) and (entries or not node.value.keys):  # {}: filled by registrations
                         mod.registries[t.id] = entries
         self._modules[name] = mod
         return mod
@@ -249,6 +263,14 @@ class CallScanner:
         seen: set[int] = set()
         #: (module, class, method) of every ``self.method`` seen: subclasses loaded later get theirs too
         self_calls: set[tuple[str, str, str]] = set()
+        #: module -> entries pooled modules registered into its tables; modules whose tables reached code read
+        registered: dict[str, list[tuple[str, str]]] = {}
+        tables_read: set[str] = set()
+
+        def reach_entry(module: str, attr: str) -> None:
+            add_module(module)
+            if module in self._modules:
+                enqueue_defs(self._modules[module], attr)
 
         def add_module(name: str) -> None:
             todo = [name]
@@ -258,6 +280,10 @@ class CallScanner:
                     continue
                 pool.add(mod.name)
                 todo.extend(self._module_deps(mod))
+                for owner, entries in mod.registrations:
+                    registered.setdefault(owner, []).extend(entries)
+                    for module, attr in entries if owner in tables_read else []:
+                        reach_entry(module, attr)
                 for name in wanted & mod.defs.keys():
                     enqueue_defs(mod, name, methods_only=True)
                 for cls in mod.bases:
@@ -326,10 +352,12 @@ class CallScanner:
             A registry table (``PROVIDERS = {"aws": "topocast.providers.aws:provider", ...}``) that reached
             code looks names up in reaches every entry: the configuration picks one at run time.
             """
+            if name in mod.registries and mod.name not in tables_read:
+                tables_read.add(mod.name)
+                for module, attr in registered.get(mod.name, []):
+                    reach_entry(module, attr)
             for module, attr in mod.registries.get(name, []):
-                add_module(module)
-                if module in self._modules:
-                    enqueue_defs(self._modules[module], attr)
+                reach_entry(module, attr)
             if name not in local_imports and any(owner is None for owner, _ in mod.defs.get(name, [])):
                 enqueue_defs(mod, name, None, any_class=False)  # a module-level function or class
                 return

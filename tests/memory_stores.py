@@ -10,7 +10,7 @@ from topocast.errors import StaleGenerationError
 from topocast.model.graph import TopologyGraph
 from topocast.pipeline.artifacts import ArtifactNotFoundError, Manifest
 from topocast.pipeline.guard import HoldRecord
-from topocast.pipeline.publish_stage import PublishedRecord
+from topocast.pipeline.publish_state import PublishedRecord
 from topocast.pipeline.store import (
     GenerationNotFoundError,
     StoredGraph,
@@ -101,7 +101,7 @@ class MemoryArtifactStore:
 
 
 class MemoryPublishState:
-    """In-process :class:`~topocast.pipeline.publish_stage.PublishState`."""
+    """In-process :class:`~topocast.app.ports.PublishState`."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()

@@ -16,7 +16,7 @@ from topocast.app import metrics as m
 from topocast.app.metrics import EMF_NAMES, MetricCounts
 from topocast.app.ports import PublishPorts
 from topocast.app.publish import publish
-from topocast.pipeline.render_stage import render_generation
+from topocast.app.render import render_generation
 
 
 class NoOverride:

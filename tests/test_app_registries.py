@@ -13,10 +13,10 @@ from typing import ClassVar
 import pytest
 from pipeline_helpers import graph
 
+from topocast.app.ports import PublishResult
 from topocast.model.changes import InstanceChange
 from topocast.model.graph import TopologyGraph
 from topocast.pipeline.artifacts import Manifest
-from topocast.pipeline.publisher import PublishResult
 from topocast.providers import PROVIDERS, ProviderInputs, register_provider
 from topocast.providers.base import DiscoveryResult
 from topocast.publish import PUBLISHERS, PublisherInputs, register_publisher
@@ -79,6 +79,8 @@ def test_a_registered_provider_and_publisher_run_the_pipeline(
 
 
 def test_unknown_names_fail_with_the_known_ones() -> None:
+    import topocast.aws.root
+    import topocast.gcp.root  # noqa: F401  (the composition roots register ssm and gcs)
     from topocast.errors import ProviderError, TopocastError
     from topocast.providers import build_provider
     from topocast.publish import build_publishers
@@ -86,5 +88,22 @@ def test_unknown_names_fail_with_the_known_ones() -> None:
     known = "aws, azure, dra, gcp, ibnetdiscover, k8s-labels, nebius, netq, oci"
     with pytest.raises(ProviderError, match=rf"unknown provider 'nope'; known: {known}"):
         build_provider("nope", ProviderInputs("c1"))
-    with pytest.raises(TopocastError, match=r"unknown publisher 'nope'; known: ssm, gcs, kubernetes"):
+    with pytest.raises(TopocastError, match=r"unknown publisher 'nope'; known: gcs, kubernetes, slurmrestd, ssm$"):
         build_publishers(["nope"], PublisherInputs(None, lambda g: graph("c1", 1)))
+
+
+def test_a_cloud_publisher_is_known_only_where_its_cloud_registered_it() -> None:
+    """A Cloud Run process loads the GCP root only: ``TOPOCAST_PUBLISHERS=ssm`` there is one clear line."""
+    import subprocess
+    import sys
+
+    code = (
+        "import topocast.gcp.root\n"
+        "from topocast.publish import PublisherInputs, build_publishers\n"
+        "build_publishers(['ssm'], PublisherInputs(None, lambda g: None))\n"
+    )
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+    assert run.returncode == 1
+    assert run.stderr.strip().splitlines()[-1] == (
+        "topocast.errors.TopocastError: unknown publisher 'ssm'; known: gcs, kubernetes, slurmrestd"
+    )

@@ -341,7 +341,7 @@ def test_an_unchanged_reconcile_hands_a_never_published_manifest_to_publish() ->
     from topocast.model.changes import Reconcile
     from topocast.pipeline.artifacts import Manifest
     from topocast.pipeline.debounce import Decision
-    from topocast.pipeline.publish_stage import PublishedRecord
+    from topocast.pipeline.publish_state import PublishedRecord
 
     class Noting:
         def note_change(self, cluster: str, generation: int) -> Decision:

@@ -30,7 +30,7 @@ from topocast.gcp.gcs_store import GcsGraphStore
 from topocast.gcp.tasks import TaskQueue
 from topocast.pipeline.artifacts import Manifest, ManifestEntry
 from topocast.pipeline.guard import HoldRecord
-from topocast.pipeline.publish_stage import PublishedRecord
+from topocast.pipeline.publish_state import PublishedRecord
 from topocast.pipeline.store import commit
 
 

@@ -9,6 +9,8 @@ import pytest
 from memory_stores import MemoryArtifactStore, MemoryGraphStore, MemoryPublishState
 from pipeline_helpers import client, graph, make_bucket
 
+from topocast.app.publish import confirm_on_reconcile, publish_manifest
+from topocast.app.render import render_generation
 from topocast.aws.publish_state import S3PublishState, read_override
 from topocast.model.graph import TopologyGraph
 from topocast.pipeline.guard import (
@@ -20,12 +22,7 @@ from topocast.pipeline.guard import (
     override_allows,
     reconcile_confirms,
 )
-from topocast.pipeline.publish_stage import (
-    PublishedRecord,
-    confirm_on_reconcile,
-    publish_manifest,
-)
-from topocast.pipeline.render_stage import render_generation
+from topocast.pipeline.publish_state import PublishedRecord
 from topocast.publish.base import PublishResult
 
 NODES = {f"n{i:03d}" for i in range(100)}

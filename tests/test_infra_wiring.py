@@ -400,7 +400,7 @@ GCP_ROLE_FOR = {
 #: granted although the scan cannot see the call, with why
 GCP_UNDERIVABLE = {
     ("publish", "roles/container.clusterViewer"): "the Kubernetes publisher is built through the "
-    "topocast.publish.publisher_class registry, which a static scan cannot follow",
+    "topocast.publish registry, which a static scan cannot follow",
 }
 
 

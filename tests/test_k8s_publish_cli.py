@@ -124,10 +124,10 @@ def test_a_wrong_token_is_an_incomplete_publish_with_exit_1(fake: FakeKubeApiSer
 def test_publish_from_a_deployments_s3_store_uses_the_rendered_files(
     fake: FakeKubeApiServer, tmp_path: Path, aws_env: str
 ) -> None:
+    from topocast.app.render import render_generation
     from topocast.aws.clients import s3_client
     from topocast.aws.s3_artifacts import S3ArtifactStore
     from topocast.aws.s3_store import S3GraphStore
-    from topocast.pipeline.render_stage import render_generation
 
     s3 = s3_client()
     s3.create_bucket(Bucket="deploy")
@@ -170,9 +170,9 @@ def test_the_cronjob_binds_its_service_account_to_the_roles_rbac_yaml_defines() 
 def test_publish_from_a_deployments_gcs_store(
     fake: FakeKubeApiServer, tmp_path: Path, local_gcs: Any, gcs_objects: Any, gcs_bucket: str, monkeypatch: Any
 ) -> None:
+    from topocast.app.render import render_generation
     from topocast.gcp.gcs_artifacts import GcsArtifactStore
     from topocast.gcp.gcs_store import GcsGraphStore
-    from topocast.pipeline.render_stage import render_generation
 
     monkeypatch.setenv("STORAGE_EMULATOR_HOST", local_gcs.url)
     graphs, rendered = GcsGraphStore(gcs_objects, "tc", "c1"), GcsArtifactStore(gcs_objects, "tc", "c1")

@@ -26,8 +26,8 @@ from k8s_fake_apiserver import (
 )
 
 from topocast.k8s.client import ClientSettings, K8sConnection, build_client
-from topocast.k8s.publisher import KubernetesPublisher, KubernetesPublisherConfig
 from topocast.model.graph import Node, TopologyGraph
+from topocast.publish.kubernetes import KubernetesPublisher, KubernetesPublisherConfig
 from topocast.renderers import render
 from topocast.renderers.base import Artifact, RenderOptions
 from topocast.renderers.slinky import SPEC_ANNOTATION, node_annotations
@@ -616,7 +616,7 @@ def test_missing_configmap_namespace_is_an_error_naming_it(fake: FakeKubeApiServ
 def render_and_store(graph: TopologyGraph) -> tuple[Any, Any]:
     from memory_stores import MemoryArtifactStore, MemoryGraphStore
 
-    from topocast.pipeline.render_stage import render_generation
+    from topocast.app.render import render_generation
 
     graphs = MemoryGraphStore()
     graphs.write_if_changed(graph, expected_generation=None)
@@ -626,7 +626,7 @@ def render_and_store(graph: TopologyGraph) -> tuple[Any, Any]:
 def test_publish_stage_files_with_graph_source_match_by_instance_id(fake: FakeKubeApiServer) -> None:
     from memory_stores import MemoryPublishState
 
-    from topocast.pipeline.publish_stage import publish_manifest
+    from topocast.app.publish import publish_manifest
 
     graph = make_graph(12)
     for i, node in enumerate(graph.nodes):  # Kubernetes names differ from the graph's: only the ID links them

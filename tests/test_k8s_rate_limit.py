@@ -55,7 +55,7 @@ def test_an_unreachable_server_costs_one_requests_retries_not_every_requests() -
     import socket
 
     from topocast.k8s.client import ClientSettings, K8sConnection, build_client
-    from topocast.k8s.publisher import KubernetesPublisher, KubernetesPublisherConfig
+    from topocast.publish.kubernetes import KubernetesPublisher, KubernetesPublisherConfig
 
     with socket.socket() as s:  # a port nobody listens on
         s.bind(("127.0.0.1", 0))

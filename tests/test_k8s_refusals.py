@@ -23,11 +23,11 @@ from topocast.app import metrics as m
 from topocast.app.metrics import MetricCounts
 from topocast.app.ports import PublishPorts
 from topocast.app.publish import publish
+from topocast.app.render import render_generation
 from topocast.k8s.client import ClientSettings, K8sConnection, build_client
 from topocast.k8s.labels import NodePatch, NodeRefusal, rotated
-from topocast.k8s.publisher import K8sPublishResult, KubernetesPublisher, KubernetesPublisherConfig
 from topocast.model.graph import dump_graph
-from topocast.pipeline.render_stage import render_generation
+from topocast.publish.kubernetes import K8sPublishResult, KubernetesPublisher, KubernetesPublisherConfig
 
 WEBHOOK = 'admission webhook "pool-guard.example.com" denied the request: node pool h100-reserved is frozen'
 REFUSED = [f"gpu-{i:04d}" for i in range(16)]  # gpu-0000 .. gpu-0015: the frozen pool, first in name order

@@ -11,9 +11,9 @@ import pytest
 from cli_runner import invoke
 
 from topocast.cli.publish import Progress, print_plan
-from topocast.k8s.publisher import KubernetesPublishReport
 from topocast.model.graph import TopologyGraph, dump_graph
 from topocast.model.synth import synthetic_data
+from topocast.publish.kubernetes import KubernetesPublishReport
 
 TIER0 = "fabric.topograph.run/tier-0"
 

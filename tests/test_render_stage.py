@@ -9,12 +9,12 @@ import pytest
 from memory_stores import MemoryArtifactStore, MemoryGraphStore
 from pipeline_helpers import client, graph, make_bucket
 
+from topocast.app.render import render_generation
 from topocast.aws.s3_artifacts import S3ArtifactStore
 from topocast.aws.s3_store import S3GraphStore
 from topocast.errors import InvalidGraphError, RenderError
 from topocast.model.graph import TopologyGraph
 from topocast.pipeline.artifacts import Manifest
-from topocast.pipeline.render_stage import render_generation
 from topocast.renderers import RENDERERS, render, slurm_tree
 
 FORMATS = ["slurm-tree", "graph"]

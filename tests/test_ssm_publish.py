@@ -14,7 +14,7 @@ from pipeline_helpers import client, make_bucket
 from topocast.agents.pull import PullError, fetch, pull
 from topocast.aws.ssm_publish import SsmPublisher
 from topocast.pipeline.artifacts import Manifest, ManifestEntry
-from topocast.publish import PUBLISHERS, publisher_class
+from topocast.publish import PublisherInputs, build_publishers
 from topocast.publish.envelope import ADVANCED_LIMIT, STANDARD_LIMIT, Envelope, plan_value
 from topocast.renderers import slurm_tree
 
@@ -208,11 +208,16 @@ def test_plan_boundaries() -> None:
     assert plan(binary).encoding == "gzip+base64"
 
 
-def test_publisher_registry() -> None:
-    assert publisher_class("ssm") is SsmPublisher
-    assert "kubernetes" in PUBLISHERS
-    with pytest.raises(Exception, match="unknown publisher 'nope'"):
-        publisher_class("nope")
+def test_the_aws_root_registers_the_ssm_publisher(env) -> None:
+    import topocast.aws.root  # noqa: F401  (the composition root registers its cloud's publishers)
+    from topocast.config import Settings
+
+    settings = Settings(cluster="c1", bucket=env["bucket"], publishers=["ssm"])
+    clients = {"ssm": env["ssm"], "s3": env["s3"]}
+    (ssm,) = build_publishers(settings.publishers, PublisherInputs(settings, lambda g: None, clients.__getitem__))
+    assert isinstance(ssm, SsmPublisher) and ssm.prefix == "/topocast/c1/slurm"
+    with pytest.raises(Exception, match=r"unknown publisher 'nope'; known: .*kubernetes, slurmrestd, ssm"):
+        build_publishers(["nope"], PublisherInputs(settings, lambda g: None))
 
 
 def test_parameters_are_named_after_each_artifact_so_tree_and_block_both_publish(env) -> None:

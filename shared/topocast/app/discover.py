@@ -38,11 +38,11 @@ from typing import Any
 from topocast.app import metrics as m
 from topocast.app.outcome import Outcome
 from topocast.app.ports import DiscoverPorts, Metrics
+from topocast.app.publish import confirm_on_reconcile
 from topocast.errors import InvalidGraphError, ProviderError
 from topocast.model.changes import EventOutcome, Ignored, InstanceChange, Noted, Recheck, Reconcile
 from topocast.model.graph import TopologyGraph
 from topocast.model.placement import set_aside_count, set_aside_lines
-from topocast.pipeline.publish_stage import confirm_on_reconcile
 from topocast.pipeline.store import StoredGraph, WriteResult, commit
 from topocast.providers.base import DiscoveryResult, NeedsFullScan, Provider
 

@@ -1,5 +1,12 @@
 """The ports the use cases run against: small Protocols each cloud implements once.
 
+Every port of the three use cases is declared here and only here: the stores (:class:`GraphStore`,
+:class:`ArtifactStore`, :class:`PublishState`; their bucket implementations are in
+:mod:`topocast.pipeline`, over the :class:`~topocast.pipeline.objects.ObjectStore` a cloud supplies),
+the :class:`Publisher` every publish target implements (:mod:`topocast.publish`, ``topocast.aws``,
+``topocast.gcp``), and what only a cloud can do (:class:`Debouncer`, :class:`PublishHandoff`,
+:class:`Rechecks`, :class:`GuardOverride`, :class:`Metrics`).
+
 A cloud's composition root (``topocast.aws.root``, ``topocast.gcp.root``) builds one bundle per
 use case from its settings; each bundle holds exactly what its use case touches, so a function
 only builds (and its role only needs) the clients of its own stage.
@@ -7,15 +14,15 @@ only builds (and its role only needs) the clients of its own stage.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from topocast.model.graph import TopologyGraph
-from topocast.pipeline.artifacts import ArtifactStore
+from topocast.pipeline.artifacts import Manifest
 from topocast.pipeline.debounce import Decision
-from topocast.pipeline.publish_stage import PublishState
-from topocast.pipeline.publisher import Publisher
+from topocast.pipeline.guard import HoldRecord
+from topocast.pipeline.publish_state import PublishedRecord
 from topocast.pipeline.store import StoredGraph, WriteResult
 from topocast.providers.base import Provider
 from topocast.renderers.base import RenderOptions
@@ -29,6 +36,7 @@ __all__ = [
     "Metrics",
     "PublishHandoff",
     "PublishPorts",
+    "PublishResult",
     "PublishState",
     "Publisher",
     "Rechecks",
@@ -37,12 +45,89 @@ __all__ = [
 
 
 class GraphStore(Protocol):
-    """Graph generations (:class:`topocast.pipeline.store.ObjectGraphStore` over S3 or GCS)."""
+    """Versioned storage of one cluster's graph (:class:`topocast.pipeline.store.ObjectGraphStore` over S3 or GCS)."""
 
-    def latest(self) -> StoredGraph | None: ...
-    def get(self, generation: int) -> StoredGraph: ...
-    def write_if_changed(self, graph: TopologyGraph, *, expected_generation: int | None) -> WriteResult: ...
-    def replace_unreadable(self, graph: TopologyGraph) -> WriteResult: ...
+    def latest(self) -> StoredGraph | None:
+        """The newest generation, or None when nothing was ever written."""
+        ...
+
+    def get(self, generation: int) -> StoredGraph:
+        """One generation; :class:`~topocast.pipeline.store.GenerationNotFoundError` if absent,
+        InvalidGraphError if corrupt."""
+        ...
+
+    def write_if_changed(self, graph: TopologyGraph, *, expected_generation: int | None) -> WriteResult:
+        """Store ``graph`` as generation latest+1 unless its content equals the latest.
+
+        ``expected_generation`` is the generation the caller read (None: it saw an
+        empty store). Raises :class:`~topocast.errors.StaleGenerationError` when the store moved on.
+        """
+        ...
+
+    def replace_unreadable(self, graph: TopologyGraph) -> WriteResult:
+        """Heal a store whose latest generation cannot be read, with a freshly discovered ``graph``."""
+        ...
+
+
+class ArtifactStore(Protocol):
+    """Where rendered files and manifests live (:class:`topocast.pipeline.artifacts.ObjectArtifactStore`)."""
+
+    def put_artifact(self, generation: int, filename: str, content: bytes, media_type: str) -> str:
+        """Store one file; returns its URI."""
+        ...
+
+    def get_artifact(self, generation: int, filename: str) -> bytes: ...
+
+    def artifact_uri(self, generation: int, filename: str) -> str: ...
+
+    def put_manifest(self, manifest: Manifest) -> bool:
+        """Store the generation's manifest, then move "latest" to it unless latest is newer.
+
+        Returns whether "latest" now points at this manifest.
+        """
+        ...
+
+    def get_manifest(self, generation: int) -> Manifest: ...
+
+    def latest_manifest(self) -> Manifest | None: ...
+
+
+class PublishState(Protocol):
+    """Where the guard's memory lives (:class:`topocast.pipeline.publish_state.ObjectPublishState` in a bucket)."""
+
+    def load_published(self) -> PublishedRecord | None: ...
+    def save_published(self, record: PublishedRecord) -> None: ...
+    def load_hold(self) -> HoldRecord | None: ...
+    def save_hold(self, hold: HoldRecord) -> None: ...
+    def clear_hold(self) -> None: ...
+
+
+@dataclass(frozen=True)
+class PublishResult:
+    """What one :meth:`Publisher.publish` did."""
+
+    #: True when the target now serves this manifest's content (written now or already there)
+    published: bool
+    detail: str
+    #: targets written by this call (parameter names, object names...)
+    written: list[str] = field(default_factory=list)
+    #: targets left alone, each with the reason (already current, newer generation present...)
+    skipped: list[str] = field(default_factory=list)
+
+
+class Publisher(Protocol):
+    """A publish target: manifest + file bytes in, "does the target now serve it?" out.
+
+    Implementations (:mod:`topocast.publish`, ``topocast.aws.ssm_publish``, ``topocast.gcp.gcs_publish``)
+    must be idempotent (publishing the same manifest twice is a no-op the second time, so a retried
+    publish redoes only what is not done) and must never move a target back to an older generation.
+    """
+
+    name: str
+
+    def publish(self, manifest: Manifest, artifacts: Mapping[str, bytes]) -> PublishResult:
+        """Push ``artifacts`` (file name -> bytes, as listed in ``manifest``) to the target."""
+        ...
 
 
 class Debouncer(Protocol):

@@ -14,19 +14,40 @@ Policies (docs/architecture.md, "Who decides what"):
 * What a publisher reports in its result's ``metrics`` (Kubernetes: ``Drift``, ``NodesPatched``...) is
   counted through the Metrics port, whether or not the publish finished.
 * A generation that was never rendered is dead-lettered (``drop``): a retry cannot create it.
+
+:func:`publish_manifest` is the stage under the use case: it compares the manifest's graph with the
+last *published* one (the :class:`~topocast.pipeline.publish_state.PublishedRecord`, which keeps the
+node names, so the comparison never depends on old generations still existing), holds the publish
+when the guard says so (recording a :class:`~topocast.pipeline.guard.HoldRecord`), and records the
+new published state only when every publisher succeeded. :func:`confirm_on_reconcile` is for the
+reconcile (full discovery) path: if it still sees the held nodes gone, the hold is confirmed and
+the next :func:`publish_manifest` lets that loss through.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 
 from topocast.app import metrics as m
 from topocast.app.outcome import Outcome
-from topocast.app.ports import PublishPorts
-from topocast.pipeline.artifacts import ArtifactNotFoundError
-from topocast.pipeline.publish_stage import load_files, publish_manifest
+from topocast.app.ports import ArtifactStore, GraphStore, Publisher, PublishPorts, PublishResult, PublishState
+from topocast.model.graph import TopologyGraph
+from topocast.pipeline.artifacts import ArtifactNotFoundError, Manifest
+from topocast.pipeline.guard import (
+    DEFAULT_MAX_LOSS_FRACTION,
+    GuardDecision,
+    HoldRecord,
+    check,
+    confirm,
+    hold_covers,
+    override_allows,
+    reconcile_confirms,
+)
+from topocast.pipeline.publish_state import PublishedRecord
 
-__all__ = ["publish"]
+__all__ = ["PublishOutcome", "confirm_on_reconcile", "load_files", "publish", "publish_manifest"]
 
 log = logging.getLogger("topocast.app")
 
@@ -77,3 +98,76 @@ def publish(ports: PublishPorts, generation: int) -> Outcome:
         return Outcome.done(outcome.detail, action="published", generation=manifest.generation, refused=refused)
     log.info("published generation %d: %s", manifest.generation, outcome.detail)
     return Outcome.done(outcome.detail, action="published", generation=manifest.generation)
+
+
+@dataclass(frozen=True)
+class PublishOutcome:
+    """What :func:`publish_manifest` did."""
+
+    #: every publisher now serves this manifest
+    published: bool
+    #: the guard held it (nothing was pushed)
+    held: bool
+    guard: GuardDecision
+    results: dict[str, PublishResult]
+    detail: str
+
+
+def load_files(artifacts: ArtifactStore, manifest: Manifest) -> dict[str, bytes]:
+    """The bytes of every file a manifest lists (for publishing a manifest rendered earlier)."""
+    return {a.file: artifacts.get_artifact(manifest.generation, a.file) for a in manifest.artifacts}
+
+
+def publish_manifest(
+    manifest: Manifest,
+    files: Mapping[str, bytes],
+    publishers: Sequence[Publisher],
+    *,
+    graphs: GraphStore,
+    state: PublishState,
+    max_loss_fraction: float = DEFAULT_MAX_LOSS_FRACTION,
+    override: str | None = None,
+) -> PublishOutcome:
+    """Guard, publish, record. ``override``: the operator's allow-generation value, if any."""
+    new_nodes = set(graphs.get(manifest.generation).graph.node_names())
+    last = state.load_published()
+    previous = set(last.nodes) if last is not None else None
+    hold = state.load_hold()
+    lost = sorted((previous or set()) - new_nodes)
+    decision = check(
+        previous,
+        new_nodes,
+        max_loss_fraction,
+        confirmed_by_reconcile=hold_covers(hold, lost),
+        override=override_allows(override, manifest.generation),
+    )
+    if not decision.allow:
+        if hold is None or (hold.generation, hold.lost) != (manifest.generation, decision.lost):
+            state.save_hold(
+                HoldRecord(manifest.generation, decision.lost, last.generation if last else None, decision.reason)
+            )
+        return PublishOutcome(False, True, decision, {}, decision.reason)
+    results = {p.name: p.publish(manifest, files) for p in publishers}
+    done = all(r.published for r in results.values())
+    if done:
+        state.save_published(
+            PublishedRecord(manifest.generation, manifest.graph_sha256, sorted(new_nodes), publishers=list(results))
+        )
+        if hold is not None:
+            state.clear_hold()
+    summary = "; ".join(f"{name}: {r.detail}" for name, r in results.items()) or "no publishers configured"
+    return PublishOutcome(done, False, decision, results, f"{decision.reason}. {summary}")
+
+
+def confirm_on_reconcile(state: PublishState, reconcile_graph: TopologyGraph) -> HoldRecord | None:
+    """After a full discovery: confirm a pending hold if the held nodes are still gone.
+
+    Returns the confirmed hold (the caller then re-runs :func:`publish_manifest`
+    on the latest manifest), or None when there is nothing to confirm.
+    """
+    hold = state.load_hold()
+    if hold is None or hold.confirmed or not reconcile_confirms(hold, set(reconcile_graph.node_names())):
+        return None
+    confirmed = confirm(hold)
+    state.save_hold(confirmed)
+    return confirmed

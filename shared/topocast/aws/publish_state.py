@@ -1,7 +1,7 @@
 """Guard memory on AWS: the published record and the hold record as small S3 objects.
 
 Layout under ``s3://<bucket>/<prefix>/<cluster>/state/`` (``published.json``,
-``guard-hold.json``; see :class:`topocast.pipeline.publish_stage.ObjectPublishState`).
+``guard-hold.json``; see :class:`topocast.pipeline.publish_state.ObjectPublishState`).
 S3 (not the debounce DynamoDB item) because the node list can be large and the
 render/publish functions already have access to the bucket. The operator
 override is read from env ``TOPOCAST_GUARD_ALLOW_GENERATION`` or an SSM
@@ -19,11 +19,11 @@ from typing import Any
 from topocast.aws.retry import error_code, with_retries
 from topocast.aws.s3_objects import S3Backed
 from topocast.pipeline.guard import OVERRIDE_ENV
-from topocast.pipeline.publish_stage import ObjectPublishState
+from topocast.pipeline.publish_state import ObjectPublishState
 
 
 class S3PublishState(S3Backed, ObjectPublishState):
-    """:class:`topocast.pipeline.publish_stage.PublishState` in S3: ``S3PublishState(bucket, prefix, cluster, s3)``."""
+    """:class:`topocast.app.ports.PublishState` in S3: ``S3PublishState(bucket, prefix, cluster, s3)``."""
 
 
 def read_override(cluster: str, ssm: Any | None = None, parameter: str | None = None) -> str | None:

@@ -18,13 +18,15 @@ from functools import cached_property
 from typing import Any
 
 from topocast.app.metrics import EMF_NAMES, MetricCounts, report_quarantined
-from topocast.app.ports import DiscoverPorts, PublishPorts, RenderPorts
+from topocast.app.ports import DiscoverPorts, Publisher, PublishPorts, RenderPorts
 from topocast.config import Settings
-from topocast.pipeline.publisher import Publisher
 from topocast.providers import Provider, ProviderInputs, build_provider
-from topocast.publish import PublisherInputs, build_publishers
+from topocast.publish import PublisherInputs, build_publishers, register_publisher
 
 __all__ = ["AwsMetrics", "AwsRuntime", "SqsPublishHandoff", "SqsRechecks", "SsmGuardOverride", "build"]
+
+# Slurm files as SSM parameters (+ S3 for big ones) for `topocast pull --source ssm://...`
+register_publisher("ssm", "topocast.aws.ssm_publish:from_inputs")
 
 
 class AwsMetrics:

@@ -130,7 +130,8 @@ class SsmPublisher(FilePublisher):
 
 
 def from_inputs(inputs: Any) -> SsmPublisher:
-    """Registry factory (``PUBLISHERS["ssm"]``): large values go to ``s3://<bucket>/<prefix>/<cluster>/published/``."""
+    """Registry factory (``ssm``, registered by :mod:`topocast.aws.root`): large values go to
+    ``s3://<bucket>/<prefix>/<cluster>/published/``."""
     s = inputs.settings
     return SsmPublisher(
         s.ssm_path,

@@ -178,7 +178,7 @@ EXIT_REFUSED = 3
 def print_refusals(report: Any, err: TextIO) -> None:
     """One line per refusal class: ``topocast: refused: 403 Forbidden: 16 node(s) gpu-[0000-0015]; gpu-0000: <its
     message>`` (the names compacted and cut at 120 characters, the message of the first node)."""
-    from topocast.k8s.publisher import sample_names
+    from topocast.publish.kubernetes import sample_names
 
     for kind, nodes, message in report.refusals():
         line = f"topocast: refused: {kind}: {len(nodes)} node(s) {sample_names(nodes)}"
@@ -276,7 +276,7 @@ def print_offline_plan(plan: dict[str, Any], out: TextIO) -> None:
             key = f"{o['format']}: {obj.get('apiVersion', '?')} {obj.get('kind', '?')}"
             groups.setdefault(key, []).append(str((obj.get("metadata") or {}).get("name", "?")))
         for key, members in groups.items():
-            from topocast.k8s.publisher import sample_names
+            from topocast.publish.kubernetes import sample_names
 
             lines.append(f"  {key}: {len(members)} ({sample_names(members)})")
     full = 2 + len(names) + 1 + total

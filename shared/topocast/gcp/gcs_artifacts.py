@@ -2,7 +2,7 @@
 
 Layout under ``gs://<bucket>/<prefix>/<cluster>/`` (the same as on S3; the
 logic is :class:`~topocast.pipeline.artifacts.ObjectArtifactStore` and
-:class:`~topocast.pipeline.publish_stage.ObjectPublishState`)::
+:class:`~topocast.pipeline.publish_state.ObjectPublishState`)::
 
     rendered/000000000012/topology-tree.conf   one object per rendered file (metadata: generation, sha256)
     rendered/000000000012/manifest.json        the generation's manifest, written after its files
@@ -25,17 +25,17 @@ from topocast.gcp.gcs import GcsObjects
 from topocast.pipeline.artifacts import ObjectArtifactStore
 from topocast.pipeline.guard import OVERRIDE_ENV
 from topocast.pipeline.objects import cluster_base
-from topocast.pipeline.publish_stage import ObjectPublishState
+from topocast.pipeline.publish_state import ObjectPublishState
 
 
 class GcsArtifactStore(ObjectArtifactStore):
-    """:class:`topocast.pipeline.artifacts.ArtifactStore` in Cloud Storage."""
+    """:class:`topocast.app.ports.ArtifactStore` in Cloud Storage."""
 
     objects: GcsObjects  # constructed as GcsArtifactStore(GcsObjects(bucket, client), prefix, cluster)
 
 
 class GcsPublishState(ObjectPublishState):
-    """:class:`topocast.pipeline.publish_stage.PublishState` in Cloud Storage, plus the operator override object."""
+    """:class:`topocast.app.ports.PublishState` in Cloud Storage, plus the operator override object."""
 
     def __init__(self, objects: GcsObjects, prefix: str, cluster: str) -> None:
         super().__init__(objects, prefix, cluster)

@@ -86,7 +86,8 @@ class GcsSlurmPublisher(FilePublisher):
 
 
 def from_inputs(inputs: Any) -> GcsSlurmPublisher:
-    """Registry factory (``PUBLISHERS["gcs"]``): one object per Slurm format under ``<prefix>/<cluster>/slurm/``."""
+    """Registry factory (``gcs``, registered by :mod:`topocast.gcp.root`): one object per Slurm format under
+    ``<prefix>/<cluster>/slurm/``."""
     from topocast.pipeline.objects import cluster_base
 
     s = inputs.settings

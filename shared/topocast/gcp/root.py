@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from topocast.app.metrics import MetricCounts, report_quarantined
-from topocast.app.ports import DiscoverPorts, PublishPorts, RenderPorts
+from topocast.app.ports import DiscoverPorts, Publisher, PublishPorts, RenderPorts
 from topocast.config import Settings
 from topocast.errors import TopocastError
 from topocast.gcp.gcs import GcsObjects
@@ -23,11 +23,13 @@ from topocast.gcp.gcs_store import GcsGraphStore, cluster_base
 from topocast.gcp.tasks import TaskQueue, task_id
 from topocast.pipeline.debounce import Decision
 from topocast.pipeline.debounce_runner import DebounceRunner
-from topocast.pipeline.publisher import Publisher
 from topocast.providers import Provider, ProviderInputs, build_provider
-from topocast.publish import PublisherInputs, build_publishers
+from topocast.publish import PublisherInputs, build_publishers, register_publisher
 
 __all__ = ["STATS", "CloudTasksHandoff", "CloudTasksRechecks", "GcpRuntime", "NoDebouncer", "build"]
+
+# Slurm files as Cloud Storage objects for `topocast pull --source gcs://...`
+register_publisher("gcs", "topocast.gcp.gcs_publish:from_inputs")
 
 #: what the functions did in this process (the demo and tests read it); the Metrics port of every runtime
 STATS: MetricCounts = MetricCounts()

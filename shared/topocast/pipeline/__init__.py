@@ -1,5 +1,10 @@
-"""The cloud-neutral pipeline core: graph generations, debounce, blast-radius guard, render stage.
+"""The stored-object layout every stage shares, and the pure decisions over it.
 
-Everything here is pure logic or a Protocol with an in-memory implementation;
-the cloud adapters (``topocast.aws``, ...) are thin shells around it.
+Graph generations (:mod:`~topocast.pipeline.store`), rendered artifacts and their manifests
+(:mod:`~topocast.pipeline.artifacts`), the guard's memory (:mod:`~topocast.pipeline.publish_state`)
+over any bucket (:mod:`~topocast.pipeline.objects`); the blast-radius guard
+(:mod:`~topocast.pipeline.guard`) and the debouncer (:mod:`~topocast.pipeline.debounce`,
+:mod:`~topocast.pipeline.debounce_runner`). The use cases that run the stages are in
+:mod:`topocast.app`, their ports in :mod:`topocast.app.ports`; the cloud adapters
+(``topocast.aws``, ``topocast.gcp``) are thin shells around both.
 """

@@ -25,7 +25,7 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
 from topocast.errors import TopocastError
 from topocast.pipeline.objects import MUST_NOT_EXIST, ObjectStore, cluster_base
@@ -111,31 +111,8 @@ class Manifest:
         return next((a for a in self.artifacts if a.format == fmt), None)
 
 
-class ArtifactStore(Protocol):
-    """Where rendered files and manifests live (:class:`ObjectArtifactStore` in a bucket)."""
-
-    def put_artifact(self, generation: int, filename: str, content: bytes, media_type: str) -> str:
-        """Store one file; returns its URI."""
-        ...
-
-    def get_artifact(self, generation: int, filename: str) -> bytes: ...
-
-    def artifact_uri(self, generation: int, filename: str) -> str: ...
-
-    def put_manifest(self, manifest: Manifest) -> bool:
-        """Store the generation's manifest, then move "latest" to it unless latest is newer.
-
-        Returns whether "latest" now points at this manifest.
-        """
-        ...
-
-    def get_manifest(self, generation: int) -> Manifest: ...
-
-    def latest_manifest(self) -> Manifest | None: ...
-
-
 class ObjectArtifactStore:
-    """:class:`ArtifactStore` of one cluster in a bucket (layout: the module docstring)."""
+    """:class:`~topocast.app.ports.ArtifactStore` of one cluster in a bucket (layout: the module docstring)."""
 
     def __init__(self, objects: ObjectStore, prefix: str, cluster: str) -> None:
         self.objects = objects

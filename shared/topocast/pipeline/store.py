@@ -8,7 +8,8 @@ in the meantime the write is refused with :class:`StaleGenerationError` so the
 caller re-reads and rebuilds on top of it (:func:`commit` does that loop).
 
 The decision of what a write should do is the pure :func:`plan_write`;
-:class:`ObjectGraphStore` executes it in a bucket over any :class:`~topocast.pipeline.objects.ObjectStore` (S3 in
+:class:`ObjectGraphStore` (the :class:`~topocast.app.ports.GraphStore` port) executes it in a
+bucket over any :class:`~topocast.pipeline.objects.ObjectStore` (S3 in
 :mod:`topocast.aws.s3_store`, Cloud Storage in :mod:`topocast.gcp.gcs_store`).
 
 Bucket layout under ``<prefix>/<cluster>/graphs/``::
@@ -37,11 +38,14 @@ import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from topocast.errors import InvalidGraphError, StaleGenerationError, TopocastError
 from topocast.model.graph import TopologyGraph, dump_graph, graph_from_json
 from topocast.pipeline.objects import MUST_NOT_EXIST, ObjectStore, cluster_base
+
+if TYPE_CHECKING:  # the port is declared with the use cases', which name StoredGraph from here
+    from topocast.app.ports import GraphStore
 
 
 class GenerationNotFoundError(TopocastError, LookupError):
@@ -61,30 +65,11 @@ class StoredGraph:
 
 @dataclass(frozen=True)
 class WriteResult:
-    """What :meth:`GraphStore.write_if_changed` did: ``generation`` is the latest after the call."""
+    """What ``GraphStore.write_if_changed`` (:class:`topocast.app.ports.GraphStore`) did: the latest ``generation``
+    after the call, and whether it wrote one."""
 
     generation: int
     changed: bool
-
-
-class GraphStore(Protocol):
-    """Versioned storage of one cluster's graph."""
-
-    def latest(self) -> StoredGraph | None:
-        """The newest generation, or None when nothing was ever written."""
-        ...
-
-    def get(self, generation: int) -> StoredGraph:
-        """One generation; :class:`GenerationNotFoundError` if absent, InvalidGraphError if corrupt."""
-        ...
-
-    def write_if_changed(self, graph: TopologyGraph, *, expected_generation: int | None) -> WriteResult:
-        """Store ``graph`` as generation latest+1 unless its content equals the latest.
-
-        ``expected_generation`` is the generation the caller read (None: it saw an
-        empty store). Raises :class:`StaleGenerationError` when the store moved on.
-        """
-        ...
 
 
 @dataclass(frozen=True)

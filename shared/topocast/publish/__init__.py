@@ -1,9 +1,12 @@
 """Publishers: push a rendered manifest to where schedulers read it, looked up by name.
 
 ``PUBLISHERS`` maps a name to ``"module:factory"`` (or a factory), loaded lazily so a function
-only imports the SDK it uses. A factory takes :class:`PublisherInputs` (the settings and what the
-cloud's composition root supplies) and returns a :class:`topocast.publish.base.Publisher`. The
-publish use case and ``topocast publish`` build theirs through :func:`build_publishers`.
+only imports the SDK it uses. It holds the publishers every runtime can build (``kubernetes``,
+``slurmrestd``); a cloud's composition root registers its own with :func:`register_publisher`
+(``topocast.aws.root``: ``ssm``, ``topocast.gcp.root``: ``gcs``), so this package never reaches
+up into a cloud. A factory takes :class:`PublisherInputs` (the settings and what the composition
+root supplies) and returns a :class:`~topocast.publish.base.Publisher`. The publish use case and
+``topocast publish`` build theirs through :func:`build_publishers`.
 """
 
 from __future__ import annotations
@@ -25,7 +28,6 @@ __all__ = [
     "PublisherFactory",
     "PublisherInputs",
     "build_publishers",
-    "publisher_class",
     "register_publisher",
 ]
 
@@ -49,58 +51,38 @@ class PublisherInputs:
 
 PublisherFactory = Callable[[PublisherInputs], Publisher]
 
-#: name -> "module:factory"; the class behind each factory in ``CLASSES`` (publisher_class)
+#: name -> "module:factory" (or a factory); the clouds' own are added by their composition roots
 PUBLISHERS: dict[str, str | PublisherFactory] = {
-    # Slurm files as SSM parameters (+ S3 for big ones) for `topocast pull --source ssm://...`
-    "ssm": "topocast.aws.ssm_publish:from_inputs",
-    # Slurm files as Cloud Storage objects for `topocast pull --source gcs://...`
-    "gcs": "topocast.gcp.gcs_publish:from_inputs",
     # labels, Topology objects, Slinky ConfigMap
     "kubernetes": "topocast.publish.kubernetes:from_inputs",
     # live node moves on the running slurmctld over slurmrestd (beside ssm / gcs: the file stays theirs)
     "slurmrestd": "topocast.publish.slurmrest:from_inputs",
 }
 ALIASES = {"k8s": "kubernetes"}
-CLASSES = {
-    "ssm": "topocast.aws.ssm_publish:SsmPublisher",
-    "gcs": "topocast.gcp.gcs_publish:GcsSlurmPublisher",
-    "kubernetes": "topocast.publish.kubernetes:KubernetesPublisher",
-    "slurmrestd": "topocast.publish.slurmrest:SlurmRestPublisher",
-}
 
 
 def register_publisher(name: str, factory: str | PublisherFactory) -> None:
+    """Add (or replace) a publisher; ``factory`` is ``"module:function"`` or the function."""
     PUBLISHERS[name] = factory
 
 
-def _load(name: str, target: str) -> Any:
-    module_name, _, attr = target.partition(":")
-    try:
-        module = importlib.import_module(module_name)
-    except ImportError as exc:
-        raise TopocastError(f"publisher {name!r} is not available ({module_name}: {exc})") from None
-    return getattr(module, attr)
-
-
-def _target(name: str, table: dict[str, Any]) -> Any:
-    name = ALIASES.get(name, name)
-    try:
-        return name, table[name]
-    except KeyError:
-        raise TopocastError(f"unknown publisher {name!r}; known: {', '.join(PUBLISHERS)}") from None
-
-
-def publisher_class(name: str) -> type[Any]:
-    """The class registered under ``name``; a clear error when unknown or not installed."""
-    name, target = _target(name, CLASSES)
-    return _load(name, target)
-
-
 def build_publishers(names: Iterable[str], inputs: PublisherInputs) -> list[Publisher]:
-    """One publisher per name, in order (TOPOCAST_PUBLISHERS)."""
+    """One publisher per name, in order (TOPOCAST_PUBLISHERS); a clear error when one is unknown
+    (not built in, and not registered by this runtime's cloud) or cannot be imported."""
     out: list[Publisher] = []
     for raw in names:
-        name, target = _target(raw, PUBLISHERS)
-        factory: PublisherFactory = _load(name, target) if isinstance(target, str) else target
+        name = ALIASES.get(raw, raw)
+        try:
+            target = PUBLISHERS[name]
+        except KeyError:
+            raise TopocastError(f"unknown publisher {name!r}; known: {', '.join(sorted(PUBLISHERS))}") from None
+        if isinstance(target, str):
+            module, _, attr = target.partition(":")
+            try:
+                factory: PublisherFactory = getattr(importlib.import_module(module), attr)
+            except ImportError as exc:
+                raise TopocastError(f"publisher {name!r} is not available ({module}: {exc})") from None
+        else:
+            factory = target
         out.append(factory(inputs))
     return out

@@ -1,10 +1,13 @@
-"""The publisher contract: manifest + file bytes in, "does the target now serve it?" out.
+"""What every publisher builds on: the one :class:`Publisher` port and :class:`FilePublisher`.
 
-Publishers must be idempotent (publishing the same manifest twice is a no-op
-the second time) and must never move a target back to an older generation.
-:class:`FilePublisher` is the common shape of publishers that keep one target
-per file (SSM parameters, Cloud Storage objects): they only say which files
-they take and how to publish one.
+:class:`Publisher` and :class:`PublishResult` are declared with the use cases' other ports
+(:mod:`topocast.app.ports`, which the publish use case calls) and re-exported here for the
+publishers (:mod:`topocast.publish.kubernetes`, :mod:`topocast.publish.slurmrest`,
+``topocast.aws.ssm_publish``, ``topocast.gcp.gcs_publish``). Publishers must be idempotent
+(publishing the same manifest twice is a no-op the second time) and must never move a target
+back to an older generation. :class:`FilePublisher` is the common shape of publishers that keep
+one target per file (SSM parameters, Cloud Storage objects): they only say which files they take
+and how to publish one.
 """
 
 from __future__ import annotations
@@ -13,9 +16,9 @@ import hashlib
 from collections.abc import Mapping
 from typing import Literal
 
+from topocast.app.ports import Publisher, PublishResult
 from topocast.errors import TopocastError
 from topocast.pipeline.artifacts import Manifest, ManifestEntry
-from topocast.pipeline.publisher import Publisher, PublishResult
 
 __all__ = ["FileOutcome", "FilePublisher", "PublishResult", "Publisher", "verified_content"]
 

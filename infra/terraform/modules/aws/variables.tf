@@ -625,7 +625,7 @@ variable "guard_override_parameter" {
 }
 
 variable "k8s_options" {
-  description = "Kubernetes publisher options (KubernetesPublisherConfig in shared/topocast/k8s/publisher.py) as an object, passed as JSON in TOPOCAST_K8S_OPTIONS. With eks_cluster_name set, connection.eks_cluster and connection.region are filled in."
+  description = "Kubernetes publisher options (KubernetesPublisherConfig in shared/topocast/publish/kubernetes.py) as an object, passed as JSON in TOPOCAST_K8S_OPTIONS. With eks_cluster_name set, connection.eks_cluster and connection.region are filled in."
   type        = any
   default     = {}
 }
