@@ -124,7 +124,9 @@ class LocalAwsPipeline:
         if formats is not None:
             settings["formats"] = list(formats)
         self.runtime = AwsRuntime(Settings.model_validate(settings), region=region, clock=simclock.now)
-        self.max_real_wait = max_real_wait
+        # the debouncer's own timers (quiet window, max wait) run in real time, so a demo's event-to-
+        # scheduler times mean what they say; only the longer waits (visibility timeouts) are skipped
+        self.max_real_wait = max(max_real_wait, quiet + 1.0, max_wait + 1.0)
         self.stats = PumpStats()
         self._visibility_s: dict[str, float] = {}
 

@@ -321,7 +321,7 @@ def watched_install(
     stats = agent.stats
     watched = {"pulls": stats.pulls, "notified": stats.notified, "fallbacks": stats.fallbacks,
                "installed_in_time": at is not None}  # fmt: skip
-    last = agent.last
+    last = agent.last_install if at is not None else agent.last
     if last is None or at is None:
         why = "no pull ran" if last is None else f"the last pull: {last.action} ({last.detail})"
         raise DemoNotSettled(f"pull --watch did not install the published file within {timeout:.0f} s; {why}")

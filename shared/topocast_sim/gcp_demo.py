@@ -142,6 +142,10 @@ def _run(
             prog.step("Cloud Scheduler reconcile through Pub/Sub")
             p.reconcile()
             idle = p.run_until_idle(timeout=max(60.0, 4 * max_wait))
+            # the burst comes after an idle period longer than the quiet window (what a lone event after
+            # a quiet hour sees; with --leading-edge it renders at once)
+            prog.step(f"idle for {quiet + 1:g} s (longer than the quiet window)")
+            time.sleep(quiet + 1.0)
         if pubsub is not None:
             from topocast.agents.pull_watch import PubSubWaker
             from topocast_sim.watch_agent import WatchingAgent, gcs_notification_subscription

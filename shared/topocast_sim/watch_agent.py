@@ -60,6 +60,8 @@ class WatchingAgent:
         self.dest = dest
         self.installs: list[Install] = []
         self.last: PullOutcome | None = None
+        #: the last pull that installed a file (later pulls of the same content say ``unchanged``)
+        self.last_install: PullOutcome | None = None
         #: pulls that raised (before the first publish the source does not exist yet: expected)
         self.errors: list[str] = []
         self.stats = WatchStats()
@@ -83,6 +85,7 @@ class WatchingAgent:
         with self._changed:
             self.last = out
             if out.action == "installed":
+                self.last_install = out
                 self.installs.append(Install(time.time(), frozenset(conf_node_names(self.dest.read_bytes()))))
             self._changed.notify_all()
         return 0 if out.ok else 1
