@@ -354,7 +354,10 @@ def test_onprem_domains_file_gives_nodes_their_nvlink_domain(
     else:
         uri = f"{pl.runtime.settings.uploads_uri}/domains.csv"
         pl.s3.put_object(Bucket=pl.bucket, Key=uri.split("/", 3)[3], Body=csv.encode())
-    pl.runtime.settings = pl.runtime.settings.model_copy(update={"domains_uri": uri})
+    settings = pl.runtime.settings
+    pl.runtime.settings = settings.model_copy(
+        update={"provider_env": {**settings.provider_env, "TOPOCAST_DOMAINS_URI": uri}}
+    )
     collect_ibnetdiscover(example, pl.runtime.settings.uploads_uri, host="ufm-01", s3_client=pl.s3)
     assert pl.run_until_idle(timeout=30)
     nodes = {n.name: n for n in pl.runtime.graphs.latest().graph.nodes}

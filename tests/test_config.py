@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from topocast.config import ENV_VARS, Settings, settings_from_env
+from topocast.config import Settings, env_table, settings_from_env
 from topocast.errors import TopocastError
 
 
 def test_every_settings_field_can_be_set_from_the_environment() -> None:
-    fields = {field for field, _ in ENV_VARS.values()}
+    fields = {field for field, _ in env_table().values()}
     assert set(Settings.model_fields) == fields, set(Settings.model_fields) ^ fields
 
 
@@ -22,13 +22,31 @@ def test_lists_json_and_flags_are_parsed() -> None:
             "TOPOCAST_RENDER_OPTIONS": '{"block_sizes": [18, 72]}',
             "TOPOCAST_SSM_ADVANCED_TIER": "true",
             "TOPOCAST_NETQ_PREMISES": "dc1;dc2",
+            "TOPOCAST_RESERVED_NODES": '{"cr-0123456789abcdef0": "gpu-[1-2]"}',
         }
     )
-    assert s.filters == ["tag:topocast:cluster=c1", "instance-type=p5.48xlarge,p5e.48xlarge"]
+    # the aws provider's own variables (the default provider): filters split on ';' only
+    assert s.provider_options() == {
+        "filters": ["tag:topocast:cluster=c1", "instance-type=p5.48xlarge,p5e.48xlarge"],
+        "reserved_nodes": {"cr-0123456789abcdef0": "gpu-[1-2]"},
+    }
     assert s.formats == ["slurm-tree", "slurm-block"]
     assert s.render_options.block_sizes == [18, 72]
-    assert s.ssm_advanced_tier is True and s.netq_premises == ["dc1", "dc2"]
+    assert s.ssm_advanced_tier is True
+    assert s.model_copy(update={"provider": "netq"}).provider_options() == {"premises": ["dc1", "dc2"]}
     assert s.ssm_path == "/topocast/c1/slurm"
+
+
+def test_a_providers_variables_are_read_by_its_model_only_when_it_is_built() -> None:
+    env = {"TOPOCAST_CLUSTER": "c", "TOPOCAST_PROVIDER": "gcp", "TOPOCAST_GCP_PROJECT": "p1",
+           "TOPOCAST_GCP_LABEL": "a=b,c;d=e", "TOPOCAST_NAME_FROM": "hostname", "TOPOCAST_FILTERS": "x=y"}  # fmt: skip
+    s = settings_from_env(env)
+    # TOPOCAST_GCP_PROJECT is a setting of the GCP shell too (its bucket's project): the option reads it
+    assert s.gcp_project == "p1"
+    assert s.provider_options() == {"project": "p1", "labels": ["a=b,c", "d=e"], "name_from": "hostname"}
+    bad = settings_from_env({**env, "TOPOCAST_PROVIDER": "k8s-labels", "TOPOCAST_NODE_LABELS": "{nope"})
+    with pytest.raises(TopocastError, match=r"^TOPOCAST_NODE_LABELS is not valid JSON"):
+        bad.provider_options()
 
 
 @pytest.mark.parametrize(
@@ -52,7 +70,7 @@ def test_missing_required_setting_names_the_variable() -> None:
 
 
 def test_settings_are_split_by_concern_and_every_variable_has_one_home() -> None:
-    from topocast.config import ENV_VARS, SECTIONS, Settings
+    from topocast.config import SECTIONS, Settings
 
     homes: dict[str, list[str]] = {}
     for section in SECTIONS:
@@ -60,7 +78,7 @@ def test_settings_are_split_by_concern_and_every_variable_has_one_home() -> None
             homes.setdefault(name, []).append(section.__name__)
     assert {n: h for n, h in homes.items() if len(h) > 1} == {}  # no field in two sections
     assert set(homes) == set(Settings.model_fields)  # Settings is exactly its sections
-    fields = {field for field, _ in ENV_VARS.values()}
+    fields = {field for field, _ in env_table().values()}
     assert fields == set(Settings.model_fields)  # every field has its variable and every variable a field
     assert homes["state_table"] == ["AwsWiring"] and homes["task_queue"] == ["GcpWiring"]
     assert homes["guard_max_loss"] == ["PublishSettings"] and homes["formats"] == ["RenderSettings"]

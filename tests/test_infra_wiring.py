@@ -13,7 +13,9 @@ grant exactly it (minus ``NOT_GRANTED``, plus ``IMPLIED`` and ``PLATFORM``), the
 them, and handler tests can check real calls against it with ``record_calls``.
 
 Also checked: handler and entry-point names, every environment variable
-Terraform sets is one the code reads (``ENV_VARS`` or Powertools), each function
+Terraform sets is one the code reads (``env_table()``: the settings' and the providers' own, or
+Powertools), every provider option with a variable is passed by each module that runs that provider
+(or listed with why not), each function
 gets the settings its code insists on (``settings.require(...)``) and no setting
 of another stage, Terraform's defaults equal the code's, the S3 key areas the
 roles grant are where the stores write, and on GCP the audit-log methods,
@@ -114,9 +116,23 @@ def gcp_scan(stage: str) -> ScanResult:
 
 
 def settings_fields() -> dict[str, tuple[str, str]]:
-    from topocast.config import ENV_VARS
+    from topocast.config import env_table
 
-    return {var: spec for var, spec in ENV_VARS.items()}
+    return env_table()
+
+
+def option_defaults(var: str, cloud: str) -> list[Any]:
+    """The defaults of the provider options read from ``var``: the module's own cloud provider's when it
+    declares the variable (TOPOCAST_NAME_FROM is aws's and gcp's, with their own defaults), else every one's."""
+    from topocast.providers.options import option_specs, provider_models
+
+    by_provider = {
+        name: field.get_default(call_default_factory=True)
+        for name, model in provider_models().items()
+        for _, field, spec in option_specs(model)
+        if spec.env == var
+    }
+    return [by_provider[cloud]] if cloud in by_provider else list(by_provider.values())
 
 
 # ===== AWS =========================================================================================================
@@ -282,16 +298,62 @@ def test_terraform_defaults_equal_the_code_defaults(module_dir: Path) -> None:
             name, default = got
             if (module_dir.name, name) in DEFAULT_DIVERGENCES:
                 continue
-            field = Settings.model_fields[field_of[var]]
-            code_default = field.get_default(call_default_factory=True)
-            if isinstance(code_default, float | int) and not isinstance(code_default, bool):
-                default = float(default)
-            assert default == code_default, (
-                f"{module_dir.name}: variable {name} defaults to {default!r} but {var} defaults to {code_default!r} "
-                "in topocast.config.Settings"
-            )
+            if field_of[var] == "provider_env":  # a provider's own variable: its Options model has the default
+                code_defaults, where = option_defaults(var, module_dir.name), "the provider's Options model"
+            else:
+                code_defaults = [Settings.model_fields[field_of[var]].get_default(call_default_factory=True)]
+                where = "topocast.config.Settings"
+            for code_default in code_defaults:
+                if isinstance(code_default, float | int) and not isinstance(code_default, bool):
+                    default = float(default)
+                assert default == code_default, (
+                    f"{module_dir.name}: variable {name} defaults to {default!r} but {var} defaults to "
+                    f"{code_default!r} in {where}"
+                )
             compared += 1
     assert compared >= 5, "the default comparison matched almost nothing; did main.tf's env expressions change?"
+
+
+#: the providers each module's discover function can run (its ``topology_source`` / ``TOPOCAST_PROVIDER``)
+MODULE_PROVIDERS = {"aws": ("aws", "ibnetdiscover", "netq", "k8s-labels"), "gcp": ("gcp", "k8s-labels")}
+#: (module, variable) a provider option reads that the module deliberately does not pass, with why
+NOT_PASSED = {
+    ("aws", "TOPOCAST_RESERVED_NODES"): "capacity-reservation names are set by hand (docs/aws.md); no module input yet",
+    (
+        "gcp",
+        "TOPOCAST_GCP_READ",
+    ): "the cost policy's override for tests and benchmarks; auto is what a deployment wants",
+}
+
+
+@pytest.mark.parametrize("module_dir", [AWS_MODULE, GCP_MODULE], ids=["aws", "gcp"])
+def test_every_provider_variable_is_passed_by_the_modules_that_run_the_provider(module_dir: Path) -> None:
+    """Adding an option with a variable to a provider's Options model needs the Terraform input too."""
+    from topocast.providers.options import OptionSpec, option_specs, provider_models
+
+    module = load_module(module_dir)
+    env = stage_env(module, "discover")
+    wanted: dict[str, list[str]] = {}
+    for name, model in provider_models().items():
+        if name not in MODULE_PROVIDERS[module_dir.name]:
+            continue
+        specs = [spec for _, _, spec in option_specs(model)]
+        whole = getattr(model, "ENV_OBJECT", None)
+        for spec in [*specs, *([whole] if isinstance(whole, OptionSpec) else [])]:
+            if spec.env:
+                wanted.setdefault(spec.env, []).append(name)
+    assert wanted, "no provider variable found: did the Options models lose their OptionSpec?"
+    reasons = {var: why for (cloud, var), why in NOT_PASSED.items() if cloud == module_dir.name}
+    missing = {var: who for var, who in wanted.items() if var not in env and var not in reasons}
+    assert not missing, (
+        f"{module_dir.name} Terraform does not pass {missing} (variable: providers) on discover: add a module input "
+        "and the environment entry in main.tf, or list it in NOT_PASSED with why"
+    )
+    passed_anyway = sorted(var for var in reasons if var in env)
+    assert passed_anyway == [], f"NOT_PASSED lists {passed_anyway}, which the module does pass"
+    for var in env:  # and the module's inputs behind them exist
+        for used in variables_behind(str(env[var]), module["locals"]):
+            assert used in module["variable"], f"{var} = {env[var]} uses var.{used}, not a variable of the module"
 
 
 def test_s3_areas_granted_are_where_the_stores_write() -> None:

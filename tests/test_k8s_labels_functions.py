@@ -30,13 +30,17 @@ def test_aws_discover_handler_reads_topology_from_node_labels(
     monkeypatch.setenv("TOPOCAST_K8S_ENDPOINT", fake.url)
     monkeypatch.setenv("TOPOCAST_K8S_TOKEN", "function-token")
     p6 = {"node.kubernetes.io/instance-type": "p6-b200.48xlarge"}
-    env = {"TOPOCAST_CLUSTER": "c1", "TOPOCAST_NODE_LABELS": json.dumps({"node_selector": p6})}
-    node_labels = settings_from_env(env).node_labels
+    env = {
+        "TOPOCAST_CLUSTER": "c1",
+        "TOPOCAST_PROVIDER": "k8s-labels",
+        "TOPOCAST_NODE_LABELS": json.dumps({"node_selector": p6}),
+    }
+    node_labels = settings_from_env(env).provider_options()
     assert node_labels == {"node_selector": p6}
     eks_nodes(fake)  # 7 nodes; the selector keeps the two p6-b200 ones (4 network layers)
 
     pl = LocalAwsPipeline("c1", quiet=0.5, max_wait=2.0, provider="k8s-labels", formats=("slurm-tree",),
-                          extra_settings={"node_labels": node_labels})  # fmt: skip
+                          extra_settings={"provider_settings": node_labels})  # fmt: skip
     pl.request_reconcile()
     assert pl.run_until_idle(timeout=30)
 
@@ -68,7 +72,7 @@ def test_gcp_root_builds_the_k8s_labels_provider_from_the_publishers_connection(
     settings = Settings(
         cluster="c1", bucket=gcs_bucket, gcp_project="test", provider="k8s-labels",
         k8s_options={"connection": {"endpoint": fake.url, "token": "function-token"}},  # TOPOCAST_K8S_OPTIONS
-        node_labels={"accelerator_key": "nvidia.com/gpu.clique"},
+        provider_env={"TOPOCAST_NODE_LABELS": '{"accelerator_key": "nvidia.com/gpu.clique"}'},
     )  # fmt: skip
     result = build(settings, storage=gcs_client).provider().discover_full(None)
     graph = result.graph

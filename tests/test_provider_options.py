@@ -7,8 +7,10 @@ import re
 import subprocess
 import sys
 from pathlib import Path
+from typing import Annotated
 
 import pytest
+from pydantic import Field, create_model
 
 from topocast.cli.package import load_project, requirements
 from topocast.config import settings_from_env
@@ -45,9 +47,10 @@ def test_the_functions_settings_carry_options_of_providers_the_table_does_not_li
     wrong = {**env, "TOPOCAST_PROVIDER_OPTIONS": json.dumps({"projekt": "x"})}
     with pytest.raises(ProviderError, match=r"^provider 'nebius': option 'project' is required \(and 1 more\)$"):
         build_provider("nebius", ProviderInputs("c1", settings_from_env(wrong).provider_options()))
-    # the table still decides for the providers it lists
-    aws = settings_from_env({"TOPOCAST_CLUSTER": "c1", "TOPOCAST_PROVIDER_OPTIONS": json.dumps(opts)})
-    assert "project" not in aws.provider_options() and "filters" in aws.provider_options()
+    # a provider's own variables and TOPOCAST_PROVIDER_OPTIONS over them
+    aws = {"TOPOCAST_CLUSTER": "c1", "TOPOCAST_FILTERS": "tag:a=b", "TOPOCAST_NAME_FROM": "instance-id"}
+    both = settings_from_env({**aws, "TOPOCAST_PROVIDER_OPTIONS": json.dumps({"name_from": "tag:Name"})})
+    assert both.provider_options() == {"filters": ["tag:a=b"], "name_from": "tag:Name"}
 
 
 def cli(*args: str) -> subprocess.CompletedProcess[str]:
@@ -58,7 +61,11 @@ def test_list_options_prints_each_providers_options_from_its_model() -> None:
     run = cli("discover", "--list-options")
     assert run.returncode == 0, run.stderr
     out = run.stdout.splitlines()
-    assert "oci:" in out and "nebius:" in out and "aws: takes the flags of topocast discover --help" in out
+    assert "oci:" in out and "nebius:" in out and "aws:" in out
+    # an option's own flag and variable, from the same model
+    assert (
+        "  zones (list, default []): List only these zones (empty: aggregatedList). [--zone, TOPOCAST_GCP_ZONES]" in out
+    )
     assert '  source (api|imds, default "api"): api: ListComputeHosts; imds: rdmaTopologyData.' in out
     assert any(line.startswith("  project (str, required): Project ID") for line in out)
 
@@ -78,3 +85,58 @@ def test_no_function_archive_carries_the_oci_or_nebius_sdk(cloud: str) -> None:
     for stage in ("discover", "render", "publish"):
         reqs = requirements(project, cloud, stage)
         assert reqs and not [r for r in reqs if re.match(r"(?i)(oci|nebius|azure)\b", r)], reqs
+
+
+def test_an_option_added_to_one_provider_module_reaches_list_options_the_env_table_and_the_flags(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The one place to add an option: its provider's Options model (here a new gcp option)."""
+    from topocast.cli.discover import discover_args, list_options, provider_inputs
+    from topocast.cli.main import COMMANDS
+    from topocast.config import env_table
+    from topocast.providers import gcp
+    from topocast.providers.options import OptionSpec
+
+    spec = OptionSpec(env="TOPOCAST_GCP_MAX_VMS", flags=("--max-vms",), help="stop after this many VMs")
+    added = create_model(
+        "Options", __base__=gcp.Options, max_vms=(Annotated[int | None, spec], Field(None, description="At most N."))
+    )
+    monkeypatch.setattr(gcp, "Options", added)
+
+    assert "  max_vms (int | None, default null): At most N. [--max-vms, TOPOCAST_GCP_MAX_VMS]" in list_options()
+    assert env_table()["TOPOCAST_GCP_MAX_VMS"] == ("provider_env", "gcp: At most N.")
+    env = {
+        "TOPOCAST_CLUSTER": "c1",
+        "TOPOCAST_PROVIDER": "gcp",
+        "TOPOCAST_GCP_PROJECT": "p1",
+        "TOPOCAST_GCP_MAX_VMS": "7",
+    }
+    assert settings_from_env(env).provider_options() == {"project": "p1", "max_vms": "7"}
+    parser = COMMANDS[("discover",)].parser()
+    assert "gcp: stop after this many VMs." in parser.format_help()
+    args = discover_args(vars(parser.parse_args(["--provider", "gcp", "--project", "p1", "--max-vms", "7"])))
+    inputs = provider_inputs(args)
+    assert inputs.options["max_vms"] == "7" and inputs.options["project"] == "p1" and inputs.cluster == "p1"
+    # and the provider's own model validates it (the one the provider is built with)
+    assert added.model_validate({"project": "p1", "max_vms": "7"}).max_vms == 7  # type: ignore[attr-defined]
+
+
+def test_the_docs_option_tables_are_the_models() -> None:
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("provider_options_doc", REPO / "tools" / "provider_options_doc.py")
+    assert spec is not None and spec.loader is not None
+    doc = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(doc)
+    text = doc.DOC.read_text()
+    assert doc.rendered(text) == text, (
+        "docs/providers.md option tables are stale: run python tools/provider_options_doc.py"
+    )
+    # each table row is a line of --list-options (same key, type, default, description and names)
+    from topocast.providers.options import describe_options, option_rows, provider_models
+
+    for name, model in provider_models().items():
+        described = describe_options(name, model)
+        for row in option_rows(model):
+            assert f"| `{row.key}` | {row.kind.replace('|', chr(92) + '|')} |" in text
+            assert any(line.startswith(f"  {row.key} ({row.kind}, {row.default})") for line in described)

@@ -1,9 +1,11 @@
 """Function configuration, read once from environment variables (``TOPOCAST_*``).
 
 Terraform sets these on every function (see ``infra/terraform/modules/*``); the
-one-shot CLI builds the same model from flags. Every variable is listed in
-:data:`ENV_VARS` with its meaning, so the wiring test can check that what
-Terraform passes is exactly what the code reads.
+one-shot CLI builds the same model from flags. Every variable of a setting is listed in
+:data:`ENV_VARS` with its meaning; a provider's own variables (``TOPOCAST_FILTERS``,
+``TOPOCAST_GCP_ZONES``, ...) are declared next to its options (its ``Options`` model, see
+:mod:`topocast.providers.options`), and :func:`env_table` lists both, so the wiring test can check
+that what Terraform passes is exactly what the code reads.
 
 Lists are separated by ``;`` (EC2 filter values may contain commas), JSON
 values start with ``{``.
@@ -24,24 +26,16 @@ from topocast.safeio.validation import check_json_depth, describe
 
 DEFAULT_FORMATS = ["slurm-tree", "slurm-block", "slurm-yaml", "k8s-labels", "graph", "html"]
 
-#: env var -> (Settings field, description). The single source of truth for the wiring test and docs.
+#: env var -> (Settings field, description) of every setting; with the providers' own variables, :func:`env_table`
 ENV_VARS: dict[str, tuple[str, str]] = {
     "TOPOCAST_CLUSTER": ("cluster", "cluster name (graph, keys, parameter paths)"),
     "TOPOCAST_PROVIDER": ("provider", "topology source: aws, gcp, ibnetdiscover, netq, k8s-labels, oci, nebius"),
     "TOPOCAST_PROVIDER_OPTIONS": (
         "provider_settings",
-        "options of a provider the variables below do not cover (oci, nebius, ...) as a JSON object",
+        "the provider's options as a JSON object (over its own variables, see env_table)",
     ),
     "TOPOCAST_BUCKET": ("bucket", "S3/GCS bucket for graphs and rendered artifacts"),
     "TOPOCAST_PREFIX": ("prefix", "key prefix inside the bucket"),
-    "TOPOCAST_FILTERS": ("filters", "cluster membership, EC2 filter syntax NAME=V1,V2 separated by ';'"),
-    "TOPOCAST_NAME_FROM": ("name_from", "node name source: tag:<key>, private-dns, instance-id, template:<fmt>"),
-    "TOPOCAST_INSTANCE_TYPES": ("instance_types", "optional instance-type allow list (';')"),
-    "TOPOCAST_ZONES": ("zones", "optional zone allow list (';')"),
-    "TOPOCAST_RESERVED_NODES": (
-        "reserved_nodes",
-        "topology before launch: capacity reservation -> Slurm node names, cr-ID=HOSTLIST;... or a JSON object",
-    ),
     "TOPOCAST_FULL_SCAN_THRESHOLD": ("full_scan_threshold", "instance events in one batch above which discover scans"),
     "TOPOCAST_FOLLOW_RECHECKS": (
         "follow_rechecks",
@@ -88,29 +82,8 @@ ENV_VARS: dict[str, tuple[str, str]] = {
         "merged sources after the provider, SOURCE:FIELD=VALUE[,...] separated by ';', e.g. "
         "k8s-labels:domain=nvidia.com/gpu.clique (providers/overlay.py)",
     ),
-    "TOPOCAST_NODE_LABELS": (
-        "node_labels",
-        "k8s-labels: NodeLabelsConfig as JSON (fabric_keys, accelerator_key, node_selector); the cluster is "
-        "reached like the Kubernetes publisher (TOPOCAST_K8S_OPTIONS connection, else TOPOCAST_K8S_*)",
-    ),
-    # ----- on-prem fabrics (topocast.providers.ibnetdiscover / netq; see docs/onprem.md) -----
-    "TOPOCAST_IB_HOST_REGEX": ("ib_host_regex", "ibnetdiscover: regex with group 'host' for HCA descriptions"),
-    "TOPOCAST_IB_HCAS": (
-        "ib_hcas",
-        "ibnetdiscover/netq: the compute fabric's HCAs (device-name patterns, '!' excludes: mlx5_[0-7];!mlx5_8)",
-    ),
-    "TOPOCAST_IB_GUIDS": ("ib_guids", "ibnetdiscover: the compute fabric's HCA node/port GUIDs (';', '!' excludes)"),
-    "TOPOCAST_IB_SWITCHES": ("ib_switches", "ibnetdiscover/netq: switch-name patterns that may be used (!STOR-*)"),
-    "TOPOCAST_DOMAINS_URI": ("domains_uri", "on-prem NVLink domains file (CSV or nvidia-smi -q), s3://..."),
-    "TOPOCAST_NETQ_URL": ("netq_url", "NetQ API base URL"),
-    "TOPOCAST_NETQ_CREDENTIALS": ("netq_credentials", "Secrets Manager / SSM SecureString ARN of NetQ credentials"),
-    "TOPOCAST_NETQ_PREMISES": ("netq_premises", "NetQ premises to read (';'); empty = all"),
     # ----- GCP (topocast.gcp; see docs/gcp.md) -----
-    "TOPOCAST_GCP_PROJECT": ("gcp_project", "GCP project ID that owns the cluster's VMs"),
-    "TOPOCAST_GCP_ZONES": ("gcp_zones", "zones to list (';'); empty: aggregatedList over all zones"),
-    "TOPOCAST_GCP_LABEL": ("gcp_labels", "cluster membership, GCE labels KEY=VALUE (';', all must match)"),
-    "TOPOCAST_GCP_DOMAIN_TIER": ("gcp_domain_tier", "NVLink domain from physicalHostTopology: subblock, block, none"),
-    "TOPOCAST_GCP_READ": ("gcp_read", "GCP: apply a window of changes by auto (cheaper of list/get), list or get"),
+    "TOPOCAST_GCP_PROJECT": ("gcp_project", "GCP project ID that owns the cluster's VMs (and the bucket)"),
     "TOPOCAST_COMPUTE_ENDPOINT": ("compute_endpoint", "Compute Engine API endpoint override (tests, private endpoint)"),
     "TOPOCAST_CLOUDTASKS_ENDPOINT": ("cloudtasks_endpoint", "Cloud Tasks API endpoint override"),
     "TOPOCAST_TASK_QUEUE": ("task_queue", "Cloud Tasks queue projects/P/locations/L/queues/Q (timers, hand-offs)"),
@@ -141,72 +114,31 @@ class DiscoverySettings(_Section):
     full_scan_threshold: int = Field(100, ge=1)
     follow_rechecks: int = Field(6, ge=0, le=100)
     follow_interval: float = Field(30.0, ge=1, le=900)
-    name_from: str | None = None
-    # aws
-    filters: list[str] = Field(default_factory=list)
-    instance_types: list[str] = Field(default_factory=list)
-    zones: list[str] = Field(default_factory=list)
-    #: raw; AwsDiscoveryConfig.reserved_nodes validates it (providers/aws_capacity.parse_reserved_nodes)
-    reserved_nodes: str | dict[str, Any] | None = None
-    # on-prem fabrics
-    ib_host_regex: str | None = None
-    ib_hcas: list[str] = Field(default_factory=list)
-    ib_guids: list[str] = Field(default_factory=list)
-    ib_switches: list[str] = Field(default_factory=list)
-    domains_uri: str | None = None
-    netq_url: str | None = None
-    netq_credentials: str | None = None
-    netq_premises: list[str] = Field(default_factory=list)
-    # gcp
-    gcp_project: str | None = None
-    gcp_zones: list[str] = Field(default_factory=list)
-    gcp_labels: list[str] = Field(default_factory=list)
-    gcp_domain_tier: str = "subblock"
-    gcp_read: str = "auto"
-    compute_endpoint: str | None = None
-    # k8s-labels (NodeLabelsConfig without the cluster; validated by the provider)
-    node_labels: dict[str, Any] = Field(default_factory=dict)
-    # every other provider: its own Options model validates this (topocast.providers.options)
+    #: TOPOCAST_PROVIDER_OPTIONS: options by name, over the provider's own variables
     provider_settings: dict[str, Any] = Field(default_factory=dict)
+    #: the raw ``TOPOCAST_*`` variables no setting owns: the providers' own (``TOPOCAST_FILTERS``, ...),
+    #: read by the configured provider's Options model only when it is built (so a function's cold start
+    #: imports no provider module to read its settings)
+    provider_env: dict[str, str] = Field(default_factory=dict)
     #: merged sources read after the provider (providers/overlay.py grammar; parsed when it is built)
     overlays: list[str] = Field(default_factory=list)
 
     def provider_options(self) -> dict[str, Any]:
-        """The options of the configured provider (``ProviderInputs.options``), by provider name."""
-        by_provider: dict[str, dict[str, Any]] = {
-            "aws": {
-                "filters": self.filters,
-                "instance_types": self.instance_types,
-                "zones": self.zones,
-                "name_from": self.name_from,
-                "reserved_nodes": self.reserved_nodes,
-            },
-            "gcp": {
-                "project": self.gcp_project,
-                "zones": self.gcp_zones,
-                "labels": self.gcp_labels,
-                "name_from": self.name_from,
-                "domain_tier": self.gcp_domain_tier,
-                "read": self.gcp_read,
-            },
-            "ibnetdiscover": {
-                "host_regex": self.ib_host_regex,
-                "domains_uri": self.domains_uri,
-                "ib_hcas": self.ib_hcas,
-                "ib_guids": self.ib_guids,
-                "ib_switches": self.ib_switches,
-            },
-            "netq": {
-                "ib_hcas": self.ib_hcas,
-                "ib_switches": self.ib_switches,
-                "url": self.netq_url,
-                "credentials": self.netq_credentials,
-                "premises": self.netq_premises,
-                "domains_uri": self.domains_uri,
-            },
-            "k8s-labels": dict(self.node_labels),
-        }
-        return by_provider.get(self.provider, dict(self.provider_settings))
+        """The options of the configured provider (``ProviderInputs.options``): what its Options model
+        takes from its variables, then ``TOPOCAST_PROVIDER_OPTIONS`` over them."""
+        from topocast.providers.options import env_options, registered_options_model
+
+        model = registered_options_model(self.provider)
+        own = env_options(model, self._variable) if model is not None else {}
+        return {**own, **self.provider_settings}
+
+    def _variable(self, name: str) -> str | None:
+        """A provider's variable: a setting's own (TOPOCAST_GCP_PROJECT), else the raw value kept."""
+        field = ENV_VARS[name][0] if name in ENV_VARS else None
+        if field is not None and field in type(self).model_fields:
+            value = getattr(self, field)
+            return None if value is None else str(value)
+        return self.provider_env.get(name)
 
 
 class RenderSettings(_Section):
@@ -246,8 +178,10 @@ class AwsWiring(_Section):
 
 
 class GcpWiring(_Section):
-    """How the GCP functions reach each other (Cloud Tasks, function URLs)."""
+    """Which project the GCP functions serve and how they reach the APIs and each other."""
 
+    gcp_project: str | None = None
+    compute_endpoint: str | None = None
     cloudtasks_endpoint: str | None = None
     task_queue: str | None = None
     discover_url: str | None = None
@@ -286,14 +220,39 @@ class Settings(StorageSettings, DiscoverySettings, RenderSettings, PublishSettin
             raise TopocastError("missing configuration: " + ", ".join(env.get(n, n) for n in missing))
 
 
-_LISTS = {"filters", "instance_types", "zones", "formats", "publishers", "gcp_zones", "gcp_labels", "netq_premises"}
-_JSON = {"render_options", "k8s_options", "node_labels", "provider_settings"}
-_LISTS |= {"ib_hcas", "ib_guids", "ib_switches"}  # the compute fabric's ports (providers/port_selection.py)
+_LISTS = {"formats", "publishers"}
+_JSON = {"render_options", "k8s_options", "provider_settings"}
 _LISTS |= {"overlays"}  # SOURCE:FIELD=VALUE,...: items are ','-separated, so overlays split on ';' only
 
 
+def provider_env_vars() -> dict[str, str]:
+    """Every registered provider's own variables (its Options model's ``OptionSpec.env`` and
+    ``ENV_OBJECT``), with what they mean: ``"gcp: zones to list ..."``. Imports the provider modules."""
+    from topocast.providers.options import OptionSpec, option_specs, provider_models
+
+    users: dict[str, list[str]] = {}
+    text: dict[str, str] = {}
+    for name, model in provider_models().items():
+        specs = [(s.env, s.env_help or (f.description or "")) for _, f, s in option_specs(model) if s.env]
+        whole = getattr(model, "ENV_OBJECT", None)
+        if isinstance(whole, OptionSpec) and whole.env:
+            specs.append((whole.env, whole.env_help))
+        for var, meaning in specs:
+            if var not in users or name not in users[var]:
+                users.setdefault(var, []).append(name)
+            text.setdefault(var, meaning)
+    return {var: f"{'/'.join(users[var])}: {text[var]}" for var in users}
+
+
+def env_table() -> dict[str, tuple[str, str]]:
+    """Every ``TOPOCAST_*`` variable the functions read -> (the Settings field holding it, description):
+    :data:`ENV_VARS`, then each provider's own variables (held raw in ``provider_env``)."""
+    own = {var: ("provider_env", text) for var, text in provider_env_vars().items() if var not in ENV_VARS}
+    return {**ENV_VARS, **own}
+
+
 def _split(value: str, field: str) -> list[str]:
-    seps = ";" if field in ("filters", "gcp_labels", "overlays") else ";,"
+    seps = ";" if field == "overlays" else ";,"
     parts = [value]
     for sep in seps:
         parts = [p for chunk in parts for p in chunk.split(sep)]
@@ -310,7 +269,7 @@ def settings_from_env(env: Mapping[str, str] | None = None) -> Settings:
             continue
         if field in _LISTS:
             data[field] = _split(raw, field)
-        elif field in _JSON or (field == "reserved_nodes" and raw.lstrip().startswith("{")):
+        elif field in _JSON:
             try:
                 check_json_depth(raw, var, TopocastError)
                 data[field] = json.loads(raw)
@@ -320,6 +279,8 @@ def settings_from_env(env: Mapping[str, str] | None = None) -> Settings:
             data[field] = raw.strip().lower() in {"1", "true", "yes", "on"}
         else:
             data[field] = raw
+    # kept raw: which of them a provider reads is its Options model's business (see provider_options)
+    data["provider_env"] = {k: v for k, v in env.items() if k.startswith("TOPOCAST_") and k not in ENV_VARS and v}
     try:
         return Settings.model_validate(data)
     except ValidationError as exc:

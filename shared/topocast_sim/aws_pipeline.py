@@ -107,8 +107,11 @@ class LocalAwsPipeline:
         settings: dict[str, Any] = {
             "cluster": cluster,
             "bucket": self.bucket,
-            "filters": list(filters) if filters is not None else [f"tag:topocast:cluster={cluster}"],
-            "name_from": name_from,
+            # the aws provider's own variables, as Terraform sets them (the other providers ignore them)
+            "provider_env": {
+                "TOPOCAST_FILTERS": ";".join(filters if filters is not None else [f"tag:topocast:cluster={cluster}"]),
+                "TOPOCAST_NAME_FROM": name_from,
+            },
             "debounce_quiet": quiet,
             "debounce_max_wait": max_wait,
             "state_table": self.table,

@@ -90,6 +90,8 @@ class Command:
     epilog: Callable[[], str] | None = None
     #: may skip interpreter teardown on exit (see :func:`main`)
     fast_exit: bool = False
+    #: options known only when the parser is built (``discover``: the providers' own flags)
+    more_options: Callable[[], list[tuple[tuple[str, ...], dict[str, Any]]]] | None = None
 
     @property
     def summary(self) -> str:
@@ -104,7 +106,7 @@ class Command:
             epilog=self.epilog() if self.epilog else None,
             formatter_class=_HelpFormatter,
         )
-        for flags, kwargs in self.options:
+        for flags, kwargs in [*self.options, *(self.more_options() if self.more_options else [])]:
             kw = dict(kwargs)
             if flags == ("--out",):  # the one short option every writing command shares
                 flags = ("-o", "--out")
@@ -135,12 +137,19 @@ def group(name: str, help_text: str) -> None:
 
 
 def command(
-    name: str, *, error_code: int = 2, epilog: Callable[[], str] | None = None, fast_exit: bool = False
+    name: str,
+    *,
+    error_code: int = 2,
+    epilog: Callable[[], str] | None = None,
+    fast_exit: bool = False,
+    more_options: Callable[[], list[tuple[tuple[str, ...], dict[str, Any]]]] | None = None,
 ) -> Callable[[Handler], Handler]:
     """Register ``handler`` as ``topocast <name>`` (``name`` may be ``"group sub"``).
 
     ``fast_exit``: the command only reads and writes files (closed when it returns), so the
     process may end without freeing every object one by one (a fifth of a 100k-node render).
+    ``more_options``: called when the command's parser is built, for options declared elsewhere
+    (``discover``: each provider's own flags, from its Options model); it may import what it needs.
     """
 
     def register(handler: Handler) -> Handler:
@@ -148,7 +157,7 @@ def command(
         if len(path) > 1:
             GROUPS.setdefault(path[0], Group("")).commands.append(path[1])
         options = list(reversed(getattr(handler, "__cli_options__", [])))  # decorators apply bottom-up
-        COMMANDS[path] = Command(path, handler, options, error_code, epilog, fast_exit)
+        COMMANDS[path] = Command(path, handler, options, error_code, epilog, fast_exit, more_options)
         return handler
 
     return register
@@ -382,53 +391,38 @@ def schema(a: Namespace) -> None:
         sys.stdout.write(text)
 
 
-@command("discover")
+def _provider_flags() -> list[tuple[tuple[str, ...], dict[str, Any]]]:
+    from topocast.cli.discover import provider_flags
+
+    return provider_flags()
+
+
+@command("discover", more_options=_provider_flags)
 @option(
     "--provider",
     help="Topology source (required): aws, gcp, ibnetdiscover, netq, k8s-labels, oci, nebius, azure or dra.",
 )
 @option("--cluster", default="default", help="Cluster name written into the graph.")
-@option("--region", help="aws: region (default: the standard AWS environment).")
-@option(
-    "--filter", dest="filters", many=True, help="aws: EC2 filter NAME=V1,V2, e.g. tag:topocast:cluster=c1 (repeatable)."
-)
-@option("--name-from", help="aws: tag:<key>, private-dns, instance-id, template:<fmt>; gcp: name, hostname, label:<k>.")
-@option("--project", help="gcp: project ID.")
-@option("--zone", dest="zones", many=True, help="gcp: zone (repeatable; default: all zones).")
-@option("--label", dest="labels", many=True, help="gcp: cluster label; k8s-labels: node label KEY=VALUE (repeatable).")
-@option("--compute-endpoint", help="gcp: Compute API endpoint override (tests, private endpoints).")
 @option("--input", dest="inputs", type=Path, many=True, help="ibnetdiscover: output file (repeatable).")
-@option("--nodes", help="ibnetdiscover/netq: only these hosts (hostlist).")
-@option("--host-regex", help="ibnetdiscover: regex with group 'host'.")
-@option("--domains", type=Path, help="ibnetdiscover/netq: NVLink domains (CSV host,domain or nvidia-smi -q).")
-@option("--topograph-compat", flag=True, help="ibnetdiscover: Topograph's leaf rule.")
-@option("--ib-hca", dest="ib_hcas", many=True, help="ibnetdiscover/netq: compute HCA pattern (mlx5_[0-7], !mlx5_8).")
-@option("--ib-guid", dest="ib_guids", many=True, help="ibnetdiscover: compute HCA node/port GUID (repeatable).")
-@option("--ib-switch", dest="ib_switches", many=True, help="ibnetdiscover/netq: switch-name pattern (!STOR-*).")
-@option("--url", help="netq: API base URL.")
-@option("--credentials", help="netq: credentials file or secret ARN.")
-@option("--premise", dest="premises", many=True, help="netq: premise (repeatable).")
-@option("--insecure", flag=True, help="netq: skip TLS verification (not recommended).")
-@option("--ca-file", help="netq: CA bundle.")
+@option("--compute-endpoint", help="gcp: Compute API endpoint override (tests, private endpoints).")
 @option("--kubeconfig", help="k8s-labels: kubeconfig (default $KUBECONFIG).")
-@option("--fabric-key", dest="fabric_keys", many=True, help="k8s-labels: node label of a switch tier, closest first.")
-@option("--accelerator-key", help="k8s-labels: node label of the NVLink domain.")
 @option("--option", many=True, metavar="KEY=VALUE", help="A provider option (repeatable; JSON values parse).")
 @option("--list-options", flag=True, help="Print every provider's options and exit.")
-@option("--preset", help="k8s-labels: a cloud's label set: coreweave, crusoe, nebius, eks, gke, topograph.")
 @option("--overlay", dest="overlays", many=True, help="Merge a second source: SOURCE:FIELD=VALUE,... (repeatable).")
 @option("--out", type=Path, metavar="FILE", help="Write the graph JSON to this file instead of stdout.")
 def discover(a: Namespace) -> None:
-    """One-shot discovery with your own credentials: prints the normalized graph JSON."""
-    from topocast.cli.discover import DiscoverArgs, run_discover
+    """One-shot discovery with your own credentials: prints the normalized graph JSON.
+
+    Each provider's own flags follow (``--list-options`` prints every option, with its flags and variable).
+    """
+    from topocast.cli.discover import discover_args, run_discover
 
     # never a silent guess: the wrong cloud's error would be the first thing seen
     if a.provider is None and not a.list_options:
         from topocast.providers import PROVIDERS
 
         raise fail(f"discover needs --provider, one of: {', '.join(PROVIDERS)}")
-    fields = DiscoverArgs.__dataclass_fields__
-    run_discover(DiscoverArgs(**{k: v for k, v in vars(a).items() if k in fields}), a.out)
+    run_discover(discover_args(vars(a)), a.out)
 
 
 @command("publish")

@@ -9,17 +9,24 @@ application-default credentials; NetQ: a credentials file or secret ARN).
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pydantic import BaseModel
+
 from topocast.errors import ProviderError
 from topocast.model.graph import TopologyGraph, dump_graph
-from topocast.model.hostlist import expand
 from topocast.model.placement import notes_report, set_aside_report
 from topocast.providers import PROVIDERS, DiscoveryResult, ProviderInputs, build_provider
-from topocast.providers.options import describe_options, options_model, parse_option_pairs
+from topocast.providers.options import (
+    describe_options,
+    option_specs,
+    parse_option_pairs,
+    provider_models,
+    registered_options_model,
+)
 from topocast.safeio.files import write_out
 
 
@@ -27,38 +34,79 @@ from topocast.safeio.files import write_out
 class DiscoverArgs:
     provider: str = "aws"
     cluster: str = "default"
-    # aws
-    region: str | None = None
-    filters: list[str] = field(default_factory=list)
-    name_from: str | None = None
-    # gcp
-    project: str | None = None
-    zones: list[str] = field(default_factory=list)
-    labels: list[str] = field(default_factory=list)
-    compute_endpoint: str | None = None
-    # ibnetdiscover / netq
+    #: the shell's own inputs: ibnetdiscover dumps, the kubeconfig and Compute endpoint of its clients
     inputs: list[Path] = field(default_factory=list)
-    nodes: str | None = None
-    host_regex: str | None = None
-    domains: Path | None = None
-    topograph_compat: bool = False
-    url: str | None = None
-    credentials: str | None = None
-    premises: list[str] = field(default_factory=list)
-    insecure: bool = False
-    ca_file: str | None = None
-    ib_hcas: list[str] = field(default_factory=list)
-    ib_guids: list[str] = field(default_factory=list)
-    ib_switches: list[str] = field(default_factory=list)
-    # k8s-labels (labels: only nodes with these KEY=VALUE labels)
     kubeconfig: str | None = None
-    fabric_keys: list[str] = field(default_factory=list)
-    accelerator_key: str | None = None
-    preset: str | None = None
+    compute_endpoint: str | None = None
     overlays: list[str] = field(default_factory=list)
     # every provider: --option KEY=VALUE (its Options model validates them); --list-options prints them
     option: list[str] = field(default_factory=list)
     list_options: bool = False
+    #: the providers' dedicated flags (:func:`provider_flags`) by argparse destination
+    flags: dict[str, Any] = field(default_factory=dict)
+
+
+def discover_args(parsed: Mapping[str, Any]) -> DiscoverArgs:
+    """The parsed ``topocast discover`` command line: the shell's own flags, the providers' flags in ``flags``."""
+    own = set(DiscoverArgs.__dataclass_fields__) - {"flags"}
+    flags = {k: v for k, v in parsed.items() if k not in own and k not in ("out", "debug")}
+    return DiscoverArgs(**{k: v for k, v in parsed.items() if k in own}, flags=flags)
+
+
+def flag_dest(flag: str) -> str:
+    """The argparse destination of a provider flag (``--ib-hca`` -> ``ib_hca``): one per flag name, so
+    providers sharing a flag share its value."""
+    return flag.lstrip("-").replace("-", "_")
+
+
+def provider_flags() -> list[tuple[tuple[str, ...], dict[str, Any]]]:
+    """The dedicated flags the registered providers' Options models declare, as ``option(...)`` arguments:
+    one per flag name, its help naming each provider that takes it (``gcp: cluster label; k8s-labels: ...``)."""
+    helps: dict[str, dict[str, list[str]]] = {}  # flag -> help text -> the providers it is theirs
+    kinds: dict[str, dict[str, Any]] = {}
+    for name, model in provider_models().items():
+        for _, fld, spec in option_specs(model):
+            kind: dict[str, Any] = {"dest": flag_dest(spec.flags[0])} if spec.flags else {}
+            if spec.many:
+                kind["many"] = True
+            elif fld.annotation is bool:
+                kind["flag"] = True
+            if spec.path:
+                kind["type"] = Path
+            if spec.metavar:
+                kind["metavar"] = spec.metavar
+            for flag in spec.flags:
+                if kinds.setdefault(flag, kind) != kind:
+                    raise ProviderError(f"provider {name!r} declares {flag} unlike another provider: {kind}")
+                text = (spec.help or fld.description or "").rstrip(".")
+                helps.setdefault(flag, {}).setdefault(text, []).append(name)
+    return [
+        ((flag,), {**kinds[flag], "help": "; ".join(f"{'/'.join(who)}: {t}" for t, who in helps[flag].items()) + "."})
+        for flag in kinds
+    ]
+
+
+def flag_options(model: type[BaseModel], flags: Mapping[str, Any]) -> dict[str, Any]:
+    """The options ``model`` takes from its dedicated flags (every one it declares, given or not, as
+    argparse left it: None, [] or False when not given), converted by ``OptionSpec.from_flag``."""
+    out: dict[str, Any] = {}
+    for key, _, spec in option_specs(model):
+        if not spec.flags:
+            continue
+        value = flags.get(flag_dest(spec.flags[0]))
+        if isinstance(value, Path):
+            value = str(value)
+        out[key] = spec.from_flag(spec.flags[0], value) if spec.from_flag is not None else value
+    return out
+
+
+def _require(name: str, model: type[BaseModel], a: DiscoverArgs, options: Mapping[str, Any]) -> None:
+    """What ``topocast discover --provider NAME`` cannot run without, named as its flags."""
+    if getattr(model, "NEEDS_INPUT", False) and not a.inputs:
+        raise ProviderError(f"--provider {name} needs --input FILE (repeatable)")
+    required = [(key, spec.required) for key, _, spec in option_specs(model) if spec.required]
+    if any(options.get(key) in (None, "", []) for key, _ in required):
+        raise ProviderError(f"--provider {name} needs {' and '.join(text for _, text in required)}")
 
 
 #: service -> "module:function" the shell hands a provider as ``sdk_client(service)`` (a provider's own
@@ -101,14 +149,14 @@ def _secret(ref: str) -> str:
     return _read_local(ref)
 
 
-def _clients(a: DiscoverArgs) -> Callable[[str], Any]:
+def _clients(a: DiscoverArgs, options: Mapping[str, Any]) -> Callable[[str], Any]:
     """SDK clients with the operator's own credentials (standard AWS chain / application-default)."""
 
     def client(service: str) -> Any:
         if service == "ec2":
             from topocast.aws.clients import ec2_client
 
-            return ec2_client(a.region)
+            return ec2_client(options.get("region"))
         if service == "compute":
             from topocast.gcp.clients import compute_client
 
@@ -125,7 +173,7 @@ def _clients(a: DiscoverArgs) -> Callable[[str], Any]:
             from topocast.k8s.client import K8sConnection
             from topocast.k8s.resource_slices import dra_lister
 
-            kubeconfig = a.kubeconfig or parse_option_pairs(a.option).get("kubeconfig")
+            kubeconfig = a.kubeconfig or options.get("kubeconfig")
             conn = K8sConnection(auth="kubeconfig", kubeconfig=kubeconfig) if kubeconfig else K8sConnection.from_env()
             return dra_lister(conn)
         if service in SDK_CLIENTS:
@@ -139,46 +187,24 @@ def _clients(a: DiscoverArgs) -> Callable[[str], Any]:
 
 
 def provider_inputs(a: DiscoverArgs) -> ProviderInputs:
-    """The flags as the registry's :class:`ProviderInputs` (the functions build theirs from settings)."""
-    nodes = expand(a.nodes) if a.nodes else None
-    domains = str(a.domains) if a.domains else None
-    cluster = a.cluster
-    options: dict[str, Any]
-    if a.provider == "aws":
-        options = {"region": a.region, "filters": a.filters, "name_from": a.name_from}
-    elif a.provider == "gcp":
-        if not a.project:
-            raise ProviderError("--provider gcp needs --project")
-        if cluster == "default":
-            value = a.labels[0].partition("=")[2] if len(a.labels) == 1 else ""
-            cluster = value or a.project
-        options = {"project": a.project, "zones": a.zones, "labels": a.labels, "name_from": a.name_from}
-    elif a.provider == "ibnetdiscover":
-        if not a.inputs:
-            raise ProviderError("--provider ibnetdiscover needs --input FILE (repeatable)")
-        options = {"host_regex": a.host_regex, "nodes": nodes, "domains_uri": domains,
-                   "topograph_compat": a.topograph_compat,
-                   "ib_hcas": a.ib_hcas, "ib_guids": a.ib_guids, "ib_switches": a.ib_switches}  # fmt: skip
-    elif a.provider == "netq":
-        if not (a.url and a.credentials):
-            raise ProviderError("--provider netq needs --url and --credentials FILE|ARN")
-        options = {"url": a.url, "credentials": a.credentials, "premises": a.premises, "nodes": nodes,
-                   "domains_uri": domains, "insecure": a.insecure, "ca_file": a.ca_file,
-                   "ib_hcas": a.ib_hcas, "ib_guids": a.ib_guids, "ib_switches": a.ib_switches}  # fmt: skip
-    elif a.provider == "k8s-labels":
-        bad = [kv for kv in a.labels if "=" not in kv]
-        if bad:
-            raise ProviderError(f"--label {bad[0]!r}: expected KEY=VALUE (only nodes carrying that label)")
-        selector = dict(kv.split("=", 1) for kv in a.labels) if a.labels else None
-        options = {"fabric_keys": a.fabric_keys, "accelerator_key": a.accelerator_key, "node_selector": selector,
-                   "preset": a.preset}  # fmt: skip
-    else:
-        options = {}
+    """The flags as the registry's :class:`ProviderInputs` (the functions build theirs from settings): the
+    provider's dedicated flags (its Options model says which), then ``--option`` pairs over them."""
+    try:
+        model = registered_options_model(a.provider)
+    except ImportError:
+        model = None  # build_provider says why the provider is not available
+    options = flag_options(model, a.flags) if model is not None else {}
+    if model is not None:
+        _require(a.provider, model, a, options)
     options.update(parse_option_pairs(a.option))
+    cluster = a.cluster
+    default_cluster = getattr(model, "default_cluster", None)
+    if cluster == "default" and default_cluster is not None:
+        cluster = default_cluster(options) or cluster
     uploads = _local_files(a.inputs)
-    if a.provider == "azure" and isinstance(options.get("uploads"), str):
+    if isinstance(options.get("uploads"), str):  # a provider reading `collect nvlink` records (azure)
         uploads = _nvlink_uploads(str(options["uploads"]))
-    return ProviderInputs(cluster, options, _clients(a), uploads, _read_local, _secret)
+    return ProviderInputs(cluster, options, _clients(a, options), uploads, _read_local, _secret)
 
 
 def _nvlink_uploads(prefix_uri: str) -> Callable[[], dict[str, bytes]]:
@@ -205,16 +231,16 @@ def print_set_aside(graph: TopologyGraph) -> None:
 
 
 def list_options() -> str:
-    """Every registered provider's options, from its ``Options`` model (providers without one take flags)."""
+    """Every registered provider's options, from its ``Options`` model."""
     lines: list[str] = []
-    for name, target in sorted(PROVIDERS.items()):
+    for name in sorted(PROVIDERS):
         try:
-            model = options_model(target) if isinstance(target, str) else None
+            model = registered_options_model(name)
         except ImportError as exc:
             lines.append(f"{name}: not available here ({exc})")
             continue
         if model is None:
-            lines.append(f"{name}: takes the flags of topocast discover --help")
+            lines.append(f"{name}: takes no options")
         else:
             lines.extend(describe_options(name, model))
     return "\n".join(lines) + "\n"

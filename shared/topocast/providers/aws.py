@@ -54,7 +54,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Annotated, Any, Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
@@ -68,6 +68,7 @@ from topocast.providers.aws_capacity import parse_reserved_nodes, reserved_nodes
 from topocast.providers.base import ProviderInputs
 from topocast.providers.ec2_calls import Ec2Calls
 from topocast.providers.naming import WANTED_NAME_LABEL, NameRequest, Naming, assign_names, claim_freed_names, summary
+from topocast.providers.options import OptionSpec
 from topocast.safeio.validation import describe, validate
 
 __all__ = [
@@ -76,6 +77,7 @@ __all__ = [
     "DiscoveryResult",
     "Ec2Filter",
     "InstanceChange",
+    "Options",
     "discover_full",
     "discover_instances",
     "parse_filter",
@@ -143,20 +145,39 @@ def _check_template(template: str) -> None:
         raise ValueError(f"name template {template!r} has no placeholder: every node would get the same name")
 
 
-class AwsDiscoveryConfig(BaseModel):
-    """What makes up the cluster in EC2 and how its nodes are named."""
+class Options(BaseModel):
+    """The ``aws`` provider's options (``ProviderInputs.options``; the cluster comes from the shell)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    cluster: str = Field(description="Cluster name written into the graph.")
-    region: str | None = Field(None, description="EC2 region; None = the client's region.")
-    filters: list[Ec2Filter] = Field(
+    region: Annotated[
+        str | None, OptionSpec(flags=("--region",), help="region (default: the standard AWS environment)")
+    ] = Field(None, description="EC2 region; None = the client's region.")
+    filters: Annotated[
+        list[Ec2Filter],
+        OptionSpec(
+            env="TOPOCAST_FILTERS", split=";", flags=("--filter",), many=True,
+            help="EC2 filter NAME=V1,V2, e.g. tag:topocast:cluster=c1 (repeatable)",
+            env_help="cluster membership, EC2 filter syntax NAME=V1,V2 separated by ';'",
+        ),
+    ] = Field(
         default_factory=list,
         description="DescribeInstances filters selecting the cluster (strings like 'tag:k=v' are parsed).",
+    )  # fmt: skip
+    instance_types: Annotated[
+        list[str], OptionSpec(env="TOPOCAST_INSTANCE_TYPES", env_help="optional instance-type allow list (';')")
+    ] = Field(default_factory=list, description="Only these instance types (empty: all).")
+    zones: Annotated[list[str], OptionSpec(env="TOPOCAST_ZONES", env_help="optional zone allow list (';')")] = Field(
+        default_factory=list, description="Only these availability zones (empty: all)."
     )
-    instance_types: list[str] = Field(default_factory=list, description="Only these instance types (empty: all).")
-    zones: list[str] = Field(default_factory=list, description="Only these availability zones (empty: all).")
-    name_from: str = Field("private-dns", description="Node name source, see the module docstring.")
+    name_from: Annotated[
+        str,
+        OptionSpec(
+            env="TOPOCAST_NAME_FROM", flags=("--name-from",),
+            help="tag:<key>, private-dns, instance-id, template:<fmt>",
+            env_help="node name source: tag:<key>, private-dns, instance-id, template:<fmt>",
+        ),
+    ] = Field("private-dns", description="Node name source, see the module docstring.")  # fmt: skip
     ultraserver_families: list[str] = Field(
         default_factory=lambda: list(DEFAULT_ULTRASERVER_FAMILIES),
         description="Families whose null CapacityBlockId means 'not reported yet'.",
@@ -164,7 +185,14 @@ class AwsDiscoveryConfig(BaseModel):
     topology_strategy: Literal["ids", "listing"] = Field(
         "ids", description="'ids': explicit InstanceIds batches; 'listing': paged listing filtered client-side."
     )
-    reserved_nodes: dict[str, list[str]] = Field(
+    reserved_nodes: Annotated[
+        dict[str, list[str]],
+        OptionSpec(
+            env="TOPOCAST_RESERVED_NODES",
+            env_help="topology before launch: capacity reservation -> Slurm node names, cr-ID=HOSTLIST;... or a "
+            "JSON object",
+        ),
+    ] = Field(
         default_factory=dict,
         description="Capacity reservation / block ID -> Slurm node names (hostlists) placed before launch "
         "from DescribeCapacityReservationTopology (providers/aws_capacity.py).",
@@ -174,11 +202,6 @@ class AwsDiscoveryConfig(BaseModel):
     @classmethod
     def _reserved(cls, v: Any) -> Any:
         return parse_reserved_nodes(v)
-
-    @field_validator("cluster")
-    @classmethod
-    def _cluster(cls, v: str) -> str:
-        return check_node_name(v, "the cluster name")
 
     @field_validator("filters", mode="before")
     @classmethod
@@ -207,11 +230,22 @@ class AwsDiscoveryConfig(BaseModel):
         )
 
     @model_validator(mode="after")
-    def _no_state_filter(self) -> AwsDiscoveryConfig:
+    def _no_state_filter(self) -> Self:
         for f in self.filters:
             if f.Name == "instance-state-name":
                 raise ValueError("filters: instance-state-name is set by topocast (pending, running); remove it")
         return self
+
+
+class AwsDiscoveryConfig(Options):
+    """What makes up the cluster in EC2 and how its nodes are named: the options and the cluster."""
+
+    cluster: str = Field(description="Cluster name written into the graph.")
+
+    @field_validator("cluster")
+    @classmethod
+    def _cluster(cls, v: str) -> str:
+        return check_node_name(v, "the cluster name")
 
     @classmethod
     def from_data(cls, data: Any, source: str = "AWS discovery config") -> AwsDiscoveryConfig:

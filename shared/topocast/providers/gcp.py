@@ -52,7 +52,7 @@ import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Annotated, Any, Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
@@ -65,6 +65,7 @@ from topocast.providers import base
 from topocast.providers.base import NeedsFullScan, ProviderInputs
 from topocast.providers.gcp_sdk import RetryPolicy, transient_retry
 from topocast.providers.naming import WANTED_NAME_LABEL, NameRequest, Naming, assign_names, claim_freed_names, summary
+from topocast.providers.options import OptionSpec
 from topocast.safeio.validation import describe, validate
 
 __all__ = [
@@ -73,6 +74,7 @@ __all__ = [
     "GcpProvider",
     "InstanceRef",
     "NeedsFullScan",
+    "Options",
     "discover_full",
     "discover_instances",
     "discover_project",
@@ -104,28 +106,62 @@ def parse_label(text: str) -> tuple[str, str]:
     return key, value
 
 
-class GcpDiscoveryConfig(BaseModel):
-    """What makes up the cluster in a GCP project and how its nodes are named."""
+class Options(BaseModel):
+    """The ``gcp`` provider's options (``ProviderInputs.options``; the cluster comes from the shell)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    cluster: str = Field(description="Cluster name written into the graph.")
-    project: str = Field(min_length=1, description="Project ID (or number) that owns the VMs.")
-    zones: list[str] = Field(default_factory=list, description="List only these zones (empty: aggregatedList).")
-    labels: dict[str, str] = Field(default_factory=dict, description="Cluster membership: every label must match.")
-    statuses: list[str] = Field(default_factory=lambda: ["RUNNING"], min_length=1)
-    name_from: str = Field("name", description="name | hostname | instance-id | label:<key>")
-    domain_tier: Literal["subblock", "block", "none"] = "subblock"
-    fabric_levels: list[Literal["subblock", "block", "cluster"]] = Field(default_factory=lambda: list(LEVELS))
-    page_size: int = Field(MAX_PAGE, ge=1, le=MAX_PAGE)
-    read: Literal["auto", "list", "get"] = Field(
+    #: TOPOCAST_GCP_PROJECT is also the functions' own project (their bucket's): a setting of the GCP shell
+    project: Annotated[str, OptionSpec(env="TOPOCAST_GCP_PROJECT", flags=("--project",), help="project ID",
+                                       required="--project")] = Field(
+        min_length=1, description="Project ID (or number) that owns the VMs."
+    )  # fmt: skip
+    zones: Annotated[
+        list[str],
+        OptionSpec(
+            env="TOPOCAST_GCP_ZONES", flags=("--zone",), many=True, help="zone (repeatable; default: all zones)",
+            env_help="zones to list (';'); empty: aggregatedList over all zones",
+        ),
+    ] = Field(default_factory=list, description="List only these zones (empty: aggregatedList).")  # fmt: skip
+    labels: Annotated[
+        dict[str, str],
+        OptionSpec(
+            env="TOPOCAST_GCP_LABEL", split=";", flags=("--label",), many=True, help="cluster label",
+            env_help="cluster membership, GCE labels KEY=VALUE (';', all must match)",
+        ),
+    ] = Field(default_factory=dict, description="Cluster membership: every label must match.")  # fmt: skip
+    statuses: list[str] = Field(
+        default_factory=lambda: ["RUNNING"], min_length=1, description="VM statuses that are cluster nodes."
+    )
+    name_from: Annotated[
+        str, OptionSpec(env="TOPOCAST_NAME_FROM", flags=("--name-from",), help="name, hostname, label:<k>")
+    ] = Field("name", description="name | hostname | instance-id | label:<key>")
+    domain_tier: Annotated[
+        Literal["subblock", "block", "none"],
+        OptionSpec(
+            env="TOPOCAST_GCP_DOMAIN_TIER", env_help="NVLink domain from physicalHostTopology: subblock, block, none"
+        ),
+    ] = Field("subblock", description="The physicalHostTopology level that is the NVLink domain.")
+    fabric_levels: list[Literal["subblock", "block", "cluster"]] = Field(
+        default_factory=lambda: list(LEVELS), description="The physicalHostTopology levels of the fabric path."
+    )
+    page_size: int = Field(MAX_PAGE, ge=1, le=MAX_PAGE, description="VMs per listing page.")
+    read: Annotated[
+        Literal["auto", "list", "get"],
+        OptionSpec(
+            env="TOPOCAST_GCP_READ",
+            env_help="apply a window of changes by auto (cheaper of list/get), list or get",
+        ),
+    ] = Field(
         "auto", description="How a window of changed VMs is read: the cheaper of a listing and gets, or always one."
     )
 
-    @field_validator("cluster")
     @classmethod
-    def _cluster(cls, v: str) -> str:
-        return check_node_name(v, "the cluster name")
+    def default_cluster(cls, options: Mapping[str, Any]) -> str | None:
+        """``topocast discover`` without ``--cluster``: the value of the only label, else the project."""
+        labels = options.get("labels") or []
+        value = labels[0].partition("=")[2] if isinstance(labels, list) and len(labels) == 1 else ""
+        return str(value or options.get("project") or "") or None
 
     @field_validator("labels", mode="before")
     @classmethod
@@ -150,11 +186,22 @@ class GcpDiscoveryConfig(BaseModel):
         raise ValueError(f"name_from {v!r} is not one of name, hostname, instance-id, label:<key>")
 
     @model_validator(mode="after")
-    def _levels(self) -> GcpDiscoveryConfig:
+    def _levels(self) -> Self:
         order = [lvl for lvl in LEVELS if lvl in self.fabric_levels]
         if not self.fabric_levels or order != list(self.fabric_levels):
             raise ValueError(f"fabric_levels must be a non-empty closest-first subset of {list(LEVELS)}")
         return self
+
+
+class GcpDiscoveryConfig(Options):
+    """What makes up the cluster in a GCP project and how its nodes are named: the options and the cluster."""
+
+    cluster: str = Field(description="Cluster name written into the graph.")
+
+    @field_validator("cluster")
+    @classmethod
+    def _cluster(cls, v: str) -> str:
+        return check_node_name(v, "the cluster name")
 
     @classmethod
     def from_data(cls, data: Any, source: str = "GCP discovery config") -> GcpDiscoveryConfig:

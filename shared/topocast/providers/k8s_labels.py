@@ -46,7 +46,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Annotated, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -54,6 +54,7 @@ from topocast.errors import ProviderError
 from topocast.model.graph import Node, TopologyGraph
 from topocast.model.placement import place_nodes
 from topocast.providers.base import DiscoveryResult, FullScanOnly, ProviderInputs
+from topocast.providers.options import OptionSpec
 from topocast.safeio.validation import validate
 
 Scheme = Literal["custom", "topograph", "eks", "gke"]
@@ -103,18 +104,44 @@ PRESETS: dict[str, dict[str, object]] = {
 }
 
 
-class NodeLabelsConfig(BaseModel):
-    """How to read topology from node labels (CLI flags and the function's settings map onto this)."""
+def _selector_from_flags(flag: str, values: list[str]) -> dict[str, str] | None:
+    """``--label KEY=VALUE`` (repeatable) as the ``node_selector`` mapping."""
+    bad = [kv for kv in values if "=" not in kv]
+    if bad:
+        raise ProviderError(f"{flag} {bad[0]!r}: expected KEY=VALUE (only nodes carrying that label)")
+    return dict(kv.split("=", 1) for kv in values) if values else None
+
+
+class Options(BaseModel):
+    """How to read topology from node labels (the ``k8s-labels`` provider's options)."""
 
     model_config = ConfigDict(extra="forbid")
+    #: the functions' variable holding these options as one JSON object
+    ENV_OBJECT: ClassVar[OptionSpec] = OptionSpec(
+        env="TOPOCAST_NODE_LABELS",
+        env_help="NodeLabelsConfig as JSON (fabric_keys, accelerator_key, node_selector); the cluster is "
+        "reached like the Kubernetes publisher (TOPOCAST_K8S_OPTIONS connection, else TOPOCAST_K8S_*)",
+    )
 
-    cluster: str = "default"
-    schemes: list[Scheme] = Field(default_factory=lambda: list(DEFAULT_SCHEMES), min_length=1)
-    fabric_keys: list[str] = Field(default_factory=list, description="custom scheme: label keys, closest first.")
-    accelerator_key: str | None = Field(None, description="Label key of the accelerator domain (any scheme).")
-    subdomain_key: str = TOPOGRAPH_SUBDOMAIN
-    node_selector: dict[str, str] | None = Field(None, description="Only nodes with these labels.")
-    preset: str | None = Field(None, description=f"Named label set: {', '.join(PRESETS)} (fills unset fields).")
+    schemes: list[Scheme] = Field(
+        default_factory=lambda: list(DEFAULT_SCHEMES), min_length=1, description="Label schemes tried, in order."
+    )
+    fabric_keys: Annotated[
+        list[str], OptionSpec(flags=("--fabric-key",), many=True, help="node label of a switch tier, closest first")
+    ] = Field(default_factory=list, description="custom scheme: label keys, closest first.")
+    accelerator_key: Annotated[
+        str | None, OptionSpec(flags=("--accelerator-key",), help="node label of the NVLink domain")
+    ] = Field(None, description="Label key of the accelerator domain (any scheme).")
+    subdomain_key: str = Field(TOPOGRAPH_SUBDOMAIN, description="Label key of the sub-domain.")
+    node_selector: Annotated[
+        dict[str, str] | None,
+        OptionSpec(flags=("--label",), many=True, help="node label KEY=VALUE (repeatable)",
+                   from_flag=_selector_from_flags),
+    ] = Field(None, description="Only nodes with these labels.")  # fmt: skip
+    preset: Annotated[
+        str | None,
+        OptionSpec(flags=("--preset",), help="a cloud's label set: coreweave, crusoe, nebius, eks, gke, topograph"),
+    ] = Field(None, description=f"Named label set: {', '.join(PRESETS)} (fills unset fields).")
     qualify: bool = Field(False, description="Prefix each tier's ID with the tiers above it (numbered tiers).")
 
     @model_validator(mode="before")
@@ -127,6 +154,12 @@ class NodeLabelsConfig(BaseModel):
             raise ValueError(f"unknown preset {name!r}; known: {', '.join(PRESETS)}")
         given = {k: v for k, v in data.items() if v not in (None, [], {})}
         return {**PRESETS[name], **given}
+
+
+class NodeLabelsConfig(Options):
+    """The options and the cluster (CLI flags and the function's settings map onto this)."""
+
+    cluster: str = "default"
 
 
 @dataclass(frozen=True)
@@ -237,6 +270,7 @@ __all__ = [
     "NodeLabelsConfig",
     "NodeLabelsProvider",
     "NodeLister",
+    "Options",
     "fabric_of",
     "graph_from_nodes",
     "provider",

@@ -1,25 +1,46 @@
-"""One way for a provider to validate its own options, and to list them.
+"""One way for a provider to declare, validate and list its own options.
 
-Every provider module added since the five first ones declares ``class Options(BaseModel)`` (each field
-with a ``description``) and validates ``ProviderInputs.options`` in its factory with
-:func:`provider_options`. The options reach it from ``topocast discover --option KEY=VALUE`` (repeatable;
-a value that parses as JSON is taken as JSON, anything else as a string) or, in the functions, from
-``TOPOCAST_PROVIDER_OPTIONS`` (a JSON object), so no shell needs to know a provider's fields.
-:func:`describe_options` prints a provider's options from the same model (``discover --list-options``).
+Every provider module declares ``class Options(BaseModel)`` (each field with a ``description``; a module
+with several factories maps them in ``OPTIONS``) and validates ``ProviderInputs.options`` with it. The
+options reach it from ``topocast discover --option KEY=VALUE`` (repeatable; a value that parses as JSON is
+taken as JSON, anything else as a string) or, in the functions, from ``TOPOCAST_PROVIDER_OPTIONS`` (a JSON
+object), so no shell needs to know a provider's fields. An option may also have public names of its own,
+declared next to it as ``Annotated[T, OptionSpec(env=..., flags=...)]``: a ``TOPOCAST_*`` variable
+(:func:`env_options` reads them; ``topocast.config`` lists them) and dedicated ``topocast discover`` flags
+(``topocast.cli.discover`` adds them). :func:`describe_options` prints a provider's options from the same
+model (``discover --list-options``).
 """
 
 from __future__ import annotations
 
 import importlib
 import json
-from collections.abc import Iterable, Mapping
-from typing import Any, Literal, TypeVar, get_args, get_origin
+import types
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any, Literal, TypeVar, Union, get_args, get_origin
 
 from pydantic import BaseModel, ValidationError
+from pydantic.fields import FieldInfo
 
-from topocast.errors import ProviderError
+from topocast.errors import ProviderError, TopocastError
+from topocast.safeio.validation import check_json_depth
 
-__all__ = ["describe_options", "options_model", "parse_option_pairs", "provider_options"]
+__all__ = [
+    "OptionRow",
+    "OptionSpec",
+    "describe_options",
+    "env_options",
+    "markdown_options",
+    "option_rows",
+    "option_specs",
+    "options_model",
+    "options_object_env",
+    "parse_option_pairs",
+    "provider_models",
+    "provider_options",
+    "registered_options_model",
+]
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -72,16 +93,136 @@ def parse_option_pairs(pairs: Iterable[str]) -> dict[str, Any]:
     return out
 
 
+@dataclass(frozen=True)
+class OptionSpec:
+    """The public names of one option besides ``--option KEY=VALUE``: ``Annotated[T, OptionSpec(...)]``.
+
+    ``env``: the functions' ``TOPOCAST_*`` variable (a list option, or one with ``split``, is split on
+    ``split``, default ``;`` and ``,``; a mapping is JSON when the text starts with ``{``).
+    ``flags``: ``topocast discover``'s dedicated flag(s): repeatable with ``many``, ``--x/--no-x`` for a
+    ``bool`` option, a ``pathlib.Path`` argument with ``path``. ``help`` / ``env_help``: the flag's and
+    the variable's text when the field's description is not the best one. ``required``: what
+    ``topocast discover`` names when the option is missing (``"--project"``). ``from_flag``: the flag's
+    value as the option's (``(flag, value) -> option value``), when they differ.
+    """
+
+    env: str | None = None
+    flags: tuple[str, ...] = ()
+    help: str = ""
+    env_help: str = ""
+    many: bool = False
+    path: bool = False
+    metavar: str | None = None
+    split: str = ""
+    required: str = ""
+    from_flag: Callable[[str, Any], Any] | None = None
+
+
+def option_specs(model: type[BaseModel]) -> Iterator[tuple[str, FieldInfo, OptionSpec]]:
+    """``(key, field, spec)`` of every option of ``model`` that has public names of its own."""
+    for key, field in model.model_fields.items():
+        for meta in field.metadata:
+            if isinstance(meta, OptionSpec):
+                yield key, field, meta
+
+
 def options_model(factory_target: str) -> type[BaseModel] | None:
-    """The ``Options`` model of the module a registry entry (``"module:factory"``) points at, if it has one."""
-    module = importlib.import_module(factory_target.partition(":")[0])
-    model = getattr(module, "Options", None)
+    """The options model of the factory a registry entry (``"module:factory"``) points at, if it has one:
+    the module's ``OPTIONS[factory]`` (a module with several providers), else its ``Options``."""
+    module_name, _, factory = factory_target.partition(":")
+    module = importlib.import_module(module_name)
+    by_factory = getattr(module, "OPTIONS", None)
+    model = by_factory.get(factory) if isinstance(by_factory, dict) else getattr(module, "Options", None)
     return model if isinstance(model, type) and issubclass(model, BaseModel) else None
 
 
-def describe_options(name: str, model: type[BaseModel]) -> list[str]:
-    """``name`` and one indented line per option: ``  key (type, default X): description``."""
-    lines = [f"{name}:"]
+def registered_options_model(name: str) -> type[BaseModel] | None:
+    """The options model of the provider registered as ``name`` (None: unknown, run-time or without one)."""
+    from topocast.providers import PROVIDERS
+
+    target = PROVIDERS.get(name)
+    return options_model(target) if isinstance(target, str) else None
+
+
+def provider_models() -> dict[str, type[BaseModel]]:
+    """Every registered provider's options model, in registry order (one whose module does not import
+    here, e.g. an SDK not installed at module level, is left out)."""
+    from topocast.providers import PROVIDERS
+
+    out: dict[str, type[BaseModel]] = {}
+    for name in PROVIDERS:
+        try:
+            model = registered_options_model(name)
+        except ImportError:
+            continue
+        if model is not None:
+            out[name] = model
+    return out
+
+
+def _kinds(annotation: Any) -> set[Any]:
+    """The outer types an annotation allows (``list[str] | None`` -> ``{list, NoneType}``)."""
+    if get_origin(annotation) in (Union, types.UnionType):
+        return {k for arg in get_args(annotation) for k in _kinds(arg)}
+    origin = get_origin(annotation)
+    return {origin if origin is not None else annotation}
+
+
+def _env_value(var: str, field: FieldInfo, spec: OptionSpec, raw: str) -> Any:
+    kinds = _kinds(field.annotation)
+    if list in kinds or spec.split:
+        parts = [raw]
+        for sep in spec.split or ";,":
+            parts = [p for chunk in parts for p in chunk.split(sep)]
+        return [p.strip() for p in parts if p.strip()]
+    mapping = dict in kinds or any(isinstance(k, type) and issubclass(k, BaseModel) for k in kinds)
+    return _env_json(var, raw) if mapping and raw.lstrip().startswith("{") else raw
+
+
+def _env_json(var: str, raw: str) -> Any:
+    try:
+        check_json_depth(raw, var, TopocastError)
+        return json.loads(raw)
+    except (json.JSONDecodeError, RecursionError) as exc:
+        raise TopocastError(f"{var} is not valid JSON: {exc}") from None
+
+
+def env_options(model: type[BaseModel], read: Callable[[str], str | None]) -> dict[str, Any]:
+    """The options ``model`` takes from ``TOPOCAST_*`` variables (``read(name)``; unset or empty: left out).
+
+    A model may also name one variable holding several of its options as a JSON object
+    (``ENV_OBJECT: ClassVar[OptionSpec]``, e.g. k8s-labels' ``TOPOCAST_NODE_LABELS``); it wins over the
+    per-option variables.
+    """
+    out: dict[str, Any] = {}
+    for key, field, spec in option_specs(model):
+        raw = read(spec.env) if spec.env else None
+        if raw:
+            out[key] = _env_value(spec.env or "", field, spec, raw)
+    whole = getattr(model, "ENV_OBJECT", None)
+    if isinstance(whole, OptionSpec) and whole.env and (raw := read(whole.env)):
+        value = _env_json(whole.env, raw)
+        if not isinstance(value, dict):
+            raise TopocastError(f"{whole.env} must be a JSON object")
+        out.update(value)
+    return out
+
+
+@dataclass(frozen=True)
+class OptionRow:
+    """One option as ``--list-options`` and the docs show it."""
+
+    key: str
+    kind: str
+    default: str  # "required" or "default <JSON>"
+    description: str
+    names: tuple[str, ...]  # its own flags and variable
+
+
+def option_rows(model: type[BaseModel]) -> list[OptionRow]:
+    """Every option of ``model``, in declaration order."""
+    names = {key: (*spec.flags, *([spec.env] if spec.env else [])) for key, _, spec in option_specs(model)}
+    rows = []
     for key, field in model.model_fields.items():
         if get_origin(field.annotation) is Literal:
             kind = "|".join(str(a) for a in get_args(field.annotation))
@@ -92,5 +233,37 @@ def describe_options(name: str, model: type[BaseModel]) -> list[str]:
             if field.is_required()
             else f"default {json.dumps(field.get_default(call_default_factory=True), default=str)}"
         )
-        lines.append(f"  {key} ({kind}, {default}): {field.description or ''}".rstrip(": "))
+        rows.append(OptionRow(key, kind, default, field.description or "", names.get(key, ())))
+    return rows
+
+
+def options_object_env(model: type[BaseModel]) -> str | None:
+    """``"TOPOCAST_X: meaning"`` when ``model`` names one variable holding its options as JSON (ENV_OBJECT)."""
+    whole = getattr(model, "ENV_OBJECT", None)
+    if isinstance(whole, OptionSpec) and whole.env:
+        return f"{whole.env}: {whole.env_help or 'these options as a JSON object'}"
+    return None
+
+
+def describe_options(name: str, model: type[BaseModel]) -> list[str]:
+    """``name`` and one indented line per option: ``  key (type, default X): description [names]``
+    (``[--flag, TOPOCAST_VAR]``: the option's own flags and variable, when it has them)."""
+    lines = [f"{name}:"]
+    for row in option_rows(model):
+        also = f" [{', '.join(row.names)}]" if row.names else ""
+        lines.append(f"  {row.key} ({row.kind}, {row.default}): {row.description}".rstrip(": ") + also)
+    if whole := options_object_env(model):
+        lines.append(f"  ({whole})")
+    return lines
+
+
+def markdown_options(name: str, model: type[BaseModel]) -> list[str]:
+    """The same as :func:`describe_options`, as a Markdown table (``docs/providers.md``)."""
+    lines = [f"`{name}`:", "", "| option | type | default | flag / variable | meaning |", "|---|---|---|---|---|"]
+    for row in option_rows(model):
+        names = ", ".join(f"`{n}`" for n in row.names)
+        cells = [f"`{row.key}`", row.kind, row.default.removeprefix("default "), names, row.description]
+        lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
+    if whole := options_object_env(model):
+        lines += ["", f"Also `{whole.partition(':')[0]}`:{whole.partition(':')[2]}."]
     return lines
