@@ -213,12 +213,18 @@ def test_topograph_gcp_sim_conformance(
 def test_one_shot_discovery_uses_the_endpoint_override(
     fake_compute: FakeCompute, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from topocast.gcp.clients import compute_client
-    from topocast.providers.gcp import discover_project
+    """``topocast discover --provider gcp``'s own path: its flags, the registry, the Compute endpoint override."""
+    from topocast.cli.discover import discover_args, provider_inputs
+    from topocast.providers import build_provider
 
     fake_compute.add(generate_cluster(5, label=LABEL, extra=2).instances)
     monkeypatch.setenv("TOPOCAST_COMPUTE_ENDPOINT", fake_compute.url)  # what the CLI documents for tests
-    result = discover_project("demo-project", client=compute_client(), labels=["=".join(LABEL)])
-    assert result.graph.cluster == "c1" and len(result.graph.nodes) == 5
-    with pytest.raises(ProviderError, match="command line: labels"):
-        discover_project("demo-project", client=compute_client(), labels=["nope"])
+
+    def discover(label: str) -> Any:
+        args = discover_args({"provider": "gcp", "cluster": "default", "project": "demo-project", "label": [label]})
+        return build_provider("gcp", provider_inputs(args)).discover_full(None)
+
+    result = discover("=".join(LABEL))
+    assert result.graph.cluster == "c1" and len(result.graph.nodes) == 5  # the cluster: the only label's value
+    with pytest.raises(ProviderError, match="labels"):
+        discover("nope")

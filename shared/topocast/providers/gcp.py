@@ -41,6 +41,7 @@ graph. A VM whose data breaks a rule of the graph (a topology ID that is not a s
 path that contradicts the other VMs', an unsafe sub-block as domain) is set aside with the reason in
 ``graph.unplaced`` (:func:`topocast.model.placement.place_nodes`); the other VMs are placed. An incremental
 update keeps what the previous graph set aside unless that VM was read again or is gone.
+The Compute calls themselves (paging, retries, errors) are :mod:`topocast.providers.gcp_api`;
 google-cloud-compute is imported lazily (see :mod:`topocast.gcp.clients`).
 """
 
@@ -48,8 +49,7 @@ from __future__ import annotations
 
 import hashlib
 import re
-import threading
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Annotated, Any, Literal, Self
@@ -63,7 +63,8 @@ from topocast.model.names import check_domain_name, check_node_name, check_switc
 from topocast.model.placement import carry_unplaced, place_nodes
 from topocast.providers import base
 from topocast.providers.base import NeedsFullScan, ProviderInputs
-from topocast.providers.gcp_sdk import RetryPolicy, transient_retry
+from topocast.providers.gcp_api import ComputeCalls, InstanceRef, Vm
+from topocast.providers.gcp_sdk import RetryPolicy
 from topocast.providers.naming import WANTED_NAME_LABEL, NameRequest, Naming, assign_names, claim_freed_names, summary
 from topocast.providers.options import OptionSpec
 from topocast.safeio.validation import describe, validate
@@ -77,7 +78,6 @@ __all__ = [
     "Options",
     "discover_full",
     "discover_instances",
-    "discover_project",
     "listing_pages",
     "parse_label",
     "prefer_listing",
@@ -88,7 +88,6 @@ MAX_PAGE = 500
 #: instances.get calls in flight during an incremental update
 GET_CONCURRENCY = 8
 LEVELS: tuple[Literal["subblock", "block", "cluster"], ...] = ("subblock", "block", "cluster")
-IAM_PERMISSIONS = {"list": "compute.instances.list", "get": "compute.instances.get"}
 _LABEL_KEY = re.compile(r"^[a-z][a-z0-9_-]{0,62}$")
 _LABEL_VALUE = re.compile(r"^[a-z0-9_-]{0,63}$")
 
@@ -225,158 +224,6 @@ class DiscoveryResult(base.DiscoveryResult):
     removed: list[str] = field(default_factory=list)
 
 
-@dataclass(frozen=True)
-class InstanceRef:
-    """A VM named by an event: zone + name, and its numeric ID when the event carried it."""
-
-    zone: str
-    name: str
-    instance_id: str | None = None
-
-
-@dataclass(frozen=True)
-class _Vm:
-    """The fields topocast reads from a Compute ``Instance``."""
-
-    id: str
-    name: str
-    zone: str
-    machine_type: str
-    status: str
-    labels: dict[str, str]
-    hostname: str
-    topology: dict[str, str] | None  # physicalHostTopology (non-empty fields only)
-    physical_host: str
-    #: ``scheduling.automaticRestart`` (Compute's default: true): Compute restarts it after a host event
-    automatic_restart: bool = True
-
-
-def _last(url: str) -> str:
-    return url.rsplit("/", 1)[-1]
-
-
-def _vm(inst: Any) -> _Vm:
-    topo: dict[str, str] | None = None
-    physical_host = ""
-    if "resource_status" in inst:
-        rs = inst.resource_status
-        physical_host = rs.physical_host or ""
-        if "physical_host_topology" in rs:
-            pht = rs.physical_host_topology
-            topo = {k: v for k in ("cluster", "block", "subblock", "host") if (v := getattr(pht, k, "") or "")}
-    sched = inst.scheduling if "scheduling" in inst else None
-    restarts = bool(sched.automatic_restart) if sched is not None and "automatic_restart" in sched else True
-    return _Vm(
-        id=str(inst.id),
-        name=inst.name,
-        zone=_last(inst.zone),
-        machine_type=_last(inst.machine_type),
-        status=inst.status,
-        labels=dict(inst.labels),
-        hostname=inst.hostname or "",
-        topology=topo,
-        physical_host=physical_host,
-        automatic_restart=restarts,
-    )
-
-
-# ----- calling Compute -------------------------------------------------------------------------
-class _Compute:
-    def __init__(self, client: Any, config: GcpDiscoveryConfig, retry: RetryPolicy | None = None) -> None:
-
-        self.client = client
-        self.config = config
-        self.calls: dict[str, int] = {}
-        self.retries = 0
-        self._lock = threading.Lock()
-        self.retry = transient_retry(retry, on_error=self._on_error)
-
-    def _on_error(self, exc: Exception) -> None:
-        with self._lock:
-            self.retries += 1
-
-    def _count(self, op: str) -> None:
-        with self._lock:
-            self.calls[op] = self.calls.get(op, 0) + 1
-
-    def error(self, op: str, where: str, exc: Exception) -> ProviderError:
-        from google.api_core import exceptions as gexc
-
-        perm = IAM_PERMISSIONS["get" if op.endswith(".get") else "list"]
-        if isinstance(exc, gexc.Forbidden | gexc.Unauthorized):
-            return ProviderError(
-                f"{op} on {where} was denied ({exc.message if hasattr(exc, 'message') else exc}); the caller needs "
-                f"{perm} (e.g. roles/compute.viewer on project {self.config.project})"
-            )
-        if isinstance(exc, gexc.RetryError):
-            cause = exc.cause if exc.cause is not None else exc
-            return ProviderError(f"{op} on {where} kept failing after retries: {cause}; try again later")
-        if isinstance(exc, gexc.NotFound):
-            return ProviderError(f"{op} on {where}: not found ({exc}); check the project ID and zones")
-        return ProviderError(f"{op} on {where} failed: {exc}")
-
-    def _pages(self, op: str, where: str, start: Callable[[], Any]) -> Iterator[Any]:
-        from google.api_core import exceptions as gexc
-
-        try:
-            self._count(op)
-            pager = start()
-            first = True
-            for page in pager.pages:
-                if not first:
-                    self._count(op)
-                first = False
-                yield page
-        except (gexc.GoogleAPICallError, gexc.RetryError) as exc:
-            raise self.error(op, where, exc) from None
-
-    def list_all(self) -> list[_Vm]:
-        from google.cloud import compute_v1
-
-        cfg = self.config
-        flt = cfg.list_filter()
-        vms: list[_Vm] = []
-        if cfg.zones:
-            for zone in cfg.zones:
-                req = compute_v1.ListInstancesRequest(
-                    project=cfg.project, zone=zone, max_results=cfg.page_size, filter=flt
-                )
-
-                def start(req: Any = req) -> Any:
-                    return self.client.list(request=req, retry=self.retry)
-
-                for page in self._pages("compute.instances.list", f"project {cfg.project} zone {zone}", start):
-                    vms.extend(_vm(i) for i in page.items)
-            return vms
-        req = compute_v1.AggregatedListInstancesRequest(project=cfg.project, max_results=cfg.page_size, filter=flt)
-        for page in self._pages(
-            "compute.instances.aggregatedList",
-            f"project {cfg.project}",
-            lambda: self.client.aggregated_list(request=req, retry=self.retry),
-        ):
-            for scope, scoped in page.items.items():
-                if "warning" in scoped and scoped.warning.code not in ("NO_RESULTS_ON_PAGE", ""):
-                    raise ProviderError(
-                        f"compute.instances.aggregatedList on project {cfg.project}: {scope} answered "
-                        f"{scoped.warning.code} ({scoped.warning.message}); refusing a partial listing"
-                    )
-                vms.extend(_vm(i) for i in scoped.instances)
-        return vms
-
-    def get(self, ref: InstanceRef) -> _Vm | None:
-        from google.api_core import exceptions as gexc
-
-        cfg = self.config
-        self._count("compute.instances.get")
-        try:
-            inst = self.client.get(project=cfg.project, zone=ref.zone, instance=ref.name, retry=self.retry)
-        except gexc.NotFound:
-            return None
-        except (gexc.GoogleAPICallError, gexc.RetryError) as exc:
-            raise self.error("compute.instances.get", f"{cfg.project}/{ref.zone}/{ref.name}", exc) from None
-        return _vm(inst)
-
-
 # ----- following a VM through host maintenance -------------------------------------------------
 #: VM statuses between two steady ones (running, or out); a followed VM in one is read again later
 TRANSITIONAL = frozenset({"PROVISIONING", "STAGING", "STOPPING", "SUSPENDING", "REPAIRING", "PENDING_STOP"})
@@ -384,7 +231,7 @@ TRANSITIONAL = frozenset({"PROVISIONING", "STAGING", "STOPPING", "SUSPENDING", "
 _NO_RESTART = ("compute.instances.guestTerminate",)
 
 
-def unsettled(vm: _Vm | None, change: InstanceChange) -> bool:
+def unsettled(vm: Vm | None, change: InstanceChange) -> bool:
     """Is the followed ``change``'s VM not steady yet (kept at its last place, read again later)?
 
     Steady: RUNNING, gone (404), or stopped (TERMINATED / STOPPED / SUSPENDED) with no restart
@@ -400,7 +247,7 @@ def unsettled(vm: _Vm | None, change: InstanceChange) -> bool:
 
 
 # ----- building nodes --------------------------------------------------------------------------
-def _member(vm: _Vm, config: GcpDiscoveryConfig) -> bool:
+def _member(vm: Vm, config: GcpDiscoveryConfig) -> bool:
     return (
         vm.status in config.statuses
         and all(vm.labels.get(k) == v for k, v in config.labels.items())
@@ -408,7 +255,7 @@ def _member(vm: _Vm, config: GcpDiscoveryConfig) -> bool:
     )
 
 
-def _raw_name(vm: _Vm, name_from: str) -> tuple[str | None, str]:
+def _raw_name(vm: Vm, name_from: str) -> tuple[str | None, str]:
     if name_from == "name":
         return vm.name, "VM name"
     if name_from == "hostname":
@@ -426,7 +273,7 @@ def _checked(name: str) -> str | None:
         return None
 
 
-def _names(vms: Sequence[_Vm], name_from: str, taken: dict[str, str], previous: TopologyGraph | None) -> Naming:
+def _names(vms: Sequence[Vm], name_from: str, taken: dict[str, str], previous: TopologyGraph | None) -> Naming:
     """Node name per VM ID by the shared rule (:mod:`topocast.providers.naming`): a VM whose source gives
     no usable name is named by its VM name, then its numeric ID. ``taken``: names held outside this batch."""
     requests = []
@@ -487,7 +334,7 @@ class _Paths:
         if topo.get("block") and topo.get("cluster"):
             self.block_cluster.setdefault(topo["block"], topo["cluster"])
 
-    def path(self, vm: _Vm) -> tuple[list[str], str | None, str | None]:
+    def path(self, vm: Vm) -> tuple[list[str], str | None, str | None]:
         """(fabric closest-first, sub-block, block) or ([], None, None) with the reason in the 2nd slot."""
         topo = vm.topology
         if not topo or not all(topo.get(k) for k in ("cluster", "block", "subblock")):
@@ -522,7 +369,7 @@ class _Paths:
 
 
 def _nodes(
-    vms: Sequence[_Vm], naming: Naming, config: GcpDiscoveryConfig, paths: _Paths
+    vms: Sequence[Vm], naming: Naming, config: GcpDiscoveryConfig, paths: _Paths
 ) -> tuple[list[Node], list[str], dict[str, str]]:
     """The VMs' nodes, warnings, and what was set aside (node name -> reason: data that breaks a rule)."""
     names = naming.names
@@ -578,7 +425,7 @@ def discover_full(
     client: Any, config: GcpDiscoveryConfig, previous: TopologyGraph | None = None, *, retry: RetryPolicy | None = None
 ) -> DiscoveryResult:
     """Discover the whole cluster. ``previous`` only keeps qualified switch IDs stable."""
-    api = _Compute(client, config, retry)
+    api = ComputeCalls(client, config.project, retry)
     warnings: list[str] = []
     if not config.labels:
         where = ", ".join(config.zones) if config.zones else "every zone"
@@ -586,7 +433,8 @@ def discover_full(
             f"no labels: every {'/'.join(config.statuses)} VM of project {config.project} in {where} is "
             f"treated as part of cluster {config.cluster!r}"
         )
-    vms = sorted((vm for vm in api.list_all() if _member(vm, config)), key=lambda v: (v.zone, v.name))
+    listed = api.list_all(config.zones, config.page_size, config.list_filter())
+    vms = sorted((vm for vm in listed if _member(vm, config)), key=lambda v: (v.zone, v.name))
     paths = _Paths(config, previous)
     for vm in vms:
         if vm.topology:
@@ -617,7 +465,7 @@ def discover_instances(
     its node and is named in ``unsettled``. Raises :class:`NeedsFullScan` when
     the result would not be a valid graph.
     """
-    api = _Compute(client, config, retry)
+    api = ComputeCalls(client, config.project, retry)
     base_nodes = list(previous.nodes) if previous is not None else []
     unique: dict[tuple[str, str], InstanceRef] = {}
     for ref in refs:
@@ -669,49 +517,6 @@ def discover_instances(
         graph, api.calls, warnings + node_warnings, api.retries, upserted, sorted(set(removed) - set(upserted)),
         unsettled=sorted(followed[k].instance for k in waiting),
     )  # fmt: skip
-
-
-def discover_project(
-    project: str,
-    *,
-    client: Any,
-    cluster: str | None = None,
-    zones: Sequence[str] = (),
-    labels: Sequence[str] = (),
-    name_from: str | None = None,
-    domain_tier: str = "subblock",
-    page_size: int = MAX_PAGE,
-) -> DiscoveryResult:
-    """One-shot discovery (``topocast discover --provider gcp``) with a Compute client the shell built.
-
-    ``labels`` are ``KEY=VALUE`` strings; ``cluster`` defaults to the value of the only label, else the project.
-    """
-    return discover_full(client, _one_shot_config(project, cluster, zones, labels, name_from, domain_tier, page_size))
-
-
-def _one_shot_config(
-    project: str,
-    cluster: str | None,
-    zones: Sequence[str],
-    labels: Sequence[str],
-    name_from: str | None,
-    domain_tier: str,
-    page_size: int,
-) -> GcpDiscoveryConfig:
-    if cluster is None:
-        cluster = labels[0].partition("=")[2] if len(labels) == 1 and labels[0].partition("=")[2] else project
-    return GcpDiscoveryConfig.from_data(
-        {
-            "cluster": cluster,
-            "project": project,
-            "zones": list(zones),
-            "labels": list(labels),
-            "name_from": name_from,
-            "domain_tier": domain_tier,
-            "page_size": page_size,
-        },
-        "command line",
-    )
 
 
 # ----- list or get: the cheaper way to apply a window of changes ----------------------------------
