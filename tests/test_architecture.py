@@ -185,3 +185,14 @@ def test_the_scan_sees_lazy_imports_entry_points_and_skips_type_checking(tmp_pat
     )
     assert sorted(t for _, t in imports(src)) == ["topocast.aws.root", "topocast.aws.ssm_publish"]
     assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+
+
+def test_the_architecture_drawing_shows_these_layers() -> None:
+    """docs/architecture.md's layer drawing names the same units, layer by layer, as LAYERS."""
+    doc = (PACKAGE.parent.parent / "docs" / "architecture.md").read_text()
+    block = doc.split("<!-- layers: kept equal to LAYERS in tests/test_architecture.py -->\n```\n", 1)[1]
+    drawn: dict[int, list[str]] = {}
+    for line in block.split("```", 1)[0].splitlines():
+        rank, units = int(line[:3]), line[3:32].split()
+        drawn[rank] = units
+    assert drawn == dict(enumerate(LAYERS))

@@ -60,7 +60,7 @@ class WatchingAgent:
         self.dest = dest
         self.installs: list[Install] = []
         self.last: PullOutcome | None = None
-        #: the last pull that installed a file (later pulls of the same content say ``unchanged``)
+        #: the last pull that installed the published file or found it in place already
         self.last_install: PullOutcome | None = None
         #: pulls that raised (before the first publish the source does not exist yet: expected)
         self.errors: list[str] = []
@@ -84,7 +84,8 @@ class WatchingAgent:
             return 1
         with self._changed:
             self.last = out
-            if out.action == "installed":
+            # "unchanged": the file in place is already the published one (a rerun into the same directory)
+            if out.action in ("installed", "unchanged"):
                 self.last_install = out
                 self.installs.append(Install(time.time(), frozenset(conf_node_names(self.dest.read_bytes()))))
             self._changed.notify_all()
@@ -99,7 +100,7 @@ class WatchingAgent:
         self._thread.join(timeout)
 
     def installed_at(self, names: set[str] | frozenset[str]) -> float | None:
-        """When a file listing every one of ``names`` was first installed (None: not yet)."""
+        """When a file listing every one of ``names`` was first in place (None: not yet)."""
         with self._changed:
             return next((i.at for i in self.installs if names <= i.names), None)
 
