@@ -310,15 +310,23 @@ def parse_label_selector(selector: str) -> Callable[[dict[str, str]], bool]:
 
 
 def merge_patch(target: Any, patch: Any) -> Any:
-    """RFC 7386 JSON merge patch: maps merge recursively, ``null`` deletes, everything else replaces."""
+    """RFC 7386 JSON merge patch: maps merge recursively, ``null`` deletes, everything else replaces.
+    Returns a new object (``target`` and ``patch`` are left as they are)."""
     if not isinstance(patch, dict):
         return copy.deepcopy(patch)
-    result = copy.deepcopy(target) if isinstance(target, dict) else {}
+    return _merge_into(copy.deepcopy(target) if isinstance(target, dict) else {}, patch)
+
+
+def _merge_into(result: JSON, patch: JSON) -> JSON:
+    """Merge ``patch`` into ``result`` (a copy the caller owns) in place: one deep copy per request, not per level."""
     for key, value in patch.items():
         if value is None:
             result.pop(key, None)
+        elif isinstance(value, dict):
+            current = result.get(key)
+            result[key] = _merge_into(current if isinstance(current, dict) else {}, value)
         else:
-            result[key] = merge_patch(result.get(key), value)
+            result[key] = copy.deepcopy(value)
     return result
 
 
@@ -420,12 +428,18 @@ def delete_path(obj: JSON, path: Path) -> None:
 
 
 def deep_merge(base: Any, overlay: Any) -> Any:
-    """Server-side-apply merge of one applied configuration: maps merge, lists and scalars replace."""
+    """Server-side-apply merge of one applied configuration: maps merge, lists and scalars replace.
+    Returns a new object (``base`` and ``overlay`` are left as they are)."""
     if not (isinstance(base, dict) and isinstance(overlay, dict)):
         return copy.deepcopy(overlay)
-    out = copy.deepcopy(base)
+    return _overlay_into(copy.deepcopy(base), overlay)
+
+
+def _overlay_into(out: JSON, overlay: JSON) -> JSON:
     for key, value in overlay.items():
-        out[key] = deep_merge(out.get(key), value)
+        current = out.get(key)
+        both = isinstance(current, dict) and isinstance(value, dict)
+        out[key] = _overlay_into(current, value) if both else copy.deepcopy(value)
     return out
 
 
@@ -884,7 +898,10 @@ class FakeKubeApiServer:
     def _parse_body(req: LoggedRequest, raw: bytes) -> Any:
         try:
             if req.content_type.startswith("application/apply-patch+yaml"):
-                return yaml.safe_load(raw.decode() or "null")
+                try:  # clients (lightkube, kubectl) send apply bodies as JSON, a subset of YAML: the fast parser
+                    return json.loads(raw or b"null")
+                except ValueError:
+                    return yaml.safe_load(raw.decode() or "null")
             return json.loads(raw or b"null")
         except (ValueError, yaml.YAMLError) as exc:
             raise ApiFailure(400, "BadRequest", f"the body of the request was in an unknown format: {exc}") from None
@@ -1139,6 +1156,8 @@ def _spec(obj: JSON) -> JSON:
 class _Handler(BaseHTTPRequestHandler):
     fake: FakeKubeApiServer
     protocol_version = "HTTP/1.1"  # keep-alive, like a real API server
+    # Buffered: the status line, headers and a small body leave in one send (handle_one_request flushes).
+    wbufsize = -1
 
     def setup(self) -> None:
         super().setup()
