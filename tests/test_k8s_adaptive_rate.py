@@ -49,6 +49,22 @@ def test_the_rate_doubles_while_the_server_keeps_up_and_halves_on_a_429() -> Non
     assert cut < rate.qps <= cut * 1.1 + 1  # past the cut it only probes: +5 % of it per interval
 
 
+def test_a_limit_that_stays_put_is_probed_ever_more_slowly() -> None:
+    """After five cuts at the same limit the probe is 1 % of the mark per interval, not 5 %: fewer 429 bursts."""
+    clock = Clock()
+    rate = AdaptiveRate(50, 100, qps_max=2000, clock=clock, sleep=lambda s: None)
+    for _ in range(5):
+        busy_window(rate, clock)
+        clock.now += 0.3
+        rate.observe(429, 0.01)
+        clock.now += 1.0
+    assert rate.cuts == 5
+    mark = rate.mark
+    busy_window(rate, clock)
+    busy_window(rate, clock)
+    assert mark < rate.qps <= mark * 1.02 + 1e-6
+
+
 def test_slow_answers_hold_the_rate_and_it_never_passes_qps_max_or_drops_below_its_floor() -> None:
     clock = Clock()
     rate = AdaptiveRate(50, 100, qps_max=120, clock=clock, sleep=lambda s: None)

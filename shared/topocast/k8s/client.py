@@ -218,7 +218,8 @@ class AdaptiveRate(TokenBucket):
     Every ``interval`` seconds in which the requests used most of the rate, the answers stayed
     fast (the smoothed response time at most four times the fastest seen plus 250 ms) and none
     was a 429, the rate doubles (slow start) up to the last rate that was cut, then grows by 5 %
-    of it per interval (probing), at most ``qps_max``. A 429 (at most one cut per ``interval``:
+    of it per interval (probing; 5 % divided by the number of cuts so far, down to 1 %: a limit
+    that stays put is probed ever more rarely), at most ``qps_max``. A 429 (at most one cut per ``interval``:
     the requests in flight come back together) halves it (or sets it below what the server
     accepted in the last second, if that is less), sets that mark, spends the saved-up burst and
     holds new requests for the Retry-After (at most 5 s); slow answers hold it. It never goes
@@ -282,7 +283,10 @@ class AdaptiveRate(TokenBucket):
             # cutting on latency alone would starve a publish the server is happy to take
             fast = self._ewma <= 4 * self._fastest + 0.25
             if fast and busy and now - self._cut_at >= 2 * self.interval:
-                grown = min(self.qps * 2, self.mark) if self.qps < self.mark else self.qps + 0.05 * self.mark
+                # probing past the mark slows with every cut (5 % of it per interval after the first, 1 %
+                # from the fifth): a server whose limit stays put is probed every ~25 s, not every ~6 s
+                probe = 0.05 * self.mark / min(max(self.cuts, 1), 5)
+                grown = min(self.qps * 2, self.mark) if self.qps < self.mark else self.qps + probe
                 self._set(min(self.qps_max, grown), now)
             self._window_at, self._answered = now, 0
 
