@@ -220,8 +220,8 @@ class AdaptiveRate(TokenBucket):
     was a 429, the rate doubles (slow start) up to the last rate that was cut, then grows by 5 %
     of it per interval (probing; 5 % divided by the number of cuts so far, down to 1 %: a limit
     that stays put is probed ever more rarely), at most ``qps_max``. A 429 (at most one cut per ``interval``:
-    the requests in flight come back together) halves it (or sets it below what the server
-    accepted in the last second, if that is less), sets that mark, spends the saved-up burst and
+    the requests in flight come back together) sets it to 90 % of what the server accepted in the
+    last second (the first cut, which ends slow start: half, if that is less), sets that mark, spends the saved-up burst and
     holds new requests for the Retry-After (at most 5 s); slow answers hold it. It never goes
     below ``floor`` (a tenth of the start, at least 1 QPS). The burst is at most one interval's
     worth of the current rate.
@@ -264,8 +264,8 @@ class AdaptiveRate(TokenBucket):
                 if now - self._cut_at >= self.interval:
                     # half, or below what the server took in the last second if that is less: one
                     # cut lands under its limit instead of halving down to it a quarter second at a time
-                    took = 0.9 * len(self._accepted) if self._accepted else self.qps
-                    self.mark = max(self.floor, min(self.qps / 2, took))
+                    took = 0.9 * len(self._accepted) if self._accepted else self.qps / 2
+                    self.mark = max(self.floor, min(self.qps / 2, took) if self.cuts == 0 else took)
                     self._set(self.mark, now)
                     # no saved-up burst into a server that just said no, and nothing new before its Retry-After
                     self._tokens = min(self._tokens, 0.0) - min(retry_after or 0.0, 5.0) * self.qps
