@@ -221,8 +221,8 @@ class AdaptiveRate(TokenBucket):
     of it per interval (probing; 5 % divided by the number of cuts so far, down to 1 %: a limit
     that stays put is probed ever more rarely), at most ``qps_max``. A 429 (at most one cut per ``interval``:
     the requests in flight come back together) sets it to 90 % of what the server accepted in the
-    last second (the first cut, which ends slow start: half, if that is less), sets that mark, spends the saved-up burst and
-    holds new requests for the Retry-After (at most 5 s); slow answers hold it. It never goes
+    last second (the first cut, which ends slow start: half, if that is less), sets that mark,
+    spends the saved-up burst and holds new requests for the Retry-After (at most 5 s); slow answers hold it. It never goes
     below ``floor`` (a tenth of the start, at least 1 QPS). The burst is at most one interval's
     worth of the current rate.
     """
