@@ -104,6 +104,11 @@ class AwsCloud:
         key = self.pl.runtime.graphs.generation_key(generation)
         self.pl.s3.put_object(Bucket=self.pl.bucket, Key=key, Body=b'{"schema_version": 1, "cluster": "c1", "no')
 
+    def damage_debounce_state(self) -> None:
+        """Overwrite the cluster's debounce state item with one the code cannot read (a hand edit)."""
+        item = {"cluster": {"S": CLUSTER}, "version": {"N": "7"}, "latest_generation": {"S": "lots"}}
+        self.pl.runtime.dynamodb.put_item(TableName=self.pl.runtime.settings.state_table, Item=item)
+
     # ----- the pipeline ----------------------------------------------------------------------------
     @property
     def runtime(self) -> Any:
@@ -203,7 +208,7 @@ class GcpCloud:
         state.objects.put(state.override_key, str(generation).encode())
 
     def request_publish(self, generation: int) -> None:
-        self.runtime.handoff().request_publish(generation, "scenario", f"scenario-{generation}")
+        self.runtime.handoff.request_publish(generation, "scenario", f"scenario-{generation}")
 
     def node_names(self, vms: list[Any]) -> list[str]:
         return sorted(inst["name"] for inst in vms)
@@ -211,6 +216,11 @@ class GcpCloud:
     def corrupt(self, generation: int) -> None:
         rt = self.runtime
         rt.objects.put(rt.graphs.generation_key(generation), b'{"schema_version": 1, "cluster": "c1", "no')
+
+    def damage_debounce_state(self) -> None:
+        """Overwrite the cluster's debounce state object with one the code cannot read (a hand edit)."""
+        rt = self.runtime
+        rt.objects.put(rt.debouncer.states.key(CLUSTER), b'{"phase": "waiting", "latest_generation": "lots"')
 
     # ----- the pipeline ----------------------------------------------------------------------------
     @property

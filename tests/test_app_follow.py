@@ -74,8 +74,9 @@ class Rechecks:
 
 def ports(provider: ScriptedProvider, rechecks: Rechecks | None, bound: int = 2) -> DiscoverPorts:
     return DiscoverPorts(
-        "c1", MemoryGraphStore(), lambda: provider, Debouncer(), MemoryPublishState(), MemoryArtifactStore(), None,  # type: ignore[arg-type]
-        MetricCounts(), 100, rechecks, bound, 45.0,
+        cluster="c1", graphs=MemoryGraphStore(), provider=lambda: provider, debouncer=Debouncer(),
+        publish_state=MemoryPublishState(), artifacts=MemoryArtifactStore(), handoff=None,  # type: ignore[arg-type]
+        metrics=MetricCounts(), full_scan_threshold=100, rechecks=rechecks, follow_rechecks=bound, follow_interval=45.0,
     )  # fmt: skip
 
 

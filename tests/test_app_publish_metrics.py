@@ -13,10 +13,11 @@ from memory_stores import MemoryArtifactStore, MemoryGraphStore, MemoryPublishSt
 from test_k8s_publisher import TIER, add_cluster_nodes, make_graph, make_publisher
 
 from topocast.app import metrics as m
-from topocast.app.metrics import EMF_NAMES, MetricCounts
+from topocast.app.metrics import MetricCounts
 from topocast.app.ports import PublishPorts
 from topocast.app.publish import publish
 from topocast.app.render import render_generation
+from topocast.aws.metrics import EMF_NAMES
 
 
 class NoOverride:
@@ -34,7 +35,15 @@ def ports(fake: FakeKubeApiServer, graphs: MemoryGraphStore, metrics: MetricCoun
     artifacts = MemoryArtifactStore()
     render_generation(graphs, artifacts, None, ["k8s-labels", "slurm-tree"])
     publisher = make_publisher(fake, graph_source=lambda g: graphs.get(g).graph)
-    return PublishPorts("c1", graphs, artifacts, MemoryPublishState(), lambda: [publisher], NoOverride(), metrics)
+    return PublishPorts(
+        cluster="c1",
+        graphs=graphs,
+        artifacts=artifacts,
+        publish_state=MemoryPublishState(),
+        publishers=lambda: [publisher],
+        override=NoOverride(),
+        metrics=metrics,
+    )
 
 
 def test_a_drifted_publish_counts_drift_through_the_metrics_port(fake: FakeKubeApiServer) -> None:

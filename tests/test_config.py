@@ -63,6 +63,23 @@ def test_bad_configuration_names_the_variable(env: dict[str, str], message: str)
         settings_from_env(env)
 
 
+@pytest.mark.parametrize(
+    "env",
+    [
+        {"TOPOCAST_DEBOUNCE_QUIET_SECONDS": "300"},  # over the default max wait of 120 s
+        {"TOPOCAST_DEBOUNCE_QUIET_SECONDS": "30", "TOPOCAST_DEBOUNCE_MAX_WAIT_SECONDS": "10"},
+    ],
+)
+def test_a_quiet_window_longer_than_the_max_wait_is_refused_naming_both_variables(env: dict[str, str]) -> None:
+    with pytest.raises(TopocastError) as err:
+        settings_from_env({"TOPOCAST_CLUSTER": "c", **env})
+    message = str(err.value)
+    assert "\n" not in message
+    assert "TOPOCAST_DEBOUNCE_QUIET_SECONDS" in message and "TOPOCAST_DEBOUNCE_MAX_WAIT_SECONDS" in message
+    equal = settings_from_env({"TOPOCAST_CLUSTER": "c", "TOPOCAST_DEBOUNCE_QUIET_SECONDS": "120"})
+    assert (equal.debounce_quiet, equal.debounce_max_wait) == (120.0, 120.0)  # quiet == max wait is fine
+
+
 def test_missing_required_setting_names_the_variable() -> None:
     s = settings_from_env({"TOPOCAST_CLUSTER": "c"})
     with pytest.raises(TopocastError, match="TOPOCAST_STATE_TABLE, TOPOCAST_TIMER_QUEUE_URL"):

@@ -358,7 +358,8 @@ def test_an_unchanged_reconcile_hands_a_never_published_manifest_to_publish() ->
     provider.state = {"gpu-1": ("running", "leaf-a"), "gpu-2": ("running", "leaf-a")}
     artifacts, published = MemoryArtifactStore(), MemoryPublishState()
     p = DiscoverPorts(
-        "c1", MemoryGraphStore(), lambda: provider, Noting(), published, artifacts, handoff, MetricCounts(),  # type: ignore[arg-type]
+        cluster="c1", graphs=MemoryGraphStore(), provider=lambda: provider, debouncer=Noting(),  # type: ignore[arg-type]
+        publish_state=published, artifacts=artifacts, handoff=handoff, metrics=MetricCounts(),
     )  # fmt: skip
     reconcile = [Reconcile(kind="schedule")]
     assert discover(p, reconcile).detail["changed"] is True  # generation 1, handed to the debouncer

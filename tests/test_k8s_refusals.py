@@ -24,6 +24,7 @@ from topocast.app.metrics import MetricCounts
 from topocast.app.ports import PublishPorts
 from topocast.app.publish import publish
 from topocast.app.render import render_generation
+from topocast.aws.metrics import EMF_NAMES
 from topocast.k8s.client import ClientSettings, K8sConnection, build_client
 from topocast.k8s.labels import NodePatch, NodeRefusal, rotated
 from topocast.model.graph import dump_graph
@@ -299,14 +300,22 @@ def test_the_publish_use_case_is_done_with_refusals_counts_them_and_does_not_ret
     render_generation(graphs, artifacts_store, None, ["k8s-labels", "slurm-tree"])
     pub = publisher(fake)
     counts = MetricCounts()
-    ports = PublishPorts("c1", graphs, artifacts_store, MemoryPublishState(), lambda: [pub], NoOverride(), counts)
+    ports = PublishPorts(
+        cluster="c1",
+        graphs=graphs,
+        artifacts=artifacts_store,
+        publish_state=MemoryPublishState(),
+        publishers=lambda: [pub],
+        override=NoOverride(),
+        metrics=counts,
+    )
 
     outcome = publish(ports, generation)
 
     assert outcome.status == "done" and outcome.detail["action"] == "published"
     assert outcome.detail["refused"] == 16
     assert (counts[m.PUBLISHES], counts[m.NODES_REFUSED], counts[m.PUBLISH_INCOMPLETE]) == (1, 16, 0)
-    assert m.EMF_NAMES[m.NODES_REFUSED] == "NodesRefused"
+    assert m.REPORTED_AS[m.NODES_REFUSED] == EMF_NAMES[m.NODES_REFUSED] == "NodesRefused"
     assert publish(ports, generation).reason == f"generation {generation} is already published"
 
 

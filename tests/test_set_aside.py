@@ -152,8 +152,8 @@ class Rack:
 
 def _ports(source: Rack, store: MemoryGraphStore, metrics: MetricCounts) -> DiscoverPorts:
     return DiscoverPorts(
-        "c1", store, lambda: source, Debouncer(), MemoryPublishState(), MemoryArtifactStore(), None,  # type: ignore[arg-type]
-        metrics, set_aside_limit=0.10,
+        cluster="c1", graphs=store, provider=lambda: source, debouncer=Debouncer(), publish_state=MemoryPublishState(),
+        artifacts=MemoryArtifactStore(), handoff=None, metrics=metrics, set_aside_limit=0.10,  # type: ignore[arg-type]
     )  # fmt: skip
 
 

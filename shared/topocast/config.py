@@ -18,9 +18,10 @@ import os
 from collections.abc import Mapping
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from topocast.errors import TopocastError
+from topocast.pipeline.debounce import DEFAULT_MAX_WAIT, DEFAULT_QUIET
 from topocast.renderers.base import RenderOptions
 from topocast.safeio.validation import check_json_depth, describe
 
@@ -146,10 +147,19 @@ class RenderSettings(_Section):
 
     formats: list[str] = Field(default_factory=lambda: list(DEFAULT_FORMATS))
     render_options: RenderOptions = Field(default_factory=RenderOptions)
-    debounce_quiet: float = Field(15.0, gt=0)
-    debounce_max_wait: float = Field(120.0, gt=0)
+    debounce_quiet: float = Field(DEFAULT_QUIET, gt=0)
+    debounce_max_wait: float = Field(DEFAULT_MAX_WAIT, gt=0)
     #: off by default: a burst then costs one render, not two; on, a lone change skips the quiet window
     debounce_leading_edge: bool = False
+
+    @model_validator(mode="after")
+    def _quiet_within_max_wait(self) -> RenderSettings:
+        if self.debounce_quiet > self.debounce_max_wait:
+            raise ValueError(
+                f"TOPOCAST_DEBOUNCE_QUIET_SECONDS ({self.debounce_quiet:g}) must be at most "
+                f"TOPOCAST_DEBOUNCE_MAX_WAIT_SECONDS ({self.debounce_max_wait:g})"
+            )
+        return self
 
 
 class PublishSettings(_Section):
@@ -287,4 +297,5 @@ def settings_from_env(env: Mapping[str, str] | None = None) -> Settings:
         first = exc.errors()[0]
         field = str(first["loc"][0]) if first["loc"] else ""
         var = next((v for v, (f, _) in ENV_VARS.items() if f == field), field)  # name the env var, not the field
-        raise TopocastError(f"bad configuration {var}: {describe(exc)}") from None
+        where = f" {var}" if var else ""  # a check across variables names them in its message
+        raise TopocastError(f"bad configuration{where}: {describe(exc)}") from None

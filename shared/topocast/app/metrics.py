@@ -1,5 +1,6 @@
 """The pipeline's metrics, named once: every use case counts through the :class:`~topocast.app.ports.Metrics`
-port, AWS mirrors them as CloudWatch EMF metrics (:data:`EMF_NAMES`), GCP logs them per event.
+port. The names are cloud-neutral; AWS mirrors them as CloudWatch EMF metrics under its own names
+(:data:`topocast.aws.metrics.EMF_NAMES`), GCP logs them per event.
 """
 
 from __future__ import annotations
@@ -13,10 +14,10 @@ from topocast.app.ports import Metrics
 
 __all__ = [
     "API_CALLS",
+    "DEBOUNCE_STATE_RESETS",
     "DISCOVER_FAILURES",
     "DISCOVER_RUNS",
     "DRIFT",
-    "EMF_NAMES",
     "EVENTS",
     "FOLLOW_BOUND_REACHED",
     "FOLLOW_RECHECKS",
@@ -43,6 +44,7 @@ __all__ = [
     "RENDERS",
     "RENDER_DEAD_LETTERED",
     "RENDER_FAILURES",
+    "REPORTED_AS",
     "MetricCounts",
     "report_publisher_metrics",
     "report_quarantined",
@@ -70,6 +72,8 @@ FOLLOW_UNSETTLED_KEPT = "follow_unsettled_kept"
 #: a corrupt stored graph replaced from a fresh full discovery
 HEALED = "healed"
 RENDERS = "renders"
+#: a debounce state record that could not be read, reset (a render of the latest generation is armed at once)
+DEBOUNCE_STATE_RESETS = "debounce_state_resets"
 RENDER_FAILURES = "render_failures"
 #: a render that kept failing and was given up (alarm: the last publish stays)
 RENDER_DEAD_LETTERED = "render_dead_lettered"
@@ -90,47 +94,18 @@ PUBLISHER_THROTTLED = "publisher_throttled"
 #: an on-prem upload that did not parse, moved to quarantine/ (alarm: that host's last good upload stands in)
 QUARANTINED = "quarantined_uploads"
 
-#: metric -> CloudWatch metric name (the alarms in infra/terraform/modules/aws use these)
-EMF_NAMES = {
-    EVENTS: "EventsReceived",
-    MALFORMED: "MalformedEvents",
-    IGNORED: "IgnoredEvents",
-    NOTED: "NotedEvents",
-    DISCOVER_RUNS: "DiscoverRuns",
-    DISCOVER_FAILURES: "DiscoverFailures",
-    API_CALLS: "Ec2ApiCalls",
-    NODES: "Nodes",
-    NODES_WITHOUT_TOPOLOGY: "NodesWithoutTopology",
-    NODES_SET_ASIDE: "NodesSetAside",
-    GENERATIONS: "GraphGenerations",
-    HEALED: "GraphsHealed",
-    FOLLOW_RECHECKS: "FollowRechecks",
-    FOLLOW_BOUND_REACHED: "FollowBoundReached",
-    FOLLOW_UNSETTLED_KEPT: "FollowUnsettledKept",
-    RENDERS: "Renders",
-    RENDER_FAILURES: "RenderFailures",
-    RENDER_DEAD_LETTERED: "RenderDeadLettered",
-    PUBLISHES: "Publishes",
-    HELD: "PublishHeld",
-    PUBLISH_INCOMPLETE: "PublishIncomplete",
-    QUARANTINED: "QuarantinedUploads",
-    DRIFT: "Drift",
-    PUBLISHED_NODES_PATCHED: "NodesPatched",
-    NODES_REFUSED: "NodesRefused",
-    PUBLISHER_OBJECTS_APPLIED: "ObjectsApplied",
-    PUBLISHER_OBJECTS_DELETED: "ObjectsDeleted",
-    PUBLISHER_API_REQUESTS: "ApiRequests",
-    PUBLISHER_THROTTLED: "Throttled",
-}
-
-#: the name a publisher's ``result.metrics`` uses (its EMF name) -> the pipeline's metric
+#: the name a publisher's ``result.metrics`` uses (the Kubernetes publisher's) -> the pipeline's metric
 PUBLISHER_METRICS = {
-    EMF_NAMES[name]: name
-    for name in (
-        DRIFT, PUBLISHED_NODES_PATCHED, NODES_REFUSED, PUBLISHER_OBJECTS_APPLIED, PUBLISHER_OBJECTS_DELETED,
-        PUBLISHER_API_REQUESTS, PUBLISHER_THROTTLED,
-    )
-}  # fmt: skip
+    "Drift": DRIFT,
+    "NodesPatched": PUBLISHED_NODES_PATCHED,
+    "NodesRefused": NODES_REFUSED,
+    "ObjectsApplied": PUBLISHER_OBJECTS_APPLIED,
+    "ObjectsDeleted": PUBLISHER_OBJECTS_DELETED,
+    "ApiRequests": PUBLISHER_API_REQUESTS,
+    "Throttled": PUBLISHER_THROTTLED,
+}
+#: the pipeline's metric -> the name a publisher's result reports it under
+REPORTED_AS = {name: reported for reported, name in PUBLISHER_METRICS.items()}
 
 #: gauges: the latest value, not a sum
 GAUGES = frozenset({NODES, NODES_WITHOUT_TOPOLOGY, NODES_SET_ASIDE})

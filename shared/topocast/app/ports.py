@@ -8,8 +8,9 @@ the :class:`Publisher` every publish target implements (:mod:`topocast.publish`,
 :class:`Rechecks`, :class:`GuardOverride`, :class:`Metrics`).
 
 A cloud's composition root (``topocast.aws.root``, ``topocast.gcp.root``) builds one bundle per
-use case from its settings; each bundle holds exactly what its use case touches, so a function
-only builds (and its role only needs) the clients of its own stage.
+use case through :class:`topocast.app.wiring.CompositionRoot`; each bundle holds exactly what its
+use case touches, so a function only builds (and its role only needs) the clients of its own stage.
+The bundles are built by keyword only: two numbers of the same type cannot swap unnoticed.
 """
 
 from __future__ import annotations
@@ -169,7 +170,7 @@ class Metrics(Protocol):
     def count(self, name: str, value: float = 1) -> None: ...
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class DiscoverPorts:
     cluster: str
     graphs: GraphStore
@@ -192,7 +193,7 @@ class DiscoverPorts:
     set_aside_limit: float = 0.10
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class RenderPorts:
     cluster: str
     graphs: GraphStore
@@ -207,7 +208,7 @@ class RenderPorts:
     render_attempts: int = 3
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class PublishPorts:
     cluster: str
     graphs: GraphStore

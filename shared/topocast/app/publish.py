@@ -85,9 +85,8 @@ def publish(ports: PublishPorts, generation: int) -> Outcome:
         log.warning("generation %d not fully published, retrying: %s", manifest.generation, outcome.detail)
         return Outcome.retry(f"generation {manifest.generation} not fully published: {outcome.detail}")
     ports.metrics.count(m.PUBLISHES)
-    refused = sum(
-        int((getattr(r, "metrics", None) or {}).get(m.EMF_NAMES[m.NODES_REFUSED], 0)) for r in outcome.results.values()
-    )
+    refused_as = m.REPORTED_AS[m.NODES_REFUSED]
+    refused = sum(int((getattr(r, "metrics", None) or {}).get(refused_as, 0)) for r in outcome.results.values())
     if refused:
         log.warning(
             "published generation %d with %d node(s) refused (not retried): %s",

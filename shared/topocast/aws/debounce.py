@@ -39,18 +39,24 @@ import json
 import math
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import fields
+from dataclasses import dataclass
 from typing import Any
 
 from topocast.aws.retry import error_code, with_retries
-from topocast.pipeline.debounce import DebounceState, Decision
-from topocast.pipeline.debounce_runner import DebounceRunner
+from topocast.pipeline.debounce import DebounceState, Decision, state_from
+from topocast.pipeline.debounce_runner import DamagedState, DebounceRunner
 
 MAX_SQS_DELAY = 900
 _NUMBERS = ("first_change_at", "last_change_at", "timer_due_at", "lease_until", "leading_due_at")
 _INTS = ("latest_generation", "last_rendered_generation", "version", "render_failures")
 _STRINGS = ("timer_id", "unconfirmed_timer")
-_KNOWN = frozenset(f.name for f in fields(DebounceState))
+
+
+@dataclass(frozen=True)
+class _DamagedItem:
+    """The token of an item that cannot be read: its ``version`` attribute as stored (None: it has none)."""
+
+    version: Mapping[str, Any] | None
 
 
 def create_state_table(dynamodb: Any, name: str) -> None:
@@ -94,7 +100,7 @@ def _from_item(item: Mapping[str, Any]) -> DebounceState:
             values[name] = item[name]["S"]
     if "recent_writes" in item:
         values["recent_writes"] = tuple(w["S"] for w in item["recent_writes"]["L"])
-    return DebounceState(**{k: v for k, v in values.items() if k in _KNOWN})
+    return state_from(values)
 
 
 class DynamoDbStates:
@@ -112,12 +118,28 @@ class DynamoDbStates:
         )
         if "Item" not in resp:
             return DebounceState(), None
-        state = _from_item(resp["Item"])
+        item = resp["Item"]
+        try:
+            state = _from_item(item)
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            raise DamagedState(f"{self.table} item {cluster!r}: {exc!r}", _DamagedItem(item.get("version"))) from None
         return state, state.version
 
-    def save(self, cluster: str, state: DebounceState, token: int | None) -> int | None:
-        if token is None:
-            condition: dict[str, Any] = {
+    def save(self, cluster: str, state: DebounceState, token: int | _DamagedItem | None) -> int | None:
+        condition: dict[str, Any]
+        if isinstance(token, _DamagedItem) and token.version is not None:  # replace exactly the damaged item
+            condition = {
+                "ConditionExpression": "#v = :v",
+                "ExpressionAttributeNames": {"#v": "version"},
+                "ExpressionAttributeValues": {":v": token.version},
+            }
+        elif isinstance(token, _DamagedItem):
+            condition = {
+                "ConditionExpression": "attribute_exists(#c) AND attribute_not_exists(#v)",
+                "ExpressionAttributeNames": {"#c": "cluster", "#v": "version"},
+            }
+        elif token is None:
+            condition = {
                 "ConditionExpression": "attribute_not_exists(#c)",
                 "ExpressionAttributeNames": {"#c": "cluster"},
             }

@@ -1,6 +1,7 @@
 """The three AWS Lambda handlers: parse the SQS batch, run the use case, map its outcome.
 
-The pipeline's decisions live in :mod:`topocast.app` and the wiring in :mod:`topocast.aws.root`;
+The pipeline's decisions live in :mod:`topocast.app` (which use case a delivery is for, and whether
+it is this cluster's: :mod:`topocast.app.routing`) and the wiring in :mod:`topocast.aws.root`;
 this module only speaks Lambda's SQS contract. An outcome ``done`` acknowledges a record,
 ``retry`` reports it in ``batchItemFailures`` (SQS redelivers it; after the redrive policy's
 ``maxReceiveCount`` it reaches the DLQ), ``drop`` sends it to the DLQ at once with the reason as
@@ -14,11 +15,9 @@ import json
 import logging
 from typing import Any
 
-from topocast.app import metrics as m
+from topocast.app import routing
 from topocast.app.discover import discover as run_discover
 from topocast.app.outcome import Outcome
-from topocast.app.publish import publish as run_publish
-from topocast.app.render import render as run_render
 from topocast.aws.lambda_tools import lambda_entry, tools
 from topocast.aws.root import AwsRuntime, build
 from topocast.config import settings_from_env
@@ -91,9 +90,7 @@ def discover_batch(event: dict[str, Any], rt: AwsRuntime | None = None) -> dict[
         try:
             parsed = parse_event(rec.get("body", ""), uploads=rt.settings.uploads_uri)
         except MalformedEvent as exc:
-            rt.metrics.count(m.EVENTS)
-            rt.metrics.count(m.MALFORMED)
-            _map(rt, rec, Outcome.drop(str(exc)), failures)
+            _map(rt, rec, routing.rejected(rt.metrics, exc), failures)
             continue
         if not isinstance(parsed, Ignored | Noted):  # acknowledged whatever discovery does
             valid.append(rec)
@@ -110,7 +107,7 @@ def render_batch(event: dict[str, Any], rt: AwsRuntime | None = None) -> dict[st
     rt = rt or runtime()
     failures: list[str] = []
     for rec in event.get("Records") or []:
-        _map(rt, rec, _guarded(lambda rec=rec: run_render(rt.render_ports(), rec.get("body", ""))), failures)
+        _map(rt, rec, _guarded(lambda rec=rec: routing.timer(rt.render_ports(), rec.get("body", ""))), failures)
     return _response(failures)
 
 
@@ -120,11 +117,16 @@ def publish_batch(event: dict[str, Any], rt: AwsRuntime | None = None) -> dict[s
     failures: list[str] = []
     for rec in event.get("Records") or []:
         try:
-            generation = int(json.loads(rec.get("body", ""))["generation"])
-        except (ValueError, KeyError, TypeError) as exc:
-            _map_by_redrive(rec, Outcome.drop(f"publish message is not {{'generation': N}}: {exc}"), failures)
+            body = json.loads(rec.get("body", ""))
+            generation, cluster = int(body["generation"]), body.get("cluster")
+            if cluster is not None and not isinstance(cluster, str):
+                raise TypeError(f"cluster must be a string, got {cluster!r}")
+        except (ValueError, KeyError, TypeError, AttributeError, RecursionError) as exc:
+            reason = f"publish message is not {{'generation': N}}: {exc}"
+            _map_by_redrive(rec, routing.rejected(rt.metrics, reason), failures)
             continue
-        _map_by_redrive(rec, _guarded(lambda g=generation: run_publish(rt.publish_ports(), g)), failures)
+        run = lambda g=generation, c=cluster: routing.publish_request(rt.publish_ports(), c, g)  # noqa: E731
+        _map_by_redrive(rec, _guarded(run), failures)
     return _response(failures)
 
 

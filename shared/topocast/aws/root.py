@@ -1,8 +1,9 @@
 """The AWS composition root: ``TOPOCAST_*`` settings -> clients, stores and the use cases' ports.
 
 :class:`AwsRuntime` is built once per Lambda process (:func:`topocast.aws.handlers.runtime`) or by
-tests and the demo; clients and stores are created on first use and reused by later invocations.
-Each stage gets its own bundle (:meth:`AwsRuntime.discover_ports`, ...), so a function only builds
+tests and the demo; clients and adapters are created on first use and reused by later invocations.
+It supplies the adapters, :class:`~topocast.app.wiring.CompositionRoot` builds each stage's bundle
+from them (:meth:`~topocast.app.wiring.CompositionRoot.discover_ports`, ...), so a function only builds
 the clients its stage calls. Credentials come from the standard AWS chain (the Lambda role);
 secrets (NetQ) are resolved here and handed to the provider.
 """
@@ -13,34 +14,30 @@ import json
 import math
 import os
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from functools import cached_property
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from topocast.app.metrics import EMF_NAMES, MetricCounts, report_quarantined
-from topocast.app.ports import DiscoverPorts, Publisher, PublishPorts, RenderPorts
+from topocast.app.metrics import MetricCounts
+from topocast.app.ports import Publisher
+from topocast.app.wiring import CompositionRoot
+from topocast.aws.metrics import AwsMetrics
 from topocast.config import Settings
+from topocast.k8s.nodes_client import with_node_lister
 from topocast.providers import Provider, ProviderInputs, build_provider
 from topocast.publish import PublisherInputs, build_publishers, register_publisher
+
+if TYPE_CHECKING:  # the adapters are imported where they are built: a stage loads only its own
+    from topocast.aws.debounce import DynamoSqsDebouncer
+    from topocast.aws.publish_state import S3PublishState
+    from topocast.aws.s3_artifacts import S3ArtifactStore
+    from topocast.aws.s3_objects import S3Objects
+    from topocast.aws.s3_store import S3GraphStore
 
 __all__ = ["AwsMetrics", "AwsRuntime", "SqsPublishHandoff", "SqsRechecks", "SsmGuardOverride", "build"]
 
 # Slurm files as SSM parameters (+ S3 for big ones) for `topocast pull --source ssm://...`
 register_publisher("ssm", "topocast.aws.ssm_publish:from_inputs")
-
-
-class AwsMetrics:
-    """:class:`~topocast.app.ports.Metrics`: counts in-process (``counts``) and, inside a Lambda
-    invocation, as CloudWatch EMF metrics (``sink`` is set by the handlers' Powertools wrapper)."""
-
-    def __init__(self) -> None:
-        self.counts = MetricCounts()
-        self.sink: Callable[[str, float], None] | None = None
-
-    def count(self, name: str, value: float = 1) -> None:
-        self.counts.count(name, value)
-        if self.sink is not None:
-            self.sink(EMF_NAMES.get(name, name), value)
 
 
 class SqsPublishHandoff:
@@ -98,8 +95,8 @@ class SsmGuardOverride:
         return read_override(self.cluster, self.ssm, self.parameter)
 
 
-class AwsRuntime:
-    """Clients, stores and ports for one cluster, created lazily and reused across invocations."""
+class AwsRuntime(CompositionRoot):
+    """Clients and adapters for one cluster, created lazily and reused across invocations."""
 
     def __init__(
         self,
@@ -112,11 +109,10 @@ class AwsRuntime:
         self.clock = clock  # the debouncer's; the simulators pass theirs (topocast_sim.simclock)
         self.session = session
         self.region = region or os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION")
-        self.metrics = AwsMetrics()
+        self.metrics: AwsMetrics = AwsMetrics()
 
     @property
     def counters(self) -> MetricCounts:
-        """What this process did (the demo and tests read it)."""
         return self.metrics.counts
 
     # ----- clients ------------------------------------------------------------------------------
@@ -148,36 +144,36 @@ class AwsRuntime:
     def dynamodb(self) -> Any:
         return self._client("dynamodb")
 
-    # ----- stores -------------------------------------------------------------------------------
+    # ----- adapters -----------------------------------------------------------------------------
     @cached_property
-    def objects(self) -> Any:
+    def objects(self) -> S3Objects:
         from topocast.aws.s3_objects import S3Objects
 
         self.settings.require("bucket")
         return S3Objects(self.settings.bucket or "", self.s3)
 
     @cached_property
-    def graphs(self) -> Any:
+    def graphs(self) -> S3GraphStore:
         from topocast.aws.s3_store import S3GraphStore
 
         self.settings.require("bucket")
         return S3GraphStore(self.settings.bucket or "", self.settings.prefix, self.settings.cluster, self.s3)
 
     @cached_property
-    def artifacts(self) -> Any:
+    def artifacts(self) -> S3ArtifactStore:
         from topocast.aws.s3_artifacts import S3ArtifactStore
 
         self.settings.require("bucket")
         return S3ArtifactStore(self.settings.bucket or "", self.settings.prefix, self.settings.cluster, self.s3)
 
     @cached_property
-    def publish_state(self) -> Any:
+    def publish_state(self) -> S3PublishState:
         from topocast.aws.publish_state import S3PublishState
 
         return S3PublishState(self.settings.bucket or "", self.settings.prefix, self.settings.cluster, self.s3)
 
     @cached_property
-    def debouncer(self) -> Any:
+    def debouncer(self) -> DynamoSqsDebouncer:
         from topocast.aws.debounce import DynamoSqsDebouncer
 
         s = self.settings
@@ -191,6 +187,7 @@ class AwsRuntime:
             max_wait=s.debounce_max_wait,
             clock=self.clock,
             leading_edge=s.debounce_leading_edge,
+            on_reset=self.debounce_state_reset,
         )
 
     @cached_property
@@ -203,6 +200,10 @@ class AwsRuntime:
     def handoff(self) -> SqsPublishHandoff:
         self.settings.require("publish_queue_url")
         return SqsPublishHandoff(self.settings.cluster, self.settings.publish_queue_url or "", self.sqs)
+
+    @cached_property
+    def override(self) -> SsmGuardOverride:
+        return SsmGuardOverride(self.settings.cluster, self.ssm, self.settings.guard_override_parameter)
 
     # ----- discovery and publishers through their registries -----------------------------------
     def _read_text(self, uri: str) -> str:
@@ -217,72 +218,22 @@ class AwsRuntime:
             return bytes(self.s3.get_object(Bucket=bucket, Key=key)["Body"].read()).decode()
         raise ProviderError(f"TOPOCAST_DOMAINS_URI must be s3://bucket/key or ssm:///parameter, got {uri!r}")
 
-    def _uploads(self) -> Mapping[str, bytes]:
-        """Each host's upload; a bad one is quarantined and the host's last good upload stands in."""
-        from topocast.pipeline.objects import cluster_base, read_good_uploads
-        from topocast.providers import ibnetdiscover
-
-        s = self.settings
-        regex = s.provider_options().get("host_regex")
-        # the same parse and build as discovery: an upload discovery cannot use is quarantined here
-        uploads = read_good_uploads(
-            self.objects,
-            cluster_base(s.prefix, s.cluster, "uploads"),
-            lambda data, uri: ibnetdiscover.check_upload(data, uri, host_regex=regex),
-        )
-        report_quarantined(uploads.quarantined, self.metrics)
-        return uploads.texts
-
     def _secret(self, ref: str) -> str:
         from topocast.providers.aws_sdk import read_secret_arn
 
         return read_secret_arn(ref, session=self.session)[0]
 
-    def _discovery_client(self, service: str) -> Any:
-        """What a provider may ask for: the AWS clients, and ``k8s-nodes`` for k8s-labels (the cluster
-        the Kubernetes publisher reaches, from the same ``TOPOCAST_K8S_OPTIONS`` / ``TOPOCAST_K8S_*``)."""
-        if service == "k8s-nodes":
-            from topocast.k8s.node_source import lister_from_options
-
-            return lister_from_options(self.settings.k8s_options)
-        return self.client(service)
-
     def provider(self) -> Provider:
         """The configured topology source (``TOPOCAST_PROVIDER``: aws, ibnetdiscover, netq, k8s-labels)."""
         s = self.settings
-        inputs = ProviderInputs(
-            s.cluster, s.provider_options(), self._discovery_client, self._uploads, self._read_text, self._secret
-        )
+        clients = with_node_lister(self.client, s.k8s_options)  # the AWS clients, and k8s-nodes for k8s-labels
+        inputs = ProviderInputs(s.cluster, s.provider_options(), clients, self.uploads, self._read_text, self._secret)
         return build_provider(s.provider, inputs, s.overlays)
 
     def publishers(self) -> Sequence[Publisher]:
         """The publishers named in ``TOPOCAST_PUBLISHERS`` (ssm, kubernetes)."""
         inputs = PublisherInputs(self.settings, lambda g: self.graphs.get(g).graph, self.client, self.objects)
         return build_publishers(self.settings.publishers, inputs)
-
-    # ----- one bundle per use case --------------------------------------------------------------
-    def discover_ports(self) -> DiscoverPorts:
-        s = self.settings
-        return DiscoverPorts(
-            s.cluster, self.graphs, self.provider, self.debouncer, self.publish_state, self.artifacts,
-            self.handoff, self.metrics, s.full_scan_threshold, self.rechecks, s.follow_rechecks, s.follow_interval,
-            set_aside_limit=s.guard_max_loss,
-        )  # fmt: skip
-
-    def render_ports(self) -> RenderPorts:
-        s = self.settings
-        return RenderPorts(
-            s.cluster, self.graphs, self.artifacts, self.publish_state, self.debouncer, self.handoff,
-            self.metrics, s.formats, s.render_options,
-        )  # fmt: skip
-
-    def publish_ports(self) -> PublishPorts:
-        s = self.settings
-        override = SsmGuardOverride(s.cluster, self.ssm, s.guard_override_parameter)
-        return PublishPorts(
-            s.cluster, self.graphs, self.artifacts, self.publish_state, self.publishers, override, self.metrics,
-            s.guard_max_loss,
-        )  # fmt: skip
 
 
 def build(settings: Settings, *, session: Any = None, region: str | None = None) -> AwsRuntime:

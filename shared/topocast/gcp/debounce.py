@@ -23,18 +23,15 @@ transitions; this module only persists and sends.
 from __future__ import annotations
 
 import json
-import logging
-from dataclasses import asdict, fields
+from dataclasses import asdict
 from typing import Any
 
 from topocast.gcp.events import DEBOUNCE_TIMER
 from topocast.gcp.gcs import GcsObjects
 from topocast.gcp.tasks import TaskQueue, task_id
-from topocast.pipeline.debounce import DebounceState
-from topocast.pipeline.debounce_runner import DebounceRunner
+from topocast.pipeline.debounce import DebounceState, state_from
+from topocast.pipeline.debounce_runner import DamagedState, DebounceRunner
 from topocast.pipeline.objects import MUST_NOT_EXIST, cluster_base
-
-log = logging.getLogger(__name__)
 
 
 class GcsDebounceStates:
@@ -53,14 +50,11 @@ class GcsDebounceStates:
             return DebounceState(), None
         try:
             data = json.loads(got.data)
-            known = {f.name for f in fields(DebounceState)}
-            values = {k: v for k, v in data.items() if k in known}
-            values["recent_writes"] = tuple(values.get("recent_writes", ()))  # JSON gives a list
-            state = DebounceState(**values)
-        except (ValueError, TypeError) as exc:
-            # a damaged state object must not wedge the pipeline: start over (the next write replaces it)
-            log.warning("%s unreadable (%s); starting from idle", self.objects.uri(got.key), exc)
-            state = DebounceState()
+            if not isinstance(data, dict):
+                raise ValueError(f"not a JSON object: {str(data)[:80]}")
+            state = state_from(data)
+        except (ValueError, TypeError, RecursionError) as exc:  # the runner resets it (DebounceRunner._reset)
+            raise DamagedState(f"{self.objects.uri(got.key)}: {exc}", got.generation) from None
         return state, got.generation
 
     def save(self, cluster: str, state: DebounceState, token: int | None) -> int | None:

@@ -1,7 +1,8 @@
 """The three GCP functions: parse the CloudEvent, run the use case, answer with its outcome.
 
 ``functions/*/main.py`` forward their CloudEvent to :func:`handle`; the pipeline's decisions live
-in :mod:`topocast.app`, the wiring in :mod:`topocast.gcp.root`, discover-window batching in
+in :mod:`topocast.app` (which use case a delivery is for, and whether it is this cluster's:
+:mod:`topocast.app.routing`), the wiring in :mod:`topocast.gcp.root`, discover-window batching in
 :mod:`topocast.gcp.windows`. functions-framework turns an exception into HTTP 500, and Eventarc and
 Cloud Tasks retry every non-2xx answer, so: ``done`` answers 200; ``drop`` (a malformed, unknown or
 misrouted event, a render given up) is logged as an error with the reason and answered 200,
@@ -18,11 +19,9 @@ import time
 from collections.abc import Callable
 from typing import Any, Literal
 
-from topocast.app import metrics as m
+from topocast.app import routing
 from topocast.app.discover import discover as run_discover
 from topocast.app.outcome import Outcome
-from topocast.app.publish import publish as run_publish
-from topocast.app.render import render as run_render
 from topocast.config import settings_from_env
 from topocast.errors import TopocastError
 from topocast.gcp import events as ev
@@ -58,31 +57,23 @@ def runtime() -> GcpRuntime:
 
 def discover(cmd: Any, rt: GcpRuntime) -> Outcome:
     if isinstance(cmd, ev.DiscoverWindow):
-        if cmd.cluster != rt.settings.cluster:
-            return Outcome.done(f"window task for cluster {cmd.cluster}; this function serves {rt.settings.cluster}")
-        return windows.close_window(rt, cmd.window, lambda changes: run_discover(rt.discover_ports(), changes))
-    if windows.batched(rt) and isinstance(cmd, InstanceChange):
+        other = routing.foreign(rt.metrics, rt.settings.cluster, cmd.cluster, "discover window")
+        return other or windows.close_window(rt, cmd.window, lambda changes: run_discover(rt.discover_ports(), changes))
+    if windows.batched(rt) and isinstance(cmd, InstanceChange):  # the window's discovery decides it
         why = rt.provider().scope(cmd)
-        return Outcome.done(f"ignored: {why}") if why else windows.queue_change(rt, cmd)
+        return routing.ignored(rt.metrics, why) if why else windows.queue_change(rt, cmd)
     return run_discover(rt.discover_ports(), [cmd])
 
 
 def render(cmd: Any, rt: GcpRuntime) -> Outcome:
     if isinstance(cmd, ev.ObjectWritten):
         generation = rt.graphs.generation_of_key(cmd.name) if cmd.bucket == rt.settings.bucket else None
-        if generation is None:
-            return Outcome.done(f"ignored: gs://{cmd.bucket}/{cmd.name} is not a graph generation")
-        return Outcome.done("noted", generation=generation, debounce=rt.debouncer.note_change(
-            rt.settings.cluster, generation).reason)  # fmt: skip
-    if cmd.body.get("cluster") != rt.settings.cluster:
-        return Outcome.done(f"ignored: timer for cluster {cmd.body.get('cluster')!r}")
-    return run_render(rt.render_ports(), cmd.body)
+        return routing.generation_written(rt.render_ports(), generation, f"gs://{cmd.bucket}/{cmd.name}")
+    return routing.timer(rt.render_ports(), cmd.body)
 
 
 def publish(cmd: ev.PublishRequest, rt: GcpRuntime) -> Outcome:
-    if cmd.cluster != rt.settings.cluster:
-        return Outcome.done(f"ignored: publish request for cluster {cmd.cluster}")
-    return run_publish(rt.publish_ports(), cmd.generation)
+    return routing.publish_request(rt.publish_ports(), cmd.cluster, cmd.generation)
 
 
 _HANDLERS: dict[str, Callable[[Any, GcpRuntime], Outcome]] = {
@@ -101,27 +92,31 @@ def _emit(level: int, message: str, **fields: Any) -> None:
     log.log(level, message, extra={"topocast": fields})
 
 
+def _rejected(function: str, outcome: Outcome) -> dict[str, Any]:
+    _emit(logging.ERROR, f"rejected event (answered 200 so it is not redelivered): {outcome.reason}",
+          function=function, outcome="rejected")  # fmt: skip
+    return {"outcome": "rejected", "reason": outcome.reason}
+
+
 def handle(function: Function, cloud_event: Any, rt: GcpRuntime | None = None) -> dict[str, Any]:
     """Parse ``cloud_event`` and run ``function`` on it; see the module docstring for what raises."""
-    STATS.count(f"{function}_deliveries")
+    rt = rt if rt is not None else runtime()
     try:
         cmd = ev.parse_cloud_event(cloud_event)
         if not isinstance(cmd, ACCEPTS[function] + (Ignored, Noted)):
             raise MalformedEvent(f"{type(cmd).__name__} events are not for the {function} function; check its trigger")
     except MalformedEvent as exc:
-        STATS.count(m.MALFORMED)
-        _emit(logging.ERROR, f"rejected event (answered 200 so it is not redelivered): {exc}", function=function,
-              outcome="rejected")  # fmt: skip
-        return {"outcome": "rejected", "reason": str(exc)}
+        return _rejected(function, routing.rejected(rt.metrics, exc))
     event_id = getattr(cmd, "event_id", None)
     if isinstance(cmd, Ignored) or (isinstance(cmd, Noted) and function != "discover"):
-        STATS.count(m.IGNORED if isinstance(cmd, Ignored) else m.NOTED)
-        kind = type(cmd).__name__.lower()
+        skipped = routing.skipped(rt.metrics, cmd)
+        kind = skipped.detail["action"]
         _emit(logging.INFO, f"{kind}: {cmd.reason}", function=function, event_id=event_id, outcome=kind)
         return {"outcome": kind, "reason": cmd.reason}
-    rt = rt if rt is not None else runtime()
     started = time.monotonic()
     outcome = _HANDLERS[function](cmd, rt)
+    if routing.is_rejected(outcome):
+        return _rejected(function, outcome)
     fields = {**outcome.detail, "seconds": round(time.monotonic() - started, 3)}
     if outcome.status == "retry":
         _emit(logging.WARNING, f"{function}: {outcome.reason}; retrying via redelivery", function=function,

@@ -2,36 +2,41 @@
 
 Cloud Storage holds every piece of state (graph generations, manifests, guard records, debounce
 state, discover-window markers), Cloud Tasks carries timers and hand-offs. Credentials are
-application-default (the function's service account); clients are built once per process and
-per configuration (:func:`topocast.gcp.handlers.runtime`).
+application-default (the function's service account). :class:`GcpRuntime` is built once per process
+and per configuration (:func:`topocast.gcp.handlers.runtime`); it supplies the adapters, created on
+first use, and :class:`~topocast.app.wiring.CompositionRoot` builds each stage's bundle from them.
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
-from topocast.app.metrics import MetricCounts, report_quarantined
-from topocast.app.ports import DiscoverPorts, Publisher, PublishPorts, RenderPorts
+from topocast.app.metrics import MetricCounts
+from topocast.app.ports import Publisher
+from topocast.app.wiring import CompositionRoot
 from topocast.config import Settings
 from topocast.errors import TopocastError
 from topocast.gcp.gcs import GcsObjects
 from topocast.gcp.gcs_artifacts import GcsArtifactStore, GcsPublishState
 from topocast.gcp.gcs_store import GcsGraphStore, cluster_base
 from topocast.gcp.tasks import TaskQueue, task_id
+from topocast.k8s.nodes_client import with_node_lister
 from topocast.pipeline.debounce import Decision
 from topocast.pipeline.debounce_runner import DebounceRunner
 from topocast.providers import Provider, ProviderInputs, build_provider
 from topocast.publish import PublisherInputs, build_publishers, register_publisher
 
-__all__ = ["STATS", "CloudTasksHandoff", "CloudTasksRechecks", "GcpRuntime", "NoDebouncer", "build"]
+__all__ = ["STATS", "CloudTasksHandoff", "CloudTasksRechecks", "GcpRuntime", "GcsOverride", "NoDebouncer", "build"]
 
 # Slurm files as Cloud Storage objects for `topocast pull --source gcs://...`
 register_publisher("gcs", "topocast.gcp.gcs_publish:from_inputs")
 
-#: what the functions did in this process (the demo and tests read it); the Metrics port of every runtime
+#: what the functions did in this process (the demo and tests read it): the Metrics port of every
+#: runtime, since one process may hold one runtime per configuration (and a retry meets a fresh one)
 STATS: MetricCounts = MetricCounts()
 
 
@@ -87,57 +92,93 @@ class CloudTasksRechecks:
         return self.queue.send_event(self.url, RECHECK, body, name=name, delay=delay)
 
 
-@dataclass
-class GcpRuntime:
-    settings: Settings
-    objects: GcsObjects
-    graphs: GcsGraphStore
-    artifacts: GcsArtifactStore
-    publish_state: GcsPublishState
-    queue: TaskQueue | None
-    debouncer: DebounceRunner | NoDebouncer
-    compute_factory: Callable[[], Any]
-    metrics: MetricCounts = field(default_factory=lambda: STATS)
-    _compute: Any = field(default=None, repr=False)
-    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
-    #: discover windows this process already created (or found) a task for: no second Cloud Tasks call
-    armed_windows: set[int] = field(default_factory=set, repr=False)
+class GcpRuntime(CompositionRoot):
+    """Clients and adapters for one cluster, created on first use (``storage`` / ``tasks``: reuse these)."""
 
-    @classmethod
-    def from_settings(cls, settings: Settings, *, storage: Any = None, tasks: Any = None) -> GcpRuntime:
-        from topocast.gcp import clients
-        from topocast.gcp.debounce import gcp_debouncer
-
+    def __init__(self, settings: Settings, *, storage: Any = None, tasks: Any = None) -> None:
         settings.require("bucket", "gcp_project")
-        storage = storage if storage is not None else clients.storage_client(settings.gcp_project)
-        objects = GcsObjects(settings.bucket or "", storage)
-        queue = None
-        debouncer: DebounceRunner | NoDebouncer = NoDebouncer()
-        if settings.task_queue:
-            tasks = tasks if tasks is not None else clients.tasks_client(settings.cloudtasks_endpoint)
-            queue = TaskQueue(settings.task_queue, tasks, service_account=settings.tasks_service_account)
-            if settings.render_url:
-                debouncer = gcp_debouncer(
-                    objects, settings.prefix, queue, settings.render_url,
-                    quiet=settings.debounce_quiet, max_wait=settings.debounce_max_wait,
-                    leading_edge=settings.debounce_leading_edge,
-                )  # fmt: skip
-        return cls(
-            settings=settings,
-            objects=objects,
-            graphs=GcsGraphStore(objects, settings.prefix, settings.cluster),
-            artifacts=GcsArtifactStore(objects, settings.prefix, settings.cluster),
-            publish_state=GcsPublishState(objects, settings.prefix, settings.cluster),
-            queue=queue,
-            debouncer=debouncer,
-            compute_factory=lambda: clients.compute_client(settings.compute_endpoint),
-        )
+        self.settings = settings
+        self.metrics: MetricCounts = STATS
+        self._storage, self._tasks = storage, tasks
+        self._compute: Any = None
+        self._lock = threading.Lock()
+        #: discover windows this process already created (or found) a task for: no second Cloud Tasks call
+        self.armed_windows: set[int] = set()
+
+    @property
+    def counters(self) -> MetricCounts:
+        return self.metrics
+
+    # ----- clients ------------------------------------------------------------------------------
+    @cached_property
+    def storage(self) -> Any:
+        from topocast.gcp import clients
+
+        return self._storage if self._storage is not None else clients.storage_client(self.settings.gcp_project)
 
     def compute(self) -> Any:
+        """The Compute Engine client (a provider's zone reads may ask for it from several threads)."""
+        from topocast.gcp import clients
+
         with self._lock:
             if self._compute is None:
-                self._compute = self.compute_factory()
+                self._compute = clients.compute_client(self.settings.compute_endpoint)
             return self._compute
+
+    @cached_property
+    def queue(self) -> TaskQueue | None:
+        """The Cloud Tasks queue of timers, windows and hand-offs (None without ``TOPOCAST_TASK_QUEUE``)."""
+        from topocast.gcp import clients
+
+        s = self.settings
+        if not s.task_queue:
+            return None
+        tasks = self._tasks if self._tasks is not None else clients.tasks_client(s.cloudtasks_endpoint)
+        return TaskQueue(s.task_queue, tasks, service_account=s.tasks_service_account)
+
+    # ----- adapters -----------------------------------------------------------------------------
+    @cached_property
+    def objects(self) -> GcsObjects:
+        return GcsObjects(self.settings.bucket or "", self.storage)
+
+    @cached_property
+    def graphs(self) -> GcsGraphStore:
+        return GcsGraphStore(self.objects, self.settings.prefix, self.settings.cluster)
+
+    @cached_property
+    def artifacts(self) -> GcsArtifactStore:
+        return GcsArtifactStore(self.objects, self.settings.prefix, self.settings.cluster)
+
+    @cached_property
+    def publish_state(self) -> GcsPublishState:
+        return GcsPublishState(self.objects, self.settings.prefix, self.settings.cluster)
+
+    @cached_property
+    def debouncer(self) -> DebounceRunner | NoDebouncer:
+        from topocast.gcp.debounce import gcp_debouncer
+
+        s = self.settings
+        if self.queue is None or not s.render_url:
+            return NoDebouncer()
+        return gcp_debouncer(
+            self.objects, s.prefix, self.queue, s.render_url,
+            quiet=s.debounce_quiet, max_wait=s.debounce_max_wait, leading_edge=s.debounce_leading_edge,
+            on_reset=self.debounce_state_reset,
+        )  # fmt: skip
+
+    @cached_property
+    def handoff(self) -> CloudTasksHandoff:
+        return CloudTasksHandoff(self.settings.cluster, self.queue, self.settings.publish_url)
+
+    @cached_property
+    def rechecks(self) -> CloudTasksRechecks | None:
+        """Delayed re-checks are tasks to discover (None without a task queue and TOPOCAST_DISCOVER_URL)."""
+        url = self.settings.discover_url
+        return CloudTasksRechecks(self.settings.cluster, self.queue, url) if self.queue is not None and url else None
+
+    @cached_property
+    def override(self) -> GcsOverride:
+        return GcsOverride(self.publish_state)
 
     def pending_prefix(self) -> str:
         return cluster_base(self.settings.prefix, self.settings.cluster, "pending") + "/"
@@ -146,10 +187,6 @@ class GcpRuntime:
     def _client(self, service: str) -> Any:
         if service == "compute":
             return self.compute()
-        if service == "k8s-nodes":  # the k8s-labels provider: the cluster the Kubernetes publisher reaches
-            from topocast.k8s.node_source import lister_from_options
-
-            return lister_from_options(self.settings.k8s_options)
         raise TopocastError(f"the GCP functions supply no {service!r} client")
 
     def _read_text(self, uri: str) -> str:
@@ -160,68 +197,24 @@ class GcpRuntime:
             raise TopocastError(f"TOPOCAST_DOMAINS_URI {uri!r}: not an object of gs://{self.settings.bucket}/")
         return got.data.decode("utf-8", "replace")
 
-    def _uploads(self) -> Mapping[str, bytes]:
-        """Each host's upload; a bad one is quarantined and the host's last good upload stands in."""
-        from topocast.pipeline.objects import read_good_uploads
-        from topocast.providers import ibnetdiscover
-
-        s = self.settings
-        regex = s.provider_options().get("host_regex")
-        # the same parse and build as discovery: an upload discovery cannot use is quarantined here
-        uploads = read_good_uploads(
-            self.objects,
-            cluster_base(s.prefix, s.cluster, "uploads"),
-            lambda data, uri: ibnetdiscover.check_upload(data, uri, host_regex=regex),
-        )
-        report_quarantined(uploads.quarantined, self.metrics)
-        return uploads.texts
-
     def provider(self) -> Provider:
         """The configured topology source (``TOPOCAST_PROVIDER``: gcp, ibnetdiscover, netq, k8s-labels)."""
         s = self.settings
-        return build_provider(s.provider, ProviderInputs(s.cluster, s.provider_options(), self._client,
-                                                         self._uploads, self._read_text), s.overlays)  # fmt: skip
+        clients = with_node_lister(self._client, s.k8s_options)  # compute, and k8s-nodes for k8s-labels
+        return build_provider(s.provider, ProviderInputs(s.cluster, s.provider_options(), clients,
+                                                         self.uploads, self._read_text), s.overlays)  # fmt: skip
 
     def publishers(self) -> Sequence[Publisher]:
         """The publishers named in ``TOPOCAST_PUBLISHERS`` (gcs, kubernetes)."""
-        inputs = PublisherInputs(self.settings, lambda g: self.graphs.get(g).graph, self._client, self.objects)
+        clients = with_node_lister(self._client, self.settings.k8s_options)
+        inputs = PublisherInputs(self.settings, lambda g: self.graphs.get(g).graph, clients, self.objects)
         return build_publishers(self.settings.publishers, inputs)
-
-    def handoff(self) -> CloudTasksHandoff:
-        return CloudTasksHandoff(self.settings.cluster, self.queue, self.settings.publish_url)
-
-    def rechecks(self) -> CloudTasksRechecks | None:
-        """Delayed re-checks are tasks to discover (None without a task queue and TOPOCAST_DISCOVER_URL)."""
-        url = self.settings.discover_url
-        return CloudTasksRechecks(self.settings.cluster, self.queue, url) if self.queue is not None and url else None
-
-    # ----- one bundle per use case --------------------------------------------------------------
-    def discover_ports(self) -> DiscoverPorts:
-        s = self.settings
-        return DiscoverPorts(
-            s.cluster, self.graphs, self.provider, self.debouncer, self.publish_state, self.artifacts,
-            self.handoff(), self.metrics, s.full_scan_threshold, self.rechecks(), s.follow_rechecks,
-            s.follow_interval,
-            set_aside_limit=s.guard_max_loss,
-        )  # fmt: skip
-
-    def render_ports(self) -> RenderPorts:
-        s = self.settings
-        return RenderPorts(
-            s.cluster, self.graphs, self.artifacts, self.publish_state, self.debouncer, self.handoff(),
-            self.metrics, s.formats, s.render_options,
-        )  # fmt: skip
-
-    def publish_ports(self) -> PublishPorts:
-        s = self.settings
-        return PublishPorts(
-            s.cluster, self.graphs, self.artifacts, self.publish_state, self.publishers,
-            _Override(self.publish_state), self.metrics, s.guard_max_loss,
-        )  # fmt: skip
 
 
 @dataclass(frozen=True)
-class _Override:
+class GcsOverride:
+    """:class:`~topocast.app.ports.GuardOverride`: env ``TOPOCAST_GUARD_ALLOW_GENERATION``, then an object."""
+
     state: GcsPublishState
 
     def allowed_generation(self) -> str | None:
@@ -230,4 +223,4 @@ class _Override:
 
 def build(settings: Settings, **clients: Any) -> GcpRuntime:
     """The composition root (``clients``: ``storage=``, ``tasks=`` to reuse existing ones)."""
-    return GcpRuntime.from_settings(settings, **clients)
+    return GcpRuntime(settings, **clients)

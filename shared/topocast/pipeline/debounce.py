@@ -1,7 +1,7 @@
 """Debounce: turn a burst of graph changes into one render, but never starve under churn.
 
-A render is due when the graph has been quiet for ``quiet`` seconds (default 15)
-or when ``max_wait`` seconds (default 120) have passed since the first change
+A render is due when the graph has been quiet for ``quiet`` seconds (:data:`DEFAULT_QUIET`)
+or when ``max_wait`` seconds (:data:`DEFAULT_MAX_WAIT`) have passed since the first change
 that is not rendered yet, whichever comes first::
 
     due = min(last_change_at + quiet, first_change_at + max_wait)
@@ -36,13 +36,19 @@ the rules below make at-least-once delivery harmless:
   reconcile that finds the graph unchanged), a stale timer delivery. An
   unconfirmed timer is re-sent under its own ID (idempotent, so a sender that is
   merely slow does no harm); a timer or render that ran out is re-armed due now.
+* A stored state that cannot be read (hand-edited, written by another version) is replaced by
+  :func:`on_damaged`: an unrendered change and a timer due now, so whatever the lost record said,
+  the latest generation renders (a spare render at worst, never a pending one lost).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
-from typing import Literal
+from collections.abc import Mapping
+from dataclasses import dataclass, fields, replace
+from typing import Any, Literal, get_args
 
+#: the quiet window and the max wait (seconds): the one place their defaults are written
+#: (``TOPOCAST_DEBOUNCE_QUIET_SECONDS`` / ``TOPOCAST_DEBOUNCE_MAX_WAIT_SECONDS`` in topocast.config)
 DEFAULT_QUIET = 15.0
 DEFAULT_MAX_WAIT = 120.0
 #: how long a claimed render may take before a redelivered timer renders again; keep it at or
@@ -84,6 +90,33 @@ class DebounceState:
     #: a leading-edge render is due at this time (the first change after a quiet period); cleared
     #: when a render claims the pending changes
     leading_due_at: float | None = None
+
+
+_TIMES = ("first_change_at", "last_change_at", "timer_due_at", "lease_until", "leading_due_at")
+_COUNTS = ("latest_generation", "last_rendered_generation", "version", "render_failures")
+_IDS = ("timer_id", "unconfirmed_timer")
+
+
+def state_from(values: Mapping[str, Any]) -> DebounceState:
+    """The state stored as ``values`` (unknown names skipped); ValueError naming the first field that is wrong."""
+    known = {f.name for f in fields(DebounceState)}
+    got = {k: v for k, v in values.items() if k in known}
+    for name, value in got.items():
+        if name in _TIMES:
+            ok = value is None or (isinstance(value, int | float) and not isinstance(value, bool))
+        elif name in _COUNTS:
+            ok = isinstance(value, int) and not isinstance(value, bool) and value >= 0
+        elif name in _IDS:
+            ok = value is None or isinstance(value, str)
+        elif name == "phase":
+            ok = value in get_args(Phase)
+        else:  # recent_writes
+            ok = isinstance(value, list | tuple) and all(isinstance(w, str) for w in value)
+        if not ok:
+            raise ValueError(f"debounce state field {name}: unexpected value {str(value)[:80]!r}")
+    if "recent_writes" in got:
+        got["recent_writes"] = tuple(got["recent_writes"])
+    return DebounceState(**got)
 
 
 @dataclass(frozen=True)
@@ -177,6 +210,17 @@ def _revive(state: DebounceState, now: float, new_timer_id: str, quiet: float, l
         last_change_at=min(state.last_change_at or now, now - quiet),  # quiet already: due when it fires
     )
     return _arm(pending, now, 0.0, new_timer_id, f"timer re-armed: the {state.phase} timer was lost")
+
+
+def on_damaged(now: float, *, new_timer_id: str, quiet: float = DEFAULT_QUIET) -> Step:
+    """The stored state could not be read: start over with an unrendered change and a timer due now.
+
+    What the lost record said is unknown, so the render is armed whatever it was: the latest
+    generation renders (a spare render at worst; a pending one is never lost). ``latest_generation``
+    1 over ``last_rendered_generation`` 0 stands for "something unrendered": any render covers it.
+    """
+    pending = DebounceState(first_change_at=now, last_change_at=now - quiet, latest_generation=1, version=1)
+    return _arm(pending, now, 0.0, new_timer_id, "debounce state reset: a render of the latest generation is armed")
 
 
 def was_idle(state: DebounceState, now: float, quiet: float, lost_timer_grace: float) -> bool:

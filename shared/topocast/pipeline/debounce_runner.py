@@ -8,7 +8,11 @@ small pieces:
 
 * a :class:`StateBackend` - ``load(cluster) -> (state, token)`` and a
   conditional ``save(cluster, state, token) -> new token | None`` (None: lost
-  the race; the runner re-reads and decides again);
+  the race; the runner re-reads and decides again). A stored state that cannot
+  be read makes ``load`` raise :class:`DamagedState` with the record's token:
+  the runner replaces it (:func:`topocast.pipeline.debounce.on_damaged`: a render
+  of the latest generation is armed at once), logs a warning and calls ``on_reset``
+  (the roots count it), on every cloud alike;
 * a :class:`TimerSender` - ``send(cluster, timer_id, delay, body)``, a one-shot
   delivery of ``body`` to the render function after ``delay`` seconds. The
   timer ID is unique per arm, so a sender may use it to deduplicate retries.
@@ -55,15 +59,28 @@ from topocast.pipeline.debounce import DebounceState, Decision, Step
 
 log = logging.getLogger(__name__)
 
+__all__ = ["KEEP_WRITES", "TIMER_KIND", "DamagedState", "DebounceRunner", "StateBackend", "TimerSender"]
+__all__ += ["parse_timer", "timer_body"]
+
 TIMER_KIND = "topocast.debounce.timer"
 #: how many write IDs a state keeps: a lost response is recognised even if this many
 #: other writers stored on top of it before the re-read
 KEEP_WRITES = 8
 
 
+class DamagedState(TopocastError):
+    """The stored state cannot be read; ``token`` versions the damaged record, so it can be replaced."""
+
+    def __init__(self, reason: str, token: Any) -> None:
+        super().__init__(reason)
+        self.token = token
+
+
 class StateBackend(Protocol):
     def load(self, cluster: str) -> tuple[DebounceState, Any]:
-        """The stored state (``DebounceState()`` when none) and an opaque version token (None: absent)."""
+        """The stored state (``DebounceState()`` when none) and an opaque version token (None: absent).
+
+        Raises :class:`DamagedState` when a stored record cannot be read."""
         ...
 
     def save(self, cluster: str, state: DebounceState, token: Any) -> Any | None:
@@ -108,6 +125,7 @@ class DebounceRunner:
         clock: Callable[[], float] = time.time,
         max_attempts: int = 50,
         leading_edge: bool = False,
+        on_reset: Callable[[str], None] | None = None,
     ) -> None:
         if quiet <= 0 or max_wait < quiet:
             raise ValueError(f"debounce needs 0 < quiet <= max_wait, got quiet={quiet} max_wait={max_wait}")
@@ -120,6 +138,8 @@ class DebounceRunner:
         self.clock = clock
         self.max_attempts = max_attempts
         self.leading_edge = leading_edge
+        #: called with the cluster when its damaged state was reset (after the warning is logged)
+        self.on_reset = on_reset
 
     def state(self, cluster: str) -> DebounceState:
         return self.states.load(cluster)[0]
@@ -189,7 +209,7 @@ class DebounceRunner:
     def _transition(self, cluster: str, fn: Callable[[DebounceState, float, str], Step]) -> Step:
         new_timer_id = uuid.uuid4().hex
         for _ in range(self.max_attempts):
-            before, token = self.states.load(cluster)
+            before, token = self._load(cluster)
             now = self.clock()
             step = fn(before, now, new_timer_id)
             timer_id = step.state.timer_id if step.arm is not None else None
@@ -212,6 +232,29 @@ class DebounceRunner:
                 self._confirm(cluster, timer_id)
             return replace(step, state=after)
         raise TopocastError(f"debounce state of cluster {cluster!r} kept changing ({self.max_attempts} attempts)")
+
+    def _load(self, cluster: str) -> tuple[DebounceState, Any]:
+        try:
+            return self.states.load(cluster)
+        except DamagedState as damaged:
+            return self._reset(cluster, damaged)
+
+    def _reset(self, cluster: str, damaged: DamagedState) -> tuple[DebounceState, Any]:
+        """Replace a damaged record with :func:`~topocast.pipeline.debounce.on_damaged`'s state and send its
+        timer (due now): the latest generation renders whatever the record said. A send that fails leaves
+        the timer marked unconfirmed (the next observer re-sends it) and raises, so the caller retries."""
+        log.warning("debounce state of %s is damaged, reset; a render of the latest generation is armed: %s",
+                    cluster, damaged)  # fmt: skip
+        if self.on_reset is not None:
+            self.on_reset(cluster)
+        now = self.clock()
+        step = core.on_damaged(now, new_timer_id=uuid.uuid4().hex, quiet=self.quiet)
+        timer_id = step.state.timer_id
+        assert timer_id is not None
+        if self._save(cluster, _tagged(replace(step.state, unconfirmed_timer=timer_id)), damaged.token)[0]:
+            self._send(cluster, timer_id, step, now)
+            self._confirm(cluster, timer_id)
+        return self.states.load(cluster)  # ours, or what replaced the damaged record first
 
     def _send(self, cluster: str, timer_id: str, step: Step, now: float) -> None:
         delay = step.arm or 0.0
@@ -243,7 +286,10 @@ class DebounceRunner:
         if new_token is not None:
             return True, new_token
         write_id = state.recent_writes[-1]
-        current, current_token = self.states.load(cluster)
+        try:
+            current, current_token = self.states.load(cluster)
+        except DamagedState:  # still the damaged record: the write did not land
+            return False, None
         if write_id not in current.recent_writes:
             return False, None
         log.info("debounce: the write to %s was ours (its response was lost); carrying on", cluster)

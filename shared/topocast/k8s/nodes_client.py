@@ -1,0 +1,30 @@
+"""The ``k8s-nodes`` client both clouds' roots hand the ``k8s-labels`` provider, written once.
+
+The cluster it lists is the one the Kubernetes publisher reaches, from the same settings
+(``TOPOCAST_K8S_OPTIONS`` ``connection`` / ``client``, else ``TOPOCAST_K8S_*``). Importing this module
+loads no Kubernetes client: :mod:`topocast.k8s.node_source` (lightkube) is imported when the client is
+asked for, so a function that never lists nodes never pays for it (cold start).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+__all__ = ["NODES_CLIENT", "with_node_lister"]
+
+#: the service name the ``k8s-labels`` provider asks its ``clients`` for
+NODES_CLIENT = "k8s-nodes"
+
+
+def with_node_lister(clients: Callable[[str], Any], k8s_options: Mapping[str, Any]) -> Callable[[str], Any]:
+    """``clients`` (the cloud's), plus :data:`NODES_CLIENT`: the Node lister of the publisher's cluster."""
+
+    def client(service: str) -> Any:
+        if service == NODES_CLIENT:
+            from topocast.k8s.node_source import lister_from_options
+
+            return lister_from_options(k8s_options)
+        return clients(service)
+
+    return client
