@@ -217,14 +217,16 @@ class AdaptiveRate(TokenBucket):
 
     Every ``interval`` seconds in which the requests used most of the rate, the answers stayed
     fast (the smoothed response time at most four times the fastest seen plus 250 ms) and none
-    was a 429, the rate doubles (slow start) up to the last rate that was cut, then grows by 5 %
-    of it per interval (probing; 5 % divided by the number of cuts so far, down to 1 %: a limit
-    that stays put is probed ever more rarely), at most ``qps_max``. A 429 (at most one cut per ``interval``:
-    the requests in flight come back together) sets it to 90 % of what the server accepted in the
-    last second (the first cut, which ends slow start: half, if that is less), sets that mark,
-    spends the saved-up burst and holds new requests for the Retry-After (at most 5 s); slow answers hold it. It never goes
-    below ``floor`` (a tenth of the start, at least 1 QPS). The burst is at most one interval's
-    worth of the current rate.
+    was a 429, the rate doubles (slow start) up to the last rate that was cut, then grows past it
+    by 5 % of it per interval divided by the number of cuts so far, down to 1 % (probing: a limit
+    that stays put is probed ever more rarely), at most ``qps_max``.
+
+    A 429 (at most one cut per ``interval``: the requests in flight come back together) sets the
+    rate to 90 % of what the server accepted in the last second (the first cut, which ends slow
+    start: half the rate, if that is less) and marks it, spends the saved-up burst and holds new
+    requests for the Retry-After (at most 5 s). Slow answers hold the rate. It never goes below
+    ``floor`` (a tenth of the start, at least 1 QPS). The burst is at most one interval's worth of
+    the current rate.
     """
 
     def __init__(
