@@ -68,8 +68,8 @@ from topocast.providers.aws_capacity import parse_reserved_nodes, reserved_nodes
 from topocast.providers.base import ProviderInputs
 from topocast.providers.ec2_calls import Ec2Calls
 from topocast.providers.naming import WANTED_NAME_LABEL, NameRequest, Naming, assign_names, claim_freed_names, summary
-from topocast.providers.options import OptionSpec
-from topocast.safeio.validation import describe, validate
+from topocast.providers.options import ClusterConfig, OptionSpec
+from topocast.safeio.validation import describe
 
 __all__ = [
     "AwsDiscoveryConfig",
@@ -237,20 +237,10 @@ class Options(BaseModel):
         return self
 
 
-class AwsDiscoveryConfig(Options):
+class AwsDiscoveryConfig(Options, ClusterConfig):
     """What makes up the cluster in EC2 and how its nodes are named: the options and the cluster."""
 
-    cluster: str = Field(description="Cluster name written into the graph.")
-
-    @field_validator("cluster")
-    @classmethod
-    def _cluster(cls, v: str) -> str:
-        return check_node_name(v, "the cluster name")
-
-    @classmethod
-    def from_data(cls, data: Any, source: str = "AWS discovery config") -> AwsDiscoveryConfig:
-        """Validate a dict; errors become :class:`ProviderError` naming the field."""
-        return validate(cls, data, source, ProviderError, keep_class=False)
+    SOURCE = "AWS discovery config"
 
     def describe_filters(self) -> list[dict[str, Any]]:
         """The cluster selection as DescribeInstances filters (without the state filter)."""

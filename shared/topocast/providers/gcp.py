@@ -66,8 +66,8 @@ from topocast.providers.base import NeedsFullScan, ProviderInputs
 from topocast.providers.gcp_api import ComputeCalls, InstanceRef, Vm
 from topocast.providers.gcp_sdk import RetryPolicy
 from topocast.providers.naming import WANTED_NAME_LABEL, NameRequest, Naming, assign_names, claim_freed_names, summary
-from topocast.providers.options import OptionSpec
-from topocast.safeio.validation import describe, validate
+from topocast.providers.options import ClusterConfig, OptionSpec
+from topocast.safeio.validation import describe
 
 __all__ = [
     "DiscoveryResult",
@@ -192,20 +192,10 @@ class Options(BaseModel):
         return self
 
 
-class GcpDiscoveryConfig(Options):
+class GcpDiscoveryConfig(Options, ClusterConfig):
     """What makes up the cluster in a GCP project and how its nodes are named: the options and the cluster."""
 
-    cluster: str = Field(description="Cluster name written into the graph.")
-
-    @field_validator("cluster")
-    @classmethod
-    def _cluster(cls, v: str) -> str:
-        return check_node_name(v, "the cluster name")
-
-    @classmethod
-    def from_data(cls, data: Any, source: str = "GCP discovery config") -> GcpDiscoveryConfig:
-        """Validate a dict; errors become :class:`ProviderError` naming the field."""
-        return validate(cls, data, source, ProviderError, keep_class=False)
+    SOURCE = "GCP discovery config"
 
     def list_filter(self) -> str:
         """The server-side filter: every label, plus the status when there is exactly one."""

@@ -18,15 +18,17 @@ import json
 import types
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any, Literal, TypeVar, Union, get_args, get_origin
+from typing import Any, ClassVar, Literal, Self, TypeVar, Union, get_args, get_origin
 
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, Field, ValidationError, field_validator
 from pydantic.fields import FieldInfo
 
 from topocast.errors import ProviderError, TopocastError
-from topocast.safeio.validation import check_json_depth
+from topocast.model.names import check_node_name
+from topocast.safeio.validation import check_json_depth, validate
 
 __all__ = [
+    "ClusterConfig",
     "OptionRow",
     "OptionSpec",
     "describe_options",
@@ -267,3 +269,24 @@ def markdown_options(name: str, model: type[BaseModel]) -> list[str]:
     if whole := options_object_env(model):
         lines += ["", f"Also `{whole.partition(':')[0]}`:{whole.partition(':')[2]}."]
     return lines
+
+
+class ClusterConfig(BaseModel):
+    """A provider's options plus the cluster the shell names: ``class XConfig(Options, ClusterConfig)``.
+
+    ``SOURCE`` names the configuration in errors (``"AWS discovery config: filters: ..."``).
+    """
+
+    SOURCE: ClassVar[str] = "discovery config"
+
+    cluster: str = Field(description="Cluster name written into the graph.")
+
+    @field_validator("cluster")
+    @classmethod
+    def _cluster(cls, v: str) -> str:
+        return check_node_name(v, "the cluster name")
+
+    @classmethod
+    def from_data(cls, data: Any, source: str | None = None) -> Self:
+        """Validate a dict; errors become :class:`ProviderError` naming the field."""
+        return validate(cls, data, source or cls.SOURCE, ProviderError, keep_class=False)
