@@ -25,7 +25,7 @@ PACKAGE = Path(__file__).resolve().parent.parent / "shared" / "topocast"
 
 #: lowest first; a unit may import its own layer or any layer below, never one above
 LAYERS: list[list[str]] = [
-    ["errors"],
+    ["errors", "registry"],  # exception types; the one lazy name -> factory registry
     ["safeio"],  # size caps, validation errors, safe YAML and file writes
     ["model"],  # the graph, names, host lists, fabric inference, placement, change vocabulary
     ["renderers", "providers", "slurm"],  # scheduler formats, topology sources, Slurm's own tools
@@ -38,7 +38,7 @@ LAYERS: list[list[str]] = [
 ]
 RANK = {unit: i for i, layer in enumerate(LAYERS) for unit in layer}
 #: modules the package root may hold (a handful: the rest lives in a folder that names its layer)
-ROOT_MODULES = {"__init__", "errors", "config"}
+ROOT_MODULES = {"__init__", "errors", "registry", "config"}
 #: module-level import circles that are known and must shrink, never grow (unit pairs)
 KNOWN_UNIT_CYCLES: set[frozenset[str]] = set()
 #: upward arrows that are known and must go (module, target)

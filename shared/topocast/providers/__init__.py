@@ -10,12 +10,12 @@ Modules are imported lazily: the AWS Lambda never pays for the GCP SDK and vice 
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 
 from topocast.errors import ProviderError
 from topocast.providers.base import DiscoveryResult, NeedsFullScan, Provider, ProviderInputs
+from topocast.registry import Registry
 
 __all__ = [
     "PROVIDERS",
@@ -44,9 +44,12 @@ PROVIDERS: dict[str, str | ProviderFactory] = {
 }
 
 
+REGISTRY: Registry[ProviderFactory] = Registry("provider", PROVIDERS, error=ProviderError)
+
+
 def register_provider(name: str, factory: str | ProviderFactory) -> None:
     """Add (or replace) a provider; ``factory`` is ``"module:function"`` or the function."""
-    PROVIDERS[name] = factory
+    REGISTRY.register(name, factory)
 
 
 def build_provider(name: str, inputs: ProviderInputs, overlays: Sequence[str] = ()) -> Provider:
@@ -66,16 +69,4 @@ def build_provider(name: str, inputs: ProviderInputs, overlays: Sequence[str] = 
 
 
 def _build(name: str, inputs: ProviderInputs) -> Provider:
-    try:
-        target = PROVIDERS[name]
-    except KeyError:
-        raise ProviderError(f"unknown provider {name!r}; known: {', '.join(sorted(PROVIDERS))}") from None
-    if isinstance(target, str):
-        module, _, attr = target.partition(":")
-        try:
-            factory: ProviderFactory = getattr(importlib.import_module(module), attr)
-        except ImportError as exc:
-            raise ProviderError(f"provider {name!r} is not available ({module}: {exc})") from None
-    else:
-        factory = target
-    return factory(inputs)
+    return REGISTRY.get(name)(inputs)

@@ -11,7 +11,6 @@ root supplies) and returns a :class:`~topocast.publish.base.Publisher`. The publ
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -20,6 +19,7 @@ from topocast.errors import TopocastError
 from topocast.model.graph import TopologyGraph
 from topocast.pipeline.objects import ObjectStore
 from topocast.publish.base import Publisher, PublishResult
+from topocast.registry import Registry
 
 __all__ = [
     "PUBLISHERS",
@@ -59,30 +59,15 @@ PUBLISHERS: dict[str, str | PublisherFactory] = {
     "slurmrestd": "topocast.publish.slurmrest:from_inputs",
 }
 ALIASES = {"k8s": "kubernetes"}
+REGISTRY: Registry[PublisherFactory] = Registry("publisher", PUBLISHERS, aliases=ALIASES)
 
 
 def register_publisher(name: str, factory: str | PublisherFactory) -> None:
     """Add (or replace) a publisher; ``factory`` is ``"module:function"`` or the function."""
-    PUBLISHERS[name] = factory
+    REGISTRY.register(name, factory)
 
 
 def build_publishers(names: Iterable[str], inputs: PublisherInputs) -> list[Publisher]:
     """One publisher per name, in order (TOPOCAST_PUBLISHERS); a clear error when one is unknown
     (not built in, and not registered by this runtime's cloud) or cannot be imported."""
-    out: list[Publisher] = []
-    for raw in names:
-        name = ALIASES.get(raw, raw)
-        try:
-            target = PUBLISHERS[name]
-        except KeyError:
-            raise TopocastError(f"unknown publisher {name!r}; known: {', '.join(sorted(PUBLISHERS))}") from None
-        if isinstance(target, str):
-            module, _, attr = target.partition(":")
-            try:
-                factory: PublisherFactory = getattr(importlib.import_module(module), attr)
-            except ImportError as exc:
-                raise TopocastError(f"publisher {name!r} is not available ({module}: {exc})") from None
-        else:
-            factory = target
-        out.append(factory(inputs))
-    return out
+    return [REGISTRY.get(name)(inputs) for name in names]
