@@ -143,6 +143,45 @@ def test_an_unsafe_or_flexible_vm_costs_only_itself(arm: FakeArm) -> None:
     assert any(w.startswith("1 VM(s) of flexible scale sets") for w in result.warnings)
 
 
+WANTED = "topocast/wanted-name"
+
+
+def test_two_vms_with_one_computer_name_are_named_by_vm_name_and_wait_one_without_by_its_vm_name(
+    arm: FakeArm,
+) -> None:
+    arm.scale_sets["rg-hpc"]["spare"] = [scale_set_vm("spare", 0, "gpu-001", "pg-d")]  # a second gpu-001
+    arm.scale_sets["rg-hpc"]["gpu"].append(scale_set_vm("gpu", 8, "", "pg-b"))  # no computerName
+    result = discover(arm, records())
+    got = shape(result)
+    assert {k: v for k, v in got.items() if k not in ("gpu_1", "spare_0", "gpu_8")} == {
+        k: v for k, v in GOLDEN.items() if k != "gpu-001"
+    }
+    # the record uploaded as gpu-001 cannot tell the two apart: neither gets its NVLink domain
+    assert got["gpu_1"] == ("gpu_1", ["pg-a", "gpu"], None)
+    assert got["spare_0"] == ("spare_0", ["pg-d", "spare"], None)
+    assert got["gpu_8"] == ("gpu_8", ["pg-b", "gpu"], None)
+    labels = {n.name: n.labels.get(WANTED) for n in result.graph.nodes}
+    assert [labels[n] for n in ("gpu_1", "spare_0", "gpu_8", "gpu-000")] == ["gpu-001", "gpu-001", None, None]
+    assert set(result.graph.unplaced) == {"gpu-005", "record 'r/bad.json'"}
+    assert "1 VM(s) have no computerName (name_from=computer-name): gpu_8" in result.warnings
+    assert (
+        "2 VM(s) share their name with another machine; named by ID until it is free (name_from=computer-name): "
+        "gpu_1, spare_0" in result.warnings
+    )
+    assert [w for w in result.warnings if "does not list" in w] == [
+        "1 NVLink record(s) for hosts the compute API does not list: ghost-001"
+    ]
+
+
+def test_the_previous_holder_of_a_computer_name_keeps_it(arm: FakeArm) -> None:
+    client = compute_client("sub-1", arm.url)
+    provider = build_provider("azure", ProviderInputs("hpc", OPTIONS, lambda service: lambda options: client, dict))
+    before = provider.discover_full(None).graph
+    arm.scale_sets["rg-hpc"]["spare"] = [scale_set_vm("spare", 0, "gpu-001", "pg-d")]
+    names = {n.id: (n.name, n.labels.get(WANTED)) for n in provider.discover_full(before).graph.nodes}
+    assert names["gpu_1"] == ("gpu-001", None) and names["spare_0"] == ("spare_0", "gpu-001")
+
+
 def test_sharp_tree_replaces_the_placement_tiers_for_the_hosts_it_knows(arm: FakeArm) -> None:
     result = discover(arm, records(), {"sharp.txt": SHARP}, sharp_uri="sharp.txt")
     got = shape(result)

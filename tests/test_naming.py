@@ -8,9 +8,9 @@ from typing import Any
 import pytest
 from gce_fake_server import FakeCompute, compute_for
 
-from topocast.model.graph import Node
+from topocast.model.graph import Node, TopologyGraph
 from topocast.providers.gcp import GcpDiscoveryConfig, InstanceRef, discover_full, discover_instances
-from topocast.providers.naming import WANTED_NAME_LABEL, NameRequest, assign_names, claim_freed_names
+from topocast.providers.naming import WANTED_NAME_LABEL, NameRequest, assign_names, claim_freed_names, name_listing
 from topocast_sim.gce import Placement, instance_json
 
 LABEL = {"topocast-cluster": "c1"}
@@ -62,6 +62,26 @@ def test_a_name_still_held_or_wanted_by_two_is_not_taken() -> None:
     assert claim_freed_names(nodes, "instance(s)") == [] and nodes["i-2"].name == "i-2"
     nodes = {"i-2": node("i-2", "i-2", "gpu-1"), "i-3": node("i-3", "i-3", "gpu-1")}
     assert claim_freed_names(nodes, "instance(s)") == [] and {n.name for n in nodes.values()} == {"i-2", "i-3"}
+
+
+def test_a_full_listing_names_by_key_and_leaves_what_the_rule_cannot_decide_to_place_nodes() -> None:
+    listed = [
+        ("k1", "gpu-1"), ("k2", "gpu-1"),  # two new claimants: neither gets it
+        ("k3", None), ("bad key", ""),  # no name: the key, unless the key is no safe node name
+        ("k5", "gpu 5;x"),  # an unsafe name stays, for place_nodes to set aside
+        ("k6", "gpu-6"), ("k6", "gpu-6b"), ("", "gpu-7"),  # a key listed twice, no key: as the source says
+        ("k9", "gpu-9"),
+    ]  # fmt: skip
+    out = name_listing(listed, None, "name")
+    assert out.names == ["k1", "k2", "k3", None, "gpu 5;x", "gpu-6", "gpu-6b", "gpu-7", "gpu-9"]
+    wanted = {WANTED_NAME_LABEL: "gpu-1"}
+    assert out.labels == [wanted, wanted, {}, {}, {}, {}, {}, {}, {}]
+    assert out.warnings == [
+        "1 instance(s) have no name (name_from=name): k3",
+        "2 instance(s) share their name with another machine; named by ID until it is free (name_from=name): k1, k2",
+    ]
+    previous = TopologyGraph(cluster="c", provider="oci", nodes=[Node(name="gpu-1", id="k2")])
+    assert name_listing(listed[:2], previous, "name").names == ["k1", "gpu-1"]
 
 
 # ----- GCP end to end: google-cloud-compute against the local Compute endpoint -----------------------

@@ -110,6 +110,51 @@ def test_name_from_hostname_and_label_selection(fake: FakeNebius) -> None:
     assert [(n.name, n.fabric) for n in g.graph.nodes] == [("host-8", ["block-3", "spine-2", "dc-1"])]
 
 
+WANTED = "topocast/wanted-name"
+
+
+def named(n: int, name: str, path: list[str] | None) -> Any:
+    """``vm(n, path)`` whose metadata.name is ``name`` ("" for none)."""
+    inst = vm(n, path)
+    inst.metadata.name = name
+    return inst
+
+
+def test_two_instances_with_one_name_are_named_by_id_and_wait_one_without_a_name_by_its_id(fake: FakeNebius) -> None:
+    fake.instances.append(named(8, "gpu-02", ["dc-1", "spine-1", "block-1"]))  # a second gpu-02
+    fake.instances.append(named(9, "", ["dc-1", "spine-2", "block-3"]))  # no metadata.name
+    result = build_provider("nebius", inputs(fake)).discover_full(None)
+    nodes = {n.name: n for n in result.graph.nodes}
+    assert sorted(nodes) == [
+        "computeinstance-e00002", "computeinstance-e00008", "computeinstance-e00009",
+        "gpu-01", "gpu-03", "gpu-04", "gpu-05", "gpu-06", "gpu-07",
+    ]  # fmt: skip
+    assert [nodes[f"computeinstance-e0000{i}"].labels.get(WANTED) for i in (2, 8, 9)] == ["gpu-02", "gpu-02", None]
+    assert nodes["computeinstance-e00002"].fabric == ["block-1", "spine-1", "dc-1"] == nodes["gpu-01"].fabric
+    assert nodes["computeinstance-e00002"].accelerator == "computenvlinstancegroup-a"
+    assert nodes["computeinstance-e00008"].fabric == ["block-1", "spine-1", "dc-1"]
+    assert nodes["computeinstance-e00009"].fabric == ["block-3", "spine-2", "dc-1"] == nodes["gpu-04"].fabric
+    assert nodes["computeinstance-e00009"].id == "computeinstance-e00009"
+    assert result.graph.unplaced == {  # as in the golden graph
+        "gpu-05": "infiniband_topology_path has 2 IDs ['dc-1', 'block-9'] (expected 3); kept without topology",
+        "gpu-06": "in GPU cluster computegpucluster-e00a but no infiniband_topology_path; kept without topology",
+    }
+    assert result.warnings[:2] == [
+        "1 instance(s) have no name (name_from=name): computeinstance-e00009",
+        "2 instance(s) share their name with another machine; named by ID until it is free (name_from=name): "
+        "computeinstance-e00002, computeinstance-e00008",
+    ]
+
+
+def test_the_previous_holder_of_a_contested_name_keeps_it(fake: FakeNebius) -> None:
+    provider = build_provider("nebius", inputs(fake))
+    before = provider.discover_full(None).graph
+    fake.instances.append(named(8, "gpu-02", ["dc-1", "spine-1", "block-1"]))
+    names = {n.id: (n.name, n.labels.get(WANTED)) for n in provider.discover_full(before).graph.nodes}
+    assert names["computeinstance-e00002"] == ("gpu-02", None)
+    assert names["computeinstance-e00008"] == ("computeinstance-e00008", "gpu-02")
+
+
 @pytest.mark.parametrize(
     ("status", "expected"),
     [

@@ -118,6 +118,66 @@ def test_tags_select_the_cluster_and_name_from_a_tag(fake: FakeOci, tmp_path: Pa
     assert [(n.name, n.fabric) for n in g.nodes] == [("gpu-09", ["lb9", "nb9", HPC_ID])]
 
 
+WANTED = "topocast/wanted-name"
+
+
+def test_two_instances_with_one_display_name_are_named_by_ocid_and_wait(fake: FakeOci, tmp_path: Path) -> None:
+    fake.instances.append(instance("i6", "gpu-02"))  # a second instance calls itself gpu-02
+    fake.hosts.append(host(8, "lb1", "nb1", None, "ocid1.instance.oc1..i6"))
+    result = build_provider("oci", inputs(fake, tmp_path)).discover_full(None)
+    nodes = {n.name: n for n in result.graph.nodes}
+    assert sorted(nodes) == [
+        "gpu-01", "gpu-03", "gpu-04", "gpu-05", "login-1", "ocid1.instance.oc1..i2", "ocid1.instance.oc1..i6"
+    ]  # fmt: skip
+    assert nodes["ocid1.instance.oc1..i2"].labels[WANTED] == "gpu-02" == nodes["ocid1.instance.oc1..i6"].labels[WANTED]
+    assert nodes["ocid1.instance.oc1..i2"].fabric == ["lb1", "nb1", HPC_ID] == nodes["ocid1.instance.oc1..i6"].fabric
+    assert nodes["ocid1.instance.oc1..i2"].id == "ocid1.instance.oc1..i2"
+    assert (nodes["ocid1.instance.oc1..i2"].accelerator, nodes["ocid1.instance.oc1..i2"].subdomain) == (
+        "gmf-a", "gmf-a.R01"
+    )  # fmt: skip
+    # the others as in the golden graph
+    assert nodes["gpu-01"].fabric == ["lb1", "nb1", HPC_ID] and nodes["gpu-01"].subdomain == "gmf-a.R01"
+    assert nodes["gpu-04"].fabric == ["lb3", "nb2", HPC_ID] and WANTED not in nodes["gpu-01"].labels
+    assert result.graph.unplaced == {
+        "gpu-05": "compute host ocid1.computehost.oc1..h5 reports no network_block_id; kept without topology"
+    }
+    assert (
+        "2 instance(s) share their name with another machine; named by ID until it is free (name_from="
+        "display_name): ocid1.instance.oc1..i2, ocid1.instance.oc1..i6" in result.warnings
+    )
+
+
+def test_the_previous_holder_keeps_its_name_and_the_newcomer_takes_it_once_it_is_gone(
+    fake: FakeOci, tmp_path: Path
+) -> None:
+    provider = build_provider("oci", inputs(fake, tmp_path, racks=False))
+    before = provider.discover_full(None).graph
+    fake.instances.append(instance("i6", "gpu-02"))  # a replacement reusing the name of a running instance
+    fake.hosts.append(host(8, "lb1", "nb1", None, "ocid1.instance.oc1..i6"))
+    during = provider.discover_full(before).graph
+    names = {n.id: (n.name, n.labels.get(WANTED)) for n in during.nodes}
+    assert names["ocid1.instance.oc1..i2"] == ("gpu-02", None)
+    assert names["ocid1.instance.oc1..i6"] == ("ocid1.instance.oc1..i6", "gpu-02")
+    fake.instances[1] = instance("i2", "gpu-02", state="TERMINATED")
+    after = provider.discover_full(during).graph
+    names = {n.id: (n.name, n.labels.get(WANTED)) for n in after.nodes}
+    assert names["ocid1.instance.oc1..i6"] == ("gpu-02", None) and "ocid1.instance.oc1..i2" not in names
+
+
+def test_an_instance_without_its_name_tag_is_named_by_its_ocid(fake: FakeOci, tmp_path: Path) -> None:
+    fake.instances.append(instance("i9", "x", tags={"cluster": "c2", "slurm": "gpu-09"}))
+    fake.instances.append(instance("i10", "y", tags={"cluster": "c2"}))  # no slurm tag
+    fake.hosts.append(host(9, "lb9", "nb9", None, "ocid1.instance.oc1..i9"))
+    fake.hosts.append(host(10, "lb9", "nb9", None, "ocid1.instance.oc1..i10"))
+    opts = {"tags": {"cluster": "c2"}, "name_from": "tag:slurm", "racks": False}
+    result = build_provider("oci", inputs(fake, tmp_path, **opts)).discover_full(None)
+    assert [(n.name, n.fabric, n.labels.get(WANTED)) for n in result.graph.nodes] == [
+        ("ocid1.instance.oc1..i10", ["lb9", "nb9", HPC_ID], None), ("gpu-09", ["lb9", "nb9", HPC_ID], None)
+    ]  # fmt: skip
+    assert result.graph.unplaced == {}
+    assert "1 instance(s) have no tag:slurm (name_from=tag:slurm): ocid1.instance.oc1..i10" in result.warnings
+
+
 @pytest.mark.parametrize(
     ("fail", "expected"),
     [

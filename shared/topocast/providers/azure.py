@@ -24,9 +24,12 @@ within one placement group or availability set):
   ``ProviderInputs.uploads`` (the bucket's quarantine path, or local files in the CLI).
 
 Node name: ``computerName`` (Slurm's NodeName on CycleCloud), or the VM resource name with
-``name_from: vm-name``; the node ID is the VM resource name. A VM without a placement group
-(deallocated) is kept without topology. Degrade per node: a host whose records disagree, a
-record that is not one, an unsafe value: set aside with the reason
+``name_from: vm-name``; the node ID is the VM resource name. The one rule of
+:mod:`topocast.providers.naming`: a VM without a computerName is named by its resource name; a name two
+VMs claim stays with the one that had it in the previous graph, the others are named by their resource
+name and wait (label ``topocast/wanted-name``; the NVLink record of a contested host name places
+nobody). A VM without a placement group (deallocated) is kept without topology. Degrade per node: a
+host whose records disagree, a record that is not one, an unsafe value: set aside with the reason
 (:func:`topocast.model.placement.place_nodes`). A SHARP file that cannot be read or parsed is an error
 (one line; the last good graph stays published): falling back to the placement groups would
 re-shape the whole tree. A port GUID SHARP lists under two switches only costs its host the SHARP
@@ -45,6 +48,7 @@ from topocast.errors import ProviderError
 from topocast.model.graph import Node, TopologyGraph
 from topocast.model.placement import place_nodes
 from topocast.providers.base import DiscoveryResult, FullScanOnly, ProviderInputs
+from topocast.providers.naming import WANTED_NAME_LABEL, name_listing
 from topocast.providers.nvlink import HostDomains, host_domains
 from topocast.providers.options import provider_options
 from topocast.providers.sharp import SharpTopology, parse_sharp_topology
@@ -82,8 +86,8 @@ def _last(resource_id: str | None) -> str | None:
 
 @dataclass(frozen=True)
 class _Vm:
-    name: str
-    id: str
+    claim: str  #: the name its source gives ("" when none)
+    resource: str  #: the VM resource name ("" when none): the node ID, and the name when it claims none
     placement: list[str]
     zone: str | None
     size: str | None
@@ -94,13 +98,13 @@ def _vm(item: Mapping[str, Any], placement: list[str], options: Options, size: s
     computer = _get(item, "properties", "osProfile", "computerName") or _get(
         item, "properties", "instanceView", "computerName"
     )
-    name = resource if options.name_from == "vm-name" else str(computer or resource)
-    if not name:
+    claim = resource if options.name_from == "vm-name" else str(computer or "")
+    if not (claim or resource):
         return None
     zones = item.get("zones") or []
     location = item.get("location")
     zone = f"{location}-{zones[0]}" if zones and location else None
-    return _Vm(name, resource or name, placement, zone, size)
+    return _Vm(claim, resource, placement, zone, size)
 
 
 def graph_from_listing(
@@ -110,8 +114,10 @@ def graph_from_listing(
     options: Options,
     records: HostDomains,
     sharp: SharpTopology | None,
+    previous: TopologyGraph | None = None,
 ) -> DiscoveryResult:
-    """Pure: the listed VMs, their hosts' records and the SHARP tree as a graph (see the module doc)."""
+    """Pure: the listed VMs, their hosts' records and the SHARP tree as a graph (see the module doc);
+    ``previous`` says who held a name two VMs claim (:func:`topocast.providers.naming.name_listing`)."""
     machines: list[_Vm] = []
     warnings: list[str] = []
     unplaced_vms = 0
@@ -123,7 +129,7 @@ def graph_from_listing(
             vm = _vm(item, [str(group), scale_set] if group else [], options, size)
             if vm is not None:
                 machines.append(vm)
-    listed = {m.id for m in machines}
+    listed = {m.resource for m in machines}
     flexible = 0
     for item in vms:
         if item.get("name") in listed:
@@ -139,9 +145,21 @@ def graph_from_listing(
         warnings.append(f"{flexible} VM(s) of flexible scale sets have no placement group to read: no topology")
     if unplaced_vms:
         warnings.append(f"{unplaced_vms} scale set VM(s) have no placement group (deallocated?): kept without topology")
-    known = {m.name for m in machines}
+    naming = name_listing(
+        [(m.resource, m.claim) for m in machines],
+        previous,
+        options.name_from,
+        noun="VM(s)",
+        problem="have no computerName",
+    )
+    # a VM without a name and without a safe resource name keeps its resource name: place_nodes says why not
+    names = [name or m.resource or m.claim for name, m in zip(naming.names, machines, strict=True)]
+    warnings += naming.warnings
+    known = set(names)
     reported = set(records.domains) | set(records.guids) | {k for k in records.set_aside if not k.startswith("record ")}
-    strangers = sorted(reported - known)
+    # a contested name's records cannot tell its claimants apart: they are no strangers, and place nobody
+    contested = {label[WANTED_NAME_LABEL] for label in naming.labels if label}
+    strangers = sorted(reported - known - contested)
     if strangers:
         warnings.append(
             f"{len(strangers)} NVLink record(s) for hosts the compute API does not list: {', '.join(strangers[:5])}"
@@ -150,20 +168,21 @@ def graph_from_listing(
     aside = {k: v for k, v in records.set_aside.items() if k in known or k.startswith("record ")}
     nodes: list[Node] = []
     from_sharp = 0
-    for m in machines:
+    for m, name, wanted in zip(machines, names, naming.labels, strict=True):
         path = m.placement
         if sharp is not None:
-            guid = next((g for g in records.guids.get(m.name, []) if g in sharp.paths), None)
+            guid = next((g for g in records.guids.get(name, []) if g in sharp.paths), None)
             if guid is not None:
                 path, from_sharp = sharp.paths[guid], from_sharp + 1
         nodes.append(
             Node(
-                name=m.name,
-                id=m.id,
+                name=name,
+                id=m.resource or name,
                 fabric=path,
-                accelerator=records.domains.get(m.name),
+                accelerator=records.domains.get(name),
                 zone=m.zone,
                 instance_type=m.size,
+                labels=wanted,
             )
         )
     if sharp is not None:
@@ -201,7 +220,7 @@ class AzureProvider(FullScanOnly):
             # placement groups would re-shape the whole tree, so the last good graph stays published instead
             sharp = parse_sharp_topology(self.inputs.read_text(o.sharp_uri), o.sharp_uri)
             warnings += [f"SHARP: {why}" for why in list(sharp.ambiguous.values())[:5]]
-        result = graph_from_listing(self.inputs.cluster, scale_sets, vms, o, records, sharp)
+        result = graph_from_listing(self.inputs.cluster, scale_sets, vms, o, records, sharp, previous)
         result.warnings[:0] = warnings
         result.api_calls.update(compute.calls)
         return result

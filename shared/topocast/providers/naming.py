@@ -15,16 +15,31 @@ without a reason. The rule, the same on every cloud and in full and incremental 
 - a waiting machine takes its name once no node holds it, unless several wait for it
   (:func:`claim_freed_names`): a replacement reusing a terminated machine's name gets it as soon as the
   termination is applied, in whatever order the two events arrive.
+
+:func:`name_listing` applies the rule to one full listing (OCI, Nebius, Azure: no per-machine read), with
+the previous graph as the record of who held a name.
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from topocast.model.graph import Node
+from topocast.errors import UnsafeNameError
+from topocast.model.graph import Node, TopologyGraph
+from topocast.model.names import check_node_name
 
-__all__ = ["WANTED_NAME_LABEL", "NameRequest", "Naming", "assign_names", "claim_freed_names", "summary"]
+__all__ = [
+    "WANTED_NAME_LABEL",
+    "ListedNames",
+    "NameRequest",
+    "Naming",
+    "assign_names",
+    "claim_freed_names",
+    "name_listing",
+    "summary",
+]
 
 #: on a node named by its key because another machine held its name: the name it waits for
 WANTED_NAME_LABEL = "topocast/wanted-name"
@@ -122,3 +137,59 @@ def claim_freed_names(nodes: dict[str, Node], noun: str) -> list[str]:
         used.add(wanted)
         renamed.append(keys[0])
     return [summary(f"{noun} named by ID took their name once its holder left", renamed)] if renamed else []
+
+
+@dataclass
+class ListedNames:
+    """:func:`name_listing`'s answer, one entry per listed machine in the listing's order."""
+
+    #: the node name; None when the source gives none and the key is no safe node name (set it aside)
+    names: list[str | None]
+    #: ``{WANTED_NAME_LABEL: name}`` for a machine named by its key while it waits for ``name``, else ``{}``
+    labels: list[dict[str, str]]
+    warnings: list[str]
+
+
+def _safe(name: str) -> bool:
+    try:
+        check_node_name(name)
+    except UnsafeNameError:
+        return False
+    return True
+
+
+def name_listing(
+    listed: Sequence[tuple[str, str | None]],
+    previous: TopologyGraph | None,
+    name_from: str,
+    *,
+    noun: str = "instance(s)",
+    problem: str | None = None,
+) -> ListedNames:
+    """Node names for one full listing by the rule of this module: ``listed`` is ``(key, name)`` per machine,
+    the name as its source gives it (None or "" when it gives none; the key "" when the machine has none).
+
+    A machine without a name is named by its key when that is a safe node name. A contested name stays
+    with the machine that had it in ``previous`` (its nodes' ``id`` is the key). What the rule cannot
+    decide keeps the name the source gave, for :func:`topocast.model.placement.place_nodes` to set aside
+    with its reason: an unsafe name, a machine without a key or whose key is listed twice. ``name_from``
+    (the option) and ``problem`` (default "have no <name_from>") word the warnings.
+    """
+    listed_keys = Counter(key for key, _ in listed if key)
+    requests = []
+    for key, name in listed:
+        if not key or listed_keys[key] > 1:
+            continue
+        if name:
+            if _safe(name):
+                requests.append(NameRequest(key, name))
+        elif _safe(key):
+            requests.append(NameRequest(key, None, problem or f"have no {name_from}"))
+    before = {n.id: n.name for n in previous.nodes if n.id} if previous else {}
+    naming = assign_names(requests, held={}, previous=before, noun=noun, source=f"name_from={name_from}")
+    names: list[str | None] = []
+    labels: list[dict[str, str]] = []
+    for key, name in listed:
+        names.append(naming.names.get(key) or name or None)
+        labels.append({WANTED_NAME_LABEL: naming.wanted[key]} if key in naming.wanted else {})
+    return ListedNames(names, labels, naming.warnings)

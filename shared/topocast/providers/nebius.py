@@ -8,7 +8,9 @@ first, as Topograph's Nebius provider reads them: data center / spine / block), 
 fabric closest first (``path`` reversed). The accelerator (NVLink) domain is
 ``spec.nvl_instance_group_id`` (GB200 NVL72: the instances of one NVLink rack; the field Topograph
 reads). The node name is ``metadata.name`` (or ``spec.hostname`` / ``metadata.id``, option
-``name_from``).
+``name_from``), by the one rule of :mod:`topocast.providers.naming`: an instance without it is named by
+its instance ID; a name two instances claim stays with the one that had it in the previous graph, the
+others are named by their ID and wait (label ``topocast/wanted-name``).
 
 Degrade per node: an instance in a GPU cluster (``spec.gpu_cluster.id``) whose path is missing or
 not exactly three IDs keeps its node without topology, with the reason in the graph's ``unplaced``;
@@ -27,6 +29,7 @@ from topocast.model.graph import Node, TopologyGraph
 from topocast.model.placement import place_nodes, record_label
 from topocast.providers.base import DiscoveryResult, FullScanOnly, ProviderInputs
 from topocast.providers.cloud_ids import switch_id
+from topocast.providers.naming import name_listing
 from topocast.providers.options import provider_options
 
 __all__ = ["NebiusProvider", "Options", "graph_from_instances", "provider"]
@@ -54,25 +57,31 @@ class Options(BaseModel):
     timeout: float = Field(60.0, gt=0, description="Seconds one page may take.")
 
 
-def graph_from_instances(cluster: str, instances: Iterable[Mapping[str, Any]], options: Options) -> DiscoveryResult:
-    """Pure: ``InstanceService.List`` records (see :func:`topocast.providers.nebius_sdk._record`) as a graph."""
+def graph_from_instances(
+    cluster: str, instances: Iterable[Mapping[str, Any]], options: Options, previous: TopologyGraph | None = None
+) -> DiscoveryResult:
+    """Pure: ``InstanceService.List`` records (see :func:`topocast.providers.nebius_sdk._record`) as a graph;
+    ``previous`` says who held a name two instances claim (:func:`topocast.providers.naming.name_listing`)."""
     nodes: list[Node] = []
     aside: dict[str, str] = {}
     cpu: list[str] = []
-    for inst in sorted(instances, key=lambda i: str(i.get("id"))):
-        if inst.get("state") in GONE:
-            continue
-        labels = inst.get("labels") or {}
-        if any(labels.get(k) != v for k, v in options.labels.items()):
-            continue
+    listed = [
+        inst
+        for inst in sorted(instances, key=lambda i: str(i.get("id")))
+        if inst.get("state") not in GONE
+        and not any((inst.get("labels") or {}).get(k) != v for k, v in options.labels.items())
+    ]
+    claims = [(str(inst.get("id") or ""), str(inst.get(options.name_from) or "")) for inst in listed]
+    naming = name_listing(claims, previous, options.name_from)
+    for inst, name, wanted in zip(listed, naming.names, naming.labels, strict=True):
         iid = str(inst.get("id") or "")
-        name = str(inst.get(options.name_from) or "")
         if not name:
             aside[record_label(iid)] = f"instance {iid} has no {options.name_from}; left out"
             continue
         path = [str(p) for p in inst.get("infiniband_topology_path") or []]
         cluster_id = str(inst.get("gpu_cluster") or "")
         extra = {GPU_CLUSTER_LABEL: cluster_id} if cluster_id else {}
+        extra.update(wanted)
         if path:
             extra[PATH_LABEL] = "/".join(path)
         kind = "/".join(p for p in (inst.get("platform"), inst.get("preset")) if p) or None
@@ -95,7 +104,7 @@ def graph_from_instances(cluster: str, instances: Iterable[Mapping[str, Any]], o
                 labels=extra,
             )
         )
-    warnings = []
+    warnings = list(naming.warnings)
     if cpu:
         warnings.append(
             f"{len(cpu)} instance(s) are in no GPU cluster (no InfiniBand); kept without topology: "
@@ -123,7 +132,7 @@ class NebiusProvider(FullScanOnly):
             records = reader.instances(self.options.project, self.options.page_size)
         finally:
             reader.close()
-        result = graph_from_instances(self.inputs.cluster, records, self.options)
+        result = graph_from_instances(self.inputs.cluster, records, self.options, previous)
         result.api_calls.update(reader.calls)
         return result
 

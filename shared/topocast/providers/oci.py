@@ -24,6 +24,10 @@ one fabric per rack). OCIDs are longer than a Slurm switch name may be: a tier I
 becomes ``<tier>-<sha256[:12]>`` (:func:`topocast.providers.cloud_ids.switch_id`) and each node
 keeps the full OCIDs in its ``labels``.
 
+Names (``source=api``) follow the one rule of :mod:`topocast.providers.naming`: an instance without its
+``name_from`` is named by its OCID; a display name two instances claim stays with the one that had it in
+the previous graph, the others are named by their OCID and wait (label ``topocast/wanted-name``).
+
 Degrade per node: a host without one of the three tiers keeps its node without topology, with the
 reason (what is missing, the host's OCID) in the graph's ``unplaced``; a name or ID that breaks a
 graph rule is set aside by :func:`topocast.model.placement.place_nodes`. Instances the compartment lists
@@ -45,6 +49,7 @@ from topocast.model.graph import Node, TopologyGraph
 from topocast.model.placement import place_nodes, record_label
 from topocast.providers.base import DiscoveryResult, FullScanOnly, ProviderInputs
 from topocast.providers.cloud_ids import switch_id
+from topocast.providers.naming import name_listing
 from topocast.providers.options import provider_options
 
 __all__ = ["IMDS_TOPOLOGY_PATH", "OciProvider", "Options", "graph_from_hosts", "graph_from_imds", "provider"]
@@ -122,8 +127,10 @@ def graph_from_hosts(
     instances: Iterable[Mapping[str, Any]],
     options: Options,
     racks: Mapping[str, str] | None = None,
+    previous: TopologyGraph | None = None,
 ) -> DiscoveryResult:
-    """Pure: ListComputeHosts + ListInstances records (SDK field names) as a graph."""
+    """Pure: ListComputeHosts + ListInstances records (SDK field names) as a graph; ``previous`` says who
+    held a name two instances claim (:func:`topocast.providers.naming.name_listing`)."""
     by_instance: dict[str, Mapping[str, Any]] = {}
     for host in hosts:
         if host.get("instance_id"):
@@ -131,33 +138,37 @@ def graph_from_hosts(
     nodes: list[Node] = []
     aside: dict[str, str] = {}
     no_host: list[str] = []
-    for inst in sorted(instances, key=lambda i: str(i.get("id"))):
-        if inst.get("lifecycle_state") in GONE:
-            continue
-        tags = inst.get("freeform_tags") or {}
-        if any(tags.get(k) != v for k, v in options.tags.items()):
-            continue
+    listed = [
+        inst
+        for inst in sorted(instances, key=lambda i: str(i.get("id")))
+        if inst.get("lifecycle_state") not in GONE
+        and not any((inst.get("freeform_tags") or {}).get(k) != v for k, v in options.tags.items())
+    ]
+    claims = [(str(inst.get("id") or ""), _node_name(inst, options.name_from)) for inst in listed]
+    naming = name_listing(claims, previous, options.name_from)
+    for inst, name, wanted in zip(listed, naming.names, naming.labels, strict=True):
         iid = str(inst.get("id"))
-        name = _node_name(inst, options.name_from)
         if not name:
             aside[record_label(iid)] = f"instance {iid} has no {options.name_from}; left out"
             continue
         found = by_instance.get(iid)
         if found is None:
             no_host.append(name)
-            nodes.append(Node(name=name, id=iid, instance_type=inst.get("shape")))
+            nodes.append(Node(name=name, id=iid, instance_type=inst.get("shape"), labels=wanted))
             continue
         host = found
         where = {label: host.get(api) for label, (api, _) in LABELS.items()}
         node, reason = _place(name, iid, where, f"compute host {host.get('id')}", 0)
         rack = (racks or {}).get(str(host.get("id")))
         update: dict[str, Any] = {"zone": host.get("availability_domain"), "instance_type": host.get("shape")}
+        if wanted:
+            update["labels"] = {**node.labels, **wanted}
         if rack and node.accelerator:
             update["subdomain"] = f"{node.accelerator}.{rack}"
         nodes.append(node.model_copy(update=update))
         if reason:
             aside[name] = reason
-    warnings = []
+    warnings = list(naming.warnings)
     if no_host:
         warnings.append(
             f"{len(no_host)} instance(s) have no compute host in ListComputeHosts (VM or CPU shapes); kept "
@@ -242,7 +253,7 @@ class OciProvider(FullScanOnly):
                         continue
                     if rack:
                         racks[str(host["id"])] = rack
-        result = graph_from_hosts(self.inputs.cluster, hosts, instances, o, racks)
+        result = graph_from_hosts(self.inputs.cluster, hosts, instances, o, racks, previous)
         result.api_calls.update(reader.calls)
         if no_rack:
             result.warnings.append(f"{len(no_rack)} host(s) without a rack (no sub-domain): {no_rack[0]}")
