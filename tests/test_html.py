@@ -142,6 +142,50 @@ def test_the_page_shows_what_validate_slurm_warns_about(tmp_path: Path) -> None:
     assert "slurm-checks" not in invoke(["render", "--graph", tmp_path / "one.json", "-f", "html"]).stdout
 
 
+def slurm_box(page: str) -> list[str]:
+    box = re.search(r'<details class="alertbox slurm" id="slurm-checks" open>(.*?)</details>', page)
+    assert box, "no Slurm warnings box"
+    return [unescape(item) for item in re.findall(r"<li>(.*?)</li>", box.group(1))]
+
+
+@pytest.mark.parametrize("skeleton", [False, True])
+def test_slurm_warnings_name_the_lines_of_the_files_rendered(tmp_path: Path, skeleton: bool) -> None:
+    """The page's Slurm checks come from the records the files were written from, not from
+    re-reading them: line numbers count the ``# name=ID`` comment lines and the synthetic leaf."""
+    nodes = [Node(name=f"n{i}", fabric=["leaf-a", "top-a"], accelerator="d1") for i in range(1, 5)]
+    nodes += [
+        Node(name="n5", fabric=["leaf-b", "top-b"], accelerator="d2"),
+        Node(name="n6", fabric=["spine-c", "top-a"]),
+        Node(name="n7", fabric=["top-a"], accelerator="d2"),  # top-a also has nodes: leaf top-a.nodes
+    ]
+    g = TopologyGraph(cluster="c", provider="t", nodes=nodes, switch_names={"leaf-b": "rack-b", "top-b": "core-b"})
+    (tmp_path / "g.json").write_text(g.model_dump_json())
+    flags = ["--skeleton"] if skeleton else []
+    result = invoke(["render", "--graph", tmp_path / "g.json", "-f", "html", *flags])
+    assert result.exit_code == 0, result.output
+    roots = (
+        "topology-tree.conf: 2 root switches (top-a, core-b): no switch reaches every node, "
+        "so no job can span these trees"
+    )
+    if not skeleton:
+        assert slurm_box(result.stdout) == [
+            roots,
+            "topology-block.conf:2: block 'block002' has 2 nodes, fewer than the base block size 4 "
+            "(Slurm before 25.05 rejects such blocks)",
+        ]
+        return
+    neither = "has neither Switches= nor Nodes= (slurmctld before 25.05: fatal)"
+    assert slurm_box(result.stdout) == [
+        roots,
+        f"invalid: topology-tree.conf:4: switch 'leaf-a' {neither}",
+        f"invalid: topology-tree.conf:5: switch 'spine-c' {neither}",
+        f"invalid: topology-tree.conf:6: switch 'top-a.nodes' {neither}",
+        f"invalid: topology-tree.conf:8: switch 'rack-b' {neither}",
+        "topology-block.conf:2: block 'block002' has no nodes (Slurm before 25.05 rejects such blocks)",
+        "topology-block.conf:4: block 'block001' has no nodes (Slurm before 25.05 rejects such blocks)",
+    ]
+
+
 # ----- in a real browser ------------------------------------------------------------------
 
 browser = pytest.mark.browser

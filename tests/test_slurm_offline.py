@@ -18,8 +18,8 @@ import pytest
 from topocast.slurm.conffile import parse_conf_text, slurm_conf_nodes
 from topocast.slurm.controller import parse_show_topology
 from topocast.slurm.install import install_topology
-from topocast.slurm.topofile import check_structure, parse_topology
-from topocast.slurm.validate import validate_topology_text
+from topocast.slurm.topofile import check_structure, parse_topology, topology_from_records
+from topocast.slurm.validate import structure_messages, validate_topology_text
 
 OLD = "SwitchName=leaf1 Nodes=n[1-4]\nSwitchName=leaf2 Nodes=n[5-8]\nSwitchName=spine Switches=leaf[1-2]\n"
 NEW = "SwitchName=a Nodes=n[1-4]\nSwitchName=b Nodes=n[5-8]\nSwitchName=top Switches=a,b\n"
@@ -119,6 +119,43 @@ def test_block_structure() -> None:
     assert any("'b2' has 2 nodes, fewer than the base block size 4" in w for w in warnings)
     assert any("'b3' has no nodes" in w for w in warnings)
     assert any("in no block: n6" in w for w in warnings), "a block file may leave nodes out: warning only"
+
+
+def test_records_read_as_the_text_of_the_file_they_say() -> None:
+    """A renderer's records give what reading its file gives (the fabric view checks them so);
+    where the text could read otherwise there is no answer and the text is read instead."""
+    long_name = "s" * 65
+    tree = (
+        f"SwitchName=top Switches=l1,{long_name}\n# l1=x\nSwitchName=l1 Nodes=n[1-2]\nSwitchName={long_name} Nodes=n3\n"
+    )
+    records = [(1, "top", f"l1,{long_name}", []), (3, "l1", "", ["n1", "n2"]), (4, long_name, "", ["n3"])]
+    read = topology_from_records("t.conf", switches=records)
+    assert read is not None and read.kind == "tree"
+    assert (
+        structure_messages([read])
+        == structure_messages([("t.conf", tree)])
+        == [
+            f"invalid: t.conf:4: switch name {long_name[:40]!r}... is 65 characters; topology.conf(5) allows 64 "
+            "(slurmctld 22.05 accepts it, later releases may not)"
+        ]
+    )
+    blocks = [(1, "b1", ["n1", "n2", "n3", "n4"]), (2, "b2", ["n5"])]
+    read = topology_from_records("b.conf", blocks=blocks, block_sizes=(3, [4, 12]))
+    text = "BlockName=b1 Nodes=n[1-4]\nBlockName=b2 Nodes=n5\nBlockSizes=4,12\n"
+    assert read is not None
+    assert (
+        structure_messages([read])
+        == structure_messages([("b.conf", text)])
+        == [
+            "b.conf:2: block 'b2' has 1 nodes, fewer than the base block size 4 "
+            "(Slurm before 25.05 rejects such blocks)",
+            "invalid: b.conf:3: BlockSizes=4,12: 12 is not a power-of-two multiple of 4 (each size must be the "
+            "previous one times 2, 4, 8...; slurmctld 26.05: fatal 'Invalid BlockSizes value')",
+        ]
+    )
+    assert topology_from_records("x", switches=[(1, "l 1", "", ["n1"])]) is None  # a space ends the value
+    assert topology_from_records("x", switches=[(1, "l1", "", ["n1"]), (2, "l2", "", ["n1"])]) is None  # twice
+    assert topology_from_records("x", blocks=[(1, "b1", ["n1"])], block_sizes=(2, [0])) is None
 
 
 def test_structure_only_validation_says_so() -> None:

@@ -705,6 +705,12 @@ def main() -> None:  # console-script entry point
         # A file-in, file-out process that ends with os._exit: its objects live until the end, so a
         # cyclic collection only walks them (~0.1 s per full pass over a 100k-node graph's objects).
         gc.disable()
+        # For the same reason the views renderers share are opened here and left open: the command's
+        # own block joins this one, and closing it would free the graph and every view one by one.
+        from topocast.model.fabric import shared_views
+
+        views = shared_views()
+        views.__enter__()
     try:
         code = run()
     except (RecursionError, MemoryError) as exc:  # a last line of defence: the inputs are capped where read

@@ -97,11 +97,18 @@ def run_render(
 
 
 def slurm_checks(graph: TopologyGraph, options: RenderOptions, artifacts: list[Artifact]) -> list[str]:
-    """``validate-slurm``'s structural warnings for the tree and block files of ``graph`` (rendered if not yet)."""
+    """``validate-slurm``'s structural warnings for the tree and block files of ``graph`` (rendered if not yet).
+
+    Each file is checked as the records its renderer wrote it from (the text re-read was most of
+    a 100k-node page's time), or as its text where that might read otherwise
+    (:func:`~topocast.slurm.topofile.topology_from_records`).
+    """
+    from topocast.renderers import slurm_block, slurm_tree
+    from topocast.slurm.topofile import TopologyFile, topology_from_records
     from topocast.slurm.validate import structure_messages
 
     have = {a.format: a for a in artifacts}
-    files: list[tuple[str, str]] = []
+    files: list[tuple[str, str] | TopologyFile] = []
     for fmt in ("slurm-tree", "slurm-block"):
         art = have.get(fmt)
         if art is None:
@@ -109,7 +116,12 @@ def slurm_checks(graph: TopologyGraph, options: RenderOptions, artifacts: list[A
                 art = render(graph, fmt, options)
             except RenderError:  # NotApplicableError included: a graph without that kind of topology
                 continue
-        files.append((art.filename, art.content))
+        if fmt == "slurm-tree":
+            read = topology_from_records(art.filename, switches=slurm_tree.file_records(graph, options))
+        else:
+            blocks, sizes = slurm_block.file_records(graph, options)
+            read = topology_from_records(art.filename, blocks=blocks, block_sizes=sizes)
+        files.append((art.filename, art.content) if read is None else read)
     return structure_messages(files)
 
 

@@ -137,6 +137,8 @@ class FabricTree:
 def build_tree(graph: TopologyGraph, no_topology_switch: bool = True) -> FabricTree:
     """Build the switch forest. Nodes with an empty fabric hang under ``no-topology``
     when ``no_topology_switch`` is set, so a tree file still lists every node."""
+    if no_topology_switch and not graph.nodes_without_topology():
+        no_topology_switch = False  # nothing to hang under it: both trees are this one, built once
     return shared(graph, ("tree", no_topology_switch), lambda: _build_tree(graph, no_topology_switch))
 
 

@@ -31,6 +31,7 @@ import re
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from itertools import chain
 
 from topocast.errors import RenderError, UnsafeNameError
 from topocast.model.names import MAX_SWITCH_NAME, check_name
@@ -251,7 +252,7 @@ def plan(
     if chosen:
         return BlockPlan(complement(live, chosen), chosen, complemented=True)
     rank = {d: i + 1 for i, d in enumerate(sorted(live))}
-    blocks = [Block(d, tuple(sorted(n for ns in live[d].values() for n in ns)), rank[d]) for d in order if d in live]
+    blocks = [Block(d, tuple(sorted(chain.from_iterable(live[d].values()))), rank[d]) for d in order if d in live]
     auto, warnings = auto_block_sizes(blocks, topograph_compat)
     return BlockPlan(blocks, auto, complemented=False, warnings=warnings)
 

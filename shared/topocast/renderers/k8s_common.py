@@ -17,10 +17,15 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import operator
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from topocast.errors import RenderError
+from topocast.model.fabric import node_columns, shared
+
+if TYPE_CHECKING:
+    from topocast.model.graph import TopologyGraph
 
 MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
 MANAGED_BY = "topocast"
@@ -94,6 +99,11 @@ def is_dns_subdomain(name: str) -> bool:
     return len(name) <= MAX_SUBDOMAIN and _DNS_SUBDOMAIN.fullmatch(name) is not None
 
 
+def all_dns_subdomains(names: list[str]) -> bool:
+    """``all(map(is_dns_subdomain, names))`` in C-level passes (the node names of a large graph)."""
+    return not names or (max(map(len, names)) <= MAX_SUBDOMAIN and all(map(_DNS_SUBDOMAIN.fullmatch, names)))
+
+
 def check_dns_subdomain(name: str, what: str) -> str:
     if not is_dns_subdomain(name):
         raise RenderError(
@@ -101,6 +111,18 @@ def check_dns_subdomain(name: str, what: str) -> str:
             "digits, '-' and '.', starting and ending with a letter or digit"
         )
     return name
+
+
+def all_dns_labels(names: list[str]) -> bool:
+    """Would :func:`check_dns_label` accept every one of ``names``? (in C-level passes)"""
+    return not names or (max(map(len, names)) <= MAX_LABEL_VALUE and all(map(_DNS_LABEL.fullmatch, names)))
+
+
+def dns_label_node_names(graph: TopologyGraph) -> bool:
+    """Is every node name of ``graph`` a DNS label (:func:`check_dns_label`)? What most clusters name
+    their nodes; such a name is also a DNS subdomain of at most 63 characters. Asked once per render
+    call (Volcano and Slinky both need it)."""
+    return shared(graph, "dns-label-node-names", lambda: all_dns_labels(node_columns(graph).names))
 
 
 def check_dns_label(name: str, what: str) -> str:
@@ -196,12 +218,20 @@ def _memo_scalar(v: object, memo: dict[str, str]) -> str:
     return text
 
 
-def all_plain(values: list[str]) -> bool:
-    """Does every one of ``values`` print as itself, unquoted, in dump_yaml (checked in bulk)?"""
-    first = _resolved_first_chars()
-    if not all(v.__class__ is str and v and v[0] not in first for v in values):
+def all_plain(values: list[str], *, dns_labels: bool = False) -> bool:
+    """Does every one of ``values`` print as itself, unquoted, in dump_yaml (checked in bulk)?
+
+    ``dns_labels``: the caller knows them to be DNS labels (:func:`dns_label_node_names`), which
+    are plain strings of plain characters: only their first characters are left to check.
+    """
+    if not dns_labels and (not set(map(type, values)) <= {str} or not all(values)):  # strings, none empty
         return False
-    return all(map(_PLAIN.fullmatch, values))
+    if not _resolved_first_chars().isdisjoint(map(_first_char, values)):
+        return False
+    return dns_labels or all(map(_PLAIN.fullmatch, values))
+
+
+_first_char = operator.itemgetter(0)
 
 
 def yaml_scalar(value: object, memo: dict[str, str] | None) -> str | None:

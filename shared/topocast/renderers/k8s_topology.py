@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from topocast.errors import RenderError
-from topocast.model.fabric import NO_TOPOLOGY
+from topocast.model.fabric import NO_TOPOLOGY, node_columns
 from topocast.model.graph import Node, TopologyGraph
 from topocast.renderers.base import RenderOptions
 from topocast.renderers.k8s_common import HOSTNAME_LABEL, MANAGED_BY, MANAGED_BY_LABEL, check_dns_subdomain
@@ -51,12 +51,14 @@ class Levels:
 def topology_levels(graph: TopologyGraph, options: RenderOptions, scheduler: str) -> Levels:
     """Levels for ``graph`` under ``options.labels``; ``scheduler`` names the consumer in messages."""
     keys = LabelKeys(options.labels)
-    depth = max((len(n.fabric) for n in graph.nodes), default=0)
+    col = node_columns(graph)
+    depth = max(map(len, col.fabrics), default=0)
     n_fabric = keys.fabric_levels(depth)
     fabric = [k for i in reversed(range(n_fabric)) if (k := keys.fabric_key(i)) is not None]
-    with_fabric = [n for n in graph.nodes if n.fabric]
-    accelerator = any(n.accelerator is not None for n in graph.nodes) and all(
-        n.accelerator is not None or n.accelerator_pending for n in with_fabric
+    # every node has a domain (the usual graph), or every node with fabric has one or waits for it
+    no_domain = None in col.accelerators
+    accelerator = col.accelerators.count(None) < len(col.accelerators) and (
+        not no_domain or all(n.accelerator is not None or n.accelerator_pending for n in graph.nodes if n.fabric)
     )
     # Keep tiers whole_from .. n_fabric-1 (fabric[] is coarsest first, so fabric[i] is tier n_fabric-1-i).
     cuts = domain_cuts(graph, n_fabric) if accelerator else None
@@ -86,7 +88,9 @@ def topology_levels(graph: TopologyGraph, options: RenderOptions, scheduler: str
         fabric_ok = not kept or len(n.fabric) >= n_fabric or (n_fabric == 1 and bare)
         return not fabric_ok or (accelerator and n.accelerator is None)
 
-    missing = sorted(n.name for n in graph.nodes if lacks_a_level(n))
+    # only a node with fewer tiers than the top one or without a domain can lack one: none in the usual graph
+    maybe = (kept and min(map(len, col.fabrics), default=n_fabric) < n_fabric) or (accelerator and no_domain)
+    missing = sorted(n.name for n in graph.nodes if lacks_a_level(n)) if maybe else []
     if missing:
         warnings.append(
             f"{len(missing)} of {len(graph.nodes)} node(s) lack a label for some of the {len(levels)} "

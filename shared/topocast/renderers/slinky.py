@@ -48,9 +48,11 @@ from topocast.renderers.base import Artifact, RenderOptions, SlinkyNaming
 from topocast.renderers.k8s_common import (
     MANAGED_BY,
     MANAGED_BY_LABEL,
+    all_dns_labels,
     check_configmap_key,
     check_dns_label,
     check_dns_subdomain,
+    dns_label_node_names,
     dump_yaml,
 )
 
@@ -103,20 +105,31 @@ def slurm_node_names(graph: TopologyGraph, naming: SlinkyNaming) -> tuple[dict[s
     unnamed: list[str] = []
     if naming.mode == "ordinal" and not naming.nodeset:
         raise RenderError("slinky.naming.mode ordinal needs slinky.naming.nodeset (the NodeSet's name)")
-    for node in graph.nodes:
-        if naming.mode == "hostname":
-            name: str | None = _first_label(node.name)
-        elif naming.mode == "hostname-override":
-            name = node.labels.get(HOSTNAME_OVERRIDE) or _first_label(node.name)
-        elif naming.mode == "ordinal":
-            ordinal = naming.ordinals.get(node.name)
-            name = None if ordinal is None else f"{naming.nodeset}-{ordinal}"
-        else:
-            name = naming.names.get(node.name)
-        if name is None:
-            unnamed.append(node.name)
-        else:
-            names[node.name] = name
+    if naming.mode == "hostname":
+        k8s_names = [n.name for n in graph.nodes]
+        # a name without a dot is its own first label: the usual graph needs no call per node
+        labels = map(_first_label, k8s_names) if "." in "".join(k8s_names) else k8s_names
+        names = dict(zip(k8s_names, labels, strict=True))
+    else:
+        for node in graph.nodes:
+            if naming.mode == "hostname-override":
+                name: str | None = node.labels.get(HOSTNAME_OVERRIDE) or _first_label(node.name)
+            elif naming.mode == "ordinal":
+                ordinal = naming.ordinals.get(node.name)
+                name = None if ordinal is None else f"{naming.nodeset}-{ordinal}"
+            else:
+                name = naming.names.get(node.name)
+            if name is None:
+                unnamed.append(node.name)
+            else:
+                names[node.name] = name
+    slurm_names = list(names.values())
+    if slurm_names == list(names):  # every node keeps its name: unique, and checked once per render call
+        valid = dns_label_node_names(graph) or all_dns_labels(slurm_names)
+    else:
+        valid = all_dns_labels(slurm_names) and len(set(slurm_names)) == len(slurm_names)
+    if valid:
+        return names, sorted(unnamed)  # the usual case, checked in bulk; else the loop below names the problem
     seen: dict[str, str] = {}
     for k8s_name, slurm_name in names.items():
         check_dns_label(slurm_name, f"Slurm node name for {k8s_name}")
@@ -138,7 +151,7 @@ def slurm_graph(graph: TopologyGraph, naming: SlinkyNaming) -> tuple[TopologyGra
             f"{len(unnamed)} node(s) have no Slurm node name under slinky.naming.mode {naming.mode} and are left "
             f"out of the Slinky file: {', '.join(unnamed[:5])}{' ...' if len(unnamed) > 5 else ''}"
         )
-    if not unnamed and all(k == v for k, v in names.items()):
+    if not unnamed and list(names) == list(names.values()):  # every node keeps its name
         return graph, warnings
     # The names were checked above (DNS labels, unique), so the copies skip re-validation.
     nodes = [n.model_copy(update={"name": names[n.name]}) for n in graph.nodes if n.name in names]

@@ -23,6 +23,7 @@ an error, never an empty file: slurmctld would silently lose block scheduling.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 
 from topocast.errors import NotApplicableError, RenderError
 from topocast.model.fabric import FabricTree, build_domains, build_tree, node_columns, shared
@@ -43,6 +44,11 @@ class BlockLayout:
     names: list[str]
     sizes: list[int]
     warnings: list[str] = field(default_factory=list)
+
+    @cached_property
+    def hostlists(self) -> list[str]:
+        """The hostlist of each block's nodes (``Nodes=``, ``nodes:``): compacted once per layout."""
+        return [compact_str(b.nodes) for b in self.blocks]
 
     def node_block(self) -> dict[str, str]:
         """node name -> name of the block holding it."""
@@ -132,17 +138,41 @@ def cluster_layout(graph: TopologyGraph, options: RenderOptions) -> BlockLayout:
     return shared(graph, key, build)
 
 
+def block_lines(lay: BlockLayout) -> list[tuple[str | None, str, tuple[str, ...]]]:
+    """What each ``BlockName`` line of the file says, in file order: the ``# name=domain`` comment above
+    it (or None), the block's name and its nodes."""
+    return [
+        (None if block.label is None else f"# {name}={display_name(block.label)}", name, block.nodes)
+        for block, name in zip(lay.blocks, lay.names, strict=True)
+    ]
+
+
 def render_layout(lay: BlockLayout, skeleton: bool) -> str:
     lines: list[str] = []
-    for block, name in zip(lay.blocks, lay.names, strict=True):
-        if block.label is not None:
-            lines.append(f"# {name}={display_name(block.label)}")
-        if block.nodes and not skeleton:
-            lines.append(f"BlockName={name} Nodes={compact_str(block.nodes)}")
+    for (comment, name, nodes), hostlist in zip(block_lines(lay), lay.hostlists, strict=True):
+        if comment is not None:
+            lines.append(comment)
+        if nodes and not skeleton:
+            lines.append(f"BlockName={name} Nodes={hostlist}")
         else:
             lines.append(f"BlockName={name}")
     lines.append("BlockSizes=" + ",".join(map(str, lay.sizes)))
     return "\n".join(lines) + "\n"
+
+
+def file_records(
+    graph: TopologyGraph, options: RenderOptions
+) -> tuple[list[tuple[int, str, tuple[str, ...]]], tuple[int, list[int]]]:
+    """The lines of this graph's file as records: each ``BlockName`` line (line number, block name, the
+    nodes of ``Nodes=``) and the ``BlockSizes`` line (line number, sizes), for checks that would otherwise
+    re-read the text."""
+    lay = cluster_layout(graph, options)
+    records: list[tuple[int, str, tuple[str, ...]]] = []
+    lineno = 0
+    for comment, name, nodes in block_lines(lay):
+        lineno += 1 if comment is None else 2
+        records.append((lineno, name, () if options.skeleton_only else nodes))
+    return records, (lineno + 1, list(lay.sizes))
 
 
 def render(graph: TopologyGraph, options: RenderOptions) -> Artifact:

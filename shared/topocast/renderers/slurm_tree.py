@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+from collections.abc import Mapping
 from itertools import repeat
 from operator import contains
 
@@ -123,17 +124,35 @@ def split_mixed_switches(tree: FabricTree) -> tuple[FabricTree, list[str]]:
     return t, notes
 
 
+def slurm_tree(graph: TopologyGraph) -> tuple[FabricTree, list[str]]:
+    """The fabric tree as the Slurm tree formats write it (no mixed switches, see
+    :func:`split_mixed_switches`) and the notes about it; slurm-tree and slurm-yaml share it."""
+
+    def build() -> tuple[FabricTree, list[str]]:
+        check_reserved_names(graph)
+        return split_mixed_switches(build_tree(graph))
+
+    tree, notes = shared(graph, "slurm_tree", build)
+    return tree, list(notes)  # callers extend their warnings
+
+
 def slurm_tree_view(graph: TopologyGraph) -> tuple[FabricTree, list[str]]:
     """The FabricTree as Slurm's tree plugin needs it: checked names, no mixed switches."""
 
     def build() -> tuple[FabricTree, list[str]]:
         check_reserved_names(graph)
-        tree = build_tree(graph)
-        check_display_names(tree)
-        return split_mixed_switches(tree)
+        check_display_names(build_tree(graph))
+        return slurm_tree(graph)
 
     tree, notes = shared(graph, "slurm_tree_view", build)
-    return tree, list(notes)  # callers extend their warnings
+    return tree, list(notes)
+
+
+def node_hostlists(graph: TopologyGraph) -> dict[str, str]:
+    """Switch -> hostlist of the nodes right below it in :func:`slurm_tree` (``Nodes=``, ``nodes:``), for
+    every switch with nodes: one compaction per render call for slurm-tree, slurm-yaml and Slinky."""
+    tree, _ = slurm_tree(graph)
+    return shared(graph, "slurm_node_hostlists", lambda: {sw: compact_str(ns) for sw, ns in tree.child_nodes.items()})
 
 
 def node_paths(graph: TopologyGraph) -> dict[str, str]:
@@ -146,22 +165,48 @@ def node_paths(graph: TopologyGraph) -> dict[str, str]:
     return out
 
 
-def render_tree(tree: FabricTree, skeleton: bool) -> str:
-    lines: list[str] = []
+def switch_lines(tree: FabricTree) -> list[tuple[str | None, str, str, list[str], list[str]]]:
+    """What each ``SwitchName`` line of the file says, in file order: the ``# name=ID`` comment above it
+    (or None), the switch ID, its ``SwitchName``, child switch names (``Switches=``) and nodes (``Nodes=``);
+    one of the two lists is empty."""
+    lines: list[tuple[str | None, str, str, list[str], list[str]]] = []
     for sw in tree.bfs():
         name = tree.name_of(sw)
         comment = f"# {name}={sw}" if sw in tree.display else None
         children = tree.child_switches.get(sw)
         nodes = tree.child_nodes.get(sw)
         if children:
-            if comment:
-                lines.append(comment)
-            lines.append(f"SwitchName={name} Switches={compact_str(tree.name_of(c) for c in children)}")
+            lines.append((comment, sw, name, [tree.name_of(c) for c in children], []))
         if nodes:  # never together with children: see split_mixed_switches
-            if comment:
-                lines.append(comment)
-            lines.append(f"SwitchName={name}" if skeleton else f"SwitchName={name} Nodes={compact_str(nodes)}")
+            lines.append((comment, sw, name, [], nodes))
+    return lines
+
+
+def render_tree(tree: FabricTree, skeleton: bool, hostlists: Mapping[str, str] | None = None) -> str:
+    """The file's text; ``hostlists``: :func:`node_hostlists` of the graph ``tree`` is the tree of (else computed)."""
+    lines: list[str] = []
+    for comment, sw, name, children, nodes in switch_lines(tree):
+        if comment:
+            lines.append(comment)
+        if children:
+            lines.append(f"SwitchName={name} Switches={compact_str(children)}")
+        elif skeleton:
+            lines.append(f"SwitchName={name}")
+        else:
+            lines.append(f"SwitchName={name} Nodes={hostlists[sw] if hostlists is not None else compact_str(nodes)}")
     return "\n".join(lines) + "\n"
+
+
+def file_records(graph: TopologyGraph, options: RenderOptions) -> list[tuple[int, str, str, list[str]]]:
+    """The ``SwitchName`` lines of this graph's file as records: (line number, switch name, the
+    ``Switches=`` hostlist, the nodes of ``Nodes=``), for checks that would otherwise re-read the text."""
+    tree, _ = slurm_tree_view(graph)
+    records: list[tuple[int, str, str, list[str]]] = []
+    lineno = 0
+    for comment, _sw, name, children, nodes in switch_lines(tree):
+        lineno += 2 if comment else 1
+        records.append((lineno, name, compact_str(children), [] if options.skeleton_only else nodes))
+    return records
 
 
 def render(graph: TopologyGraph, options: RenderOptions) -> Artifact:
@@ -174,5 +219,11 @@ def render(graph: TopologyGraph, options: RenderOptions) -> Artifact:
             f"{len(missing)} node(s) have no fabric information and are listed under switch "
             f"{NO_TOPOLOGY!r}: {compact_str(missing)}"
         )
-    content = render_tree(tree, options.skeleton_only)
+    skeleton = options.skeleton_only
+
+    def text() -> str:
+        return render_tree(tree, skeleton, None if skeleton else node_hostlists(graph))
+
+    # the same file a Slinky ConfigMap of the same render call holds: written once
+    content = shared(graph, ("slurm_tree_text", skeleton), text)
     return Artifact("slurm-tree", FILENAME, content, MEDIA_TYPE, len(graph.nodes), warnings=warnings)

@@ -33,15 +33,18 @@ against Topograph's.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections.abc import Callable, Collection
+from dataclasses import dataclass
+from functools import cached_property, partial
+from itertools import chain
 
 from topocast.errors import HostlistError, RenderError
 from topocast.model.fabric import NO_TOPOLOGY, FabricTree, build_tree
-from topocast.model.graph import TopologyGraph
+from topocast.model.graph import Node, TopologyGraph
 from topocast.model.hostlist import compact_str, expand
 from topocast.renderers.base import Artifact, RenderOptions, TopologySpec, topology_name_problem
 from topocast.renderers.slurm_block import cluster_layout, domain_order, layout
-from topocast.renderers.slurm_tree import check_reserved_names, empty_graph_error, split_mixed_switches
+from topocast.renderers.slurm_tree import check_reserved_names, empty_graph_error, node_hostlists, slurm_tree
 from topocast.renderers.yamlv3 import scalar
 
 FILENAME = "topology.yaml"
@@ -50,7 +53,7 @@ MEDIA_TYPE = "application/yaml"
 
 @dataclass
 class Unit:
-    """One ``- topology:`` entry plus, per node, its Slinky spec unit (``S1:S2`` or ``block3``)."""
+    """One ``- topology:`` entry, the nodes it holds and, per node, its Slinky spec unit (``S1:S2`` or ``block3``)."""
 
     name: str
     default: bool
@@ -60,7 +63,22 @@ class Unit:
     block_sizes: list[int] | None = None
     #: (block name, nodes hostlist)
     blocks: list[tuple[str, str]] | None = None
-    parents: dict[str, str] = field(default_factory=dict)
+    #: the nodes the entry holds
+    members: Collection[str] = ()
+    #: builds :attr:`parents`, which only Slinky's per-node specs read
+    spec_units: Callable[[], dict[str, str]] = dict
+
+    @cached_property
+    def parents(self) -> dict[str, str]:
+        """Node -> its Slinky spec unit."""
+        return self.spec_units()
+
+
+def _path_units(tree: FabricTree, nodes: Collection[str]) -> dict[str, str]:
+    """Node -> its switches root first, joined by ``:`` (a leaf's nodes share one path, joined once)."""
+    paths = [tree.node_path[n] or (NO_TOPOLOGY,) for n in nodes]
+    joined = {path: ":".join(reversed(path)) for path in set(paths)}
+    return dict(zip(nodes, map(joined.__getitem__, paths), strict=True))
 
 
 class _Context:
@@ -71,12 +89,16 @@ class _Context:
         self.options = options
         check_reserved_names(graph)
         fabric = build_tree(graph)
-        self.nodes = {n.name: n for n in graph.nodes}
         self.order = domain_order(graph, fabric)
         # A switch with both nodes and child switches: slurmctld 26.05 keeps the nodes and drops the
         # children ("Ignoring children switches"), so its nodes move under a synthetic leaf, as in slurm-tree.
         self.tree: FabricTree
-        self.tree, self.warnings = split_mixed_switches(fabric)
+        self.tree, self.warnings = slurm_tree(graph)
+
+    @cached_property
+    def nodes(self) -> dict[str, Node]:
+        """Name -> node, for the named topologies (the cluster-wide ones never need it)."""
+        return {n.name: n for n in self.graph.nodes}
 
     def select(self, topo: str, spec: TopologySpec) -> list[str]:
         """Known node names of a partition, in the order given; unknown ones are warned about."""
@@ -98,28 +120,31 @@ class _Context:
 
     def tree_unit(self, topo: str, spec: TopologySpec) -> Unit:
         unit = Unit(topo, spec.cluster_default)
-        selected = set(self.select(topo, spec))
         tree = self.tree
-        required: set[str] = set()
-        paths = {n: tree.node_path[n] or (NO_TOPOLOGY,) for n in selected}
-        for path in set(paths.values()):  # a leaf's nodes share one path: update once per path
-            required.update(path)
-        if not required:
-            unit.flat = True
-            return unit
-        unit.switches = []
-        for sw in tree.bfs():
-            if sw not in required:
-                continue
-            children = [c for c in tree.child_switches.get(sw, ()) if c in required]
-            leaves = [n for n in tree.child_nodes.get(sw, ()) if n in selected]
-            unit.switches.append((sw, compact_str(children), compact_str(leaves)))
-        joined: dict[tuple[str, ...], str] = {}
-        for n, path in paths.items():
-            text = joined.get(path)
-            if text is None:
-                text = joined[path] = ":".join(reversed(path))
-            unit.parents[n] = text
+        if spec.nodes is None:  # every node: every switch, with all its children and nodes
+            members: Collection[str] = tree.node_path.keys()
+            hostlists = node_hostlists(self.graph)
+            unit.switches = [
+                (sw, compact_str(tree.child_switches.get(sw, ())), hostlists.get(sw, "")) for sw in tree.bfs()
+            ]
+        else:
+            selected = set(self.select(topo, spec))
+            members = selected
+            required: set[str] = set()
+            for path in {tree.node_path[n] or (NO_TOPOLOGY,) for n in selected}:  # a leaf's nodes share one
+                required.update(path)
+            if not required:
+                unit.flat = True
+                return unit
+            unit.switches = []
+            for sw in tree.bfs():
+                if sw not in required:
+                    continue
+                children = [c for c in tree.child_switches.get(sw, ()) if c in required]
+                leaves = [n for n in tree.child_nodes.get(sw, ()) if n in selected]
+                unit.switches.append((sw, compact_str(children), compact_str(leaves)))
+        unit.members = members
+        unit.spec_units = partial(_path_units, tree, members)
         return unit
 
     def block_unit(self, topo: str, spec: TopologySpec) -> Unit:
@@ -153,8 +178,9 @@ class _Context:
         )
         self.warnings.extend(f"topology {topo!r}: {w}" for w in lay.warnings)
         unit.block_sizes = lay.sizes
-        unit.blocks = [(name, compact_str(b.nodes)) for b, name in zip(lay.blocks, lay.names, strict=True)]
-        unit.parents = lay.node_block()
+        unit.blocks = list(zip(lay.names, lay.hostlists, strict=True))
+        unit.members = list(chain.from_iterable(b.nodes for b in lay.blocks))
+        unit.spec_units = lay.node_block
         return unit
 
     def default_units(self) -> list[Unit]:
@@ -169,8 +195,9 @@ class _Context:
                     "block",
                     wanted == "block",
                     block_sizes=lay.sizes,
-                    blocks=[(name, compact_str(b.nodes)) for b, name in zip(lay.blocks, lay.names, strict=True)],
-                    parents=lay.node_block(),
+                    blocks=list(zip(lay.names, lay.hostlists, strict=True)),
+                    members=list(chain.from_iterable(b.nodes for b in lay.blocks)),
+                    spec_units=lay.node_block,
                 )
             )
         if wanted not in {u.name for u in units}:
@@ -237,7 +264,7 @@ def emit(units: list[Unit], skeleton: bool) -> str:
 
 def render(graph: TopologyGraph, options: RenderOptions) -> Artifact:
     units, warnings = build_units(graph, options)
-    placed = set().union(*(u.parents for u in units)) if units else set()
+    placed = set().union(*(u.members for u in units)) if units else set()
     return Artifact(
         "slurm-yaml", FILENAME, emit(units, options.skeleton_only), MEDIA_TYPE, len(placed), warnings=warnings
     )

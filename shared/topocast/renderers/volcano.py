@@ -18,18 +18,22 @@ HyperNodes with that label, never ones Volcano's own discovery created.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from itertools import compress
 from typing import Any
 
 from topocast.errors import RenderError
 from topocast.model.fabric import build_tree
 from topocast.model.gc_pause import paused_gc
 from topocast.model.graph import TopologyGraph
-from topocast.renderers.base import Artifact, RenderOptions
+from topocast.renderers.base import OBJECTS_WANTED, Artifact, RenderOptions
 from topocast.renderers.k8s_common import (
     MANAGED_BY,
     MANAGED_BY_LABEL,
     MAX_LABEL_VALUE,
+    all_dns_subdomains,
     all_plain,
+    dns_label_node_names,
     dns_name,
     dump_yaml,
     is_dns_subdomain,
@@ -62,6 +66,37 @@ def render(graph: TopologyGraph, options: RenderOptions) -> Artifact:
         return _render(graph)
 
 
+@dataclass(frozen=True)
+class _HyperNode:
+    """What one HyperNode says: its switch, name, tier and members (child HyperNode names, then node names)."""
+
+    switch: str
+    name: str
+    tier: int
+    display: str | None
+    children: list[str]
+    nodes: list[str]
+
+    def doc(self) -> dict[str, Any]:
+        annotations = {SWITCH_ID_ANNOTATION: self.switch}
+        if self.display is not None:
+            annotations[SWITCH_NAME_ANNOTATION] = self.display
+        return {
+            "apiVersion": API_VERSION,
+            "kind": "HyperNode",
+            "metadata": {
+                "name": self.name,
+                "labels": {MANAGED_BY_LABEL: MANAGED_BY},
+                "annotations": annotations,
+            },
+            "spec": {
+                "tier": self.tier,
+                "tierName": f"tier-{self.tier - 1}",
+                "members": [*map(hypernode_member, self.children), *map(node_member, self.nodes)],
+            },
+        }
+
+
 def _render(graph: TopologyGraph) -> Artifact:
     tree = build_tree(graph, no_topology_switch=False)
     order = list(tree.bfs())
@@ -75,7 +110,9 @@ def _render(graph: TopologyGraph) -> Artifact:
         by_name[name] = sw
 
     warnings: list[str] = []
-    invalid = sorted(n for n in tree.node_path if tree.node_path[n] and not is_dns_subdomain(n))
+    placed = list(compress(tree.node_path, tree.node_path.values()))  # the nodes with a fabric path
+    dns_labels = dns_label_node_names(graph)  # then every name is a valid node name, at most 63 long
+    invalid = [] if dns_labels or all_dns_subdomains(placed) else sorted(n for n in placed if not is_dns_subdomain(n))
     if invalid:
         warnings.append(
             f"{len(invalid)} node name(s) are not valid Kubernetes node names and are left out of the "
@@ -83,31 +120,22 @@ def _render(graph: TopologyGraph) -> Artifact:
         )
     skip = set(invalid)
     tier: dict[str, int] = {}
-    objects: dict[str, dict[str, Any]] = {}
+    hypernodes: list[_HyperNode] = []
     mixed: list[str] = []
     for sw in reversed(order):  # children before parents
-        children = [c for c in tree.child_switches.get(sw, []) if c in objects]
-        nodes = sorted(n for n in tree.child_nodes.get(sw, []) if n not in skip)
+        children = [c for c in tree.child_switches.get(sw, []) if c in tier]
+        nodes = (
+            sorted(n for n in tree.child_nodes.get(sw, []) if n not in skip)
+            if skip
+            else sorted(tree.child_nodes.get(sw, []))
+        )
         if not children and not nodes:
             continue  # HyperNode members need minItems 1
         if children and nodes:
             mixed.append(sw)
         tier[sw] = 1 + max((tier[c] for c in children), default=0)
-        members = [hypernode_member(names[c]) for c in sorted(children, key=names.__getitem__)]
-        members += [node_member(n) for n in nodes]
-        annotations = {SWITCH_ID_ANNOTATION: sw}
-        if sw in graph.switch_names:
-            annotations[SWITCH_NAME_ANNOTATION] = graph.switch_names[sw]
-        objects[sw] = {
-            "apiVersion": API_VERSION,
-            "kind": "HyperNode",
-            "metadata": {
-                "name": names[sw],
-                "labels": {MANAGED_BY_LABEL: MANAGED_BY},
-                "annotations": annotations,
-            },
-            "spec": {"tier": tier[sw], "tierName": f"tier-{tier[sw] - 1}", "members": members},
-        }
+        child_names = sorted(names[c] for c in children)
+        hypernodes.append(_HyperNode(sw, names[sw], tier[sw], graph.switch_names.get(sw), child_names, nodes))
     if mixed:
         warnings.append(
             f"{len(mixed)} switch(es) have both nodes and switches below them, so their HyperNodes mix "
@@ -116,47 +144,74 @@ def _render(graph: TopologyGraph) -> Artifact:
     bare = graph.nodes_without_topology()
     if bare:
         warnings.append(f"{len(bare)} node(s) without topology are in no HyperNode: {sample(bare)}")
-    if not objects:
+    if not hypernodes:
         warnings.append("the graph has no fabric: no HyperNodes to publish")
-    docs = sorted(objects.values(), key=lambda o: (o["spec"]["tier"], o["metadata"]["name"]))
-    return Artifact(FORMAT, FILENAME, dump_hypernodes(docs), MEDIA_TYPE, len(graph.nodes), docs, warnings)
+    hypernodes.sort(key=lambda h: (h.tier, h.name))
+    docs = [h.doc() for h in hypernodes] if OBJECTS_WANTED.get() else []
+    content = dump_hypernodes(hypernodes, dns_labels)
+    return Artifact(FORMAT, FILENAME, content, MEDIA_TYPE, len(graph.nodes), docs, warnings)
 
 
-# Members as dump_yaml prints them (spec at the top level, so members sit at two spaces):
-# formatting the 100k Node members with one %-format each is ~10x faster than walking their dicts.
+# One HyperNode as dump_yaml prints it (spec at the top level, so members sit at two spaces), for
+# values that print as one plain or quoted scalar: formatting the 100k members of a large fabric with
+# one %-format each is ~10x faster than building their dicts and walking them.
+_HEAD = (
+    "---\napiVersion: %s\nkind: HyperNode\nmetadata:\n  name: %s\n  labels:\n    %s: %s\n  annotations:\n    %s: %s\n"
+)
+_SWITCH_NAME = "    %s: %s\n"
+_SPEC = "spec:\n  tier: %d\n  tierName: %s\n  members:\n"
 _MEMBER = "  - type: %s\n    selector:\n      exactMatch:\n        name: %s\n"
-_MEMBERS_EMPTY = "  members: []\n"
 
 
-def dump_hypernodes(docs: list[dict[str, Any]]) -> str:
-    """``dump_yaml(docs)``, byte for byte, with the ``exactMatch`` member lists formatted directly."""
-    parts: list[str] = []
+def dump_hypernodes(hypernodes: list[_HyperNode], dns_labels: bool = False) -> str:
+    """``dump_yaml([h.doc() for h in hypernodes])``, byte for byte, formatted from the templates above.
+
+    ``dns_labels``: every node name is known to be a DNS label (:func:`dns_label_node_names`).
+    """
     memo: dict[str, str] = {}
-    for doc in docs:
-        spec = doc["spec"]
-        members = _members_text(spec["members"], memo)
-        head = dump_yaml([{**doc, "spec": {**spec, "members": []}}], memo)
-        if members is None or not head.endswith(_MEMBERS_EMPTY) or list(spec)[-1] != "members":
-            parts.append(dump_yaml([doc], memo))  # a shape or a value only PyYAML prints
-        else:
-            parts.append(head[: -len(_MEMBERS_EMPTY)] + "  members:\n" + members)
+    api, label_key, label_value, id_key, switch_name_key, node_kind, hypernode_kind = constants = [
+        yaml_scalar(v, memo)
+        for v in (
+            API_VERSION,
+            MANAGED_BY_LABEL,
+            MANAGED_BY,
+            SWITCH_ID_ANNOTATION,
+            SWITCH_NAME_ANNOTATION,
+            "Node",
+            "HyperNode",
+        )
+    ]
+    simple = None not in constants
+    parts: list[str] = []
+    for h in hypernodes:
+        name, switch = yaml_scalar(h.name, memo), yaml_scalar(h.switch, memo)
+        tier_name = yaml_scalar(f"tier-{h.tier - 1}", memo)
+        display = yaml_scalar(h.display, memo) if h.display is not None else ""
+        children = _member_lines(hypernode_kind, h.children, memo) if simple else None
+        nodes = _member_lines(node_kind, h.nodes, memo, dns_labels) if simple else None
+        if children is None or nodes is None or None in (name, switch, tier_name, display):
+            parts.append(dump_yaml([h.doc()], memo))  # a value only PyYAML prints
+            continue
+        parts.append(_HEAD % (api, name, label_key, label_value, id_key, switch))
+        if h.display is not None:
+            parts.append(_SWITCH_NAME % (switch_name_key, display))
+        parts += (_SPEC % (h.tier, tier_name), children, nodes)
     return "".join(parts)
 
 
-def _members_text(members: list[dict[str, Any]], memo: dict[str, str]) -> str | None:
-    """The lines of members shaped like :func:`node_member`'s exactMatch, or None for any other."""
-    selectors = [m["selector"] for m in members]
-    names = [sel["exactMatch"]["name"] for sel in selectors if "exactMatch" in sel]
-    if len(names) == len(members) and all_plain(names):  # the usual case: one check for the whole list
-        kinds = {t: yaml_scalar(t, memo) for t in {m["type"] for m in members}}
-        if None not in kinds.values():
-            return "".join([_MEMBER % (kinds[m["type"]], name) for m, name in zip(members, names, strict=True)])
+def _member_lines(kind: str | None, names: list[str], memo: dict[str, str], dns_labels: bool = False) -> str | None:
+    """The lines of :func:`node_member` / :func:`hypernode_member` entries for ``names`` (``exactMatch``
+    selectors), or None for a name only PyYAML prints or one that needs a ``regexMatch``.
+    ``dns_labels``: the names are known to be DNS labels (so at most 63 characters)."""
+    if not names:
+        return ""
+    if all_plain(names, dns_labels=dns_labels) and (dns_labels or max(map(len, names)) <= MAX_LABEL_VALUE):
+        head = f"  - type: {kind}\n    selector:\n      exactMatch:\n        name: "
+        return head + f"\n{head}".join(names) + "\n"  # the usual case: one join for the list
     out = []
-    for m in members:
-        match = m["selector"].get("exactMatch")
-        kind = yaml_scalar(m["type"], memo)
-        name = yaml_scalar(match["name"], None) if match is not None else None
-        if name is None or kind is None:
+    for name in names:
+        text = yaml_scalar(name, None)
+        if text is None or len(name) > MAX_LABEL_VALUE:
             return None
-        out.append(_MEMBER % (kind, name))
+        out.append(_MEMBER % (kind, text))
     return "".join(out)

@@ -75,9 +75,15 @@ def _double_quoted(s: str) -> str:
     return '"' + "".join(out) + '"'
 
 
+def _needs_escapes(s: str) -> bool:
+    if s.isascii():  # the usual name: printable ASCII is exactly what isprintable() accepts (no tab)
+        return not s.isprintable()
+    return any(not _printable(ch) or ch == "\t" for ch in s)
+
+
 def scalar(s: str) -> str:
     """``s`` as yaml.v3 would write it as a block-context mapping value."""
-    if _resolves_to_non_string(s) or any(not _printable(ch) or ch == "\t" for ch in s):
+    if _resolves_to_non_string(s) or _needs_escapes(s):
         return _double_quoted(s)
     if _plain_allowed(s):
         return s

@@ -52,6 +52,8 @@ class ConfLine:
 
 def _strip_comment(line: str) -> str:
     # '\#' is a literal '#' in Slurm files; anything after an unescaped '#' is a comment.
+    if "#" not in line:
+        return line  # the usual line: nothing to strip or unescape
     out: list[str] = []
     i = 0
     while i < len(line):

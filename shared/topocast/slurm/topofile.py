@@ -11,13 +11,15 @@ the documented 64 characters. Messages start with ``file:line:``.
 from __future__ import annotations
 
 import itertools
+import sys
 from collections import Counter, defaultdict
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
 from topocast.errors import HostlistError, UnsafeNameError
-from topocast.model.hostlist import compact_str, expand, name_budget
-from topocast.model.names import MAX_SWITCH_NAME, check_name
+from topocast.model.hostlist import EXPAND_LIMIT, compact_str, count, expand, name_budget
+from topocast.model.names import MAX_SWITCH_NAME, all_safe, check_name
 from topocast.slurm.conffile import ConfLine, describe_char, parse_conf_text
 
 #: ends the warnings that matter only to Slurm before 25.05 (a newer controller's check drops them)
@@ -232,8 +234,64 @@ def _read_block_sizes(topo: TopologyFile, line: ConfLine, where: str, value: str
             topo.block_sizes = []
             return
         sizes.append(int(part))
+    _set_block_sizes(topo, where, value, sizes)
+
+
+def _set_block_sizes(topo: TopologyFile, where: str, value: str, sizes: list[int]) -> None:
     topo.errors.extend(f"{where}: BlockSizes={value}: {problem}" for problem in block_sizes_problems(sizes))
     topo.block_sizes = sizes
+
+
+def topology_from_records(
+    source: str,
+    switches: Sequence[tuple[int, str, str, Sequence[str]]] = (),
+    blocks: Sequence[tuple[int, str, Sequence[str]]] = (),
+    block_sizes: tuple[int, Sequence[int]] | None = None,
+) -> TopologyFile | None:
+    """What :func:`parse_topology` reads from a file that says exactly these records, without its text.
+
+    ``switches``: the ``SwitchName`` lines (line number, name, the ``Switches=`` hostlist, the nodes of
+    ``Nodes=``); ``blocks``: the ``BlockName`` lines (line number, name, nodes); ``block_sizes``: the
+    ``BlockSizes`` line (line number, sizes). A renderer knows the nodes of each hostlist it wrote, so
+    its 100k-node files are checked without expanding them again (the fabric view's Slurm checks);
+    everything else goes through the reader's own checks.
+
+    None when the text might read otherwise (then parse it): a name outside the safe set (letters,
+    digits and ``. _ - + @ /``: no such character ends or splits a value, and a hostlist of such names
+    expands back to exactly them), a name listed twice (the reader's lists come in hostlist order, which
+    its messages about duplicates would show), more names than a file may expand to, both switches and
+    blocks, or BlockSizes other than positive integers.
+    """
+    node_lists = [r[3] for r in switches] + [r[2] for r in blocks]
+    names = [r[1] for r in switches] + [r[1] for r in blocks]
+    sizes = list(block_sizes[1]) if block_sizes is not None else []
+    if (switches and (blocks or block_sizes is not None)) or (block_sizes is not None and min(sizes, default=0) <= 0):
+        return None  # not one kind of file, or sizes the reader would word as it reads them
+    if len(set(names)) != len(names) or not _each_node_once(node_lists):
+        return None
+    nodes = list(itertools.chain.from_iterable(node_lists))
+    if not all_safe(names, sys.maxsize) or not all_safe(nodes, sys.maxsize, cached=False):
+        return None
+    try:
+        total = len(nodes) + sum(count(r[2]) for r in switches if r[2])
+    except HostlistError:
+        return None
+    if total > EXPAND_LIMIT:
+        return None
+    topo = TopologyFile(source=source)
+    with name_budget(what=source):
+        for lineno, name, children, listed in switches:
+            where = f"{source}:{lineno}"
+            _check_record_name(topo, where, "switch name", name)
+            children_listed = _hostlist(topo, where, "Switches", children) if children else []
+            topo.switches[name] = Switch(name, lineno, list(listed), children_listed)
+    for lineno, name, listed in blocks:
+        _check_record_name(topo, f"{source}:{lineno}", "block name", name)
+        topo.blocks[name] = Block(name, lineno, list(listed))
+    if block_sizes is not None:
+        _set_block_sizes(topo, f"{source}:{block_sizes[0]}", ",".join(map(str, sizes)), sizes)
+    topo.kind = "tree" if topo.switches else "block" if topo.blocks or topo.block_sizes is not None else "empty"
+    return topo
 
 
 # ----- structural checks ------------------------------------------------------------------
@@ -260,6 +318,8 @@ def check_structure(topo: TopologyFile, defined_nodes: list[str] | None = None) 
 def _check_tree(topo: TopologyFile) -> None:
     src = topo.source
     parents: dict[str, list[str]] = defaultdict(list)
+    # the usual file names each node once: then no switch lists one twice and none is in two leaves
+    once = _each_node_once(sw.nodes for sw in topo.switches.values())
     for sw in topo.switches.values():
         where = f"{src}:{sw.lineno}"
         if sw.nodes and sw.children:
@@ -278,7 +338,7 @@ def _check_tree(topo: TopologyFile) -> None:
                 )
             else:
                 parents[child].append(sw.name)
-        dup = sorted(n for n, k in Counter(sw.nodes).items() if k > 1)  # list.count per node is quadratic
+        dup = [] if once else sorted(n for n, k in Counter(sw.nodes).items() if k > 1)  # not list.count: quadratic
         if dup:
             topo.warnings.append(f"{where}: switch {sw.name!r} lists nodes more than once: {compact_str(dup)}")
     for child, ups in parents.items():
@@ -294,7 +354,7 @@ def _check_tree(topo: TopologyFile) -> None:
         )
     # A node under two leaves: Slurm keeps both and job placement becomes arbitrary.
     leaves_of: dict[str, list[str]] = defaultdict(list)
-    for sw in topo.switches.values():
+    for sw in () if once else topo.switches.values():
         for node in dict.fromkeys(sw.nodes):
             leaves_of[node].append(sw.name)
     by_leaves: dict[tuple[str, ...], list[str]] = defaultdict(list)
@@ -313,6 +373,12 @@ def _check_tree(topo: TopologyFile) -> None:
             f"{src}: {len(roots)} root switches ({', '.join(roots)}): no switch reaches every node, "
             "so no job can span these trees"
         )
+
+
+def _each_node_once(node_lists: Iterable[Sequence[str]]) -> bool:
+    """No node name twice in all of ``node_lists`` together (one C-level pass instead of one per record)."""
+    lists = list(node_lists)
+    return len(set(itertools.chain.from_iterable(lists))) == sum(map(len, lists))
 
 
 def _find_cycle(topo: TopologyFile) -> list[str]:
@@ -352,7 +418,7 @@ def _check_blocks(topo: TopologyFile) -> None:
         )
         return
     owner: dict[str, list[str]] = defaultdict(list)
-    for block in topo.blocks.values():
+    for block in () if _each_node_once(b.nodes for b in topo.blocks.values()) else topo.blocks.values():
         for node in dict.fromkeys(block.nodes):
             owner[node].append(block.name)
     by_blocks: dict[tuple[str, ...], list[str]] = defaultdict(list)

@@ -162,16 +162,23 @@ def validate_topology_text(
     return result
 
 
-def structure_messages(files: Iterable[tuple[str, str]]) -> list[str]:
+def structure_messages(files: Iterable[tuple[str, str] | TopologyFile]) -> list[str]:
     """What ``validate-slurm`` prints about each ``(file name, content)``, without a controller.
 
     Its warnings (``warning: ...`` there) as they are and its errors as ``invalid: ...``; for the
-    fabric view, which shows them next to the graph they come from.
+    fabric view, which shows them next to the graph they come from. A file may also come as the
+    :class:`TopologyFile` its text reads as (:func:`~topocast.slurm.topofile.topology_from_records`).
     """
     out: list[str] = []
-    for name, content in files:
-        result = validate_topology_text(content, source=name, controller=False)
-        out += [*result.warnings, *(f"invalid: {e}" for e in result.errors)]
+    for file in files:
+        if isinstance(file, TopologyFile):
+            check_structure(file)  # all validate_topology_text does with a file read, without slurm.conf
+            warnings, errors = file.warnings, file.errors
+        else:
+            name, content = file
+            result = validate_topology_text(content, source=name, controller=False)
+            warnings, errors = result.warnings, result.errors
+        out += [*warnings, *(f"invalid: {e}" for e in errors)]
     return out
 
 
