@@ -10,7 +10,8 @@ the scan follows a *name-based call graph* over the ``topocast`` package:
   inherits from, and its subclasses in the pool (a base class's template
   method calling ``self.publish_one`` runs the subclass's override); a class
   reaches its ``__init__``/``__post_init__``;
-* a registry table (a module-level dict of ``"module:attr"`` strings) that reached code reads
+* a registry table (a module-level dict of ``"module:attr"`` strings, or a module-level object built
+  from one: ``REGISTRY = Registry("provider", PROVIDERS)``) that reached code reads
   reaches every entry it names (the configuration picks one at run time), and the entries that
   pooled modules add at module level (``register_publisher("ssm", "topocast.aws.ssm_publish:from_inputs")``
   in a composition root adds to the tables of the module ``register_publisher`` comes from);
@@ -183,6 +184,13 @@ class CallScanner:
                 for t in targets:
                     if isinstance(t, ast.Name) and (entries or not node.value.keys):  # {}: filled by registrations
                         mod.registries[t.id] = entries
+            if isinstance(node, ast.Assign | ast.AnnAssign) and isinstance(node.value, ast.Call):
+                # REGISTRY = Registry("provider", PROVIDERS): a lookup in REGISTRY is one in the table
+                tables = [a.id for a in node.value.args if isinstance(a, ast.Name) and a.id in mod.registries]
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                for t in targets:
+                    if tables and isinstance(t, ast.Name):
+                        mod.registries[t.id] = mod.registries[tables[0]]
         self._modules[name] = mod
         return mod
 
