@@ -30,9 +30,7 @@ import argparse
 import logging
 import os
 import statistics
-import sys
 import tempfile
-import threading
 import time
 import urllib.request
 from pathlib import Path
@@ -65,9 +63,9 @@ class Run:
         import boto3
 
         from topocast.agents.pull import pull
-        from topocast.agents.pull_watch import SqsWaker, watch
+        from topocast.agents.pull_watch import SqsWaker
         from topocast_sim.aws_pipeline import LocalAwsPipeline
-        from topocast_sim.watch_agent import aws_notification_queue
+        from topocast_sim.watch_agent import WatchingAgent, aws_watch_queue, play_parameter_store
 
         self.pl = LocalAwsPipeline(
             CLUSTER, quiet=quiet, max_wait=max_wait, extra_settings={"debounce_leading_edge": leading_edge}
@@ -75,25 +73,16 @@ class Run:
         self.events = boto3.client("events", region_name=REGION)
         self.sqs = boto3.client("sqs", region_name=REGION)
         self.ssm = boto3.client("ssm", region_name=REGION)
-        self.queue = aws_notification_queue(
-            self.pl.runtime.ssm, self.events, self.sqs, name=CLUSTER, ssm_path=f"/topocast/{CLUSTER}/slurm"
-        )
+        self.queue = aws_watch_queue(self.events, self.sqs, name=CLUSTER, ssm_path=f"/topocast/{CLUSTER}/slurm")
+        play_parameter_store(self.pl.runtime.ssm, self.events)
         etc = tmp / "etc"
         etc.mkdir(mode=0o755, exist_ok=True)
-        self.dest, state = etc / "topology.conf", tmp / "pull-state.json"
-        self.installs: list[tuple[float, set[str]]] = []
-        self.stop = threading.Event()
-
-        def pull_once() -> int:
-            out = pull(f"ssm://{PARAM}", self.dest, reconfigure=False, validate=False, slurm_conf=None,
-                       state_file=state, ssm=self.ssm)  # fmt: skip
-            if out.action == "installed":
-                self.installs.append((time.time(), conf_node_names(self.dest.read_bytes())))
-            return 0
-
-        self.agent = threading.Thread(
-            target=watch, args=(lambda: _quiet_pull(pull_once), SqsWaker(self.queue, self.sqs)),
-            kwargs={"fallback_seconds": 60.0, "stop": self.stop.is_set}, daemon=True,
+        dest, state = etc / "topology.conf", tmp / "pull-state.json"
+        self.agent = WatchingAgent(
+            lambda: pull(f"ssm://{PARAM}", dest, reconfigure=False, validate=False, slurm_conf=None,
+                         state_file=state, ssm=self.ssm),
+            dest,
+            SqsWaker(self.queue, self.sqs),
         )  # fmt: skip
 
     def launch(self, n: int, prefix: str) -> list[tuple[str, str]]:
@@ -144,9 +133,9 @@ class Run:
                 now = time.time()
                 for name in conf_node_names(fetch(f"ssm://{PARAM}", ssm=self.ssm).content) & nodes:
                     seen["published"].setdefault(name, now)
-            for at, names in list(self.installs):
-                for name in names & nodes:
-                    seen["installed"].setdefault(name, at)
+            for install in list(self.agent.installs):
+                for name in install.names & nodes:
+                    seen["installed"].setdefault(name, install.at)
             if len(seen["installed"]) == len(nodes):
                 break
             time.sleep(0.05)
@@ -161,14 +150,6 @@ class Run:
 
     def settle(self, timeout: float = 300.0) -> None:
         assert self.pl.run_until_idle(timeout=timeout), "the pipeline did not settle"
-
-
-def _quiet_pull(fn: Any) -> int:
-    try:
-        return int(fn())
-    except Exception as exc:  # a pull error is one line, the agent goes on (as the CLI's would)
-        print(f"pull: {exc}", file=sys.stderr)
-        return 1
 
 
 def main() -> None:
@@ -223,7 +204,7 @@ def main() -> None:
                     print(f"{name:<7}{edge:<5}{r['events']:>7}  {cols}{r['renders']:>9}{r['publishes']:>10}{note}",
                           flush=True)  # fmt: skip
                     run.settle()
-                run.stop.set()
+                run.agent.stop(1)
     finally:
         server.stop()
 

@@ -23,6 +23,7 @@ import pytest
 from topocast.agents.pull import pull
 from topocast.agents.pull_watch import SqsWaker, WatchStats, watch
 from topocast.publish import envelope
+from topocast_sim.watch_agent import aws_watch_queue
 
 PARAM = "/topocast/c1/slurm/topology-tree.conf"
 
@@ -43,23 +44,10 @@ def publish(ssm: Any, events: Any, content: bytes, generation: int) -> None:
     assert resp["FailedEntryCount"] == 0
 
 
-def wire(sqs: Any, events: Any) -> str:
-    """The head node's queue and the rule that feeds it (what infra/terraform/modules/aws/pull_watch.tf creates)."""
-    url = sqs.create_queue(QueueName="topocast-c1-pull-head0")["QueueUrl"]
-    arn = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
-    pattern = {
-        "source": ["aws.ssm"],
-        "detail-type": ["Parameter Store Change"],
-        "detail": {"name": [{"prefix": "/topocast/c1/slurm/"}], "operation": ["Create", "Update"]},
-    }
-    events.put_rule(Name="topocast-c1-pull-watch", EventPattern=json.dumps(pattern), State="ENABLED")
-    events.put_targets(Rule="topocast-c1-pull-watch", Targets=[{"Id": "head0", "Arn": arn}])
-    return url
-
-
 def test_a_publish_is_installed_within_seconds_by_the_watching_agent(aws_env: str, tmp_path: Path) -> None:
     ssm, sqs, events = (boto3.client(s, region_name="us-east-1") for s in ("ssm", "sqs", "events"))
-    url = wire(sqs, events)
+    # the head node's queue and the rule that feeds it (what infra/terraform/modules/aws/pull_watch.tf creates)
+    url = aws_watch_queue(events, sqs, name="topocast-c1", ssm_path="/topocast/c1/slurm")
     publish(ssm, events, conf(2), 1)
     etc = tmp_path / "etc"
     etc.mkdir(mode=0o755)

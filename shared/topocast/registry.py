@@ -8,7 +8,7 @@ its providers and engines). Every lookup error is one line naming the kind and w
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from typing import Generic, TypeVar
 
 from topocast.errors import TopocastError
@@ -37,12 +37,6 @@ class Registry(Generic[F]):
     def register(self, name: str, factory: str | F) -> None:
         """Add (or replace) ``name``; ``factory`` is the callable or ``"module:attribute"``."""
         self.entries[name] = factory
-
-    def __contains__(self, name: object) -> bool:
-        return isinstance(name, str) and self.aliases.get(name, name) in self.entries
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self.entries)
 
     def names(self) -> list[str]:
         return sorted(self.entries)

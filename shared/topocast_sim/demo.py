@@ -206,13 +206,11 @@ def run_demo(
                 import boto3
 
                 from topocast.agents.pull_watch import SqsWaker
-                from topocast_sim.watch_agent import WatchingAgent, aws_notification_queue
+                from topocast_sim.watch_agent import WatchingAgent, aws_watch_queue, play_parameter_store
 
-                sqs = boto3.client("sqs")
-                queue = aws_notification_queue(
-                    pipeline.runtime.ssm, boto3.client("events"), sqs, name=f"topocast-{CLUSTER}",
-                    ssm_path=f"/topocast/{CLUSTER}/slurm",
-                )  # fmt: skip
+                sqs, bus = boto3.client("sqs"), boto3.client("events")
+                queue = aws_watch_queue(bus, sqs, name=f"topocast-{CLUSTER}", ssm_path=f"/topocast/{CLUSTER}/slurm")
+                play_parameter_store(pipeline.runtime.ssm, bus)
                 dest = out / "topology.conf"
                 agent = WatchingAgent(
                     lambda: pull(source, dest, reconfigure=False, validate=slurmctld, slurm_conf=None, **pointer),

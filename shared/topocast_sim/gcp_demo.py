@@ -35,12 +35,6 @@ from topocast.safeio.files import out_directory
 CLUSTER = "demo"
 
 
-def requests_session() -> Any:
-    import requests
-
-    return requests.Session()
-
-
 def run_gcp_demo(
     nodes: int = 256,
     events: int | None = None,
@@ -147,6 +141,8 @@ def _run(
             prog.step(f"idle for {quiet + 1:g} s (longer than the quiet window)")
             time.sleep(quiet + 1.0)
         if pubsub is not None:
+            import requests
+
             from topocast.agents.pull_watch import PubSubWaker
             from topocast_sim.watch_agent import WatchingAgent, gcs_notification_subscription
 
@@ -159,7 +155,7 @@ def _run(
             agent = WatchingAgent(
                 lambda: pull(source, dest, reconfigure=False, validate=slurmctld, slurm_conf=None, gcs=gcs),
                 dest,
-                PubSubWaker(subscription, requests_session(), pubsub.url),
+                PubSubWaker(subscription, requests.Session(), pubsub.url),
             ).start()
             prog.step(f"head node: pull --watch on {subscription.rsplit('/', 1)[-1]} (object finalize notifications)")
         p.compute.add(burst)

@@ -1,10 +1,10 @@
 """The head node's ``topocast pull --watch`` beside a local pipeline, notified the way Terraform wires it.
 
-* AWS (:func:`aws_notification_queue`): an SQS queue per head node and an EventBridge rule on
+* AWS (:func:`aws_watch_queue`): an SQS queue per head node and an EventBridge rule on
   Systems Manager's ``Parameter Store Change`` events of the cluster's Slurm path
-  (``infra/terraform/modules/aws/pull_watch.tf``). moto does not emit those events, so the
-  pipeline's SSM client plays Parameter Store's part: after each ``PutParameter`` it puts the
-  event Systems Manager would send.
+  (``infra/terraform/modules/aws/pull_watch.tf``). moto does not emit those events, so
+  :func:`play_parameter_store` makes the pipeline's SSM client play Parameter Store's part: after
+  each ``PutParameter`` it puts the event Systems Manager would send.
 * GCP (:func:`gcs_notification_subscription`): a Pub/Sub topic, a pull subscription per head node
   and the bucket's ``OBJECT_FINALIZE`` notification config on ``<prefix>/<cluster>/slurm/``
   (``infra/terraform/modules/gcp/pull_watch.tf``), on :class:`topocast_sim.pubsub.FakePubSub`;
@@ -32,9 +32,10 @@ from topocast.agents.pull_watch import Waker, WatchStats, watch
 __all__ = [
     "Install",
     "WatchingAgent",
-    "aws_notification_queue",
+    "aws_watch_queue",
     "conf_node_names",
     "gcs_notification_subscription",
+    "play_parameter_store",
 ]
 
 
@@ -99,12 +100,8 @@ class WatchingAgent:
         self._stopping.set()
         self._thread.join(timeout)
 
-    def installed_at(self, names: set[str] | frozenset[str]) -> float | None:
-        """When a file listing every one of ``names`` was first in place (None: not yet)."""
-        with self._changed:
-            return next((i.at for i in self.installs if names <= i.names), None)
-
     def wait_installed(self, names: set[str] | frozenset[str], timeout: float) -> float | None:
+        """When a file listing every one of ``names`` was first in place; waits up to ``timeout`` (None: not yet)."""
         deadline = time.monotonic() + timeout
         with self._changed:
             while (at := next((i.at for i in self.installs if names <= i.names), None)) is None:
@@ -115,12 +112,9 @@ class WatchingAgent:
             return at
 
 
-def aws_notification_queue(ssm: Any, events: Any, sqs: Any, *, name: str, ssm_path: str, head: str = "head0") -> str:
-    """The head node's queue (``{name}-pull-{head}``) on the rule ``{name}-pull-watch``; returns its URL.
-
-    ``ssm`` is the publisher's client: each of its ``PutParameter`` calls under ``ssm_path`` is
-    followed by the ``Parameter Store Change`` event Systems Manager would put on the default bus.
-    """
+def aws_watch_queue(events: Any, sqs: Any, *, name: str, ssm_path: str, head: str = "head0") -> str:
+    """The head node's queue (``{name}-pull-{head}``) on the rule ``{name}-pull-watch``, as Terraform
+    creates them (Parameter Store changes under ``ssm_path``); returns the queue's URL."""
     url: str = sqs.create_queue(QueueName=f"{name}-pull-{head}", Attributes={"VisibilityTimeout": "300"})["QueueUrl"]
     arn = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
     pattern = {
@@ -130,6 +124,12 @@ def aws_notification_queue(ssm: Any, events: Any, sqs: Any, *, name: str, ssm_pa
     }
     events.put_rule(Name=f"{name}-pull-watch", EventPattern=json.dumps(pattern), State="ENABLED")
     events.put_targets(Rule=f"{name}-pull-watch", Targets=[{"Id": head, "Arn": arn}])
+    return url
+
+
+def play_parameter_store(ssm: Any, events: Any) -> None:
+    """After each successful ``PutParameter`` of ``ssm`` (the publisher's client), put the
+    ``Parameter Store Change`` event Systems Manager would send on the default bus (moto sends none)."""
     region = ssm.meta.region_name
     pending: list[str] = []
 
@@ -154,7 +154,6 @@ def aws_notification_queue(ssm: Any, events: Any, sqs: Any, *, name: str, ssm_pa
 
     ssm.meta.events.register("before-parameter-build.ssm.PutParameter", before)
     ssm.meta.events.register("after-call.ssm.PutParameter", after)
-    return url
 
 
 def gcs_notification_subscription(
