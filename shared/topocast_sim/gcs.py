@@ -145,6 +145,8 @@ class PreconditionProxy(LocalServer):
 
     def finalized(self, data: bytes) -> None:
         """An upload's answer: when it is an object resource, its OBJECT_FINALIZE notifications."""
+        if not self.notifications:  # no bucket has a notification config: nothing to parse
+            return
         try:
             obj = json.loads(data)
         except ValueError:
