@@ -68,7 +68,8 @@ class FakeGsm:
     def __init__(self, payload: str, status: int = 200) -> None:
         self.payload, self.status, self.urls = payload, status, []  # type: ignore[var-annotated]
 
-    def get(self, url: str, timeout: float) -> Any:
+    def get(self, url: str, timeout: float, allow_redirects: bool = True) -> Any:
+        assert not allow_redirects  # the credential is never carried to another host
         self.urls.append(url)
         data = {"payload": {"data": base64.b64encode(self.payload.encode()).decode()}}
         return type("Resp", (), {"status_code": self.status, "json": lambda _self: data})()

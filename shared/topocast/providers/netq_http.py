@@ -22,8 +22,8 @@ premise) **once** and repeat the call. TLS certificates are verified unless
 Every call (attempts, back-offs and the body) must finish within ``deadline``
 seconds, so a server trickling a byte at a time cannot hang discovery; a body over
 ``max_response_bytes`` is refused (by ``Content-Length`` when sent, else while
-reading); a redirect is followed only to the same scheme, host and port, because
-urllib would carry the Authorization header anywhere.
+reading); a redirect is followed only to the same scheme, host and port. These are the
+rules of every client that carries a credential (:mod:`topocast.safeio.http`).
 Errors are :class:`ProviderError` naming the operation and HTTP status, never a
 credential.
 """
@@ -31,17 +31,11 @@ credential.
 from __future__ import annotations
 
 import base64
-import contextlib
 import email.utils
-import http.client
 import json
-import socket
 import ssl
-import threading
 import time
-import urllib.error
 import urllib.parse
-import urllib.request
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -49,6 +43,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from topocast.errors import ProviderError
+from topocast.safeio.http import CallPolicy, HttpCallError, call
 from topocast.safeio.limits import MAX_NETQ_RESPONSE_BYTES
 from topocast.safeio.validation import load_json
 
@@ -81,95 +76,6 @@ class Premise:
 
 class _Unauthorized(Exception):
     pass
-
-
-class _CrossOriginRedirect(Exception):
-    def __init__(self, target: str) -> None:
-        super().__init__(target)
-        self.target = target
-
-
-def _origin(url: str) -> tuple[str, str, int | None]:
-    parts = urllib.parse.urlsplit(url)
-    port = parts.port or {"http": 80, "https": 443}.get(parts.scheme)
-    return parts.scheme, (parts.hostname or "").lower(), port
-
-
-class _Deadline:
-    """Cuts a connection at the call's deadline, whatever phase it is in (connect, headers, body).
-
-    A socket timeout bounds each wait, not the call: a server sending a byte every
-    few seconds never trips it. Each connection this opener makes gets a timer
-    that shuts its socket down at ``at`` (monotonic), which ends any blocked read.
-    """
-
-    def __init__(self) -> None:
-        self.at = float("inf")
-        self._timers: list[threading.Timer] = []
-
-    def connection(self, base: type[http.client.HTTPConnection]) -> Callable[..., http.client.HTTPConnection]:
-        def make(host: str, **kw: Any) -> http.client.HTTPConnection:
-            conn = base(host, **kw)
-            connect = conn.connect
-
-            def connect_with_deadline() -> None:
-                connect()
-                sock = conn.sock
-                timer = threading.Timer(max(0.0, self.at - time.monotonic()), _shutdown, (sock,))
-                timer.daemon = True
-                timer.start()
-                self._timers.append(timer)
-
-            conn.connect = connect_with_deadline  # type: ignore[method-assign]
-            return conn
-
-        return make
-
-    def done(self) -> None:
-        for timer in self._timers:
-            timer.cancel()
-        self._timers.clear()
-
-
-def _shutdown(sock: Any) -> None:
-    with contextlib.suppress(OSError):
-        sock.shutdown(socket.SHUT_RDWR)
-
-
-class _DeadlineHttp(urllib.request.HTTPHandler):
-    def __init__(self, deadline: _Deadline) -> None:
-        super().__init__()
-        self.deadline = deadline
-
-    def http_open(self, req: Any) -> Any:
-        return self.do_open(self.deadline.connection(http.client.HTTPConnection), req)
-
-
-class _DeadlineHttps(urllib.request.HTTPSHandler):
-    def __init__(self, deadline: _Deadline, context: ssl.SSLContext) -> None:
-        super().__init__(context=context)
-        self.deadline, self.ctx = deadline, context
-
-    def https_open(self, req: Any) -> Any:
-        factory = self.deadline.connection(http.client.HTTPSConnection)
-        return self.do_open(factory, req, context=self.ctx)
-
-
-class _SameOriginRedirects(urllib.request.HTTPRedirectHandler):
-    """Follow a redirect only to the configured scheme, host and port.
-
-    urllib copies every header (the Bearer token, the NMX basic-auth password)
-    onto the redirected request, so a 302 to another host would hand it the
-    credentials. A redirect elsewhere ends the call with a clear error instead.
-    """
-
-    def __init__(self, base_url: str) -> None:
-        self.origin = _origin(base_url)
-
-    def redirect_request(self, req: Any, fp: Any, code: int, msg: str, headers: Any, newurl: str) -> Any:
-        if _origin(newurl) != self.origin:
-            raise _CrossOriginRedirect(urllib.parse.urlsplit(newurl)._replace(query="", fragment="").geturl())
-        return super().redirect_request(req, fp, code, msg, headers, newurl)
 
 
 class NetqClient:
@@ -210,12 +116,6 @@ class NetqClient:
         if not verify_tls:
             self.ssl_context.check_hostname = False
             self.ssl_context.verify_mode = ssl.CERT_NONE
-        self._deadline = _Deadline()
-        self._opener = urllib.request.build_opener(
-            _DeadlineHttp(self._deadline),
-            _DeadlineHttps(self._deadline, self.ssl_context),
-            _SameOriginRedirects(self.url),
-        )
         self._login_token: str | None = None
         self._premises: list[Premise] = []
         self._premise_tokens: dict[int, str] = {}
@@ -235,60 +135,62 @@ class NetqClient:
         return self.backoff * 2**attempt
 
     def _send(self, op: str, method: str, path: str, headers: dict[str, str], body: bytes | None) -> Any:
-        """One call with retries, all within ``deadline`` seconds; returns parsed JSON. Raises _Unauthorized on 401."""
+        """One call with retries, all within ``deadline`` seconds; returns parsed JSON. Raises _Unauthorized on 401.
+
+        Each attempt is :func:`topocast.safeio.http.call` with what is left of the deadline: redirects
+        only to the same scheme, host and port, the answer capped at ``max_response_bytes``."""
         url = self.url + path
         started = time.monotonic()
-        self._deadline.at = started + self.deadline
-        try:
-            return self._attempts(op, method, url, path, headers, body, started)
-        finally:
-            self._deadline.done()
-
-    def _attempts(
-        self, op: str, method: str, url: str, path: str, headers: dict[str, str], body: bytes | None, started: float
-    ) -> Any:
         data = b""
         for attempt in range(self.max_attempts):
             self.calls[op] += 1
             remaining = self.deadline - (time.monotonic() - started)
             if remaining <= 0:
                 raise self._late(op, method, path, attempt)
-            req = urllib.request.Request(url, data=body, headers=headers, method=method)
+            policy = CallPolicy(
+                deadline=remaining,
+                max_answer_bytes=self.max_response_bytes,
+                same_origin_redirects=True,
+                idle_timeout=self.timeout,
+            )
             try:
-                with self._opener.open(req, timeout=min(self.timeout, remaining)) as resp:
-                    data = self._read(resp, op, path, started)
-                break
-            except _CrossOriginRedirect as exc:
-                raise ProviderError(
-                    f"NetQ {op}: {method} {path} was redirected to another host ({exc.target}); "
-                    "not following it, so no credential leaves for a host we were not configured with"
-                ) from None
-            except urllib.error.HTTPError as exc:
-                detail = exc.read(200)[:200].decode("utf-8", "replace").strip()
-                if exc.code == 401:
-                    raise _Unauthorized(detail) from None
-                if exc.code in RETRY_STATUS and attempt + 1 < self.max_attempts:
-                    self._pause(self._retry_delay(attempt, exc.headers.get("Retry-After")), started)
-                    continue
-                tries = f" after {attempt + 1} attempts" if attempt else ""
-                raise ProviderError(
-                    f"NetQ {op}: {method} {path} answered HTTP {exc.code}{tries}" + (f": {detail}" if detail else "")
-                ) from None
-            except (urllib.error.URLError, TimeoutError, ConnectionError, http.client.HTTPException) as exc:
-                reason = getattr(exc, "reason", exc)
-                if isinstance(reason, ssl.SSLCertVerificationError):
+                answer = call(method, url, what=f"NetQ {op}: {path}", policy=policy, headers=headers, body=body,
+                              ssl_context=self.ssl_context)  # fmt: skip
+            except HttpCallError as exc:
+                if exc.kind == "redirect" and exc.target is not None:
                     raise ProviderError(
-                        f"NetQ {op}: TLS certificate of {self.url} not trusted ({reason.verify_message}); "
+                        f"NetQ {op}: {method} {path} was redirected to another host ({exc.target}); "
+                        "not following it, so no credential leaves for a host we were not configured with"
+                    ) from None
+                if exc.kind == "tls":
+                    raise ProviderError(
+                        f"NetQ {op}: TLS certificate of {self.url} not trusted ({exc.detail}); "
                         "pass the CA with --ca-file, or --insecure to skip verification"
                     ) from None
-                if time.monotonic() - started >= self.deadline:
+                if exc.kind in ("too-large", "request", "redirect"):
+                    raise ProviderError(str(exc)) from None
+                if exc.kind == "deadline" or time.monotonic() - started >= self.deadline:
                     raise self._late(op, method, path, attempt + 1) from None
                 if attempt + 1 < self.max_attempts:
                     self._pause(self._retry_delay(attempt, None), started)
                     continue
                 raise ProviderError(
-                    f"NetQ {op}: cannot reach {self.url} after {attempt + 1} attempts ({reason})"
+                    f"NetQ {op}: cannot reach {self.url} after {attempt + 1} attempts ({exc.detail})"
                 ) from None
+            if answer.status == 401:
+                raise _Unauthorized()
+            if answer.status >= 300:
+                if answer.status in RETRY_STATUS and attempt + 1 < self.max_attempts:
+                    self._pause(self._retry_delay(attempt, answer.headers.get("Retry-After")), started)
+                    continue
+                detail = " ".join(answer.body[:200].decode("utf-8", "replace").split())
+                tries = f" after {attempt + 1} attempts" if attempt else ""
+                raise ProviderError(
+                    f"NetQ {op}: {method} {path} answered HTTP {answer.status}{tries}"
+                    + (f": {detail}" if detail else "")
+                )
+            data = answer.body
+            break
         return load_json(data, f"NetQ {op}: {path}", ProviderError)
 
     def _late(self, op: str, method: str, path: str, attempts: int) -> ProviderError:
@@ -300,34 +202,6 @@ class NetqClient:
     def _pause(self, delay: float, started: float) -> None:
         """Back off, but never past the deadline (the next attempt then fails at once, naming it)."""
         self.sleep(max(0.0, min(delay, self.deadline - (time.monotonic() - started))))
-
-    def _read(self, resp: Any, op: str, path: str, started: float) -> bytes:
-        """The body, at most ``max_response_bytes`` and finished by the deadline (a trickle is cut off)."""
-        declared = resp.headers.get("Content-Length")
-        if declared and declared.isdigit() and int(declared) > self.max_response_bytes:
-            raise ProviderError(
-                f"NetQ {op}: {path} answers {int(declared)} bytes, over the {self.max_response_bytes} byte limit"
-            )
-        sock = getattr(getattr(resp.fp, "raw", None), "_sock", None)
-        chunks: list[bytes] = []
-        size = 0
-        while True:
-            remaining = self.deadline - (time.monotonic() - started)
-            if remaining <= 0:
-                raise TimeoutError("deadline")
-            if sock is not None:
-                sock.settimeout(min(self.timeout, remaining))  # each wait ends by the deadline, not per byte
-            chunk = resp.read1(65536)
-            if not chunk:
-                if time.monotonic() - started >= self.deadline:
-                    raise TimeoutError("deadline")  # the deadline timer cut the connection
-                if declared and declared.isdigit() and size < int(declared):
-                    raise http.client.IncompleteRead(b"".join(chunks), int(declared) - size)
-                return b"".join(chunks)
-            size += len(chunk)
-            if size > self.max_response_bytes:
-                raise ProviderError(f"NetQ {op}: {path} answers more than the {self.max_response_bytes} byte limit")
-            chunks.append(chunk)
 
     # ----- NetQ session -----------------------------------------------------------------
     def login(self) -> list[Premise]:

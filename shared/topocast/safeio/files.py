@@ -31,6 +31,7 @@ write leaves no temp file.
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import hashlib
 import os
@@ -49,6 +50,7 @@ __all__ = [
     "check_path",
     "dir_lock",
     "out_directory",
+    "read_credential",
     "read_nofollow",
     "write_file",
     "write_out",
@@ -95,7 +97,7 @@ def _unsafe_entry(path: Path, st: os.stat_result, uid: int) -> str | None:
     return None
 
 
-def check_path(directory: Path) -> Path:
+def check_path(directory: Path, *, then: str = "nothing written") -> Path:
     """Every component of ``directory`` (as spelled and as resolved), from ``/`` down, is safe; returns its realpath.
 
     Safe: owned by root or by this process's user, and (a directory) not writable by group or
@@ -114,7 +116,7 @@ def check_path(directory: Path) -> Path:
                 break  # created by this user later, or the write fails with its own reason
             why = _unsafe_entry(part, st, uid)
             if why:
-                raise UnsafePathError(f"{why}; another user could plant a link there; nothing written")
+                raise UnsafePathError(f"{why}; another user could plant a link there; {then}")
     return real
 
 
@@ -224,6 +226,44 @@ def read_nofollow(path: Path, limit: int) -> bytes | None:
         data = fh.read(limit + 1)
     if len(data) > limit:
         raise UnsafePathError(f"{path}: larger than the {limit} byte limit")
+    return data
+
+
+def read_credential(path: Path, limit: int, what: str, *, private: bool = True) -> bytes:
+    """A file holding a credential, read the way the agent reads what it installs (docs/security.md).
+
+    Refused, with :class:`UnsafePathError` naming ``what`` and why: a link (``O_NOFOLLOW``; whatever
+    it points at, even a root-only file, is never read), anything but a regular file, a file owned
+    by anyone but root or this process's user, one writable by group or others, with ``private``
+    one group or others may read at all, one larger than ``limit``, and a file in a directory another
+    user could write into (every directory up from ``/``, :func:`check_path`). ``OSError`` (missing,
+    permission) is the caller's "cannot read" line.
+    """
+    path = Path(os.path.abspath(path))
+    check_path(path.parent, then=f"{what} not read")
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise UnsafePathError(f"{what} {path} is a symbolic link; credentials are not read through links") from None
+        raise
+    with os.fdopen(fd, "rb") as fh:
+        st = os.fstat(fd)
+        uid = os.geteuid()
+        mode = stat.S_IMODE(st.st_mode)
+        if not stat.S_ISREG(st.st_mode):
+            raise UnsafePathError(f"{what} {path} is not a regular file; not read")
+        if st.st_uid not in (0, uid):
+            raise UnsafePathError(
+                f"{what} {path} is owned by uid {st.st_uid}, neither root nor uid {uid} that runs topocast; not read"
+            )
+        if mode & (stat.S_IWGRP | stat.S_IWOTH):
+            raise UnsafePathError(f"{what} {path} is writable by group or others (mode {mode:04o}); not read")
+        if private and mode & (stat.S_IRWXG | stat.S_IRWXO):
+            raise UnsafePathError(f"{what} {path} is readable by other users (mode {mode:04o}); chmod 600 it")
+        data = fh.read(limit + 1)
+    if len(data) > limit:
+        raise UnsafePathError(f"{what} {path}: larger than the {limit} byte limit")
     return data
 
 

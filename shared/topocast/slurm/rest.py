@@ -27,16 +27,19 @@ whose repr hides it; no message of this module contains it.
 
 from __future__ import annotations
 
-import json
-import urllib.error
-import urllib.request
-from collections.abc import Callable, Iterable
+import logging
+import ssl
+from collections.abc import Iterable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import quote, urlparse
 
+import msgspec
+
 from topocast.errors import TopocastError
 from topocast.model.hostlist import compact_str, expand
+from topocast.safeio.http import CallPolicy, HttpCallError, call
 from topocast.slurm.live import LivePlan
 from topocast.slurm.rest_token import SlurmToken
 
@@ -46,11 +49,20 @@ __all__ = ["SUPPORTED", "RestUpdater", "SlurmRest", "SlurmRestError", "connect"]
 SUPPORTED = ("v0.0.43", "v0.0.44", "v0.0.45")
 #: above this many changed nodes the read-back is one ``GET .../nodes/`` instead of one GET each
 READ_EACH_MAX = 64
-#: the largest answer read (a 10,000-node ``GET .../nodes/`` is about 30 MB)
-MAX_ANSWER_BYTES = 256 * 1024 * 1024
+KiB, MiB = 1024, 1024 * 1024
+#: the largest answer of a small call (diag is ~3 KB, a ping or a node update less; one node ~4 KB)
+SMALL_ANSWER_BYTES = 1 * MiB
+#: ``/openapi/v3`` (several MB), read only to explain a server that offers no supported version
+OPENAPI_ANSWER_BYTES = 16 * MiB
+#: a ``GET .../nodes/`` listing: 26.05 answers ~3 KB a node, so this allows ~16 KB a node ...
+LISTING_BYTES_PER_NODE = 16 * KiB
+#: ... and at most this much (~20,000 nodes); only each node's name and topology are decoded
+#: (msgspec), so the peak stays near the answer's size, inside the agent unit's MemoryMax=512M
+MAX_LISTING_BYTES = 64 * MiB
+#: the largest answer read by any call (kept for callers that name it)
+MAX_ANSWER_BYTES = MAX_LISTING_BYTES
 
-#: urlopen-like: (request, timeout) -> response with .status, .read()
-Opener = Callable[..., Any]
+log = logging.getLogger(__name__)
 
 
 class SlurmRestError(TopocastError):
@@ -79,15 +91,35 @@ def _describe(errors: list[dict[str, Any]]) -> str:
     return "; ".join(parts)
 
 
+class _Node(msgspec.Struct):
+    name: str
+    topology: str | None = None
+
+
+class _Nodes(msgspec.Struct):
+    """What a node listing is read for: every other field is skipped while decoding, never held."""
+
+    nodes: list[_Node] = []
+    errors: list[dict[str, Any]] = []
+    warnings: list[dict[str, Any]] = []
+
+
 @dataclass
 class SlurmRest:
-    """A slurmrestd at ``url`` (``http(s)://host:port``) speaking API ``version`` (:func:`connect` picks it)."""
+    """A slurmrestd at ``url`` (``http(s)://host:port``) speaking API ``version`` (:func:`connect` picks it).
+
+    Every call goes through :func:`topocast.safeio.http.call`: no redirect is followed (the token
+    stays with ``url``), ``timeout`` is the wall-clock deadline of each call, and each answer is
+    capped by what the call can need (:data:`SMALL_ANSWER_BYTES`, :data:`MAX_LISTING_BYTES`).
+    """
 
     url: str
     token: SlurmToken
     version: str = SUPPORTED[-1]
+    #: seconds each call may take, from connecting to the last byte of the answer
     timeout: float = 30.0
-    opener: Opener = field(default=urllib.request.urlopen, repr=False)
+    #: TLS trust for an https URL (None: the system's CAs)
+    ssl_context: ssl.SSLContext | None = field(default=None, repr=False)
     #: (major, minor) of the Slurm behind it, from the openapi document or a ping
     slurm_version: tuple[int, int] | None = None
 
@@ -96,52 +128,83 @@ class SlurmRest:
         if parsed.scheme not in ("http", "https") or not parsed.netloc:
             raise SlurmRestError(f"{self.url}: not an http(s)://host:port slurmrestd URL")
         self.url = self.url.rstrip("/")
+        self._warned_expiry = False
 
     # ----- HTTP ---------------------------------------------------------------------------------
-    def call(self, method: str, path: str, body: Any = None, *, what: str | None = None) -> Any:
-        """``method path`` with the token; the JSON answer, or :class:`SlurmRestError` naming the call."""
+    def call(
+        self, method: str, path: str, body: Any = None, *, what: str | None = None, max_bytes: int = SMALL_ANSWER_BYTES
+    ) -> Any:
+        """``method path`` with the token; the JSON answer, or :class:`SlurmRestError` naming the call.
+
+        ``max_bytes``: the largest answer this call can need (default: a small one)."""
+        answer = self._exchange(method, path, body, what, max_bytes, None)
+        if not isinstance(answer, dict):
+            where = f"slurmrestd {self.url}: {what or f'{method} {path}'}"
+            raise SlurmRestError(f"{where}: the answer is not a JSON object")
+        return answer
+
+    def _exchange(self, method: str, path: str, body: Any, what: str | None, max_bytes: int, shape: Any) -> Any:
+        """One call; its answer decoded as ``shape`` (a msgspec type; None: any JSON)."""
         what = what or f"{method} {path}"
+        where = f"slurmrestd {self.url}: {what}"
+        self._warn_if_expired()
         headers = {"Accept": "application/json", **self.token.headers()}
         data = None
         if body is not None:
-            data = json.dumps(body).encode()
+            data = msgspec.json.encode(body)
             headers["Content-Type"] = "application/json"
-        request = urllib.request.Request(self.url + path, data=data, method=method, headers=headers)
-        where = f"slurmrestd {self.url}: {what}"
-        status: int | None
+        policy = CallPolicy(deadline=self.timeout, max_answer_bytes=max_bytes)
         try:
-            with self.opener(request, timeout=self.timeout) as resp:
-                status, raw = resp.status, resp.read(MAX_ANSWER_BYTES + 1)
-        except urllib.error.HTTPError as exc:
-            status, raw = exc.code, exc.read(MAX_ANSWER_BYTES + 1)
-            exc.close()
-        except (urllib.error.URLError, OSError) as exc:
-            reason = getattr(exc, "reason", None) or exc
-            raise SlurmRestError(f"{where}: cannot connect ({reason})") from None
-        if len(raw) > MAX_ANSWER_BYTES:
-            raise SlurmRestError(f"{where}: answer larger than {MAX_ANSWER_BYTES} bytes", status)
+            got = call(method, self.url + path, what=where, policy=policy, headers=headers, body=data,
+                       ssl_context=self.ssl_context)  # fmt: skip
+        except HttpCallError as exc:
+            raise SlurmRestError(str(exc)) from None
+        status, raw = got.status, got.body
+        answer: Any
         try:
-            answer = json.loads(raw) if raw.strip() else {}
-        except ValueError:
+            answer = msgspec.json.decode(raw, type=shape) if shape is not None and status < 300 else _json(raw)
+        except msgspec.ValidationError as exc:
+            raise SlurmRestError(
+                f"{where}: HTTP {status} but the answer is not what slurmrestd sends ({exc})", status
+            ) from None
+        except msgspec.DecodeError:
             answer = None
-        errors = _slurm_errors(answer)
+        if isinstance(answer, msgspec.Struct):
+            errors = [e for e in getattr(answer, "errors", []) if isinstance(e, dict)]
+        else:
+            errors = _slurm_errors(answer)
         if status in (401, 403) or any(e.get("error_number") == 1007 for e in errors) or status == 511:
             detail = _describe(errors) or raw[:80].decode("utf-8", "replace").strip() or "no detail"
             raise SlurmRestError(
-                f"{where}: the token for user {self.token.user or '?'} was refused (HTTP {status}: {detail})",
+                f"{where}: {self._refusal()} (HTTP {status}: {_one_line(detail)})",
                 status,
                 [e.get("error_number", 0) for e in errors],
             )
-        if status >= 400 or errors:
+        if status >= 300 or errors:
             detail = _describe(errors) or (raw[:200].decode("utf-8", "replace").strip() if answer is None else "")
             raise SlurmRestError(
-                f"{where}: HTTP {status}{': ' + detail if detail else ''}",
+                f"{where}: HTTP {status}{': ' + _one_line(detail) if detail else ''}",
                 status,
                 [e.get("error_number", 0) for e in errors],
             )
-        if not isinstance(answer, dict):
-            raise SlurmRestError(f"{where}: HTTP {status} but the answer is not a JSON object", status)
+        if answer is None:
+            raise SlurmRestError(f"{where}: HTTP {status} but the answer is not JSON", status)
         return answer
+
+    def _refusal(self) -> str:
+        """Why slurmrestd refused the token: expired (its ``exp`` claim is past) or not accepted at all."""
+        user = self.token.user or "?"
+        expires = self.token.expires
+        if expires is not None and expires <= datetime.now(UTC):
+            return f"the token for user {user} was refused: it expired at {_utc(expires)}; issue a new one"
+        return f"the token for user {user} was refused (wrong key or user)"
+
+    def _warn_if_expired(self) -> None:
+        expires = self.token.expires
+        if not self._warned_expiry and expires is not None and expires <= datetime.now(UTC):
+            self._warned_expiry = True
+            log.warning("the slurmrestd token from %s expired at %s; slurmrestd will refuse it", self.token.source,
+                        _utc(expires))  # fmt: skip
 
     def _path(self, rest: str) -> str:
         return f"/slurm/{self.version}/{rest}"
@@ -170,8 +233,8 @@ class SlurmRest:
 
     def nodes(self) -> dict[str, str]:
         """node name -> its ``topology`` ("" when placed only by the topology file), every node."""
-        answer = self.call("GET", self._path("nodes/"), what="GET nodes")
-        return _topologies(answer)
+        answer = self._exchange("GET", self._path("nodes/"), None, "GET nodes", MAX_LISTING_BYTES, _Nodes)
+        return {node.name: node.topology or "" for node in answer.nodes}
 
     def node_topologies(self, names: Iterable[str]) -> dict[str, str]:
         """``topology`` of each of ``names`` (one GET each up to :data:`READ_EACH_MAX`, else the listing)."""
@@ -195,6 +258,19 @@ class SlurmRest:
 
     def reconfigure(self) -> None:
         self.call("GET", self._path("reconfigure/"), what="reconfigure")
+
+
+def _json(raw: bytes) -> Any:
+    """Any JSON answer (an empty body is ``{}``); :class:`msgspec.DecodeError` when it is not JSON."""
+    return msgspec.json.decode(raw) if raw.strip() else {}
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
+
+
+def _utc(when: datetime) -> str:
+    return when.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
 def _meta_version(answer: dict[str, Any]) -> tuple[int, int] | None:
@@ -229,7 +305,7 @@ def connect(
     *,
     version: str | None = None,
     timeout: float = 30.0,
-    opener: Opener = urllib.request.urlopen,
+    ssl_context: ssl.SSLContext | None = None,
 ) -> SlurmRest:
     """A client on the newest API version of :data:`SUPPORTED` the server offers (or ``version``),
     with the token checked.
@@ -244,7 +320,7 @@ def connect(
     """
     if version is not None and version not in SUPPORTED:
         raise SlurmRestError(f"API version {version!r} is not supported (use one of {', '.join(SUPPORTED)})")
-    client = SlurmRest(url, token, version or SUPPORTED[-1], timeout, opener)
+    client = SlurmRest(url, token, version or SUPPORTED[-1], timeout, ssl_context)
     for candidate in [version] if version else reversed(SUPPORTED):
         client.version = candidate
         try:
@@ -256,7 +332,8 @@ def connect(
         client.slurm_version = _meta_version(answer)
         return client
     try:
-        info = client.call("GET", "/openapi/v3", what="GET /openapi/v3").get("info") or {}
+        document = client.call("GET", "/openapi/v3", what="GET /openapi/v3", max_bytes=OPENAPI_ANSWER_BYTES)
+        info = document.get("info") or {}
         parsers = [
             p.get("plugin") for p in (info.get("x-slurm") or {}).get("data_parsers") or [] if isinstance(p, dict)
         ]
