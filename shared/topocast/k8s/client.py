@@ -53,7 +53,6 @@ from urllib.parse import urlencode
 
 import httpx2
 import msgspec
-import yaml
 from lightkube import Client, KubeConfig
 from lightkube.config.client_adapter import user_auth, verify_cluster
 from lightkube.config.kubeconfig import SERVICE_ACCOUNT, SingleConfig
@@ -69,8 +68,18 @@ from topocast.k8s.auth import (
     make_eks_token_source,
     make_gke_token_source,
 )
+from topocast.safeio.files import UnsafePathError, read_credential
+from topocast.safeio.http import WATCHDOG, HttpCallError, open_connection, read_body
+from topocast.safeio.limits import MAX_YAML_BYTES
+from topocast.safeio.yaml_input import load_yaml
 
 RETRY_STATUSES = frozenset({429, 500, 502, 503, 504})
+#: the largest answer read from the API server: a LIST page of 500 nodes is a few MB (labels.py pages)
+MAX_ANSWER_BYTES = 128 * 1024 * 1024
+
+
+class AnswerTooLarge(httpx2.DecodingError):
+    """The API server's answer passed the transport's cap (not a transport error: not retried)."""
 
 
 class KubernetesConfigError(TopocastError):
@@ -531,36 +540,38 @@ class KeepAliveTransport(httpx2.BaseTransport):
     retries them as before. No proxies (httpx's client never used them with a transport of its own).
     """
 
-    def __init__(self, ssl_context: ssl.SSLContext | None = None, timeout: float = 60.0, max_idle: int = 64) -> None:
+    def __init__(
+        self,
+        ssl_context: ssl.SSLContext | None = None,
+        timeout: float = 60.0,
+        max_idle: int = 64,
+        max_answer_bytes: int = MAX_ANSWER_BYTES,
+    ) -> None:
         self._ssl_context = ssl_context
         self._timeout = timeout
         self._max_idle = max_idle
+        self._max_answer_bytes = max_answer_bytes
         self._idle: dict[tuple[str, str, int], list[http.client.HTTPConnection]] = {}
         self._lock = threading.Lock()
         self._closed = False
 
-    def _connect(self, key: tuple[str, str, int], timeout: float | None) -> http.client.HTTPConnection:
+    def _connect(self, key: tuple[str, str, int], timeout: float, at: float) -> http.client.HTTPConnection:
         scheme, host, port = key
-        conn: http.client.HTTPConnection
-        if scheme == "https":
-            context = self._ssl_context or ssl.create_default_context()
-            conn = http.client.HTTPSConnection(host, port, timeout=timeout, context=context)
-        else:
-            conn = http.client.HTTPConnection(host, port, timeout=timeout)
         try:
-            conn.connect()
+            return open_connection(scheme, host, port, at=at, ssl_context=self._ssl_context, idle_timeout=timeout)
         except TimeoutError as exc:
             raise httpx2.ConnectTimeout(str(exc)) from exc
         except OSError as exc:  # refused, unreachable, TLS verification (ssl.SSLError is an OSError)
             raise httpx2.ConnectError(str(exc)) from exc
-        return conn
 
     def handle_request(self, request: httpx2.Request) -> httpx2.Response:
         url = request.url
         scheme = url.scheme
         key = (scheme, url.host, url.port or (443 if scheme == "https" else 80))
         timeouts = request.extensions.get("timeout") or {}
-        timeout = timeouts.get("read", self._timeout)
+        timeout = timeouts.get("read", self._timeout) or self._timeout
+        at = time.monotonic() + timeout  # the request's wall-clock deadline (docs/security.md)
+        late = f"no complete answer within the {timeout:g} s deadline"
         target = url.raw_path.decode("ascii")
         body = request.read()
         with self._lock:
@@ -569,35 +580,47 @@ class KeepAliveTransport(httpx2.BaseTransport):
         reused = conn is not None
         while True:
             if conn is None:
-                conn = self._connect(key, timeouts.get("connect", timeout))
-            try:
-                conn.putrequest(request.method, target, skip_host=True, skip_accept_encoding=True)
-                for name, value in request.headers.raw:
-                    conn.putheader(name, value)
-                conn.endheaders(body or None)
-            except TimeoutError as exc:
-                conn.close()
-                raise httpx2.WriteTimeout(str(exc), request=request) from exc
-            except OSError as exc:
-                conn.close()
-                if reused:  # closed while idle: once more on a new connection
-                    conn, reused = None, False
-                    continue
-                raise httpx2.WriteError(str(exc), request=request) from exc
-            try:
-                answer = conn.getresponse()
-                content = answer.read()
-            except TimeoutError as exc:
-                conn.close()
-                raise httpx2.ReadTimeout(str(exc), request=request) from exc
-            except (OSError, http.client.HTTPException) as exc:
-                conn.close()
-                nothing = isinstance(exc, http.client.RemoteDisconnected | ConnectionResetError | BrokenPipeError)
-                if reused and nothing:
-                    conn, reused = None, False
-                    continue
-                error = httpx2.ReadError if isinstance(exc, OSError) else httpx2.RemoteProtocolError
-                raise error(str(exc) or type(exc).__name__, request=request) from exc
+                conn = self._connect(key, timeouts.get("connect") or timeout, at)
+            else:
+                conn.sock.settimeout(timeout)
+            with WATCHDOG.guard(conn.sock, at) as watch:
+                try:
+                    conn.putrequest(request.method, target, skip_host=True, skip_accept_encoding=True)
+                    for name, value in request.headers.raw:
+                        conn.putheader(name, value)
+                    conn.endheaders(body or None)
+                except TimeoutError as exc:
+                    conn.close()
+                    raise httpx2.WriteTimeout(str(exc), request=request) from exc
+                except OSError as exc:
+                    conn.close()
+                    if watch.fired:
+                        raise httpx2.WriteTimeout(late, request=request) from exc
+                    if reused:  # closed while idle: once more on a new connection
+                        conn, reused = None, False
+                        continue
+                    raise httpx2.WriteError(str(exc), request=request) from exc
+                try:
+                    answer = conn.getresponse()
+                    content = read_body(answer, self._max_answer_bytes, f"{request.method} {url.path}")
+                    if watch.fired:
+                        raise TimeoutError("deadline")
+                except HttpCallError as exc:  # too large: not retried (the same answer would come again)
+                    conn.close()
+                    raise AnswerTooLarge(str(exc), request=request) from None
+                except TimeoutError as exc:
+                    conn.close()
+                    raise httpx2.ReadTimeout(late, request=request) from exc
+                except (OSError, http.client.HTTPException) as exc:
+                    conn.close()
+                    if watch.fired:
+                        raise httpx2.ReadTimeout(late, request=request) from exc
+                    nothing = isinstance(exc, http.client.RemoteDisconnected | ConnectionResetError | BrokenPipeError)
+                    if reused and nothing:
+                        conn, reused = None, False
+                        continue
+                    error = httpx2.ReadError if isinstance(exc, OSError) else httpx2.RemoteProtocolError
+                    raise error(str(exc) or type(exc).__name__, request=request) from exc
             break
         if answer.will_close:
             conn.close()
@@ -714,13 +737,9 @@ def _kube_config(conn: K8sConnection, mode: str) -> SingleConfig:
             return _single(KubeConfig.from_service_account(conn.service_account_dir), None)
         if mode == "kubeconfig":
             path = conn.kubeconfig or os.environ.get("KUBECONFIG", "").split(os.pathsep)[0] or "~/.kube/config"
-            return _single(KubeConfig.from_file(Path(path).expanduser()), conn.context)
+            return _single(_read_kubeconfig(Path(path).expanduser()), conn.context)
     except (ConfigError, KeyError, OSError) as exc:
         raise KubernetesConfigError(f"cannot load Kubernetes {mode} configuration: {exc}") from None
-    except yaml.YAMLError as exc:  # truncated or not YAML at all; the mark says where
-        where = getattr(exc, "problem_mark", None)
-        at = f" (line {where.line + 1}, column {where.column + 1})" if where is not None else ""
-        raise KubernetesConfigError(f"cannot load Kubernetes {mode} configuration: the file is not YAML{at}") from None
     except (AttributeError, TypeError, ValueError) as exc:  # empty, binary or list-shaped files
         why = "not UTF-8 text" if isinstance(exc, UnicodeDecodeError) else "not a kubeconfig mapping"
         raise KubernetesConfigError(f"cannot load Kubernetes {mode} configuration: the file is {why}") from None
@@ -734,6 +753,20 @@ def _kube_config(conn: K8sConnection, mode: str) -> SingleConfig:
         insecure=conn.insecure_skip_tls_verify,
     )
     return _single(KubeConfig.from_one(cluster=cluster, user=user), None)
+
+
+def _read_kubeconfig(path: Path) -> KubeConfig:
+    """A kubeconfig read like a credential (:func:`topocast.safeio.files.read_credential`): it names the
+    server the token goes to and the commands ``exec`` runs, so no link is followed and only root or
+    this user may own it or write it, or the directories above it; group- or world-readable is allowed."""
+    what = f"cannot load Kubernetes kubeconfig configuration: {path}"
+    if not path.is_file():  # lightkube's wording for a missing file, kept
+        raise ConfigError(f"Configuration file {path} not found")
+    try:
+        raw = read_credential(path, MAX_YAML_BYTES, "kubeconfig", private=False)
+    except UnsafePathError as exc:
+        raise KubernetesConfigError(f"cannot load Kubernetes kubeconfig configuration: {exc}") from None
+    return KubeConfig.from_dict(load_yaml(raw.decode("utf-8"), what, KubernetesConfigError), fname=path)
 
 
 def _single(config: KubeConfig, context: str | None) -> SingleConfig:

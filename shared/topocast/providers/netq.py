@@ -50,6 +50,8 @@ from topocast.providers.clos import collapse, summarize_choices
 from topocast.providers.domains import HostDomain, load_domains
 from topocast.providers.netq_http import NetqClient, NetqCredentials, Premise
 from topocast.providers.port_selection import PortSelection
+from topocast.safeio.files import UnsafePathError, read_credential
+from topocast.safeio.limits import MAX_CREDENTIALS_BYTES
 from topocast.safeio.validation import validate
 
 __all__ = [
@@ -104,9 +106,12 @@ def load_credentials(
         warn = () if kind in (None, "SecureString") else (f"{ref} is not a SecureString parameter",)
         return _creds_from_json(text, ref, warn)
     path = Path(ref)
-    try:
-        text = path.read_text()
+    try:  # never through a link, owned by root or this user, writable by nobody else (docs/security.md)
+        raw = read_credential(path, MAX_CREDENTIALS_BYTES, "NetQ credentials file", private=False)
+        text = raw.decode()
         mode = path.stat().st_mode
+    except UnsafePathError as exc:
+        raise ProviderError(str(exc)) from None
     except OSError as exc:
         raise ProviderError(f"{path}: cannot read credentials ({exc.strerror})") from None
     except UnicodeDecodeError:

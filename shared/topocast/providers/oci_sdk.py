@@ -154,18 +154,20 @@ def connect(options: OciConnection) -> OciReader:
 
 
 def imds_get(url: str, timeout: float = 5.0) -> str:
-    """GET one OCI instance metadata (IMDSv2) URL with ``Authorization: Bearer Oracle``; at most 1 MiB is read."""
-    import urllib.error
-    import urllib.request
+    """GET one OCI instance metadata (IMDSv2) URL with ``Authorization: Bearer Oracle``; at most 1 MiB is read,
+    within ``timeout`` seconds in all, no redirect followed (:mod:`topocast.safeio.http`)."""
+    from topocast.safeio.http import CallPolicy, HttpCallError, call
 
-    request = urllib.request.Request(url, headers={"Authorization": "Bearer Oracle"})
+    what = f"OCI IMDS {url}"
     try:
-        with urllib.request.urlopen(request, timeout=timeout) as response:
-            return str(response.read(1 << 20).decode("utf-8", "replace"))
-    except urllib.error.HTTPError as exc:
-        raise ProviderError(f"OCI IMDS {url}: HTTP {exc.code} (not an OCI instance, or IMDSv2 disabled?)") from None
-    except (urllib.error.URLError, OSError) as exc:
-        reason = getattr(exc, "reason", exc)
-        raise ProviderError(
-            f"OCI IMDS {url}: cannot reach it ({reason}); run on an OCI instance or use input"
-        ) from None
+        answer = call("GET", url, what=what, policy=CallPolicy(deadline=timeout, max_answer_bytes=1 << 20),
+                      headers={"Authorization": "Bearer Oracle"})  # fmt: skip
+    except HttpCallError as exc:
+        if exc.kind in ("connect", "deadline", "protocol"):
+            raise ProviderError(
+                f"{what}: cannot reach it ({exc.detail or exc.kind}); run on an OCI instance or use input"
+            ) from None
+        raise ProviderError(str(exc)) from None
+    if answer.status != 200:
+        raise ProviderError(f"{what}: HTTP {answer.status} (not an OCI instance, or IMDSv2 disabled?)")
+    return answer.body.decode("utf-8", "replace")

@@ -134,7 +134,8 @@ class Watchdog:
             if self._thread is None:
                 self._thread = threading.Thread(target=self._run, name="topocast-http-deadline", daemon=True)
                 self._thread.start()
-            self._cond.notify()
+            if self._heap[0][2] is watch:  # sooner than the thread waits for: wake it (rare with one timeout)
+                self._cond.notify()
         try:
             yield watch
         finally:

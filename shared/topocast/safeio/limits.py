@@ -14,6 +14,7 @@ from typing import IO
 from topocast.errors import TopocastError
 
 __all__ = [
+    "MAX_CREDENTIALS_BYTES",
     "MAX_GRAPH_BYTES",
     "MAX_JSON_DEPTH",
     "MAX_NETQ_RESPONSE_BYTES",
@@ -42,6 +43,8 @@ MAX_PUBLISHED_BYTES = MAX_POINTER_BYTES
 MAX_YAML_BYTES = 16 * MiB
 #: ... and as nodes after every alias is expanded (a 474-byte alias bomb is billions)
 MAX_YAML_NODES = 2_000_000
+#: a credentials file (NetQ account JSON): a few hundred bytes in practice
+MAX_CREDENTIALS_BYTES = 64 * 1024
 #: nesting of JSON / YAML values: real inputs nest < 10 deep
 MAX_JSON_DEPTH = 64
 
