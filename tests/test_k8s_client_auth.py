@@ -227,7 +227,8 @@ def test_gke_endpoint_and_ca_come_from_get_cluster() -> None:
     class Session:
         url = ""
 
-        def get(self, url: str) -> Any:
+        def get(self, url: str, timeout: float, allow_redirects: bool = True) -> Any:
+            assert not allow_redirects and timeout > 0  # the credential never follows a redirect
             Session.url = url
 
             class Resp:

@@ -214,7 +214,8 @@ def gke_cluster_endpoint(cluster_path: str, session: Any = None) -> ClusterEndpo
 
             credentials, _ = google.auth.default(scopes=list(GCP_SCOPES))
             session = AuthorizedSession(credentials)
-        resp = session.get(f"https://container.googleapis.com/v1/{cluster_path}")
+        # google-auth's session carries the credential: no redirect followed, a bounded wait (docs/security.md)
+        resp = session.get(f"https://container.googleapis.com/v1/{cluster_path}", timeout=30, allow_redirects=False)
         resp.raise_for_status()
         data = resp.json()
     except Exception as exc:

@@ -49,7 +49,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
-from urllib.parse import urlencode
+from urllib.parse import urlencode, urljoin
 
 import httpx2
 import msgspec
@@ -69,7 +69,7 @@ from topocast.k8s.auth import (
     make_gke_token_source,
 )
 from topocast.safeio.files import UnsafePathError, read_credential
-from topocast.safeio.http import WATCHDOG, HttpCallError, open_connection, read_body
+from topocast.safeio.http import REDIRECTS, WATCHDOG, HttpCallError, open_connection, origin, read_body
 from topocast.safeio.limits import MAX_YAML_BYTES
 from topocast.safeio.yaml_input import load_yaml
 
@@ -80,6 +80,10 @@ MAX_ANSWER_BYTES = 128 * 1024 * 1024
 
 class AnswerTooLarge(httpx2.DecodingError):
     """The API server's answer passed the transport's cap (not a transport error: not retried)."""
+
+
+class RedirectRefused(httpx2.RequestError):
+    """The API server answered a redirect: never followed, so the bearer token stays with it (not retried)."""
 
 
 class KubernetesConfigError(TopocastError):
@@ -182,7 +186,9 @@ class ClientSettings(BaseModel):
     backoff_initial: float = Field(0.25, ge=0, description="First 5xx backoff (s); doubles per attempt.")
     backoff_max: float = Field(8.0, ge=0)
     retry_after_max: float = Field(60.0, ge=0, description="Cap on a server's Retry-After (s).")
-    timeout: float = Field(60.0, gt=0, description="Per-request timeout (s); a 10k-node LIST is large.")
+    timeout: float = Field(
+        60.0, gt=0, description="Per-request wall-clock deadline (s), from connect to the answer's last byte."
+    )
     field_manager: str = "topocast"
 
 
@@ -538,6 +544,12 @@ class KeepAliveTransport(httpx2.BaseTransport):
     idempotent. Errors are httpx's: ``ConnectError``/``ConnectTimeout`` (TLS verification included),
     ``WriteError``, ``ReadError``/``ReadTimeout``, ``RemoteProtocolError``, so :class:`ResilientTransport`
     retries them as before. No proxies (httpx's client never used them with a transport of its own).
+
+    The rules of every client that carries a credential (:mod:`topocast.safeio.http`, docs/security.md)
+    hold here too: a request ends by its wall-clock deadline (the read timeout: ``ClientSettings.timeout``)
+    whatever the server trickles (:data:`~topocast.safeio.http.WATCHDOG`), an answer over
+    ``max_answer_bytes`` is :class:`AnswerTooLarge` and a redirect is :class:`RedirectRefused` (neither
+    retried); the bearer token never goes anywhere but the configured server.
     """
 
     def __init__(
@@ -622,6 +634,14 @@ class KeepAliveTransport(httpx2.BaseTransport):
                     error = httpx2.ReadError if isinstance(exc, OSError) else httpx2.RemoteProtocolError
                     raise error(str(exc) or type(exc).__name__, request=request) from exc
             break
+        if answer.status in REDIRECTS:
+            conn.close()
+            moved = origin(urljoin(str(url), answer.getheader("Location") or ""))
+            raise RedirectRefused(
+                f"{request.method} {url.path} was redirected to {moved[0]}://{moved[1]}:{moved[2]} "
+                f"(HTTP {answer.status}); not followed, so the credential stays with {key[0]}://{key[1]}:{key[2]}",
+                request=request,
+            )
         if answer.will_close:
             conn.close()
         else:
