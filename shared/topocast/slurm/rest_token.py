@@ -112,8 +112,8 @@ def token_from_text(text: str, source: str, user: str | None = None) -> SlurmTok
 def _read_file(path: Path, source: str) -> str:
     try:
         raw = read_credential(path, MAX_TOKEN_BYTES, "token file")
-    except UnsafePathError as exc:
-        raise TokenError(f"{source}: {exc}") from None
+    except UnsafePathError as exc:  # names the file
+        raise TokenError(str(exc)) from None
     except OSError as exc:
         raise TokenError(f"{source}: cannot read the token file ({exc.strerror})") from None
     return raw.decode("utf-8", "replace")
