@@ -17,7 +17,7 @@ import pytest
 from moto import mock_aws
 
 from topocast.slurm.rest import SlurmRest, SlurmRestError, updater_from_cli
-from topocast.slurm.rest_token import SlurmToken, TokenError, read_token
+from topocast.slurm.rest_token import SlurmToken, TokenError, read_token, token_from_text
 
 
 def jwt(user: str) -> str:
@@ -113,3 +113,67 @@ def test_an_unreachable_server_names_the_url_not_the_token() -> None:
     ) as info:
         connect("http://127.0.0.1:9", SlurmToken(TOKEN, "slurm"), timeout=2)
     assert TOKEN not in str(info.value)
+
+
+# ----- issue 29: expiry, characters a header cannot carry, empty sources ------------------------------
+
+
+def jwt_expiring(exp: int) -> str:
+    def part(obj: dict[str, Any]) -> str:
+        return base64.urlsafe_b64encode(json.dumps(obj).encode()).decode().rstrip("=")
+
+    return f"{part({'alg': 'HS256'})}.{part({'sun': 'slurm', 'exp': exp})}.c2lnbmF0dXJl"
+
+
+def refusing_slurmrestd(h: Any) -> None:
+    """What slurmrestd 26.05 answers a token slurmctld does not accept (diag, HTTP 401, error 1007)."""
+    body = json.dumps({"errors": [{"error_number": 1007, "error": "Protocol authentication error"}]}).encode()
+    h.send_response(401)
+    h.send_header("Content-Type", "application/json")
+    h.send_header("Content-Length", str(len(body)))
+    h.end_headers()
+    h.wfile.write(body)
+
+
+def test_an_expired_token_is_named_with_its_expiry_and_warned_about_before_sending(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    from http_fixtures import serve
+
+    from topocast.slurm.rest import connect
+
+    expired = token_from_text(jwt_expiring(1_767_225_600), "test")  # 2026-01-01 00:00:00 UTC
+    assert expired.expires is not None and expired.expires.isoformat() == "2026-01-01T00:00:00+00:00"
+    with serve(refusing_slurmrestd) as (url, seen), pytest.raises(SlurmRestError) as info:
+        connect(url, expired, version="v0.0.45", timeout=5)
+    assert "the token for user slurm was refused: it expired at 2026-01-01 00:00:00 UTC" in str(info.value)
+    assert "HTTP 401" in str(info.value) and len(seen) == 1
+    assert any("expired at 2026-01-01 00:00:00 UTC" in r.getMessage() for r in caplog.records)
+
+
+def test_a_token_refused_before_its_expiry_is_a_wrong_key_or_user() -> None:
+    from http_fixtures import serve
+
+    from topocast.slurm.rest import connect
+
+    valid = token_from_text(jwt_expiring(4_102_444_800), "test")  # 2100
+    with serve(refusing_slurmrestd) as (url, _), pytest.raises(SlurmRestError) as info:
+        connect(url, valid, version="v0.0.45", timeout=5)
+    assert "the token for user slurm was refused (wrong key or user) (HTTP 401: error 1007" in str(info.value)
+    assert "expired" not in str(info.value)
+
+
+def test_a_token_with_a_character_no_header_carries_is_one_line(tmp_path: Path) -> None:
+    path = tmp_path / "jwt"
+    path.write_text("SLURM_JWT=eyJ\u00e9abc\n")
+    path.chmod(0o600)
+    with pytest.raises(TokenError, match=r"not printable ASCII \(at position 4\); not a Slurm token") as info:
+        read_token(str(path))
+    assert "eyJ" not in str(info.value).replace(str(path), "")
+
+
+def test_empty_secret_names_are_one_line() -> None:
+    for source in ("secretsmanager://", "secretsmanager:///", "ssm:///", "ssm://"):
+        with pytest.raises(TokenError) as info:
+            read_token(source)
+        assert "\n" not in str(info.value) and str(info.value).startswith(f"{source}: expected"), info.value
