@@ -68,7 +68,7 @@ def node(i: int) -> dict[str, object]:
         "infinite": False, "number": 1764800000}, "sockets": 2, "threads": 2, "temporary_disk": 0,
         "weight": 1, "topology": f"default:root:spine{i // 512}:leaf{i // 32}",
         "tres": "cpu=192,mem=2000000M,billing=192,gres/gpu=8,gres/gpu:h100=8", "version": "26.05.5",
-        "cert_flags": [], "gres_used_detail": [f"gpu:h100:0(IDX:N/A)" for _ in range(8)],
+        "cert_flags": [], "gres_used_detail": ["gpu:h100:0(IDX:N/A)" for _ in range(8)],
     }  # fmt: skip
 
 
