@@ -133,8 +133,10 @@ def compute_client(
                 raise ProviderError(f"no Azure credentials: set {TOKEN_ENV} or install azure-identity") from None
             credential = DefaultAzureCredential()
     scopes = [f"{ARM}/.default"] if endpoint is None else [f"{base}/.default"]
+    # no redirect followed: the bearer token stays with ARM (azure-core would follow one, dropping only
+    # Authorization on a change of domain); docs/security.md
     client = ComputeManagementClient(credential, subscription_id, base_url=base, credential_scopes=scopes,
-                                     retry_total=retries)  # fmt: skip
+                                     retry_total=retries, permit_redirects=False)  # fmt: skip
     return AzureCompute(client, base, subscription_id, kwargs)
 
 
