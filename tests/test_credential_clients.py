@@ -296,3 +296,16 @@ def test_the_scan_finds_every_way_of_spelling_an_opener(tmp_path: Path) -> None:
     assert _openers(sample) == {
         "urllib.request.urlopen", "http.client.HTTPSConnection", "socket.create_connection", "requests.Session"
     }  # fmt: skip
+
+
+def test_the_azure_client_follows_no_redirect(monkeypatch: pytest.MonkeyPatch) -> None:
+    """azure-core follows redirects by default (dropping only Authorization on a change of domain): set off."""
+    from azure.core.pipeline.policies import RedirectPolicy
+
+    from topocast.providers import azure_sdk
+
+    monkeypatch.setenv(azure_sdk.TOKEN_ENV, "azure-s3cret")
+    compute = azure_sdk.compute_client("00000000-0000-0000-0000-000000000000", None)
+    policies = compute.client._client._pipeline._impl_policies
+    redirects = [p for p in policies if isinstance(p, RedirectPolicy)]
+    assert redirects and not any(p.allow for p in redirects)
