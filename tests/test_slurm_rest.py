@@ -8,14 +8,17 @@ files, never taken from our code; ``scontrol show topology`` is the controller's
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import http.server
 import json
 import subprocess
 import sys
 import threading
+import time
 import urllib.request
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -161,6 +164,27 @@ def test_a_bad_token_is_one_line_and_never_printed(tree: RestCluster, tmp_path: 
     assert len(lines) == 1 and "refused" in lines[0] and "Traceback" not in done.stderr, done.stderr
     assert forged not in done.stdout + done.stderr and forged[:20] not in done.stderr
     assert tree.topology_path.read_text() == TREE  # nothing installed
+
+
+@pytest.mark.slow
+def test_an_expired_token_is_named_as_expired(tree: RestCluster, tmp_path: Path) -> None:
+    """slurmctld refuses a token past its ``exp``; the error says so with the time, not "wrong key"."""
+    code, out, err = tree.scontrol("token", "username=root", "lifespan=1")
+    assert code == 0, err
+    token = tmp_path / "jwt"
+    token.write_text(out)
+    token.chmod(0o600)
+    payload = out.strip().removeprefix("SLURM_JWT=").split(".")[1]
+    exp = json.loads(base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4)))["exp"]
+    expired_at = datetime.fromtimestamp(exp, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+    time.sleep(2.5)  # past its one-second lifespan
+    src = tmp_path / "topology.conf"
+    src.write_text(TREE_MOVED)
+    done = pull_cli(tree, src, token)
+    assert done.returncode == 2, done.stderr
+    assert f"the token for user root was refused: it expired at {expired_at}" in done.stderr, done.stderr
+    assert out.strip().removeprefix("SLURM_JWT=") not in done.stdout + done.stderr
+    assert tree.topology_path.read_text() == TREE
 
 
 # ----- forced failures: a proxy between the agent and slurmrestd -----------------------------------
