@@ -65,7 +65,10 @@ AWS_SERVICES = (
 _REGISTRY_ENTRY = re.compile(r"^topocast(\.\w+)+:\w+$")
 
 #: (receiver name, method) pairs that look like AWS operations but are not, with what they are
-NOT_AWS = {("token", "get_secret_value"): "pydantic SecretStr"}
+NOT_AWS = {
+    ("token", "get_secret_value"): "pydantic SecretStr",
+    ("socket", "create_connection"): "the standard library (topocast.safeio.http opens its connections)",
+}
 
 
 @cache
