@@ -109,6 +109,25 @@ def test_a_redirect_elsewhere_is_not_followed(client: Client) -> None:
     )
 
 
+@pytest.mark.parametrize("client", CLIENTS, ids=lambda c: c.name)
+@pytest.mark.parametrize("where", ["body", "status line"])
+def test_a_server_quoting_the_credential_back_does_not_get_it_printed(client: Client, where: str) -> None:
+    def echo(h: BaseHTTPRequestHandler) -> None:
+        said = " ".join(f"{k}: {v}" for k, v in h.headers.items()) + " " + " ".join(client.secrets)
+        if where == "status line":  # not HTTP at all: http.client quotes the line it could not parse
+            h.wfile.write(f"HTTP/1.1 {said}\r\n\r\n".encode())
+            return
+        raw = f"you sent {said}".encode()
+        h.send_response(400)
+        h.send_header("Content-Type", "text/plain")
+        h.send_header("Content-Length", str(len(raw)))
+        h.end_headers()
+        h.wfile.write(raw)
+
+    with serve(echo) as (url, _):
+        failure(client, url)  # one line, no secret in it
+
+
 def test_a_same_origin_redirect_is_followed_where_the_client_allows_it() -> None:
     """NetQ behind a path prefix moves its login (same scheme, host and port): followed, as before."""
 

@@ -69,7 +69,17 @@ from topocast.k8s.auth import (
     make_gke_token_source,
 )
 from topocast.safeio.files import UnsafePathError, read_credential
-from topocast.safeio.http import REDIRECTS, WATCHDOG, HttpCallError, open_connection, origin, read_body
+from topocast.safeio.http import (
+    QUOTED,
+    REDIRECTS,
+    WATCHDOG,
+    HttpCallError,
+    credential_values,
+    open_connection,
+    origin,
+    read_body,
+    redact,
+)
 from topocast.safeio.limits import MAX_YAML_BYTES
 from topocast.safeio.yaml_input import load_yaml
 
@@ -508,6 +518,8 @@ def status_response(response: httpx2.Response, request: httpx2.Request) -> httpx
             "reason": reason,
             "code": response.status_code,
         }
+    if isinstance(status.get("message"), str):  # a hostile server may quote the bearer token back
+        status["message"] = redact(status["message"], credential_values(request.headers.items()))
     headers = [
         (k, v)
         for k, v in response.headers.items()
@@ -632,7 +644,7 @@ class KeepAliveTransport(httpx2.BaseTransport):
                         conn, reused = None, False
                         continue
                     error = httpx2.ReadError if isinstance(exc, OSError) else httpx2.RemoteProtocolError
-                    raise error(str(exc) or type(exc).__name__, request=request) from exc
+                    raise error(_quoted(exc, request), request=request) from exc
             break
         if answer.status in REDIRECTS:
             conn.close()
@@ -667,6 +679,13 @@ class KeepAliveTransport(httpx2.BaseTransport):
             self._idle.clear()
         for conn in idle:
             conn.close()
+
+
+def _quoted(exc: Exception, request: httpx2.Request) -> str:
+    """``exc`` for a message: one line, cut short, without the request's credential should the server echo it
+    (http.client quotes a status line it cannot parse)."""
+    said = " ".join(str(exc).split())[:QUOTED] or type(exc).__name__
+    return redact(said, credential_values((k.decode("latin-1"), v.decode("latin-1")) for k, v in request.headers.raw))
 
 
 @dataclass

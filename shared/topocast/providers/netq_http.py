@@ -43,7 +43,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from topocast.errors import ProviderError
-from topocast.safeio.http import CallPolicy, HttpCallError, call
+from topocast.safeio.http import CallPolicy, HttpCallError, call, credential_values, redact
 from topocast.safeio.limits import MAX_NETQ_RESPONSE_BYTES
 from topocast.safeio.validation import load_json
 
@@ -174,8 +174,9 @@ class NetqClient:
                 if attempt + 1 < self.max_attempts:
                     self._pause(self._retry_delay(attempt, None), started)
                     continue
+                said = redact(exc.detail or exc.kind, self._secrets(headers))
                 raise ProviderError(
-                    f"NetQ {op}: cannot reach {self.url} after {attempt + 1} attempts ({exc.detail})"
+                    f"NetQ {op}: cannot reach {self.url} after {attempt + 1} attempts ({said})"
                 ) from None
             if answer.status == 401:
                 raise _Unauthorized()
@@ -183,7 +184,7 @@ class NetqClient:
                 if answer.status in RETRY_STATUS and attempt + 1 < self.max_attempts:
                     self._pause(self._retry_delay(attempt, answer.headers.get("Retry-After")), started)
                     continue
-                detail = " ".join(answer.body[:200].decode("utf-8", "replace").split())
+                detail = redact(" ".join(answer.body[:200].decode("utf-8", "replace").split()), self._secrets(headers))
                 tries = f" after {attempt + 1} attempts" if attempt else ""
                 raise ProviderError(
                     f"NetQ {op}: {method} {path} answered HTTP {answer.status}{tries}"
@@ -192,6 +193,10 @@ class NetqClient:
             data = answer.body
             break
         return load_json(data, f"NetQ {op}: {path}", ProviderError)
+
+    def _secrets(self, headers: dict[str, str]) -> list[str]:
+        """What a server must not get quoted back in an error: the passwords and the tokens sent."""
+        return [self.creds.password, self.creds.nmx_password or "", *credential_values(headers.items())]
 
     def _late(self, op: str, method: str, path: str, attempts: int) -> ProviderError:
         return ProviderError(

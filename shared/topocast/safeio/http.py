@@ -29,7 +29,7 @@ import socket
 import ssl
 import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Literal
 from urllib.parse import urljoin, urlsplit
@@ -45,9 +45,11 @@ __all__ = [
     "Origin",
     "call",
     "check_headers",
+    "credential_values",
     "open_connection",
     "origin",
     "read_body",
+    "redact",
 ]
 
 #: why a call failed: no connection, past its deadline, answer too large, redirected, TLS, a broken answer,
@@ -56,6 +58,10 @@ ErrorKind = Literal["connect", "deadline", "too-large", "redirect", "tls", "prot
 #: (scheme, lower-case host, port)
 Origin = tuple[str, str, int]
 REDIRECTS = frozenset({301, 302, 303, 307, 308})
+#: headers whose values are credentials (lower case)
+CREDENTIAL_HEADERS = frozenset({"authorization", "proxy-authorization", "x-slurm-user-token", "x-auth-token", "cookie"})
+#: the longest part of what a server sent that an error message quotes
+QUOTED = 200
 
 
 class HttpCallError(TopocastError):
@@ -163,6 +169,26 @@ class Watchdog:
 
 #: the process's one watchdog
 WATCHDOG = Watchdog()
+
+
+def credential_values(headers: Iterable[tuple[str, str]]) -> list[str]:
+    """The credentials among ``headers`` (name, value): each value and, for ``Scheme value``, the value alone."""
+    out: list[str] = []
+    for name, value in headers:
+        if name.lower() in CREDENTIAL_HEADERS and value:
+            out.append(value)
+            _, _, rest = value.partition(" ")
+            if rest.strip():
+                out.append(rest.strip())
+    return out
+
+
+def redact(text: str, secrets: Iterable[str]) -> str:
+    """``text`` (what a server answered, quoted in an error) with every secret in it replaced by ``<redacted>``:
+    a hostile server may echo the credential it was sent into its error body or status line."""
+    for secret in sorted({s for s in secrets if s and len(s) >= 4}, key=len, reverse=True):
+        text = text.replace(secret, "<redacted>")
+    return text
 
 
 def check_headers(headers: Mapping[str, str], what: str) -> None:
@@ -310,7 +336,8 @@ def _one(
             except (OSError, http.client.HTTPException) as exc:
                 if watch.fired or isinstance(exc, TimeoutError):
                     raise late from None
-                detail = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+                said = redact(" ".join(str(exc).split())[:QUOTED], credential_values(headers.items()))
+                detail = f"{type(exc).__name__}: {said}" if said else type(exc).__name__
                 raise HttpCallError(f"{what}: the connection broke ({detail})", "protocol", detail=detail) from None
             except ValueError:  # a path http.client will not send (checked headers never get here)
                 raise HttpCallError(f"{what}: the request target cannot be sent as it is", "request") from None

@@ -39,7 +39,7 @@ import msgspec
 
 from topocast.errors import TopocastError
 from topocast.model.hostlist import compact_str, expand
-from topocast.safeio.http import CallPolicy, HttpCallError, call
+from topocast.safeio.http import CallPolicy, HttpCallError, call, redact
 from topocast.slurm.live import LivePlan
 from topocast.slurm.rest_token import SlurmToken
 
@@ -165,7 +165,7 @@ class SlurmRest:
             answer = msgspec.json.decode(raw, type=shape) if shape is not None and status < 300 else _json(raw)
         except msgspec.ValidationError as exc:
             raise SlurmRestError(
-                f"{where}: HTTP {status} but the answer is not what slurmrestd sends ({exc})", status
+                f"{where}: HTTP {status} but the answer is not what slurmrestd sends ({self._quote(str(exc))})", status
             ) from None
         except msgspec.DecodeError:
             answer = None
@@ -176,20 +176,24 @@ class SlurmRest:
         if status in (401, 403) or any(e.get("error_number") == 1007 for e in errors) or status == 511:
             detail = _describe(errors) or raw[:80].decode("utf-8", "replace").strip() or "no detail"
             raise SlurmRestError(
-                f"{where}: {self._refusal()} (HTTP {status}: {_one_line(detail)})",
+                f"{where}: {self._refusal()} (HTTP {status}: {self._quote(detail)})",
                 status,
                 [e.get("error_number", 0) for e in errors],
             )
         if status >= 300 or errors:
             detail = _describe(errors) or (raw[:200].decode("utf-8", "replace").strip() if answer is None else "")
             raise SlurmRestError(
-                f"{where}: HTTP {status}{': ' + _one_line(detail) if detail else ''}",
+                f"{where}: HTTP {status}{': ' + self._quote(detail) if detail else ''}",
                 status,
                 [e.get("error_number", 0) for e in errors],
             )
         if answer is None:
             raise SlurmRestError(f"{where}: HTTP {status} but the answer is not JSON", status)
         return answer
+
+    def _quote(self, said: str) -> str:
+        """What slurmrestd said, for a message: one line, without the token should it echo it."""
+        return redact(_one_line(said), [self.token.value])
 
     def _refusal(self) -> str:
         """Why slurmrestd refused the token: expired (its ``exp`` claim is past) or not accepted at all."""
