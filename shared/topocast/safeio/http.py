@@ -37,6 +37,7 @@ from urllib.parse import urljoin, urlsplit
 from topocast.errors import TopocastError
 
 __all__ = [
+    "QUOTED",
     "REDIRECTS",
     "WATCHDOG",
     "Answer",
