@@ -162,10 +162,39 @@ def test_a_kubeconfig_another_user_owns_or_links_is_refused(tmp_path: Path) -> N
     assert f"kubeconfig {owned} is owned by uid {ATTACKER}" in load_kubeconfig(owned)
     link = tmp_path / "link"
     link.symlink_to(kubeconfig(tmp_path / "real"))
-    assert f"kubeconfig {link} is a symbolic link" in load_kubeconfig(link)
+    os.lchown(link, ATTACKER, ATTACKER)
+    assert f"kubeconfig {link} is a link owned by uid {ATTACKER}" in load_kubeconfig(link)
+    planted = attacker_dir(tmp_path) / "config"  # root's own file, in a directory uid 4242 owns
+    kubeconfig(planted)
+    assert f"directory {planted.parent} is owned by uid {ATTACKER}" in load_kubeconfig(planted)
     writable = kubeconfig(tmp_path / "writable")
     writable.chmod(0o666)
     assert "is writable by group or others (mode 0666)" in load_kubeconfig(writable)
+
+
+def secret_volume(tmp_path: Path, name: str) -> tuple[Path, Path]:
+    """How the kubelet mounts a Secret: ``name -> ..data/name``, ``..data -> ..2026_12_04_…``, all root's."""
+    volume = tmp_path / "secret"
+    stamped = volume / "..2026_12_04_15_00_00.1"
+    stamped.mkdir(parents=True)
+    (volume / "..data").symlink_to(stamped.name)
+    (volume / name).symlink_to(f"..data/{name}")
+    return volume / name, stamped / name
+
+
+def test_a_kubernetes_secret_volume_is_read_through_its_own_links(tmp_path: Path) -> None:
+    """kubeconfig and NetQ credentials follow links root (or topocast's user) made; the token never does."""
+    netq_path, netq_real = secret_volume(tmp_path / "n", "credentials.json")
+    netq_file(netq_real).chmod(0o644)  # Secret volumes are 0644 by default
+    assert load_credentials(str(netq_path)).username == "admin"
+    kube_path, kube_real = secret_volume(tmp_path / "k", "config")
+    kubeconfig(kube_real)
+    build_client(K8sConnection(auth="kubeconfig", kubeconfig=str(kube_path))).close()
+    token_path, token_real = secret_volume(tmp_path / "t", "jwt")
+    token_real.write_text(TOKEN)
+    token_real.chmod(0o600)
+    with pytest.raises(TokenError, match="is a symbolic link"):
+        read_token(str(token_path))
 
 
 def test_a_readable_kubeconfig_of_roots_own_is_used(tmp_path: Path) -> None:
@@ -193,9 +222,17 @@ def test_netq_credentials_another_user_owns_or_links_are_refused(tmp_path: Path)
         load_credentials(str(owned))
     link = tmp_path / "link.json"
     link.symlink_to(root_only(tmp_path))
-    with pytest.raises(ProviderError, match="is a symbolic link") as info:
+    os.lchown(link, ATTACKER, ATTACKER)
+    with pytest.raises(ProviderError, match=f"is a link owned by uid {ATTACKER}") as info:
         load_credentials(str(link))
     assert ROOT_ONLY not in str(info.value)
+    hop = attacker_dir(tmp_path) / "hop.json"  # root's link, through a directory uid 4242 owns
+    hop.symlink_to(netq_file(tmp_path / "real.json"))
+    os.lchown(hop, 0, 0)
+    via = tmp_path / "via.json"
+    via.symlink_to(hop)
+    with pytest.raises(ProviderError, match=f"directory {hop.parent} is owned by uid {ATTACKER}"):
+        load_credentials(str(via))
     readable = netq_file(tmp_path / "readable.json")
     readable.chmod(0o644)  # read, with the warning it always had
     assert "readable by other users" in load_credentials(str(readable)).notes[0]

@@ -802,7 +802,7 @@ def _read_kubeconfig(path: Path) -> KubeConfig:
     if not path.is_file():  # lightkube's wording for a missing file, kept
         raise ConfigError(f"Configuration file {path} not found")
     try:
-        raw = read_credential(path, MAX_YAML_BYTES, "kubeconfig", private=False)
+        raw = read_credential(path, MAX_YAML_BYTES, "kubeconfig", private=False, root_links=True)
     except UnsafePathError as exc:
         raise KubernetesConfigError(f"cannot load Kubernetes kubeconfig configuration: {exc}") from None
     return KubeConfig.from_dict(load_yaml(raw.decode("utf-8"), what, KubernetesConfigError), fname=path)

@@ -107,7 +107,7 @@ def load_credentials(
         return _creds_from_json(text, ref, warn)
     path = Path(ref)
     try:  # never through a link, owned by root or this user, writable by nobody else (docs/security.md)
-        raw = read_credential(path, MAX_CREDENTIALS_BYTES, "NetQ credentials file", private=False)
+        raw = read_credential(path, MAX_CREDENTIALS_BYTES, "NetQ credentials file", private=False, root_links=True)
         text = raw.decode()
         mode = path.stat().st_mode
     except UnsafePathError as exc:

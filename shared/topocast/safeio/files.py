@@ -229,7 +229,7 @@ def read_nofollow(path: Path, limit: int) -> bytes | None:
     return data
 
 
-def read_credential(path: Path, limit: int, what: str, *, private: bool = True) -> bytes:
+def read_credential(path: Path, limit: int, what: str, *, private: bool = True, root_links: bool = False) -> bytes:
     """A file holding a credential, read the way the agent reads what it installs (docs/security.md).
 
     Refused, with :class:`UnsafePathError` naming ``what`` and why: a link (``O_NOFOLLOW``; whatever
@@ -238,9 +238,15 @@ def read_credential(path: Path, limit: int, what: str, *, private: bool = True) 
     one group or others may read at all, one larger than ``limit``, and a file in a directory another
     user could write into (every directory up from ``/``, :func:`check_path`). ``OSError`` (missing,
     permission) is the caller's "cannot read" line.
+
+    ``root_links``: a link only root or this user could have made (owned by one of them, in
+    directories nobody else can write, as every link after it) is followed, so a Kubernetes Secret
+    volume (``creds.json -> ..data/creds.json``, all root's) can be read; any other link is refused.
     """
     path = Path(os.path.abspath(path))
     check_path(path.parent, then=f"{what} not read")
+    if root_links:
+        path = _follow_own_links(path, what)
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
     except OSError as exc:
@@ -265,6 +271,26 @@ def read_credential(path: Path, limit: int, what: str, *, private: bool = True) 
     if len(data) > limit:
         raise UnsafePathError(f"{what} {path}: larger than the {limit} byte limit")
     return data
+
+
+def _follow_own_links(path: Path, what: str) -> Path:
+    """Where ``path`` leads through links owned by root or this user in safe directories (see read_credential)."""
+    uid = os.geteuid()
+    for _ in range(40):  # the kernel's own limit on links in a row
+        try:
+            st = os.lstat(path)
+        except FileNotFoundError:
+            return path  # the open says it is missing
+        if not stat.S_ISLNK(st.st_mode):
+            return path
+        if st.st_uid not in (0, uid):
+            raise UnsafePathError(
+                f"{what} {path} is a link owned by uid {st.st_uid}, neither root nor uid {uid} that runs topocast; "
+                "not followed"
+            )
+        path = Path(os.path.normpath(path.parent / os.readlink(path)))
+        check_path(path.parent, then=f"{what} not read")
+    raise UnsafePathError(f"{what} {path}: too many links; not read")
 
 
 _held = threading.local()
