@@ -22,7 +22,14 @@ versions, is only read to explain a server that offers none).
 Authentication is a Slurm JWT (``scontrol token``) sent as ``X-SLURM-USER-TOKEN`` with the
 user it was issued to as ``X-SLURM-USER-NAME``; :mod:`topocast.slurm.rest_token` reads it from a
 file or a secret store. The token is held by :class:`~topocast.slurm.rest_token.SlurmToken`,
-whose repr hides it; no message of this module contains it.
+whose repr hides it; no message of this module contains it (what slurmrestd answers is quoted
+with the token taken out, should it echo it). A refusal says whether the token's ``exp`` had
+passed, and a token already expired is warned about before the first call.
+
+Every call goes through :func:`topocast.safeio.http.call` (docs/security.md): no redirect is
+followed, so the token never leaves ``url``; ``timeout`` is each call's wall-clock deadline; the
+answer is capped by what the call can need (1 MiB for diag, a ping, one node or a POST; 64 MiB
+for a node listing, decoded as each node's name and topology only).
 """
 
 from __future__ import annotations
