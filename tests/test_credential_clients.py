@@ -30,7 +30,7 @@ from http_fixtures import serve
 from topocast.k8s.client import ClientSettings, K8sConnection, build_client
 from topocast.providers.netq_http import NetqClient, NetqCredentials
 from topocast.providers.oci_sdk import imds_get
-from topocast.slurm.rest import SlurmRestError, connect
+from topocast.slurm.rest import SlurmRest, SlurmRestError, connect
 from topocast.slurm.rest_token import SlurmToken
 
 SHARED = Path(__file__).resolve().parents[1] / "shared" / "topocast"
@@ -203,6 +203,21 @@ def test_a_slurmrestd_answer_without_a_length_is_cut_at_the_cap_of_the_call() ->
         message = failure(CLIENTS[0], url)
         time.sleep(0.2)
     assert "answers more than the 1048576 byte limit" in message, message
+
+
+@pytest.mark.parametrize("path", ["diag", "nodes"])
+def test_a_slurmrestd_answer_nested_too_deep_is_one_line(path: str) -> None:
+    deep = b'{"nodes": [{"name": "n1", "x": ' + b"[" * 200_000 + b"]" * 200_000 + b"}]}"
+
+    def answer(h: BaseHTTPRequestHandler) -> None:
+        h.send_response(200)
+        h.send_header("Content-Length", str(len(deep)))
+        h.end_headers()
+        h.wfile.write(deep)
+
+    with serve(answer) as (url, _), pytest.raises(SlurmRestError, match="nests too deep"):
+        client = SlurmRest(url, SlurmToken(SLURM_JWT, "slurm"), timeout=DEADLINE)
+        client.check_token() if path == "diag" else client.nodes()
 
 
 def test_a_header_http_cannot_carry_is_refused_before_anything_is_sent() -> None:

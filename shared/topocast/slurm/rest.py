@@ -176,6 +176,10 @@ class SlurmRest:
             ) from None
         except msgspec.DecodeError:
             answer = None
+        except RecursionError:  # msgspec recurses into values it skips too
+            raise SlurmRestError(
+                f"{where}: HTTP {status} but the answer nests too deep to be slurmrestd's", status
+            ) from None
         if isinstance(answer, msgspec.Struct):
             errors = [e for e in getattr(answer, "errors", []) if isinstance(e, dict)]
         else:
