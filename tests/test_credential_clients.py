@@ -205,19 +205,29 @@ def test_a_slurmrestd_answer_without_a_length_is_cut_at_the_cap_of_the_call() ->
     assert "answers more than the 1048576 byte limit" in message, message
 
 
-@pytest.mark.parametrize("path", ["diag", "nodes"])
-def test_a_slurmrestd_answer_nested_too_deep_is_one_line(path: str) -> None:
-    deep = b'{"nodes": [{"name": "n1", "x": ' + b"[" * 200_000 + b"]" * 200_000 + b"}]}"
+DEEP = b'{"nodes": [{"name": "n1", "x": ' + b"[" * 200_000 + b"]" * 200_000 + b"}]}"
 
-    def answer(h: BaseHTTPRequestHandler) -> None:
-        h.send_response(200)
-        h.send_header("Content-Length", str(len(deep)))
-        h.end_headers()
-        h.wfile.write(deep)
 
-    with serve(answer) as (url, _), pytest.raises(SlurmRestError, match="nests too deep"):
-        client = SlurmRest(url, SlurmToken(SLURM_JWT, "slurm"), timeout=DEADLINE)
-        client.check_token() if path == "diag" else client.nodes()
+def deep_json(h: BaseHTTPRequestHandler) -> None:
+    h.send_response(200)
+    h.send_header("Content-Type", "application/json")
+    h.send_header("Content-Length", str(len(DEEP)))
+    h.end_headers()
+    h.wfile.write(DEEP)
+
+
+@pytest.mark.parametrize("client", [c for c in CLIENTS if c.name != "oci-imds"], ids=lambda c: c.name)
+def test_a_json_answer_nested_too_deep_is_one_line(client: Client) -> None:
+    """Every JSON client (IMDS answers text): a RecursionError would have been a traceback."""
+    with serve(deep_json) as (url, _):
+        message = failure(client, url)
+    assert "deep" in message, message
+
+
+def test_a_slurmrestd_listing_nested_too_deep_is_one_line() -> None:
+    too_deep = "GET nodes: HTTP 200 but the answer nests too deep"
+    with serve(deep_json) as (url, _), pytest.raises(SlurmRestError, match=too_deep):
+        SlurmRest(url, SlurmToken(SLURM_JWT, "slurm"), timeout=DEADLINE).nodes()
 
 
 def test_a_header_http_cannot_carry_is_refused_before_anything_is_sent() -> None:

@@ -739,7 +739,11 @@ class KubeClient:
         resp = self._send(httpx2.Request(method, url, headers=headers, content=content, extensions=self._extensions))
         if resp.is_error:  # the transport made every error body a JSON Status
             raise ApiError(request=resp.request, response=resp)
-        data: dict[str, Any] = _json_decode(resp.read())
+        try:
+            data: dict[str, Any] = _json_decode(resp.read())
+        except (msgspec.DecodeError, RecursionError) as exc:  # a hostile or broken server: one line, not a traceback
+            why = "nests too deep" if isinstance(exc, RecursionError) else "is not JSON"
+            raise httpx2.DecodingError(f"{method} {path}: the answer {why}", request=resp.request) from None
         return data
 
     def _send(self, request: httpx2.Request) -> httpx2.Response:
