@@ -14,8 +14,10 @@ Compartments, as OCI keeps them: a list answers only what its ``compartmentId`` 
 (``ComputeHostSummary.compartment_id``: "This should always be the root compartment"), so
 ``ListComputeHosts`` of the instances' compartment answers no host; ``computeHostInSubtree=true``
 adds every compartment under the one named (the SDK docstring: "all the compartments in the tenancy
-are traversed"). ``ListInstances`` has no subtree: it answers the instances of that compartment only. The IMDS part answers ``/opc/v2/host/rdmaTopologyData`` and
-``/opc/v2/instance/id`` when the request carries ``Authorization: Bearer Oracle``.
+are traversed"). ``ListInstances`` has no subtree: it answers the instances of that compartment only.
+
+The IMDS part answers ``/opc/v2/host/rdmaTopologyData`` and ``/opc/v2/instance/id`` when the request
+carries ``Authorization: Bearer Oracle``.
 """
 
 from __future__ import annotations

@@ -301,7 +301,8 @@ def _availability_domains(kept: Iterable[Mapping[str, Any]], only: str | None) -
     (``[None]``, every domain, when no instance names one)."""
     if only:
         return [only]
-    return sorted({str(i["availability_domain"]) for i in kept if i.get("availability_domain")}) or [None]
+    found = sorted({str(i["availability_domain"]) for i in kept if i.get("availability_domain")})
+    return list(found) if found else [None]
 
 
 def _rack(host: Mapping[str, Any]) -> str | None:
