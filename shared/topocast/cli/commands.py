@@ -468,6 +468,63 @@ def publish(a: Namespace) -> int:
     )
 
 
+@command("controller")
+@option("--cluster", default="default", help="Cluster name written into the graph.")
+@option("--provider", default="k8s-labels", help="Topology source: k8s-labels, dra, oci, nebius or azure.")
+@option("--option", many=True, metavar="KEY=VALUE", help="A provider option (repeatable; JSON values parse).")
+@option("--namespace", default="topocast", help="Namespace of the Lease and the state ConfigMap.")
+@option("--lease-name", default="topocast-controller", help="Lease for leader election (state: NAME-state).")
+@option("--identity", help="This replica's identity in the Lease (default: the pod name, $POD_NAME, or random).")
+@option("--kubeconfig", help="kubeconfig (default: in-cluster when run in a pod, else $KUBECONFIG).")
+@option("--in-cluster", flag=True, help="Use the pod's service account.")
+@option("--k8s-options", type=Path, help="KubernetesPublisherConfig JSON/YAML file (labels, client, formats).")
+@option("--options", dest="options_file", type=Path, help="RenderOptions JSON/YAML file.")
+@option("--quiet", type=float, default=15.0, help="Debounce: seconds without a change before publishing.")
+@option("--max-wait", type=float, default=120.0, help="Debounce: publish at the latest this long after a change.")
+@option("--leading-edge", flag=True, help="Publish a lone change after a quiet period at once.")
+@option("--reconcile", type=float, default=900.0, help="Seconds between full reconciles.")
+@option("--watch-window", type=int, default=10, help="Seconds per watch window (the API server's timeoutSeconds).")
+@option("--max-loss", type=float, default=0.1, help="Guard: hold a graph that loses more than this share of nodes.")
+@option("--listen", type=int, default=8080, help="Port of /healthz, /readyz and /metrics (0: none).")
+def controller(a: Namespace) -> int:
+    """Run the pipeline inside a Kubernetes cluster: watch Nodes, debounce, discover, publish (docs/controller.md)."""
+    import logging
+    import socket
+
+    from topocast.agents.controller import ControllerSettings, build_controller, serve_http
+    from topocast.cli.publish import _read_mapping
+    from topocast.providers.options import parse_option_pairs
+    from topocast.safeio.validation import validate
+
+    k8s = _read_mapping(a.k8s_options, "--k8s-options") if a.k8s_options else {}
+    if "connection" not in k8s:
+        in_pod = a.in_cluster or (not a.kubeconfig and os.path.exists("/var/run/secrets/kubernetes.io/serviceaccount"))
+        k8s["connection"] = {"auth": "in-cluster"} if in_pod else {"auth": "kubeconfig", "kubeconfig": a.kubeconfig}
+    render = _read_mapping(a.options_file, "--options") if a.options_file else {}
+    identity = a.identity or os.environ.get("POD_NAME") or f"{socket.gethostname()}-{os.getpid()}"
+    settings = validate(
+        ControllerSettings,
+        {
+            "cluster": a.cluster, "provider": a.provider, "provider_options": parse_option_pairs(a.option),
+            "namespace": a.namespace, "lease_name": a.lease_name, "identity": identity, "quiet": a.quiet,
+            "max_wait": a.max_wait, "leading_edge": a.leading_edge, "reconcile_seconds": a.reconcile,
+            "watch_window": a.watch_window, "max_loss": a.max_loss, "k8s_options": k8s, "render_options": render,
+        },
+        "controller",
+        TopocastError,
+    )  # fmt: skip
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(message)s", stream=sys.stderr)
+    logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per request is not a journal
+    loop = build_controller(settings)
+    if a.listen:
+        serve_http(loop, a.listen)
+    try:
+        loop.run()
+    except KeyboardInterrupt:
+        loop.stop()
+    return 0
+
+
 group("events", "What the functions do with cloud events (docs/events.md).")
 
 
