@@ -231,6 +231,10 @@ def run(argv: Sequence[str] | None = None) -> int:
         return int(exc.code or 0)
     debug = debug or bool(getattr(parsed, "debug", False))
     try:
+        if _reads_aws(parsed):
+            from topocast.aws.clients import use_region
+
+            use_region(getattr(parsed, "region", None))
         return cmd.handler(parsed) or 0
     except _Exit as exc:
         return exc.code
@@ -262,10 +266,23 @@ def run(argv: Sequence[str] | None = None) -> int:
         return EXIT_INTERNAL
 
 
+def _reads_aws(parsed: Namespace) -> bool:
+    """Does this command line read AWS (an ``ssm://`` or ``s3://`` location, ``--provider aws``, ``--region``)?"""
+    values = [v for v in vars(parsed).values() for v in (v if isinstance(v, list) else [v])]
+    return (
+        getattr(parsed, "region", None) is not None
+        or getattr(parsed, "provider", None) == "aws"
+        or any(isinstance(v, str | Path) and str(v).startswith(("ssm://", "s3://")) for v in values)
+    )
+
+
 #: errors of the cloud SDKs that mean "this machine is not set up", by the name of the class or one of its
 #: bases (the SDKs are not imported here), with the fix; anything else is an internal error (see run())
 _ENVIRONMENT_ERRORS = {
-    "NoRegionError": "no AWS region: set AWS_REGION (or AWS_DEFAULT_REGION) or pass --region",
+    "NoRegionError": (
+        "no AWS region: pass --region, set AWS_REGION (or AWS_DEFAULT_REGION), or run on EC2 with the instance "
+        "metadata service reachable (IMDSv2)"
+    ),
     "NoCredentialsError": "no AWS credentials: set AWS_PROFILE or AWS_ACCESS_KEY_ID, or run on a role",
     "PartialCredentialsError": "incomplete AWS credentials: check AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY",
     "ProfileNotFound": "the AWS profile does not exist: check AWS_PROFILE (aws configure list-profiles)",
@@ -364,6 +381,7 @@ def validate_slurm(a: Namespace) -> int:
 
 
 @command("node-topology")
+@option("--region", help="AWS region (default: AWS_REGION, AWS_DEFAULT_REGION, the profile, the instance metadata).")
 @option("--source", required=True, help="The published topology file: ssm:///..., s3://, gcs://, file://.")
 @option("--hostname", help="Slurm node name (default: this host's short name).")
 @option("--instance-id", help="Find the node by cloud instance ID (needs --graph).")
@@ -426,6 +444,7 @@ def discover(a: Namespace) -> None:
 
 
 @command("publish")
+@option("--region", help="AWS region (default: AWS_REGION, AWS_DEFAULT_REGION, the profile, the instance metadata).")
 @option("--graph", type=Path, help="Normalized graph JSON to publish.")
 @option("--store", help="A deployment's store: s3://bucket/prefix or gs://bucket/prefix.")
 @option("--cluster", default="default", help="--store: the cluster name.")
@@ -542,6 +561,7 @@ group("collect", "Collect raw fabric data on a fabric-attached host and upload i
 
 
 @command("collect ibnetdiscover", error_code=1)
+@option("--region", help="AWS region (default: AWS_REGION, AWS_DEFAULT_REGION, the profile, the instance metadata).")
 @option("--upload", required=True, help="s3://bucket/<prefix>/<cluster>/uploads or gs://...")
 @option("--input", type=Path, help="Read this file instead of running the tool.")
 @option("--command", default="ibnetdiscover", help="The command to run.")
@@ -563,6 +583,7 @@ def collect_ibnetdiscover(a: Namespace) -> None:
 
 
 @command("collect nvlink", error_code=1)
+@option("--region", help="AWS region (default: AWS_REGION, AWS_DEFAULT_REGION, the profile, the instance metadata).")
 @option("--upload", required=True, help="s3://bucket/<prefix>/<cluster>/uploads or gs://...")
 @option("--input", type=Path, help="Read this nvidia-smi -q output instead of running it.")
 @option("--command", default="nvidia-smi -q", help="The command to run.")
@@ -589,6 +610,7 @@ def _share(text: str) -> float:
 
 
 @command("pull")
+@option("--region", help="AWS region (default: AWS_REGION, AWS_DEFAULT_REGION, the profile, the instance metadata).")
 @option("--source", required=True, help="ssm:///topocast/<cluster>/slurm/topology-tree.conf, s3://..., file://...")
 @option("--dest", type=Path, required=True, help="Where Slurm reads it, e.g. /etc/slurm/topology.conf.")
 @option("--reconfigure", flag=True, help="Run scontrol reconfigure and verify; roll back on failure.")
@@ -746,6 +768,7 @@ def package(a: Namespace) -> None:
 
 
 @command("diff", fast_exit=True)
+@option("--region", help="AWS region (default: AWS_REGION, AWS_DEFAULT_REGION, the profile, the instance metadata).")
 @option("old", metavar="OLD", help="The earlier graph: a file, '-' (stdin), or s3://, gs://, file:// URI.")
 @option("new", metavar="NEW", help="The later graph, the same ways.")
 @option("--json", dest="as_json", flag=True, help="Print the differences as JSON.")
