@@ -111,3 +111,15 @@ def test_without_any_region_the_error_says_every_way_to_give_one(
         "with the instance metadata service reachable (IMDSv2)"
     ]
     assert invoke(["pull", "--region", "us-east-1", "--help"]).exit_code == 0
+
+
+def test_the_region_error_of_pull_json_is_one_object(
+    aws_env: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    import json
+
+    no_region(monkeypatch, tmp_path)
+    result = invoke(["pull", "--source", "ssm:///topocast/c1/slurm/topology-tree.conf", "--dest",
+                     tmp_path / "topology.conf", "--json"])  # fmt: skip
+    (obj,) = [json.loads(line) for line in result.stdout.splitlines()]
+    assert result.exit_code == 2 and obj["exit_code"] == 2 and "no AWS region" in obj["detail"]

@@ -173,8 +173,15 @@ def option(*flags: str, **kwargs: Any) -> Callable[[Handler], Handler]:
     return add
 
 
-def _error(message: str, code: int = 2) -> int:
-    print(f"{PROG}: error: {message}", file=sys.stderr)
+#: set by :func:`run` while a command given ``--json`` runs: its errors are JSON objects on stdout too
+_json_errors: list[bool] = [False]
+
+
+def _error(message: str, code: int = 2, kind: str = "error") -> int:
+    print(f"{PROG}: {kind}: {message}", file=sys.stderr)
+    if _json_errors[0]:  # --json: every outcome is one object, errors included
+        record = {"action": "error", "status": kind, "ok": False, "exit_code": code, "detail": message}
+        print(json.dumps(record), flush=True)
     return code
 
 
@@ -230,6 +237,7 @@ def run(argv: Sequence[str] | None = None) -> int:
     except SystemExit as exc:  # --help (0) or a usage error (2), already printed by argparse
         return int(exc.code or 0)
     debug = debug or bool(getattr(parsed, "debug", False))
+    _json_errors[0] = bool(getattr(parsed, "as_json", False))
     try:
         if _reads_aws(parsed):
             from topocast.aws.clients import use_region
@@ -258,12 +266,14 @@ def run(argv: Sequence[str] | None = None) -> int:
 
             traceback.print_exc()
         first = next(iter(str(exc).strip().splitlines()), "")[:300]
-        print(
-            f"{PROG}: internal error: {type(exc).__name__}{f': {first}' if first else ''}"
+        return _error(
+            f"{type(exc).__name__}{f': {first}' if first else ''}"
             + ("" if debug else f" (run '{PROG} {' '.join(cmd.path)} ... --debug' for the traceback)"),
-            file=sys.stderr,
+            EXIT_INTERNAL,
+            "internal error",
         )
-        return EXIT_INTERNAL
+    finally:
+        _json_errors[0] = False
 
 
 def _reads_aws(parsed: Namespace) -> bool:
@@ -780,6 +790,9 @@ def diff(a: Namespace) -> int:
 
 
 def main() -> None:  # console-script entry point
+    from topocast.cli.journal import journal_stderr
+
+    journal_stderr()  # under systemd: a priority on every line, repeats counted
     started = COMMANDS.get(tuple(sys.argv[1:2]))
     if started is not None and started.fast_exit:
         # A file-in, file-out process that ends with os._exit: its objects live until the end, so a
