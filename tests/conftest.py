@@ -16,6 +16,9 @@ pytest_plugins += ["gcp_fixtures"]  # local_gcs / gcs_objects / fake_tasks / fak
 pytest_plugins += ["slurmrest_fixtures"]  # rest_cluster_factory: 26.05 slurmctld + slurmrestd with JWT auth
 
 REPO = Path(__file__).resolve().parent.parent
+# No test may ask the real instance metadata service (169.254.169.254 is no address of this machine): the
+# CLI looks there for an AWS region when none is set; tests that want it run a fake IMDS and turn this off.
+os.environ.setdefault("AWS_EC2_METADATA_DISABLED", "true")
 #: Topograph's test data stays outside the repo (../shared/conformance/topograph); tests read it in place.
 CONFORMANCE = Path(os.environ.get("TOPOCAST_CONFORMANCE_DIR", REPO.parent / "shared" / "conformance" / "topograph"))
 

@@ -69,9 +69,21 @@ What it implements
   headers, as a server with APF enabled sends (``apf_headers``, default: with a rate limit).
   ``throttle_log`` keeps the monotonic time of each 429 (the bench counts them per second).
 
+* Watch (``?watch=1``) of any kind, from a ``resourceVersion``: every write and delete after it is an
+  ``ADDED`` / ``MODIFIED`` / ``DELETED`` event (a delete takes a resourceVersion of its own, as in etcd),
+  newline-delimited JSON; ``allowWatchBookmarks=true`` ends the answer with a ``BOOKMARK`` carrying the
+  current resourceVersion; the answer closes after ``timeoutSeconds`` (an integer, as the real server
+  parses it; default 1). A ``resourceVersion`` older than the oldest event kept (:meth:`compact`, as etcd
+  compaction does) is answered with one ``ERROR`` event holding a 410 ``Expired`` Status (HTTP 200, as
+  kube-apiserver does for a watch). :meth:`drop_watches` closes the next N watch connections with no
+  answer at all (a load balancer cutting idle streams). Events are sent when the window ends, not as
+  they happen (the client reads answers whole); label and field selectors are not applied to watches.
+* ``coordination.k8s.io`` ``leases`` when :data:`LEASES` is passed in ``crds=`` (namespaced; leader
+  election's optimistic concurrency is the stale-``resourceVersion`` 409 below).
+
 What it does not implement
 --------------------------
-watch; authorization (RBAC is checked by the tests from the request log instead);
+authorization (RBAC is checked by the tests from the request log instead);
 admission webhooks and CRD schema validation (inject a 422 to simulate a rejection);
 OpenAPI, protobuf/CBOR and aggregated discovery; subresources (``/status``,
 ``/scale``); strategic-merge list semantics (``patchMergeKey``, ``$patch``
@@ -89,6 +101,7 @@ what a client sees when the server sheds load: 429 and ``Retry-After``.
 from __future__ import annotations
 
 import base64
+import contextvars
 import copy
 import json
 import re
@@ -108,6 +121,8 @@ import yaml
 JSON = dict[str, Any]
 Path = tuple[str, ...]
 _MISSING = object()
+#: set while a ``dryRun=All`` request is served: its writes leave no watch event
+_IN_DRY_RUN: contextvars.ContextVar[bool] = contextvars.ContextVar("dry_run")
 
 
 # ----- resource types ---------------------------------------------------------------------------------
@@ -136,6 +151,7 @@ NAMESPACES = ResourceType("", ("v1",), "Namespace", "namespaces")
 CONFIGMAPS = ResourceType("", ("v1",), "ConfigMap", "configmaps", namespaced=True)
 CORE = (NODES, NAMESPACES, CONFIGMAPS)
 
+LEASES = ResourceType("coordination.k8s.io", ("v1",), "Lease", "leases", namespaced=True)
 KUEUE_TOPOLOGY = ResourceType("kueue.x-k8s.io", ("v1beta2", "v1beta1"), "Topology", "topologies")
 KAI_TOPOLOGY = ResourceType("kai.scheduler", ("v1alpha1",), "Topology", "topologies")
 VOLCANO_HYPERNODE = ResourceType("topology.volcano.sh", ("v1alpha1",), "HyperNode", "hypernodes")
@@ -492,6 +508,11 @@ class FakeKubeApiServer:
         self._objects: dict[tuple[str, str, str, str], _Stored] = {}
         self._rv = 1000  # the last resourceVersion handed out
         self._lock = threading.RLock()
+        #: watch events (resourceVersion, type, group, plural, object), oldest first; ``_floor`` is the
+        #: resourceVersion compaction left: a watch from before it gets 410
+        self._events: list[tuple[int, str, str, str, JSON]] = []
+        self._floor = self._rv
+        self._drop_watches = 0
         self._httpd: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
         for ns in namespaces:
@@ -564,7 +585,61 @@ class FakeKubeApiServer:
 
     def delete(self, rtype: ResourceType, name: str, namespace: str | None = None) -> None:
         with self._lock:
-            self._objects.pop(self._key(rtype, namespace, name), None)
+            stored = self._objects.pop(self._key(rtype, namespace, name), None)
+            if stored is not None:
+                self._deleted(rtype, stored)
+
+    def compact(self) -> None:
+        """Forget every watch event so far (etcd compaction): a watch from an older resourceVersion gets 410."""
+        with self._lock:
+            self._events.clear()
+            self._floor = self._rv
+
+    def drop_watches(self, count: int) -> None:
+        """Close the next ``count`` watch connections without an answer."""
+        with self._lock:
+            self._drop_watches += count
+
+    def _event(self, kind: str, rtype: ResourceType, obj: JSON) -> None:
+        self._events.append((self._rv, kind, rtype.group, rtype.plural, copy.deepcopy(obj)))
+
+    def _deleted(self, rtype: ResourceType, stored: _Stored) -> None:
+        self._rv += 1
+        obj = dict(stored.obj)
+        obj["metadata"] = {**stored.obj["metadata"], "resourceVersion": str(self._rv)}
+        self._event("DELETED", rtype, obj)
+
+    def watch(self, req: LoggedRequest) -> tuple[int, Any, dict[str, str]]:
+        """A watch window: the events after ``resourceVersion`` that happen before ``timeoutSeconds`` ends."""
+        rtype = self._types.get((req.group, req.version, req.resource))
+        if rtype is None:
+            return 404, status_body(404, "NotFound", "the server could not find the requested resource"), {}
+        with self._lock:
+            if self._drop_watches > 0:
+                self._drop_watches -= 1
+                return 0, None, {}
+        try:
+            window = int(req.query.get("timeoutSeconds") or 1)
+            since = int(req.query.get("resourceVersion") or self._rv)
+        except ValueError:
+            return 400, status_body(400, "BadRequest", "timeoutSeconds and resourceVersion must be integers"), {}
+        if since < self._floor:
+            expired = status_body(410, "Expired", f"too old resource version: {since} ({self._floor})")
+            return 200, [{"type": "ERROR", "object": expired}], {}
+        time.sleep(window)
+        with self._lock:
+            events = [
+                {"type": kind, "object": obj}
+                for rv, kind, group, plural, obj in self._events
+                if rv > since
+                and (group, plural) == (rtype.group, rtype.plural)
+                and (req.namespace is None or obj["metadata"].get("namespace") == req.namespace)
+            ]
+            if req.query.get("allowWatchBookmarks") == "true":
+                mark = {"kind": rtype.kind, "apiVersion": rtype.api_version(req.version),
+                        "metadata": {"resourceVersion": str(self._rv)}}  # fmt: skip
+                events.append({"type": "BOOKMARK", "object": mark})
+        return 200, events, {}
 
     def touch(self, rtype: ResourceType, name: str, namespace: str | None = None) -> None:
         """Simulate another writer: bump the object's resourceVersion (and an annotation)."""
@@ -684,6 +759,8 @@ class FakeKubeApiServer:
         meta["resourceVersion"] = str(self._rv)
         stored = _Stored(new, managers)
         self._objects[key] = stored
+        if not _IN_DRY_RUN.get(False):
+            self._event("MODIFIED" if old is not None else "ADDED", rtype, new)
         return self._render(stored)
 
     @staticmethod
@@ -705,7 +782,7 @@ class FakeKubeApiServer:
         out["metadata"] = {**stored.obj["metadata"], "managedFields": stored.managed_fields}
         return copy.deepcopy(out) if deep else out
 
-    def handle(self, req: LoggedRequest, raw_body: bytes) -> tuple[int, JSON, dict[str, str]]:
+    def handle(self, req: LoggedRequest, raw_body: bytes) -> tuple[int, Any, dict[str, str]]:
         """Route one request; returns (status, JSON body, extra headers)."""
         with self._lock:
             self.requests.append(req)
@@ -740,14 +817,18 @@ class FakeKubeApiServer:
         try:
             if dry_run is not None and dry_run != "All":
                 raise ApiFailure(400, "BadRequest", f"Invalid dry run value: {dry_run!r}: valid values are 'All'")
+            if req.verb == "watch":  # outside the lock: a watch window waits for writes
+                return self.watch(req)
             with self._lock:
                 if dry_run is None:
                     return self._dispatch(req, raw_body)
                 saved = (dict(self._objects), self._rv)  # _store never mutates a stored object in place
+                token = _IN_DRY_RUN.set(True)
                 try:
                     return self._dispatch(req, raw_body)
                 finally:
                     self._objects, self._rv = saved
+                    _IN_DRY_RUN.reset(token)
         except ApiFailure as exc:
             return exc.code, status_body(exc.code, exc.reason, exc.message, exc.details), {}
 
@@ -816,6 +897,8 @@ class FakeKubeApiServer:
         if req.verb == "delete":
             stored = self._must_get(rtype, req)
             del self._objects[self._key(rtype, req.namespace, req.name or "")]
+            if not _IN_DRY_RUN.get(False):
+                self._deleted(rtype, stored)
             details = {
                 "name": req.name,
                 "group": rtype.group,
@@ -1184,7 +1267,13 @@ class _Handler(BaseHTTPRequestHandler):
             time.sleep(self.fake.latency)  # outside the lock: concurrent requests overlap
         status, body, headers = self.fake.handle(req, raw)
         req.status = status
-        payload = json.dumps(body, separators=(",", ":")).encode()
+        if status == 0:  # a dropped watch: the connection closes with no answer
+            self.close_connection = True
+            return
+        if isinstance(body, list):  # a watch: one JSON event per line
+            payload = b"".join(json.dumps(e, separators=(",", ":")).encode() + b"\n" for e in body)
+        else:
+            payload = json.dumps(body, separators=(",", ":")).encode()
         self.send_response(status)
         self.send_header("Content-Type", self.fake.error_content_type if status >= 400 else "application/json")
         self.send_header("Content-Length", str(len(payload)))

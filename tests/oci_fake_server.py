@@ -7,8 +7,17 @@ Built from the SDK's model classes, not from topocast's code: every record is an
 ``GET /20160918/instances?compartmentId=&limit=&page=``) with paging by the ``opc-next-page``
 header. The request signature is not checked (any ``Authorization`` header passes, none is refused
 with 401 ``NotAuthenticated``, as the service answers an unsigned call). ``fail`` makes one
-operation answer an error. The IMDS part answers ``/opc/v2/host/rdmaTopologyData`` and
-``/opc/v2/instance/id`` when the request carries ``Authorization: Bearer Oracle``.
+operation answer an error.
+
+Compartments, as OCI keeps them: a list answers only what its ``compartmentId`` holds (400
+``MissingParameter`` without one). Compute hosts sit in the root compartment, the tenancy
+(``ComputeHostSummary.compartment_id``: "This should always be the root compartment"), so
+``ListComputeHosts`` of the instances' compartment answers no host; ``computeHostInSubtree=true``
+adds every compartment under the one named (the SDK docstring: "all the compartments in the tenancy
+are traversed"). ``ListInstances`` has no subtree: it answers the instances of that compartment only.
+
+The IMDS part answers ``/opc/v2/host/rdmaTopologyData`` and ``/opc/v2/instance/id`` when the request
+carries ``Authorization: Bearer Oracle``.
 """
 
 from __future__ import annotations
@@ -49,6 +58,9 @@ class FakeOci:
     details: dict[str, Any] = field(default_factory=dict)  # host id -> oci.core.models.ComputeHost
     rdma: dict[str, Any] = field(default_factory=dict)  # IMDS: rdmaTopologyData JSON
     instance_id: str = "ocid1.instance.oc1..self"
+    #: the root compartment (``oci_config``'s tenancy) and each other compartment's parent
+    tenancy: str = "ocid1.tenancy.oc1..aaaafake"
+    parents: dict[str, str] = field(default_factory=dict)
     #: operation -> (status, code) to answer instead
     fail: dict[str, tuple[int, str]] = field(default_factory=dict)
     #: operation -> a page token to hand back on every page (a paging bug of the service)
@@ -130,13 +142,32 @@ class FakeOci:
             if host_id not in self.details:
                 return 404, {"code": "NotAuthorizedOrNotFound", "message": host_id}, {}
             return 200, wire(self.details[host_id]), {}
+        compartment = query.get("compartmentId", [None])[0]
+        if not compartment:
+            return 400, {"code": "MissingParameter", "message": "compartmentId is required"}, {}
         if op == "ListComputeHosts":
             ad = query.get("availabilityDomain", [None])[0]
-            chosen = [h for h in self.hosts if ad is None or h.availability_domain == ad]
+            subtree = query.get("computeHostInSubtree", ["false"])[0] == "true"
+            chosen = [
+                h
+                for h in self.hosts
+                if (ad is None or h.availability_domain == ad) and self._holds(compartment, h.compartment_id, subtree)
+            ]
             items, more = self._page(op, [wire(h) for h in chosen], query)
             return 200, {"items": items}, more
-        items, more = self._page(op, [wire(i) for i in self.instances], query)
+        held = [i for i in self.instances if i.compartment_id == compartment]
+        items, more = self._page(op, [wire(i) for i in held], query)
         return 200, items, more
+
+    def _holds(self, compartment: str, owner: str | None, subtree: bool) -> bool:
+        """Whether ``owner`` is ``compartment`` or, with ``subtree``, a compartment under it."""
+        while owner:
+            if owner == compartment:
+                return True
+            if not subtree:
+                return False
+            owner = self.parents.get(owner, self.tenancy if owner != self.tenancy else None)
+        return False
 
 
 def oci_config(tmp: Path, region: str = "us-chicago-1") -> Path:

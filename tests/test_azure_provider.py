@@ -124,7 +124,10 @@ def test_golden_graph_from_placement_groups_and_nvlink_records(arm: FakeArm) -> 
     assert {n.name: n.instance_type for n in result.graph.nodes}["cpu-000"] == "Standard_HB176rs_v4"
     assert {n.name: n.zone for n in result.graph.nodes}["gpu-000"] == "eastus-1"
     listings = [unquote(r) for r in arm.requests if r.split("?")[0].endswith("virtualMachines")]
-    assert len(listings) == 6 and all("$expand=instanceView" in r for r in listings)
+    # the scale-set VM lists carry $expand; the plain VM list may not (ARM: only with a $filter)
+    assert [("$expand=instanceView" in r, "virtualMachineScaleSets/" in r) for r in listings] == [(True, True)] * 5 + [
+        (False, False)
+    ]
 
 
 def test_an_unsafe_or_flexible_vm_costs_only_itself(arm: FakeArm) -> None:
@@ -136,6 +139,7 @@ def test_an_unsafe_or_flexible_vm_costs_only_itself(arm: FakeArm) -> None:
         id="/subscriptions/sub-1/resourceGroups/rg-hpc/providers/Microsoft.Compute/virtualMachineScaleSets/f"
     )
     arm.vms["rg-hpc"].append(flex)
+    arm.flexible["rg-hpc"] = {"f"}
     result = discover(arm, records())
     assert {k: v for k, v in shape(result).items() if k != "flex-001"} == GOLDEN
     assert shape(result)["flex-001"] == ("flex-1", [], None)
@@ -304,3 +308,81 @@ def test_cli_discover_against_the_fake(arm: FakeArm, tmp_path: Path) -> None:
     bad = invoke(args, {"AZURE_ACCESS_TOKEN": "wrong"})
     assert bad.exit_code != 0 and "Traceback" not in bad.output
     assert bad.stderr.strip().count("\n") == 0 and "authentication failed" in bad.stderr
+
+
+SUB_A, SUB_B = "7a1e0c3e-0000-4000-8000-00000000000a", "7a1e0c3e-0000-4000-8000-00000000000b"
+
+
+def gb300(arm: FakeArm) -> None:
+    """A Flexible scale set ``nd`` of 4 GB300 VMs in Interconnect Group ``ig-1``: subgroups A (nd-0, nd-1), B."""
+    from azure_fake_arm import interconnect_vm
+
+    arm.flexible["rg-hpc"] = {"nd"}
+    arm.vms["rg-hpc"] += [
+        interconnect_vm(f"nd-vm{i}", f"nd-{i}", "nd", "ig-1", SUB_A if i < 2 else SUB_B) for i in range(4)
+    ]
+
+
+def test_a_flexible_scale_set_is_read_through_the_vm_api_with_its_interconnect_subgroups(arm: FakeArm) -> None:
+    gb300(arm)
+    result = discover(arm, records())
+    got = shape(result)
+    assert {k: v for k, v in got.items() if not k.startswith("nd-")} == GOLDEN
+    assert {k: v for k, v in got.items() if k.startswith("nd-")} == {
+        "nd-0": ("nd-vm0", ["ig-1"], SUB_A),
+        "nd-1": ("nd-vm1", ["ig-1"], SUB_A),
+        "nd-2": ("nd-vm2", ["ig-1"], SUB_B),
+        "nd-3": ("nd-vm3", ["ig-1"], SUB_B),
+    }
+    paths = [unquote(r).split("api-version")[0] for r in arm.requests]
+    assert not any("virtualMachineScaleSets/nd/" in p for p in paths)  # the Uniform-only API is never asked
+    filtered = [unquote(r) for r in arm.requests if "$filter" in r]
+    assert len(filtered) == 1 and "virtualMachineScaleSets/nd'" in filtered[0] and "$expand=instanceView" in filtered[0]
+
+
+def test_the_interconnect_subgroup_wins_over_a_disagreeing_nvlink_record_and_the_disagreement_is_noted(
+    arm: FakeArm,
+) -> None:
+    gb300(arm)
+    uploads = {
+        **records(),
+        "r/nd-0.json": record("nd-0", 20, 5, 5),
+        "r/nd-1.json": record("nd-1", 21, 6, 6),  # the same subgroup as nd-0, another NVLink clique
+    }
+    result = discover(arm, uploads)
+    nodes = {n.name: n for n in result.graph.nodes}
+    assert nodes["nd-0"].accelerator == SUB_A == nodes["nd-1"].accelerator
+    assert set(result.graph.notes) == {"nd-0", "nd-1"}
+    assert "holds hosts of 2 NVLink record domains" in result.graph.notes["nd-1"]
+    assert f"{UUID}.6" in result.graph.notes["nd-1"]
+
+
+def test_one_scale_set_that_cannot_be_read_sets_only_its_own_vms_aside(arm: FakeArm) -> None:
+    first = discover(arm, records())
+    arm.forbidden.add("cpu")
+    client = compute_client("sub-1", arm.url)
+    inputs = ProviderInputs("hpc", OPTIONS, lambda service: lambda options: client, records, lambda uri: "")
+    result = build_provider("azure", inputs).discover_full(first.graph)
+    got = shape(result)
+    assert {k: v for k, v in got.items() if not k.startswith("cpu")} == {
+        k: v for k, v in GOLDEN.items() if not k.startswith("cpu")
+    }
+    assert got["cpu-000"] == ("cpu_0", [], None) and got["cpu-001"] == ("cpu_1", [], None)
+    why = result.graph.unplaced["cpu-000"]
+    assert why.startswith("scale set cpu: azure: VirtualMachineScaleSetVMs.List") and "403" in why
+    assert why.endswith("kept without topology")
+    # with no previous graph the scale set itself is named
+    fresh = discover(arm, records())
+    assert "cpu-000" not in shape(fresh)
+    assert fresh.graph.unplaced["record 'scale set cpu'"].startswith("scale set cpu: azure:")
+
+
+def test_the_fake_refuses_what_arm_refuses(arm: FakeArm) -> None:
+    gb300(arm)
+    client = compute_client("sub-1", arm.url)
+    with pytest.raises(ProviderError, match="can only be specified if a valid"):
+        client._list("VirtualMachines.List", "rg-hpc",
+                     lambda: client.client.virtual_machines.list("rg-hpc", expand="instanceView",
+                                                                 enforce_https=False))  # fmt: skip
+    with pytest.raises(ProviderError, match="OperationNotAllowed"):
+        client.scale_set_vms("rg-hpc", "nd")

@@ -7,7 +7,10 @@ from pathlib import Path
 import pytest
 from cli_runner import invoke
 
-NO_REGION = "topocast: error: no AWS region: set AWS_REGION (or AWS_DEFAULT_REGION) or pass --region\n"
+NO_REGION = (
+    "topocast: error: no AWS region: pass --region, set AWS_REGION (or AWS_DEFAULT_REGION), or run on EC2 with the "
+    "instance metadata service reachable (IMDSv2)\n"
+)
 NO_GOOGLE = (
     "topocast: error: no Google credentials: run 'gcloud auth application-default login' or set "
     "GOOGLE_APPLICATION_CREDENTIALS to a readable key file\n"

@@ -27,6 +27,7 @@ from topocast.providers.oci_sdk import connect, imds_get  # noqa: E402
 from topocast.renderers import render  # noqa: E402
 
 COMPARTMENT = "ocid1.compartment.oc1..aaaacluster"
+TENANCY = "ocid1.tenancy.oc1..aaaafake"  # oci_config's tenancy: the root compartment, where OCI keeps hosts
 HPC = "ocid1.computehpcisland.oc1.us-chicago-1.anxxeljrexamplehpcisland0000000000000000000000000000001"
 HPC_ID = "hpcisland-2543fe013a6f"  # sha256 of HPC, first 12 hex: an OCID is longer than a Slurm switch name
 AD = "Uocm:US-CHICAGO-1-AD-1"
@@ -34,7 +35,7 @@ AD = "Uocm:US-CHICAGO-1-AD-1"
 
 def host(n: int, lb: str | None, nb: str | None, fabric: str | None, instance: str | None) -> Any:
     return ComputeHostSummary(
-        id=f"ocid1.computehost.oc1..h{n}", availability_domain=AD, compartment_id=COMPARTMENT,
+        id=f"ocid1.computehost.oc1..h{n}", availability_domain=AD, compartment_id=TENANCY,
         local_block_id=lb, network_block_id=nb, hpc_island_id=HPC, gpu_memory_fabric_id=fabric,
         instance_id=instance, shape="BM.GPU.GB200.4", lifecycle_state="ACTIVE", health="HEALTHY",
     )  # fmt: skip
@@ -217,7 +218,7 @@ def test_unreachable_endpoint_is_one_line(tmp_path: Path) -> None:
     opts = {"compartment": COMPARTMENT, "config_file": str(oci_config(tmp_path)), "endpoint": url, "attempts": 2}
     services = {"oci": connect}
     provider = build_provider("oci", ProviderInputs("c1", opts, services.__getitem__))
-    with pytest.raises(ProviderError, match="OCI ListComputeHosts: cannot reach the endpoint"):
+    with pytest.raises(ProviderError, match="OCI ListInstances: cannot reach the endpoint"):
         provider.discover_full(None)
 
 
@@ -343,3 +344,50 @@ def test_block_and_yaml_load_in_slurm_26(fake: FakeOci, tmp_path: Path, sid_cont
     yml = render(graph, "slurm-yaml").content
     ctl2 = sid_controller_factory(graph.node_names(), yml, topology_file="topology.yaml")
     assert ctl2.show_topology_text()
+
+
+def test_hosts_are_listed_in_the_tenancy_per_availability_domain_not_in_the_instances_compartment(
+    fake: FakeOci, tmp_path: Path
+) -> None:
+    fake.parents[COMPARTMENT] = TENANCY
+    g = build_provider("oci", inputs(fake, tmp_path, racks=False)).discover_full(None).graph
+    assert [n.name for n in g.nodes if n.fabric] == ["gpu-01", "gpu-02", "gpu-03", "gpu-04"]
+    listings = [q for op, q in fake.calls if op == "ListComputeHosts"]
+    assert [(q["compartmentId"], q["availabilityDomain"], q["computeHostInSubtree"]) for q in listings] == [
+        ([TENANCY], [AD], ["true"])
+    ]
+    assert {q["compartmentId"][0] for op, q in fake.calls if op == "ListInstances"} == {COMPARTMENT}
+
+
+def test_the_fake_keeps_hosts_where_oci_does(fake: FakeOci, tmp_path: Path) -> None:
+    """The rule the provider must follow: the instances' compartment lists no compute host."""
+    reader = connect(build_provider("oci", inputs(fake, tmp_path)).options)
+    assert reader.tenancy == TENANCY
+    assert reader.compute_hosts(COMPARTMENT, AD, 100) == []
+    assert len(reader.compute_hosts(TENANCY, AD, 100)) == 7
+
+
+def test_a_host_compartment_option_replaces_the_tenancy(fake: FakeOci, tmp_path: Path) -> None:
+    fake.parents[COMPARTMENT] = TENANCY
+    for h in fake.hosts:
+        h.compartment_id = "ocid1.compartment.oc1..aaaahosts"
+    fake.parents["ocid1.compartment.oc1..aaaahosts"] = TENANCY
+    opts = {"racks": False, "host_compartment": "ocid1.compartment.oc1..aaaahosts"}
+    g = build_provider("oci", inputs(fake, tmp_path, **opts)).discover_full(None).graph
+    assert [n.name for n in g.nodes if n.fabric] == ["gpu-01", "gpu-02", "gpu-03", "gpu-04"]
+    # the default, the tenancy with its subtree, finds them too
+    g = build_provider("oci", inputs(fake, tmp_path, racks=False)).discover_full(None).graph
+    assert [n.name for n in g.nodes if n.fabric] == ["gpu-01", "gpu-02", "gpu-03", "gpu-04"]
+
+
+def test_compute_hosts_are_read_only_for_kept_instances(fake: FakeOci, tmp_path: Path) -> None:
+    fake.instances += [
+        instance("i10", "gpu-10", state="TERMINATING"),
+        instance("i11", "gpu-11", tags={"cluster": "c2"}),
+    ]
+    fake.hosts += [host(10, "lb1", "nb1", "gmf-a", "ocid1.instance.oc1..i10"),
+                   host(11, "lb1", "nb1", "gmf-a", "ocid1.instance.oc1..i11")]  # fmt: skip
+    result = build_provider("oci", inputs(fake, tmp_path, tags={"cluster": "c1"})).discover_full(None)
+    # h1-h5 only: not h10 (its instance is terminating) nor h11 (its instance carries another cluster's tag)
+    assert result.api_calls["GetComputeHost"] == 5
+    assert not {"gpu-10", "gpu-11"} & {n.name for n in result.graph.nodes}

@@ -173,8 +173,15 @@ def option(*flags: str, **kwargs: Any) -> Callable[[Handler], Handler]:
     return add
 
 
-def _error(message: str, code: int = 2) -> int:
-    print(f"{PROG}: error: {message}", file=sys.stderr)
+#: set by :func:`run` while a command given ``--json`` runs: its errors are JSON objects on stdout too
+_json_errors: list[bool] = [False]
+
+
+def _error(message: str, code: int = 2, kind: str = "error") -> int:
+    print(f"{PROG}: {kind}: {message}", file=sys.stderr)
+    if _json_errors[0]:  # --json: every outcome is one object, errors included
+        record = {"action": "error", "status": kind, "ok": False, "exit_code": code, "detail": message}
+        print(json.dumps(record), flush=True)
     return code
 
 
@@ -230,7 +237,12 @@ def run(argv: Sequence[str] | None = None) -> int:
     except SystemExit as exc:  # --help (0) or a usage error (2), already printed by argparse
         return int(exc.code or 0)
     debug = debug or bool(getattr(parsed, "debug", False))
+    _json_errors[0] = bool(getattr(parsed, "as_json", False))
     try:
+        if _reads_aws(parsed):
+            from topocast.aws.clients import use_region
+
+            use_region(getattr(parsed, "region", None))
         return cmd.handler(parsed) or 0
     except _Exit as exc:
         return exc.code
@@ -254,18 +266,33 @@ def run(argv: Sequence[str] | None = None) -> int:
 
             traceback.print_exc()
         first = next(iter(str(exc).strip().splitlines()), "")[:300]
-        print(
-            f"{PROG}: internal error: {type(exc).__name__}{f': {first}' if first else ''}"
+        return _error(
+            f"{type(exc).__name__}{f': {first}' if first else ''}"
             + ("" if debug else f" (run '{PROG} {' '.join(cmd.path)} ... --debug' for the traceback)"),
-            file=sys.stderr,
+            EXIT_INTERNAL,
+            "internal error",
         )
-        return EXIT_INTERNAL
+    finally:
+        _json_errors[0] = False
+
+
+def _reads_aws(parsed: Namespace) -> bool:
+    """Does this command line read AWS (an ``ssm://`` or ``s3://`` location, ``--provider aws``, ``--region``)?"""
+    values = [v for v in vars(parsed).values() for v in (v if isinstance(v, list) else [v])]
+    return (
+        getattr(parsed, "region", None) is not None
+        or getattr(parsed, "provider", None) == "aws"
+        or any(isinstance(v, str | Path) and str(v).startswith(("ssm://", "s3://")) for v in values)
+    )
 
 
 #: errors of the cloud SDKs that mean "this machine is not set up", by the name of the class or one of its
 #: bases (the SDKs are not imported here), with the fix; anything else is an internal error (see run())
 _ENVIRONMENT_ERRORS = {
-    "NoRegionError": "no AWS region: set AWS_REGION (or AWS_DEFAULT_REGION) or pass --region",
+    "NoRegionError": (
+        "no AWS region: pass --region, set AWS_REGION (or AWS_DEFAULT_REGION), or run on EC2 with the instance "
+        "metadata service reachable (IMDSv2)"
+    ),
     "NoCredentialsError": "no AWS credentials: set AWS_PROFILE or AWS_ACCESS_KEY_ID, or run on a role",
     "PartialCredentialsError": "incomplete AWS credentials: check AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY",
     "ProfileNotFound": "the AWS profile does not exist: check AWS_PROFILE (aws configure list-profiles)",
@@ -364,6 +391,7 @@ def validate_slurm(a: Namespace) -> int:
 
 
 @command("node-topology")
+@option("--region", help="AWS region (default: AWS_REGION, AWS_DEFAULT_REGION, the profile, the instance metadata).")
 @option("--source", required=True, help="The published topology file: ssm:///..., s3://, gcs://, file://.")
 @option("--hostname", help="Slurm node name (default: this host's short name).")
 @option("--instance-id", help="Find the node by cloud instance ID (needs --graph).")
@@ -426,6 +454,7 @@ def discover(a: Namespace) -> None:
 
 
 @command("publish")
+@option("--region", help="AWS region (default: AWS_REGION, AWS_DEFAULT_REGION, the profile, the instance metadata).")
 @option("--graph", type=Path, help="Normalized graph JSON to publish.")
 @option("--store", help="A deployment's store: s3://bucket/prefix or gs://bucket/prefix.")
 @option("--cluster", default="default", help="--store: the cluster name.")
@@ -468,6 +497,63 @@ def publish(a: Namespace) -> int:
     )
 
 
+@command("controller")
+@option("--cluster", default="default", help="Cluster name written into the graph.")
+@option("--provider", default="k8s-labels", help="Topology source: k8s-labels, dra, oci, nebius or azure.")
+@option("--option", many=True, metavar="KEY=VALUE", help="A provider option (repeatable; JSON values parse).")
+@option("--namespace", default="topocast", help="Namespace of the Lease and the state ConfigMap.")
+@option("--lease-name", default="topocast-controller", help="Lease for leader election (state: NAME-state).")
+@option("--identity", help="This replica's identity in the Lease (default: the pod name, $POD_NAME, or random).")
+@option("--kubeconfig", help="kubeconfig (default: in-cluster when run in a pod, else $KUBECONFIG).")
+@option("--in-cluster", flag=True, help="Use the pod's service account.")
+@option("--k8s-options", type=Path, help="KubernetesPublisherConfig JSON/YAML file (labels, client, formats).")
+@option("--options", dest="options_file", type=Path, help="RenderOptions JSON/YAML file.")
+@option("--quiet", type=float, default=15.0, help="Debounce: seconds without a change before publishing.")
+@option("--max-wait", type=float, default=120.0, help="Debounce: publish at the latest this long after a change.")
+@option("--leading-edge", flag=True, help="Publish a lone change after a quiet period at once.")
+@option("--reconcile", type=float, default=900.0, help="Seconds between full reconciles.")
+@option("--watch-window", type=int, default=10, help="Seconds per watch window (the API server's timeoutSeconds).")
+@option("--max-loss", type=float, default=0.1, help="Guard: hold a graph that loses more than this share of nodes.")
+@option("--listen", type=int, default=8080, help="Port of /healthz, /readyz and /metrics (0: none).")
+def controller(a: Namespace) -> int:
+    """Run the pipeline inside a Kubernetes cluster: watch Nodes, debounce, discover, publish (docs/controller.md)."""
+    import logging
+    import socket
+
+    from topocast.agents.controller import ControllerSettings, build_controller, serve_http
+    from topocast.cli.publish import _read_mapping
+    from topocast.providers.options import parse_option_pairs
+    from topocast.safeio.validation import validate
+
+    k8s = _read_mapping(a.k8s_options, "--k8s-options") if a.k8s_options else {}
+    if "connection" not in k8s:
+        in_pod = a.in_cluster or (not a.kubeconfig and os.path.exists("/var/run/secrets/kubernetes.io/serviceaccount"))
+        k8s["connection"] = {"auth": "in-cluster"} if in_pod else {"auth": "kubeconfig", "kubeconfig": a.kubeconfig}
+    render = _read_mapping(a.options_file, "--options") if a.options_file else {}
+    identity = a.identity or os.environ.get("POD_NAME") or f"{socket.gethostname()}-{os.getpid()}"
+    settings = validate(
+        ControllerSettings,
+        {
+            "cluster": a.cluster, "provider": a.provider, "provider_options": parse_option_pairs(a.option),
+            "namespace": a.namespace, "lease_name": a.lease_name, "identity": identity, "quiet": a.quiet,
+            "max_wait": a.max_wait, "leading_edge": a.leading_edge, "reconcile_seconds": a.reconcile,
+            "watch_window": a.watch_window, "max_loss": a.max_loss, "k8s_options": k8s, "render_options": render,
+        },
+        "controller",
+        TopocastError,
+    )  # fmt: skip
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(message)s", stream=sys.stderr)
+    logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per request is not a journal
+    loop = build_controller(settings)
+    if a.listen:
+        serve_http(loop, a.listen)
+    try:
+        loop.run()
+    except KeyboardInterrupt:
+        loop.stop()
+    return 0
+
+
 group("events", "What the functions do with cloud events (docs/events.md).")
 
 
@@ -485,6 +571,7 @@ group("collect", "Collect raw fabric data on a fabric-attached host and upload i
 
 
 @command("collect ibnetdiscover", error_code=1)
+@option("--region", help="AWS region (default: AWS_REGION, AWS_DEFAULT_REGION, the profile, the instance metadata).")
 @option("--upload", required=True, help="s3://bucket/<prefix>/<cluster>/uploads or gs://...")
 @option("--input", type=Path, help="Read this file instead of running the tool.")
 @option("--command", default="ibnetdiscover", help="The command to run.")
@@ -506,6 +593,7 @@ def collect_ibnetdiscover(a: Namespace) -> None:
 
 
 @command("collect nvlink", error_code=1)
+@option("--region", help="AWS region (default: AWS_REGION, AWS_DEFAULT_REGION, the profile, the instance metadata).")
 @option("--upload", required=True, help="s3://bucket/<prefix>/<cluster>/uploads or gs://...")
 @option("--input", type=Path, help="Read this nvidia-smi -q output instead of running it.")
 @option("--command", default="nvidia-smi -q", help="The command to run.")
@@ -532,6 +620,7 @@ def _share(text: str) -> float:
 
 
 @command("pull")
+@option("--region", help="AWS region (default: AWS_REGION, AWS_DEFAULT_REGION, the profile, the instance metadata).")
 @option("--source", required=True, help="ssm:///topocast/<cluster>/slurm/topology-tree.conf, s3://..., file://...")
 @option("--dest", type=Path, required=True, help="Where Slurm reads it, e.g. /etc/slurm/topology.conf.")
 @option("--reconfigure", flag=True, help="Run scontrol reconfigure and verify; roll back on failure.")
@@ -689,6 +778,7 @@ def package(a: Namespace) -> None:
 
 
 @command("diff", fast_exit=True)
+@option("--region", help="AWS region (default: AWS_REGION, AWS_DEFAULT_REGION, the profile, the instance metadata).")
 @option("old", metavar="OLD", help="The earlier graph: a file, '-' (stdin), or s3://, gs://, file:// URI.")
 @option("new", metavar="NEW", help="The later graph, the same ways.")
 @option("--json", dest="as_json", flag=True, help="Print the differences as JSON.")
@@ -700,6 +790,9 @@ def diff(a: Namespace) -> int:
 
 
 def main() -> None:  # console-script entry point
+    from topocast.cli.journal import journal_stderr
+
+    journal_stderr()  # under systemd: a priority on every line, repeats counted
     started = COMMANDS.get(tuple(sys.argv[1:2]))
     if started is not None and started.fast_exit:
         # A file-in, file-out process that ends with os._exit: its objects live until the end, so a

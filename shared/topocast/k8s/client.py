@@ -200,6 +200,10 @@ class ClientSettings(BaseModel):
         60.0, gt=0, description="Per-request wall-clock deadline (s), from connect to the answer's last byte."
     )
     field_manager: str = "topocast"
+    unreachable_seconds: float | None = Field(
+        None, gt=0, description="How long a server that used up a request's tries counts as unreachable "
+        "(None: for the client's life, right for one publish; the in-cluster controller sets a few seconds).",
+    )  # fmt: skip
 
 
 class TokenBucket:
@@ -396,6 +400,7 @@ class ResilientTransport(httpx2.BaseTransport):
         self.stats = TransportStats()
         self._sleep = sleep
         self._unreachable: str | None = None
+        self._unreachable_at = 0.0
 
     def _backoff(self, attempt: int) -> float:
         s = self.settings
@@ -410,7 +415,10 @@ class ResilientTransport(httpx2.BaseTransport):
 
     def handle_request(self, request: httpx2.Request) -> httpx2.Response:
         if self._unreachable is not None:
-            raise httpx2.ConnectError(f"API server unreachable ({self._unreachable})", request=request)
+            ttl = self.settings.unreachable_seconds
+            if ttl is None or time.monotonic() - self._unreachable_at < ttl:
+                raise httpx2.ConnectError(f"API server unreachable ({self._unreachable})", request=request)
+            self._unreachable = None  # a long-running client tries the server again
         refreshed = False
         attempt = 0
         while True:
@@ -428,7 +436,8 @@ class ResilientTransport(httpx2.BaseTransport):
                 if attempt >= self.settings.max_attempts or self._unreachable is not None:
                     # One request that used up its retries on connection errors marks the server
                     # unreachable for this client: the rest fail at once instead of retrying again.
-                    self._unreachable = self._unreachable or f"{type(exc).__name__}: {exc}"
+                    if self._unreachable is None:
+                        self._unreachable, self._unreachable_at = f"{type(exc).__name__}: {exc}", time.monotonic()
                     raise
                 self._note_retry()
                 self._wait(self._backoff(attempt))
@@ -745,6 +754,18 @@ class KubeClient:
             why = "nests too deep" if isinstance(exc, RecursionError) else "is not JSON"
             raise httpx2.DecodingError(f"{method} {path}: the answer {why}", request=resp.request) from None
         return data
+
+    def request_lines(self, path: str, *, params: Mapping[str, str], timeout: float) -> list[dict[str, Any]]:
+        """A GET whose answer is newline-delimited JSON (a watch window), as a list; errors as lightkube ApiError.
+
+        ``timeout`` is the read deadline of this call (the window plus a margin): the answer is read whole,
+        when the server closes the window (``timeoutSeconds``)."""
+        url = self._base + path + "?" + urlencode(params)
+        extensions = {"timeout": {**self._extensions["timeout"], "read": timeout}}
+        resp = self._send(httpx2.Request("GET", url, headers=self._headers, extensions=extensions))
+        if resp.is_error:
+            raise ApiError(request=resp.request, response=resp)
+        return [_json_decode(line) for line in resp.read().splitlines() if line.strip()]
 
     def _send(self, request: httpx2.Request) -> httpx2.Response:
         """``request`` through the transport, driven by the plain client's auth flow (as httpx's client does)."""

@@ -5,11 +5,24 @@ Wire shapes (``azure-mgmt-compute`` 39 models, api-version 2026-04-01; the REST 
 List"), read through the real SDK client (:mod:`topocast.providers.azure_sdk`):
 
 * ``GET .../resourceGroups/{rg}/providers/Microsoft.Compute/virtualMachineScaleSets`` (every page);
-* for each scale set ``.../virtualMachineScaleSets/{name}/virtualMachines?$expand=instanceView``:
-  ``name`` (``<scale set>_<instanceId>``), ``sku.name``, ``zones``, ``properties.osProfile.computerName``
-  and ``properties.instanceView.placementGroupId``;
-* ``.../virtualMachines?$expand=instanceView`` for VMs outside a uniform scale set:
-  ``properties.availabilitySet.id``, ``properties.hardwareProfile.vmSize``.
+* for each Uniform scale set (``properties.orchestrationMode``)
+  ``.../virtualMachineScaleSets/{name}/virtualMachines?$expand=instanceView``: ``name``
+  (``<scale set>_<instanceId>``), ``sku.name``, ``zones``, ``properties.osProfile.computerName``,
+  ``properties.instanceView.placementGroupId`` and ``.interconnectInstanceView.interconnectSubgroupId``;
+* for each Flexible scale set, whose VMs the scale-set VM API does not list (it is Uniform-only),
+  ``.../virtualMachines?$filter='virtualMachineScaleSet/id' eq '<id>'&$expand=instanceView``: each VM's
+  interconnect subgroup (ARM takes ``$expand=instanceView`` on the VM list only with that filter);
+* ``.../virtualMachines`` (no ``$expand``) for VMs outside a Uniform scale set:
+  ``properties.availabilitySet.id``, ``properties.hardwareProfile.vmSize``,
+  ``properties.virtualMachineScaleSet.id`` and ``properties.networkProfile.interconnectGroupProfile``.
+
+Interconnect Groups and Blocks (ND GB200 / GB300 v6): a VM's interconnect subgroup
+(``interconnectSubgroupId``, one NVL72 rack) is its NVLink domain, taken before the ``collect nvlink``
+record (a disagreement between the two is kept in the graph's ``notes``); a VM outside a Uniform scale
+set with an interconnect group (``interconnectGroupProfile.interconnectGroup``) sits under it, the tier
+above the domain. A scale set that cannot be listed (a 403, a throttled call) sets its VMs aside with the
+reason (those of the previous graph are kept without topology); it never fails the cluster by itself
+(the discover use case does, past the guard's share of nodes set aside).
 
 What becomes of it (the same rule as CycleCloud's ``azslurm topology``: InfiniBand reaches only
 within one placement group or availability set):
@@ -46,7 +59,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from topocast.errors import ProviderError
 from topocast.model.graph import Node, TopologyGraph
-from topocast.model.placement import place_nodes
+from topocast.model.placement import place_nodes, record_label
 from topocast.providers.base import DiscoveryResult, FullScanOnly, ProviderInputs
 from topocast.providers.naming import WANTED_NAME_LABEL, name_listing
 from topocast.providers.nvlink import HostDomains, host_domains
@@ -107,6 +120,13 @@ def _vm(item: Mapping[str, Any], placement: list[str], options: Options, size: s
     return _Vm(claim, resource, placement, zone, size)
 
 
+def _subgroup(item: Mapping[str, Any], view: Mapping[str, Any] | None = None) -> str | None:
+    """The VM's interconnect subgroup (its NVLink domain), from its own or the given instance view."""
+    found = _get(view or _get(item, "properties", "instanceView") or {}, "interconnectInstanceView",
+                 "interconnectSubgroupId")  # fmt: skip
+    return str(found) if found else None
+
+
 def graph_from_listing(
     cluster: str,
     scale_sets: Mapping[str, Sequence[Mapping[str, Any]]],
@@ -115,10 +135,17 @@ def graph_from_listing(
     records: HostDomains,
     sharp: SharpTopology | None,
     previous: TopologyGraph | None = None,
+    *,
+    views: Mapping[str, Mapping[str, Any]] | None = None,
+    failed: Mapping[str, str] | None = None,
 ) -> DiscoveryResult:
     """Pure: the listed VMs, their hosts' records and the SHARP tree as a graph (see the module doc);
-    ``previous`` says who held a name two VMs claim (:func:`topocast.providers.naming.name_listing`)."""
+    ``previous`` says who held a name two VMs claim (:func:`topocast.providers.naming.name_listing`).
+
+    ``views``: VM resource name -> instance view, for the VMs of Flexible scale sets; ``failed``: scale
+    set -> why it could not be listed (its VMs of ``previous`` are kept without topology, set aside)."""
     machines: list[_Vm] = []
+    subgroups: dict[str, str] = {}  # VM resource name -> interconnect subgroup
     warnings: list[str] = []
     unplaced_vms = 0
     for scale_set, items in sorted(scale_sets.items()):
@@ -129,22 +156,36 @@ def graph_from_listing(
             vm = _vm(item, [str(group), scale_set] if group else [], options, size)
             if vm is not None:
                 machines.append(vm)
+                if sub := _subgroup(item):
+                    subgroups[vm.resource] = sub
     listed = {m.resource for m in machines}
     flexible = 0
     for item in vms:
         if item.get("name") in listed:
             continue
         avset = _last(_get(item, "properties", "availabilitySet", "id"))
+        interconnect = _last(_get(item, "properties", "networkProfile", "interconnectGroupProfile",
+                                  "interconnectGroup", "id"))  # fmt: skip
+        place = [interconnect] if interconnect else [avset] if avset else []
         # a VM of a flexible-orchestration scale set (uniform ones are not in this listing) has no placement
-        # group to read: kept without topology, and counted
-        flexible += bool(_get(item, "properties", "virtualMachineScaleSet", "id")) and not avset
-        vm = _vm(item, [avset] if avset else [], options, _get(item, "properties", "hardwareProfile", "vmSize"))
+        # group to read: without an interconnect group it is kept without topology, and counted
+        flexible += bool(_get(item, "properties", "virtualMachineScaleSet", "id")) and not place
+        vm = _vm(item, place, options, _get(item, "properties", "hardwareProfile", "vmSize"))
         if vm is not None:
             machines.append(vm)
+            if sub := _subgroup(item, (views or {}).get(vm.resource)):
+                subgroups[vm.resource] = sub
     if flexible:
         warnings.append(f"{flexible} VM(s) of flexible scale sets have no placement group to read: no topology")
     if unplaced_vms:
         warnings.append(f"{unplaced_vms} scale set VM(s) have no placement group (deallocated?): kept without topology")
+    aside_sets = _failed_scale_sets(failed or {}, previous, {m.resource for m in machines})
+    if failed:
+        warnings.append(
+            f"{len(failed)} scale set(s) could not be listed, their VMs set aside: "
+            + "; ".join(f"{k}: {v}" for k, v in sorted(failed.items())[:3])
+        )
+    machines += [m for m, _ in aside_sets]
     naming = name_listing(
         [(m.resource, m.claim) for m in machines],
         previous,
@@ -166,20 +207,35 @@ def graph_from_listing(
             f"{' ...' if len(strangers) > 5 else ''}"
         )
     aside = {k: v for k, v in records.set_aside.items() if k in known or k.startswith("record ")}
+    failed_reason = {m.resource: why for m, why in aside_sets}
+    for scale_set, why in sorted((failed or {}).items()):  # none of its VMs known yet: the scale set itself
+        if not any(r.startswith(f"scale set {scale_set}:") for r in failed_reason.values()):
+            aside[record_label(f"scale set {scale_set}")] = f"scale set {scale_set}: {why}"
     nodes: list[Node] = []
+    notes: dict[str, str] = {}
     from_sharp = 0
+    by_subgroup = _domains_per_subgroup(machines, names, subgroups, records)
     for m, name, wanted in zip(machines, names, naming.labels, strict=True):
         path = m.placement
+        if m.resource in failed_reason:
+            aside[name] = failed_reason[m.resource]
         if sharp is not None:
             guid = next((g for g in records.guids.get(name, []) if g in sharp.paths), None)
             if guid is not None:
                 path, from_sharp = sharp.paths[guid], from_sharp + 1
+        domain = records.domains.get(name)
+        sub = subgroups.get(m.resource)
+        if sub is not None and domain is not None and len(by_subgroup.get(sub, ())) > 1:
+            notes[name] = (
+                f"interconnect subgroup {sub} (used as its NVLink domain) holds hosts of "
+                f"{len(by_subgroup[sub])} NVLink record domains; this host's record says {domain}"
+            )
         nodes.append(
             Node(
                 name=name,
                 id=m.resource or name,
                 fabric=path,
-                accelerator=records.domains.get(name),
+                accelerator=sub or domain,
                 zone=m.zone,
                 instance_type=m.size,
                 labels=wanted,
@@ -187,7 +243,35 @@ def graph_from_listing(
         )
     if sharp is not None:
         warnings.append(f"SHARP topology placed {from_sharp} of {len(nodes)} node(s); the rest by placement group")
-    return DiscoveryResult(place_nodes(cluster, "azure", nodes, unplaced=aside), {}, warnings)
+    return DiscoveryResult(place_nodes(cluster, "azure", nodes, unplaced=aside, notes=notes), {}, warnings)
+
+
+def _domains_per_subgroup(
+    machines: Sequence[_Vm], names: Sequence[str], subgroups: Mapping[str, str], records: HostDomains
+) -> dict[str, set[str]]:
+    """Interconnect subgroup -> the NVLink record domains of its hosts (more than one: the two disagree)."""
+    out: dict[str, set[str]] = {}
+    for m, name in zip(machines, names, strict=True):
+        sub, domain = subgroups.get(m.resource), records.domains.get(name)
+        if sub is not None and domain is not None:
+            out.setdefault(sub, set()).add(domain)
+    return out
+
+
+def _failed_scale_sets(
+    failed: Mapping[str, str], previous: TopologyGraph | None, listed: set[str]
+) -> list[tuple[_Vm, str]]:
+    """The previous graph's VMs of each scale set that could not be listed, kept without topology, with why.
+
+    A Uniform scale set's VM resource names are ``<scale set>_<instance id>``."""
+    out: list[tuple[_Vm, str]] = []
+    for node in previous.nodes if previous is not None and failed else ():
+        resource = node.id or ""
+        scale_set = resource.rpartition("_")[0]
+        if scale_set in failed and resource not in listed:
+            vm = _Vm(node.name, resource, [], node.zone, node.instance_type)
+            out.append((vm, f"scale set {scale_set}: {failed[scale_set]}; kept without topology"))
+    return out
 
 
 @dataclass(frozen=True)
@@ -199,11 +283,29 @@ class AzureProvider(FullScanOnly):
     def discover_full(self, previous: TopologyGraph | None) -> DiscoveryResult:
         o = self.options
         compute = self.inputs.sdk_client("azure-compute")(o)
-        listed = (
-            o.scale_sets if o.scale_sets is not None else [str(s["name"]) for s in compute.scale_sets(o.resource_group)]
-        )
-        scale_sets = {name: compute.scale_set_vms(o.resource_group, name) for name in listed}
-        vms = compute.virtual_machines(o.resource_group) if o.include_vms else []
+        every = {str(s["name"]): s for s in compute.scale_sets(o.resource_group)}
+        chosen = o.scale_sets if o.scale_sets is not None else sorted(every)
+        scale_sets: dict[str, list[dict[str, Any]]] = {}
+        views: dict[str, Mapping[str, Any]] = {}
+        flexible: set[str] = set()
+        failed: dict[str, str] = {}
+        for name in chosen:
+            found = every.get(name)
+            if found is None:
+                failed[name] = f"not in resource group {o.resource_group}"
+                continue
+            # one scale set that cannot be read sets its own VMs aside: the rest of the cluster is placed
+            try:
+                if _get(found, "properties", "orchestrationMode") == "Flexible":
+                    flexible.add(name)
+                    members = compute.scale_set_members(o.resource_group, str(found["id"]))
+                    views.update({str(v["name"]): _get(v, "properties", "instanceView") or {} for v in members})
+                else:
+                    scale_sets[name] = compute.scale_set_vms(o.resource_group, name)
+            except ProviderError as exc:
+                failed[name] = str(exc)
+        listed = compute.virtual_machines(o.resource_group) if (o.include_vms or flexible) else []
+        vms = [vm for vm in listed if _keep_vm(vm, o.include_vms, flexible)]
         try:
             uploads = dict(self.inputs.uploads())
         except ProviderError as exc:
@@ -220,10 +322,17 @@ class AzureProvider(FullScanOnly):
             # placement groups would re-shape the whole tree, so the last good graph stays published instead
             sharp = parse_sharp_topology(self.inputs.read_text(o.sharp_uri), o.sharp_uri)
             warnings += [f"SHARP: {why}" for why in list(sharp.ambiguous.values())[:5]]
-        result = graph_from_listing(self.inputs.cluster, scale_sets, vms, o, records, sharp, previous)
+        result = graph_from_listing(self.inputs.cluster, scale_sets, vms, o, records, sharp, previous,
+                                    views=views, failed=failed)  # fmt: skip
         result.warnings[:0] = warnings
         result.api_calls.update(compute.calls)
         return result
+
+
+def _keep_vm(vm: Mapping[str, Any], include_vms: bool, flexible: set[str]) -> bool:
+    """A VM of the plain listing: one of a chosen Flexible scale set, or (``include_vms``) one of no scale set."""
+    scale_set = _last(_get(vm, "properties", "virtualMachineScaleSet", "id"))
+    return scale_set in flexible if scale_set else include_vms
 
 
 def provider(inputs: ProviderInputs) -> AzureProvider:

@@ -59,14 +59,23 @@ class AzureCompute:
                           lambda: self.client.virtual_machine_scale_sets.list(group, **self.call_kwargs))  # fmt: skip
 
     def scale_set_vms(self, group: str, scale_set: str) -> list[dict[str, Any]]:
+        """The VMs of one Uniform scale set, with their instance views (the scale-set VM API is Uniform-only)."""
         ops = self.client.virtual_machine_scale_set_vms
         return self._list("VirtualMachineScaleSetVMs.List", group,
                           lambda: ops.list(group, scale_set, expand="instanceView", **self.call_kwargs))  # fmt: skip
 
-    def virtual_machines(self, group: str) -> list[dict[str, Any]]:
+    def scale_set_members(self, group: str, scale_set_id: str) -> list[dict[str, Any]]:
+        """The VMs of one Flexible scale set through the VM API, with their instance views: ARM takes
+        ``$expand=instanceView`` on the VM list only with a ``$filter`` on the scale set (SDK docstring)."""
+        where = f"'virtualMachineScaleSet/id' eq '{scale_set_id}'"
         return self._list("VirtualMachines.List", group,
-                          lambda: self.client.virtual_machines.list(group, expand="instanceView",
+                          lambda: self.client.virtual_machines.list(group, filter=where, expand="instanceView",
                                                                     **self.call_kwargs))  # fmt: skip
+
+    def virtual_machines(self, group: str) -> list[dict[str, Any]]:
+        """Every VM of the group, without instance views (ARM refuses ``$expand`` on an unfiltered list)."""
+        return self._list("VirtualMachines.List", group,
+                          lambda: self.client.virtual_machines.list(group, **self.call_kwargs))  # fmt: skip
 
     def _list(self, operation: str, group: str, start: Callable[[], Any]) -> list[dict[str, Any]]:
         from azure.core.exceptions import (

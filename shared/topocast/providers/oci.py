@@ -2,13 +2,18 @@
 
 Two sources (option ``source``):
 
-* ``api`` (default): ``ListComputeHosts`` of the cluster's ``compartment`` (SDK
+* ``api`` (default): ``ListInstances`` of the cluster's ``compartment`` (``oci.core.models.Instance``:
+  ``id``, ``display_name``, ``freeform_tags``, ``lifecycle_state``, ``availability_domain``) for the
+  node names, matched by ``instance_id`` to ``ListComputeHosts`` (SDK
   ``oci.core.ComputeClient.list_compute_hosts``; model ``oci.core.models.ComputeHostSummary``: fields
   ``local_block_id``, ``network_block_id``, ``hpc_island_id``, ``gpu_memory_fabric_id``,
-  ``instance_id``, ``availability_domain``, ``shape``), matched by ``instance_id`` to
-  ``ListInstances`` of the same compartment (``oci.core.models.Instance``: ``id``, ``display_name``,
-  ``freeform_tags``, ``lifecycle_state``) for the node names. For hosts in a GPU memory fabric,
-  ``GetComputeHost`` (``oci.core.models.ComputeHost.additional_data``) gives the rack
+  ``instance_id``, ``availability_domain``, ``shape``). Compute hosts are not in the instances'
+  compartment: ``ComputeHostSummary.compartment_id`` is documented as "This should always be the root
+  compartment", so hosts are listed in ``host_compartment`` (default: the tenancy OCID of the
+  credentials, the config file's ``tenancy`` or the instance principal's), with
+  ``computeHostInSubtree``, once per availability domain of the kept instances, as Topograph does. Only
+  kept instances (not terminating, carrying ``tags``) are matched. For their hosts in a GPU memory
+  fabric, ``GetComputeHost`` (``oci.core.models.ComputeHost.additional_data``) gives the rack
   (``locationDetails.rack``, the key Topograph reads) as the sub-domain ``<fabric>.<rack>``.
 * ``imds``: the host's own ``rdmaTopologyData`` from the instance metadata service
   (``GET http://169.254.169.254/opc/v2/host/rdmaTopologyData`` with ``Authorization: Bearer Oracle``;
@@ -73,7 +78,11 @@ class Options(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     source: Literal["api", "imds"] = Field("api", description="api: ListComputeHosts; imds: rdmaTopologyData.")
-    compartment: str | None = Field(None, description="api: compartment OCID of the cluster's hosts and instances.")
+    compartment: str | None = Field(None, description="api: compartment OCID of the cluster's instances.")
+    host_compartment: str | None = Field(
+        None,
+        description="api: compartment OCID that holds the compute hosts (default: the tenancy, where OCI keeps them).",
+    )
     availability_domain: str | None = Field(None, description="api: only this availability domain.")
     region: str | None = Field(None, description="api: region (default: the config file's).")
     auth: Literal["config", "instance_principal"] = Field("config", description="api: how to sign requests.")
@@ -121,6 +130,16 @@ def _place(name: str, iid: str | None, where: Mapping[str, str | None], what: st
     return Node(name=name, id=iid, fabric=fabric, accelerator=accelerator, labels=labels), reason
 
 
+def kept_instances(instances: Iterable[Mapping[str, Any]], options: Options) -> list[Mapping[str, Any]]:
+    """The instances that are cluster nodes, by OCID: not terminating, carrying every one of ``tags``."""
+    return [
+        inst
+        for inst in sorted(instances, key=lambda i: str(i.get("id")))
+        if inst.get("lifecycle_state") not in GONE
+        and not any((inst.get("freeform_tags") or {}).get(k) != v for k, v in options.tags.items())
+    ]
+
+
 def graph_from_hosts(
     cluster: str,
     hosts: Iterable[Mapping[str, Any]],
@@ -138,12 +157,7 @@ def graph_from_hosts(
     nodes: list[Node] = []
     aside: dict[str, str] = {}
     no_host: list[str] = []
-    listed = [
-        inst
-        for inst in sorted(instances, key=lambda i: str(i.get("id")))
-        if inst.get("lifecycle_state") not in GONE
-        and not any((inst.get("freeform_tags") or {}).get(k) != v for k, v in options.tags.items())
-    ]
+    listed = kept_instances(instances, options)
     claims = [(str(inst.get("id") or ""), _node_name(inst, options.name_from)) for inst in listed]
     naming = name_listing(claims, previous, options.name_from)
     for inst, name, wanted in zip(listed, naming.names, naming.labels, strict=True):
@@ -238,12 +252,21 @@ class OciProvider(FullScanOnly):
         o = self.options
         assert o.compartment is not None  # the model validator requires it for source api
         reader = self.inputs.sdk_client("oci")(o)
-        hosts = reader.compute_hosts(o.compartment, o.availability_domain, o.page_size)
         instances = reader.instances(o.compartment, o.page_size)
+        kept = kept_instances(instances, o)
+        host_compartment = o.host_compartment or reader.tenancy
+        if not host_compartment:
+            raise ProviderError(
+                "OCI: the credentials name no tenancy, so the compartment of the compute hosts is unknown; "
+                "set the option host_compartment (the tenancy OCID)"
+            )
+        hosts: list[dict[str, Any]] = []
+        for ad in _availability_domains(kept, o.availability_domain):
+            hosts += reader.compute_hosts(host_compartment, ad, o.page_size, in_subtree=True)
         racks: dict[str, str] = {}
         no_rack: list[str] = []
         if o.racks:
-            wanted = {str(i.get("id")) for i in instances}
+            wanted = {str(i.get("id")) for i in kept}
             for host in hosts:
                 if host.get("gpu_memory_fabric_id") and str(host.get("instance_id")) in wanted:
                     try:  # the rack only refines the domain: a host whose record cannot be read keeps its place
@@ -271,6 +294,15 @@ class OciProvider(FullScanOnly):
         result = graph_from_imds(self.inputs.cluster, [(name, get(base + IMDS_TOPOLOGY_PATH), iid)])
         result.api_calls.update({"imds": 2})
         return result
+
+
+def _availability_domains(kept: Iterable[Mapping[str, Any]], only: str | None) -> list[str | None]:
+    """The availability domains to list compute hosts in: ``only``, else those of the kept instances
+    (``[None]``, every domain, when no instance names one)."""
+    if only:
+        return [only]
+    found = sorted({str(i["availability_domain"]) for i in kept if i.get("availability_domain")})
+    return list(found) if found else [None]
 
 
 def _rack(host: Mapping[str, Any]) -> str | None:

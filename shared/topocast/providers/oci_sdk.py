@@ -74,6 +74,8 @@ class OciReader:
     """Paged reads over one ``oci.core.ComputeClient``, counted per API operation."""
 
     client: Any
+    #: the tenancy (root compartment) OCID of the credentials: where OCI keeps compute hosts
+    tenancy: str | None = None
     calls: dict[str, int] = field(default_factory=dict)
 
     def _pages(self, operation: str, call: Callable[..., Any], *args: Any, **kwargs: Any) -> Iterator[Any]:
@@ -94,13 +96,20 @@ class OciReader:
                 raise ProviderError(f"OCI {operation}: the API returned page token {page[:40]!r} twice")
             seen.add(page)
 
-    def compute_hosts(self, compartment: str, availability_domain: str | None, limit: int) -> list[dict[str, Any]]:
-        """``ListComputeHosts`` of ``compartment`` (one availability domain, or all), every page."""
+    def compute_hosts(
+        self, compartment: str, availability_domain: str | None, limit: int, *, in_subtree: bool = False
+    ) -> list[dict[str, Any]]:
+        """``ListComputeHosts`` of ``compartment`` (one availability domain, or all), every page.
+
+        ``in_subtree`` is the API's ``computeHostInSubtree``: the hosts of the tenancy and every compartment
+        under it (SDK docstring: "all the compartments in the tenancy are traversed")."""
         import oci
 
         kwargs: dict[str, Any] = {"limit": limit}
         if availability_domain:
             kwargs["availability_domain"] = availability_domain
+        if in_subtree:
+            kwargs["compute_host_in_subtree"] = True
         pages = self._pages("ListComputeHosts", self.client.list_compute_hosts, compartment, **kwargs)
         return [oci.util.to_dict(h) for h in pages]
 
@@ -142,15 +151,17 @@ def connect(options: OciConnection) -> OciReader:
             signer = oci.auth.signers.InstancePrincipalsSecurityTokenSigner()
             config: dict[str, Any] = {"region": options.region or signer.region}
             kwargs["signer"] = signer
+            tenancy = getattr(signer, "tenancy_id", None)
         else:
             location = options.config_file or oci.config.DEFAULT_LOCATION
             config = oci.config.from_file(location, options.profile)
             if options.region:
                 config["region"] = options.region
+            tenancy = config.get("tenancy")
         client = oci.core.ComputeClient(config, **kwargs)
     except _errors() as exc:
         raise _explain(exc, f"credentials ({options.auth})") from None
-    return OciReader(client)
+    return OciReader(client, str(tenancy) if tenancy else None)
 
 
 def imds_get(url: str, timeout: float = 5.0) -> str:
