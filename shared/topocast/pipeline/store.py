@@ -123,6 +123,10 @@ def commit(
     raise StaleGenerationError(f"gave up after {attempts} attempts, the store kept moving: {last}")
 
 
+def _utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
 class ObjectGraphStore:
     """Graph generations of one cluster in a bucket (layout and write protocol: the module docstring)."""
 
@@ -133,6 +137,8 @@ class ObjectGraphStore:
         self.pointer_key = f"{self.base_key}/latest.json"
         #: the generation :meth:`latest` read last: the previous graph of the next commit's history entry
         self._last_read: StoredGraph | None = None
+        #: the time a commit records (pointer ``written_at``, history index); tests set a simulated clock
+        self.clock: Callable[[], datetime] = _utc_now
 
     def generation_key(self, generation: int) -> str:
         return f"{self.base_key}/{generation:012d}.json"
@@ -220,7 +226,7 @@ class ObjectGraphStore:
         from topocast.pipeline import history  # after the commit point; never raises
 
         previous = self._last_read if self._last_read and self._last_read.generation == generation - 1 else None
-        history.record(self, StoredGraph(generation, graph, new_hash, datetime.now(UTC)), previous)
+        history.record(self, StoredGraph(generation, graph, new_hash, self.clock()), previous)
         return WriteResult(generation, changed=True)
 
     def replace_unreadable(self, graph: TopologyGraph) -> WriteResult:
@@ -265,7 +271,7 @@ class ObjectGraphStore:
                 "generation": generation,
                 "sha256": sha,
                 "key": self.generation_key(generation),
-                "written_at": datetime.now(UTC).isoformat(),
+                "written_at": self.clock().isoformat(),
             }
         ).encode()
         for _ in range(5):
