@@ -120,7 +120,7 @@ def test_scontrol_show_nodes_both_layouts() -> None:
     assert parse_node_states(oneline, "x") == {"n1": "allocated", "n2": "free"}
     rest = json.dumps({"nodes": [{"name": "n1", "state": ["IDLE", "DRAIN"]}, {"name": "n2", "state": ["MIXED"]}]})
     assert parse_node_states(rest, "x") == {"n1": "drained", "n2": "allocated"}
-    with pytest.raises(TopocastError, match="nodes.txt: no NodeName= record"):
+    with pytest.raises(TopocastError, match=r"nodes\.txt: no NodeName= record"):
         parse_node_states("garbage", "nodes.txt")
 
 
@@ -164,7 +164,7 @@ def test_slurmrestd_job_and_refusals() -> None:
     pending = SCONTROL_JOB.replace("NodeList=gpu-[001-003],gpu-010", "NodeList=(null)").replace("RUNNING", "PENDING")
     with pytest.raises(TopocastError, match=r"job.txt: job 4242 has no nodes \(JobState=PENDING\)"):
         parse_job(pending, "job.txt")
-    with pytest.raises(TopocastError, match="job.txt: 2 jobs"):
+    with pytest.raises(TopocastError, match=r"job\.txt: 2 jobs"):
         parse_job(SCONTROL_JOB + SCONTROL_JOB, "job.txt")
 
 
@@ -244,7 +244,7 @@ def test_prometheus_exposition_follows_the_text_format() -> None:
                 {"name": "a1", "fabric": ["leaf-1"], "accelerator": "nvl-1"},
                 {"name": "a2", "fabric": ["leaf-1"], "accelerator": "nvl-1"},
             ],
-        }  # fmt: skip
+        }
     )
     cap = cluster_capacity(g, {"a1": "free", "a2": "allocated"}, [("block001", ("a1", "a2"))], [2])
     families = check_exposition(exposition(capacity_families(cap)))
