@@ -68,19 +68,17 @@ def _fill(store: ObjectGraphStore, index: HistoryIndex, upto: int, cache: dict[i
     A generation that is gone (expired by a lifecycle rule) is skipped: the next one's changes are counted
     against the last one found.
     """
-    from topocast.pipeline.store import GenerationNotFoundError
-
     previous: TopologyGraph | None = None
     start = index.last_generation + 1
     if 1 < start <= upto:
         try:
             previous = _stored(store, start - 1, cache).graph
-        except GenerationNotFoundError:
+        except LookupError:  # GenerationNotFoundError (not imported: the store imports this module)
             previous = None
     for generation in range(start, upto + 1):
         try:
             stored = _stored(store, generation, cache)
-        except GenerationNotFoundError:
+        except LookupError:  # GenerationNotFoundError (not imported: the store imports this module)
             continue
         index.append(index_entry(generation, stored.written_at, stored.content_hash, previous, stored.graph))
         previous = stored.graph
