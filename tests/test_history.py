@@ -156,3 +156,26 @@ def test_score_uses_the_generation_live_when_the_job_started(tmp_path: Path) -> 
         ["score", "--store", tmp_path, "--cluster", "c1", "--slurm-job", job, "--at", "2026-12-01T10:30Z", "--json"]
     )
     assert json.loads(r.stdout)["levels"][0]["spanned"] == 2
+
+
+def test_slurm_jobcomp_script_appends_one_line_per_job(tmp_path: Path) -> None:
+    """infra/slurm/topocast-score-job.sh as Slurm's jobcomp/script runs it (JOBID, NODES, START)."""
+    import subprocess
+    import sys
+
+    write_generations(tmp_path / "store")
+    script = Path(__file__).resolve().parent.parent / "infra" / "slurm" / "topocast-score-job.sh"
+    log = tmp_path / "log" / "scores.jsonl"
+    env = {
+        "PATH": os.environ["PATH"],
+        "TOPOCAST": str(Path(sys.executable).with_name("topocast")),
+        "TOPOCAST_STORE": str(tmp_path / "store"),
+        "TOPOCAST_CLUSTER": "c1",
+        "TOPOCAST_SCORE_LOG": str(log),
+    }
+    for job, start in (("77", T0 + 1.5 * HOUR), ("78", T0 - HOUR)):
+        run = {**env, "JOBID": job, "NODES": "n[1-2]", "START": str(int(start.timestamp()))}
+        assert subprocess.run(["bash", str(script)], env=run, check=False).returncode == 0
+    first, second = (json.loads(line) for line in log.read_text().splitlines())
+    assert first["job"] == "77" and first["score"] == 1.0 and first["graph"].startswith("generation 2 ")
+    assert second["job"] == "78" and "no generation was live" in second["error"]
