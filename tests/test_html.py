@@ -302,3 +302,18 @@ def test_10000_nodes_domain_searches_and_hostile_fragments_never_stop_the_page(p
         FRAGMENTS.items(), json.loads(unescape(out.group(1))), strict=True
     ):
         assert (got[0], got[1]) == (count, unmatched) and says in got[2], (fragment, got[2][:400])
+
+
+@browser
+def test_job_fragment_outlines_the_jobs_nodes_and_says_its_spans(tmp_path: Path) -> None:
+    """``#job=HOSTLIST`` (docs/score.md): 18 nodes of leaf-00000 (domain nvl-0000) and gpu-000100 (leaf-00005,
+    nvl-0001): 2 domains where 1 (72 nodes) would hold 19, 2 leaves where 2 (18 + 18) are the fewest."""
+    page = tmp_path / "view.html"
+    page.write_text(render_page(fat_tree(256)))
+    dom = chromium(["--dump-dom", f"{page.as_uri()}#job=gpu-[000000-000017],gpu-000100"]).stdout
+    assert re.search(r'<body[^>]*data-ready="1"', dom), "the page script did not finish"
+    assert re.search(r'id="results" data-count="19" data-unmatched="0" data-job="19"', dom)
+    says = "NVLink domains: 2 spanned, fewest possible 1; leaves: 2 spanned, fewest possible 2"
+    assert f"job: 19 node(s) outlined</b> — {says}" in dom
+    outlined = set(re.findall(r'<span class="n [^"]*\bjob\b[^"]*" id="n\d+" title="(gpu-\d+)', dom))
+    assert outlined == {f"gpu-{i:06d}" for i in [*range(18), 100]}

@@ -16,6 +16,8 @@ an air-gapped laptop). Built to stay readable at 10,000+ nodes:
   drives it too (``topology.html#search=gpu-0042``). A hostlist is counted before it is
   expanded (at most :data:`SEARCH_CAP` names) and a fragment that is not valid
   percent-encoding is searched as written: nothing a URL holds stops the page script;
+* **a job** (``topology.html#job=gpu-[001-016]``): its nodes outlined and their leaves opened, with the
+  NVLink domains and leaves it spans against the fewest possible (as ``topocast score`` counts them);
 * **domains without relying on hue**: each domain has a number (``#12``, printed in
   every cell and bar segment) and one of 4 patterns on top of one of 12 colours, and
   the name of its Slurm block(s) (``block003``, as ``topology-block.conf`` and ``scontrol

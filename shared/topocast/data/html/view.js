@@ -5,6 +5,8 @@ const D = JSON.parse(document.getElementById("topology").textContent);
 const t0 = performance.now();
 const S = D.switches, N = D.nodes, DOMS = D.domains, BL = D.blocks, DB = D.domainBlocks, CAP = D.cap;
 const FLAG = ["", "added", "moved", "domain changed"];
+/* nodes of the job named by #job=HOSTLIST, outlined wherever their cells are drawn */
+let JOB = new Uint8Array(N.length);
 function esc(s) { return String(s).replace(/[&<>"]/g, c => ({"&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;"})[c]); }
 function look(d) {
   if (d === -1) return "nodom"; if (d === -2) return "pend"; if (d === -3) return "other";
@@ -21,7 +23,7 @@ function cell(i) {
   const n = N[i], d = n[2];
   const tip = n[0] + "\nid: " + (n[1] || "-") + "\ndomain: " + domName(d) + (n[3] ? "\nsub-domain: " + n[3] : "") +
     (n[6] >= 0 ? "\nSlurm block: " + BL[n[6]] : "") + (n[5] ? "\nchanged: " + FLAG[n[5]] : "");
-  return '<span class="n ' + look(d) + (n[5] ? " c" + n[5] : "") + '" id="n' + i + '" title="' + esc(tip) + '">' +
+  return '<span class="n ' + look(d) + (n[5] ? " c" + n[5] : "") + (JOB[i] ? " job" : "") + '" id="n' + i + '" title="' + esc(tip) + '">' +
     esc(n[0]) + (d >= 0 ? "<b>#" + (d + 1) + "</b>" : "") + "</span>";
 }
 function fill(segs, total) {
@@ -241,7 +243,51 @@ document.getElementById("legend").textContent = (DOMS.length ? "Domains are numb
   (BL.length ? " Slurm names their blocks as topology-block.conf does (" + BL[0] + "\u2026), shown next to the number." : "") : "") +
   (D.previous ? " Outlined red: added, moved or domain changed since the previous graph; \u201clost\u201d: nodes removed or moved away." : "");
 overview();
+/* the fewest groups that hold n nodes: the k largest, as topocast score counts them (all the graph's nodes) */
+function fewest(sizes, n) { sizes.sort((a, b) => b - a); let k = 0, held = 0; while (held < n && k < sizes.length) held += sizes[k++]; return k; }
+/* spans of the job's nodes per NVLink domain and per leaf against the fewest possible; a node without a domain
+   (or a leaf) is a group of its own */
+function jobSpans(hits) {
+  const spans = [];
+  for (const [label, col] of [["NVLink domains", 2], ["leaves", 4]]) {
+    const size = new Map(); let alone = 0;
+    N.forEach(n => { if (n[col] >= 0) size.set(n[col], (size.get(n[col]) || 0) + 1); else alone++; });
+    const used = new Set(); let own = 0;
+    for (const i of hits) { if (N[i][col] >= 0) used.add(N[i][col]); else own++; }
+    spans.push(label + ": " + (used.size + own) + " spanned, fewest possible " + fewest([...size.values(), ...Array(alone).fill(1)], hits.length));
+  }
+  return spans;
+}
+function showJob(text) {
+  JOB = new Uint8Array(N.length);
+  guarded(text);
+  const res = document.getElementById("results"), hits = [...res.querySelectorAll("[data-i]")].map(r => +r.dataset.i);
+  const all = [];
+  for (const t of splitTerms(text)) {
+    const p = t.includes("[") ? parseHost(t) : [t];
+    if (p && countHost(p) <= CAP) for (const name of expandHost(p)) if (index.has(name)) all.push(index.get(name));
+  }
+  for (const i of all) JOB[i] = 1;
+  for (const el of tree.querySelectorAll(".n")) if (JOB[+el.id.slice(1)]) el.classList.add("job");
+  /* open every leaf that holds a job node (at most 100 leaves), so the outline is seen */
+  const leaves = [...new Set(all.map(i => N[i][4]))].slice(0, 100);
+  for (const sw of leaves) if (sw >= 0) { const i = all.find(k => N[k][4] === sw); reveal(i); }
+  res.dataset.job = all.length;
+  res.insertAdjacentHTML("afterbegin", '<div class="jobsum"><b>job: ' + all.length + " node(s) outlined</b> — " +
+    esc(jobSpans([...new Set(all)]).join("; ")) + " (topocast score gives every tier and the score)</div>");
+  return hits;
+}
 function fromFragment() {
+  const j = location.hash.match(/job=([^&]*)/);
+  if (j) {
+    let text = j[1];
+    try { text = decodeURIComponent(text); } catch (e) { /* searched as written */ }
+    q.value = text;
+    try { showJob(text); } catch (e) {
+      document.getElementById("results").innerHTML = '<div class="miss">Job failed: ' + esc(e && e.message || e) + "</div>";
+    }
+    return;
+  }
   const m = location.hash.match(/search=([^&]*)/);
   if (!m) return;
   let text = m[1], bad = false;
