@@ -267,3 +267,17 @@ def test_prometheus_label_values_are_escaped() -> None:
     text = exposition([Family("x_total", 'a "help"\nline \\', [({"g": 'sw"1\\\n'}, 2.5)])])
     assert text == '# HELP x_total a "help"\\nline \\\\\n# TYPE x_total gauge\nx_total{g="sw\\"1\\\\\\n"} 2.5\n'
     check_exposition(text)
+
+
+def test_real_scontrol_show_nodes_both_layouts(slurm_controller) -> None:  # type: ignore[no-untyped-def]
+    """The text a real slurmctld prints: n3 drained by hand, the others UNKNOWN (no slurmd ever registered),
+    so every node is out of service and none is free."""
+    rc, _, err = slurm_controller.scontrol("update", "NodeName=n3", "State=DRAIN", "Reason=bad gpu")
+    assert rc == 0, err
+    _, text, _ = slurm_controller.scontrol("show", "nodes")
+    _, oneline, _ = slurm_controller.scontrol("-o", "show", "nodes")
+    assert "State=UNKNOWN+DRAIN" in text
+    for out in (text, oneline):
+        states = parse_node_states(out, "scontrol show nodes")
+        assert sorted(states) == [f"n{i}" for i in range(1, 9)]
+        assert set(states.values()) == {"drained"}
