@@ -179,3 +179,23 @@ def test_slurm_jobcomp_script_appends_one_line_per_job(tmp_path: Path) -> None:
     first, second = (json.loads(line) for line in log.read_text().splitlines())
     assert first["job"] == "77" and first["score"] == 1.0 and first["graph"].startswith("generation 2 ")
     assert second["job"] == "78" and "no generation was live" in second["error"]
+
+
+def test_history_from_s3_as_the_aws_store_writes_it(aws_env: str) -> None:
+    """The same generations committed by the AWS store (moto S3), read back by ``history --store s3://``."""
+    from topocast.aws.clients import s3_client
+    from topocast.aws.s3_store import S3GraphStore
+
+    s3 = s3_client()
+    s3.create_bucket(Bucket="hist")
+    store = S3GraphStore("hist", "topocast", "c1", s3)
+    for g in PLAN:
+        store.clock = lambda g=g: T0 + (g - 1) * HOUR  # type: ignore[misc]
+        commit(store, lambda _current, g=g: graph_of(PLAN[g]))
+    keys = {o["Key"] for o in s3.list_objects_v2(Bucket="hist")["Contents"]}
+    assert "topocast/c1/graphs/index.json" in keys
+    for at in TIMES[1:]:
+        r = invoke(["history", "--store", "s3://hist/topocast", "--cluster", "c1", "--node", "n1", "--at",
+                    at.isoformat(), "--json"])  # fmt: skip
+        assert r.exit_code == 0, r.stderr
+        assert json.loads(r.stdout)["node"]["place"]["f"][0] == expected_leaf("n1", at)
