@@ -199,3 +199,30 @@ def test_history_from_s3_as_the_aws_store_writes_it(aws_env: str) -> None:
                     at.isoformat(), "--json"])  # fmt: skip
         assert r.exit_code == 0, r.stderr
         assert json.loads(r.stdout)["node"]["place"]["f"][0] == expected_leaf("n1", at)
+
+
+@pytest.mark.parametrize("damage", ["not json", "other cluster", "stale last entry"])
+def test_a_damaged_index_is_set_aside_and_the_generations_read(tmp_path: Path, damage: str) -> None:
+    write_generations(tmp_path)
+    path = tmp_path / "c1" / "graphs" / "index.json"
+    data = json.loads(path.read_text())
+    if damage == "not json":
+        path.write_text("{not json")
+    elif damage == "other cluster":
+        path.write_text(json.dumps({**data, "cluster": "c9"}))
+    else:  # an index whose last entry is not the generation latest.json names
+        data["generations"][-1]["sha256"] = "0" * 64
+        path.write_text(json.dumps(data))
+    index = history.load(store_at(tmp_path))
+    assert [e["generation"] for e in index.entries] == [1, 2, 3, 4, 5]
+    assert index.entries[-1]["sha256"] == graph_of(PLAN[5]).content_hash()
+
+
+def test_the_next_commit_rebuilds_a_damaged_index(tmp_path: Path) -> None:
+    write_generations(tmp_path, range(1, 5))
+    path = tmp_path / "c1" / "graphs" / "index.json"
+    path.write_text("{not json")
+    write_generations(tmp_path, range(5, 6))
+    data = json.loads(path.read_text())
+    assert [e["generation"] for e in data["generations"]] == [1, 2, 3, 4, 5]
+    assert data["generations"][4]["left"] == ["n2"]

@@ -98,7 +98,12 @@ def record(store: ObjectGraphStore, stored: StoredGraph, previous: StoredGraph |
     cache = {s.generation: s for s in (stored, previous) if s is not None}
     try:
         for _ in range(_ATTEMPTS):
-            index, token = _read(store)
+            try:
+                index, token = _read(store)
+            except TopocastError as exc:  # damaged: rebuilt from the generations, replacing exactly that object
+                log.warning("%s; rebuilding the history index from the generations", exc)
+                info = store.objects.head(index_key(store))
+                index, token = None, info.generation if info else None
             if index is None:
                 index = HistoryIndex(store.cluster)
             if index.last_generation >= stored.generation:
@@ -120,10 +125,10 @@ def load(store: ObjectGraphStore) -> HistoryIndex:
     An index that cannot be read (corrupt, another cluster's) is set aside with a warning and the history is
     rebuilt from the generations, as for a store written before the index existed.
     """
-    latest = store._read_pointer()
+    latest = store.pointer()
     if latest is None:
         raise TopocastError(f"{store.objects.uri(store.pointer_key)}: no graph generations stored")
-    upto = int(latest[0]["generation"])
+    upto = int(latest["generation"])
     try:
         index, _ = _read(store)
     except TopocastError as exc:
@@ -137,7 +142,7 @@ def load(store: ObjectGraphStore) -> HistoryIndex:
             if entry["generation"] <= upto:
                 kept.append(entry)
         index = kept
-    if index.last_generation == upto and index.entries[-1]["sha256"] != latest[0]["sha256"]:
+    if index.last_generation == upto and index.entries[-1]["sha256"] != latest["sha256"]:
         log.warning("%s: its last entry disagrees with latest.json; reading the generations", index_key(store))
         index = HistoryIndex(store.cluster)
     _fill(store, index, upto, {})

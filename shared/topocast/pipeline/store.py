@@ -166,6 +166,11 @@ class ObjectGraphStore:
             raise InvalidGraphError(f"{where}: corrupt latest-generation pointer ({exc})") from None
         return pointer, got.generation
 
+    def pointer(self) -> dict[str, Any] | None:
+        """The latest-generation pointer ``{generation, sha256, key, written_at}`` (None: an empty store)."""
+        current = self._read_pointer()
+        return current[0] if current else None
+
     def latest(self) -> StoredGraph | None:
         current = self._read_pointer()
         if current is None:
