@@ -30,12 +30,13 @@ fi
 at=()
 [ -n "$start" ] && [ "$start" != 0 ] && at=(--at "$(date -u -d "@$start" +%Y-%m-%dT%H:%M:%SZ)")
 mkdir -p "$(dirname "$LOG")"
-if out=$(timeout 30 "$TOPOCAST" score --store "$STORE" --cluster "$CLUSTER" --nodes "$nodes" "${at[@]}" --json 2>&1); then
-    # one line per job: the indented report joined ("job" holds the placeholder "(hostlist)": set it)
-    printf '%s\n' "$out" | tr -d '\n' | sed "s/\"job\": \"(hostlist)\"/\"job\": \"$job\"/" >>"$LOG"
+err=$(mktemp) && trap 'rm -f "$err"' EXIT
+if out=$(timeout 30 "$TOPOCAST" score --store "$STORE" --cluster "$CLUSTER" --nodes "$nodes" --job-name "$job" \
+        "${at[@]}" --json 2>"$err"); then
+    printf '%s\n' "$out" | tr -d '\n' >>"$LOG"   # one line per job: the indented report joined
     echo >>"$LOG"
 else
-    reason=$(printf '%s' "$out" | tail -n1 | tr -d '"\\' | cut -c1-300)
+    reason=$(tail -n1 "$err" | tr -d '"\\' | cut -c1-300)
     printf '{"job": "%s", "nodes": "%s", "error": "%s"}\n' "$job" "$nodes" "$reason" >>"$LOG"
 fi
 exit 0

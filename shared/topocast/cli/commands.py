@@ -712,12 +712,14 @@ _STORE_HELP = "A deployment's store (s3://bucket/prefix, gs://bucket/prefix, fil
 @option("--slurm-job", help="'scontrol show job -d ID' text or slurmrestd job JSON ('-' = stdin).")
 @option("--pods", help="kubectl get pods -o json (the workload's pods) or a Kueue Workload's JSON ('-' = stdin).")
 @option("--at", help="--store: score against the graph live at this time (default: the job's start).")
+@option("--job-name", help="The job's name in the report (default: what the job input says; '(hostlist)').")
 @option("--json", dest="as_json", flag=True, help="Print the report as JSON.")
 def score(a: Namespace) -> int:
     """Score a job's placement: NVLink domains and switches per tier spanned against the fewest possible."""
     from topocast.cli.score import GraphSource, run_score
 
-    return run_score(GraphSource(a.graph, a.store, a.cluster), a.nodes, a.slurm_job, a.pods, a.at, a.as_json)
+    source = GraphSource(a.graph, a.store, a.cluster)
+    return run_score(source, a.nodes, a.slurm_job, a.pods, a.at, a.as_json, a.job_name)
 
 
 def _capacity_options(fn: Handler) -> Handler:

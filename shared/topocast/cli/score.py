@@ -78,11 +78,15 @@ def _job(nodes: str | None, slurm_job: str | None, pods: str | None) -> Any:
 
 
 def run_score(source: GraphSource, nodes: str | None, slurm_job: str | None, pods: str | None,
-              at_text: str | None, as_json: bool) -> int:  # fmt: skip
+              at_text: str | None, as_json: bool, job_name: str | None = None) -> int:  # fmt: skip
+    from dataclasses import replace
+
     from topocast.cli.history import parse_time
     from topocast.model.placement_score import format_text, score_placement
 
     job = _job(nodes, slurm_job, pods)
+    if job_name:
+        job = replace(job, job=job_name)
     at = parse_time(at_text) if at_text else job.start
     graph, label = source.load(at)
     result = score_placement(graph, job.nodes)
