@@ -103,6 +103,7 @@ def main() -> None:
     p.add_argument("--nodes", type=int, default=10000)
     p.add_argument("--moves", type=int, default=20, help="random nodes moved per generation")
     p.add_argument("--repeat", type=int, default=3)
+    p.add_argument("--target", type=float, default=2.0, help="seconds each history query may take (exit 1 past it)")
     a = p.parse_args()
     query = a.generations // 2 + 1  # odd: the watched node is back home
     at = T0 + (query - 1) * STEP + STEP / 2
@@ -131,6 +132,10 @@ def main() -> None:
         print(f"{'history --at T --out FILE (graph at T)':<44} {t_graph:>8.3f}")
         print(f"{'history --node X (all its changes)':<44} {t_events:>8.3f}")
         print(f"answers checked against the replay: gpu-000000 at {at.isoformat()} on {expected_leaf}")
+        slow = max(t_node, t_graph, t_events)
+        print(f"target: every history query under {a.target:g} s: {'met' if slow <= a.target else 'MISSED'}")
+        if slow > a.target:
+            raise SystemExit(1)
 
 
 if __name__ == "__main__":
