@@ -226,3 +226,35 @@ def test_the_next_commit_rebuilds_a_damaged_index(tmp_path: Path) -> None:
     data = json.loads(path.read_text())
     assert [e["generation"] for e in data["generations"]] == [1, 2, 3, 4, 5]
     assert data["generations"][4]["left"] == ["n2"]
+
+
+def test_a_store_older_than_the_index_is_indexed_without_reading_its_past(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """20 generations written before the index existed; the first commit after the upgrade reads none of them
+    (a commit stays quick), and a reader asking about their time reads them then."""
+    store = store_at(tmp_path)
+    leaf = {g: "leaf-1" if g % 2 else "leaf-2" for g in range(1, 22)}  # n1 moves at every generation
+    monkeypatch.setattr(history, "record", lambda *a, **k: None)
+    for g in range(1, 21):
+        store.clock = lambda g=g: T0 + (g - 1) * HOUR  # type: ignore[misc]
+        commit(store, lambda _current, g=g: graph_of({"n1": leaf[g], "n2": "leaf-2"}))
+        stamp = (T0 + (g - 1) * HOUR).timestamp()
+        os.utime(tmp_path / "c1" / "graphs" / f"{g:012d}.json", (stamp, stamp))
+    monkeypatch.undo()
+    reads: list[int] = []
+    real_get = ObjectGraphStore.get
+    monkeypatch.setattr(ObjectGraphStore, "get", lambda self, g: reads.append(g) or real_get(self, g))
+    store.clock = lambda: T0 + 20 * HOUR
+    commit(store, lambda _current: graph_of({"n1": leaf[21], "n2": "leaf-2"}))
+    assert reads == []  # latest() was read by commit itself; nothing else
+    data = json.loads((tmp_path / "c1" / "graphs" / "index.json").read_text())
+    assert [e["generation"] for e in data["generations"]] == [21]
+    assert sorted(data["generations"][0]["joined"]) == ["n1", "n2"]
+    monkeypatch.undo()
+    for hours in (0.5, 4.5, 11.5, 19.5, 20.5):
+        at = T0 + hours * HOUR
+        index = history.load(store_at(tmp_path), since=at)
+        _, place = index.place_at("n1", at)
+        assert place is not None and place["f"][0] == leaf[int(hours) + 1], hours
+    assert [e["generation"] for e in history.load(store_at(tmp_path), complete=True).entries] == list(range(1, 22))

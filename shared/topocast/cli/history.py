@@ -80,8 +80,8 @@ def run_history(store_uri: str, cluster: str, node: str | None, at_text: str | N
     from topocast.pipeline import history
 
     store = open_store(store_uri, cluster)
-    index = history.load(store)
     at = parse_time(at_text) if at_text else None
+    index = history.load(store, since=at, complete=at is None)
     if out is not None and at is None:
         raise TopocastError("--out writes the graph live at a time: give --at too")
     result: dict[str, Any] = {"cluster": cluster, "generations": len(index.entries)}
@@ -139,6 +139,6 @@ def graph_live_at(store_uri: str, cluster: str, at: datetime | None) -> tuple[An
         if latest is None:
             raise TopocastError(f"--store {store_uri!r}: no graph generations stored for {cluster!r}")
         return latest.graph, f"generation {latest.generation} (latest)"
-    index: HistoryIndex = history.load(store)
+    index: HistoryIndex = history.load(store, since=at)
     entry, graph = history.graph_at(store, index, at)
     return graph, f"generation {entry['generation']} (live at {at.isoformat()})"

@@ -20,6 +20,7 @@ Pure: plain data in, plain data out.
 from __future__ import annotations
 
 from bisect import bisect_right
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -57,11 +58,19 @@ def place_of(node: Node) -> Place:
 
 
 def index_entry(
-    generation: int, written_at: datetime, sha256: str, previous: TopologyGraph | None, graph: TopologyGraph
+    generation: int,
+    written_at: datetime,
+    sha256: str,
+    previous: TopologyGraph | Mapping[str, Place] | None,
+    graph: TopologyGraph | Mapping[str, Place],
 ) -> dict[str, Any]:
-    """The entry of ``generation`` (``graph``), its changes counted against ``previous`` (None: the first)."""
-    before = {n.name: place_of(n) for n in previous.nodes} if previous is not None else {}
-    after = {n.name: place_of(n) for n in graph.nodes}
+    """The entry of ``generation`` (``graph``), its changes counted against ``previous`` (None: the first).
+
+    Either side may be given as its places (node -> place, :meth:`HistoryIndex.places`): an entry after a gap
+    in the index is counted against the places the index ends with.
+    """
+    before = _places(previous) if previous is not None else {}
+    after = _places(graph)
     return {
         "generation": generation,
         "written_at": written_at.isoformat(),
@@ -71,6 +80,10 @@ def index_entry(
         "moved": {k: after[k] for k in sorted(after.keys() & before.keys()) if after[k] != before[k]},
         "left": sorted(before.keys() - after.keys()),
     }
+
+
+def _places(graph: TopologyGraph | Mapping[str, Place]) -> Mapping[str, Place]:
+    return {n.name: place_of(n) for n in graph.nodes} if isinstance(graph, TopologyGraph) else graph
 
 
 @dataclass(frozen=True)
@@ -154,6 +167,18 @@ class HistoryIndex:
                 out.setdefault(name, []).append(NodeEvent(g, at, "moved", place))
             for name in entry["left"]:
                 out.setdefault(name, []).append(NodeEvent(g, at, "left", None))
+        return out
+
+    def places(self, upto: int | None = None) -> dict[str, Place]:
+        """Every node's place after the entries up to generation ``upto`` (default: all), by replaying them."""
+        out: dict[str, Place] = {}
+        for entry in self.entries:
+            if upto is not None and entry["generation"] > upto:
+                break
+            out.update(entry["joined"])
+            out.update(entry["moved"])
+            for name in entry["left"]:
+                out.pop(name, None)
         return out
 
     def place_at(self, node: str, at: datetime) -> tuple[NodeEvent | None, Place | None]:

@@ -39,6 +39,9 @@ INDEX_NAME = "index.json"
 #: an index of 1,000 generations of 10k nodes is a few MB; a bigger one is refused by its size
 MAX_INDEX_BYTES = 4 * MAX_GRAPH_BYTES
 _ATTEMPTS = 4
+#: the most missing generations a commit reads to catch the index up (a commit must stay quick); past it the
+#: new entry is counted against the places the index ends with, and the skipped generations are left to readers
+MAX_CATCH_UP = 16
 
 
 def index_key(store: ObjectGraphStore) -> str:
@@ -108,7 +111,14 @@ def record(store: ObjectGraphStore, stored: StoredGraph, previous: StoredGraph |
                 index = HistoryIndex(store.cluster)
             if index.last_generation >= stored.generation:
                 return  # indexed already (a retried commit, or another writer)
-            _fill(store, index, stored.generation, cache)
+            missing = stored.generation - index.last_generation - 1
+            if missing > MAX_CATCH_UP:
+                log.warning("history index %s lacks %d generations before %d: not read now (readers read them "
+                            "when asked about that time)", index_key(store), missing, stored.generation)  # fmt: skip
+                index.append(index_entry(stored.generation, stored.written_at, stored.content_hash, index.places(),
+                                         stored.graph))  # fmt: skip
+            else:
+                _fill(store, index, stored.generation, cache)
             body = json.dumps(index.to_data(), separators=(",", ":")).encode()
             condition = token if token is not None else 0  # MUST_NOT_EXIST for the first index
             if store.objects.put(index_key(store), body, content_type="application/json",
@@ -119,11 +129,13 @@ def record(store: ObjectGraphStore, stored: StoredGraph, previous: StoredGraph |
         log.warning("history index %s not updated (%s); the next commit or reader catches up", index_key(store), exc)
 
 
-def load(store: ObjectGraphStore) -> HistoryIndex:
-    """The full history up to the latest generation: the index, plus what it lacks read from the store.
+def load(store: ObjectGraphStore, *, since: datetime | None = None, complete: bool = False) -> HistoryIndex:
+    """The history up to the latest generation: the index, plus what it lacks read from the store.
 
     An index that cannot be read (corrupt, another cluster's) is set aside with a warning and the history is
-    rebuilt from the generations, as for a store written before the index existed.
+    rebuilt from the generations, as for a store written before the index existed. Generations the index
+    skipped (it started, or resumed after a gap, past :data:`MAX_CATCH_UP` missing ones) are read only when
+    the question needs them: ``complete`` (every change), or a time ``since`` before the entry that follows them.
     """
     latest = store.pointer()
     if latest is None:
@@ -146,7 +158,27 @@ def load(store: ObjectGraphStore) -> HistoryIndex:
         log.warning("%s: its last entry disagrees with latest.json; reading the generations", index_key(store))
         index = HistoryIndex(store.cluster)
     _fill(store, index, upto, {})
+    if complete or since is not None:
+        index = _fill_skipped(store, index, since, complete)
     return index
+
+
+def _fill_skipped(store: ObjectGraphStore, index: HistoryIndex, since: datetime | None, complete: bool) -> HistoryIndex:
+    """The index with the generations it skipped read in, where the question reaches back to them."""
+    out = HistoryIndex(index.cluster)
+    previous = 0
+    for i, entry in enumerate(index.entries):
+        generation = entry["generation"]
+        # a gap matters to a time inside it; before it or after it, the entries' net changes answer alike
+        inside = since is not None and since < index.time_of(i) and (i == 0 or since >= index.time_of(i - 1))
+        needed = complete or inside
+        if generation > previous + 1 and needed:
+            _fill(store, out, generation - 1, {})  # the skipped ones, read and checked
+            entry = index_entry(generation, index.time_of(i), entry["sha256"], out.places(),
+                                index.places(upto=generation))  # fmt: skip
+        out.append(entry)
+        previous = generation
+    return out
 
 
 def graph_at(store: ObjectGraphStore, index: HistoryIndex, at: datetime) -> tuple[dict[str, Any], TopologyGraph]:
