@@ -5,15 +5,15 @@ generation, right after :class:`~topocast.pipeline.store.ObjectGraphStore` moved
 
 * **after the commit point**: the generation object and the pointer are the truth; the index is derived
   from them. A process that dies before the index write leaves the index one generation short: the next
-  commit fills every missing generation first (reading them), and a reader fills them too (:func:`load`).
+  commit fills the missing generations first (reading them, at most :data:`MAX_CATCH_UP`), and a reader
+  fills them too (:func:`load`).
 * **idempotent**: an entry for a generation already indexed is not written again; the write is conditioned on
   the index's version token (a concurrent writer's entry is re-read, not lost) and retried a few times.
 * **never fails the commit**: the generation is committed already; an index write that fails is logged, and
   the next commit (or reader) catches up.
 
 Reading (:func:`load`) costs one read of the pointer and one of the index, plus one read per generation the
-index lacks (none in steady state); without any index it reads every generation (the fallback, and how the
-index of an older store is first built).
+index lacks (none in steady state); without any index it reads every generation (the fallback).
 """
 
 from __future__ import annotations
