@@ -317,3 +317,25 @@ def test_job_fragment_outlines_the_jobs_nodes_and_says_its_spans(tmp_path: Path)
     assert f"job: 19 node(s) outlined</b> — {says}" in dom
     outlined = set(re.findall(r'<span class="n [^"]*\bjob\b[^"]*" id="n\d+" title="(gpu-\d+)', dom))
     assert outlined == {f"gpu-{i:06d}" for i in [*range(18), 100]}
+
+
+@browser
+def test_occupancy_panel_counts_per_domain_and_marks_cells(tmp_path: Path) -> None:
+    """``capacity --html``: gpu-0..9 and nvl-0001 (gpu-72..143) allocated, gpu-10 drained, the rest free."""
+    from topocast.renderers.html import with_occupancy
+
+    states = {f"gpu-{i:06d}": "free" for i in range(256)}
+    states.update({f"gpu-{i:06d}": "allocated" for i in [*range(10), *range(72, 144)]})
+    states["gpu-000010"] = "drained"
+    page = tmp_path / "occ.html"
+    page.write_text(with_occupancy(render_page(fat_tree(256)), states))
+    dom = chromium(["--dump-dom", f"{page.as_uri()}#search=gpu-000010"]).stdout
+    assert re.search(r'<body[^>]*data-ready="1"', dom), "the page script did not finish"
+    # 256 - 10 - 72 - 1 = 173 free; nvl-0002 (gpu-144..215) is the only whole free domain; leaves hold 18
+    assert "<b>Occupancy</b>: 173 free, 82 allocated, 1 drained, 0 unknown — largest free: 72 in domain nvl-0002" in dom
+    assert ", 18 under leaf leaf-" in dom
+    row = re.search(
+        r'<tr data-dom="0"><td>nvl-0000[^<]*</td><td>(\d+)</td><td>(\d+)</td><td>(\d+)</td><td>(\d+)</td>', dom
+    )
+    assert row and row.groups() == ("61", "10", "1", "0")
+    assert re.search(r'<span class="n [^"]*\bst-drained\b[^"]*" id="n\d+" title="gpu-000010', dom)

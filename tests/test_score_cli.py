@@ -65,3 +65,16 @@ def test_capacity_and_metrics(graph_file: Path, tmp_path: Path) -> None:
     r = invoke(["metrics", "--graph", graph_file, "--slurm-nodes", states, "--out", prom])
     assert r.exit_code == 0, r.stderr
     assert 'topocast_nodes{cluster="c1",state="allocated"} 1\n' in prom.read_text()
+
+
+def test_capacity_html_writes_the_view_with_the_states(graph_file: Path, tmp_path: Path) -> None:
+    states = tmp_path / "nodes.txt"
+    states.write_text("NodeName=a1 State=ALLOCATED\nNodeName=b3 State=IDLE+DRAIN\nNodeName=c1 State=IDLE\n")
+    page = tmp_path / "view.html"
+    r = invoke(["capacity", "--graph", graph_file, "--slurm-nodes", states, "--html", page])
+    assert r.exit_code == 0, r.stderr
+    text = page.read_text()
+    assert (
+        '<script type="application/json" id="occupancy">{"a1":"allocated","b3":"drained","c1":"free"}</script>' in text
+    )
+    assert text.index('id="occupancy"') < text.index('id="topology"')

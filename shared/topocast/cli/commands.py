@@ -747,13 +747,14 @@ def _capacity_options(fn: Handler) -> Handler:
 @command("capacity")
 @_capacity_options
 @option("--json", dest="as_json", flag=True, help="Print the report as JSON.")
+@option("--html", type=Path, metavar="FILE", help="Also write the fabric view with an occupancy panel to FILE.")
 def capacity(a: Namespace) -> int:
     """Free, allocated and drained nodes per NVLink domain, leaf and block; the largest job that fits; fragmentation."""
     from topocast.cli.score import GraphSource, run_capacity
 
     source = GraphSource(a.graph, a.store, a.cluster)
     sizes = _parse_sizes(a.block_sizes)
-    return run_capacity(source, a.slurm_nodes, a.k8s_nodes, a.k8s_pods, sizes, a.as_json, False, a.out)
+    return run_capacity(source, a.slurm_nodes, a.k8s_nodes, a.k8s_pods, sizes, a.as_json, False, a.out, a.html)
 
 
 @command("metrics")

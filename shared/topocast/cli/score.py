@@ -126,10 +126,9 @@ def _states(slurm_nodes: str | None, k8s_nodes: str | None, k8s_pods: str | None
                             f"--k8s-pods {k8s_pods}"))  # fmt: skip
 
 
-def capacity_of(source: GraphSource, states: dict[str, Any], block_sizes: list[int] | None) -> Any:
+def capacity_of(graph: TopologyGraph, states: dict[str, Any], block_sizes: list[int] | None) -> Any:
     from topocast.model.capacity import cluster_capacity
 
-    graph, _ = source.load(None)
     blocks: list[tuple[str, tuple[str, ...]]] = []
     sizes: list[int] = []
     if any(n.accelerator is not None for n in graph.nodes):
@@ -143,13 +142,23 @@ def capacity_of(source: GraphSource, states: dict[str, Any], block_sizes: list[i
 
 
 def run_capacity(source: GraphSource, slurm_nodes: str | None, k8s_nodes: str | None, k8s_pods: str | None,
-                 block_sizes: list[int] | None, as_json: bool, prometheus: bool, out: Path | None) -> int:  # fmt: skip
-    cap = capacity_of(source, _states(slurm_nodes, k8s_nodes, k8s_pods), block_sizes)
+                 block_sizes: list[int] | None, as_json: bool, prometheus: bool, out: Path | None,
+                 html: Path | None = None) -> int:  # fmt: skip
+    states = _states(slurm_nodes, k8s_nodes, k8s_pods)
+    graph, _ = source.load(None)
+    cap = capacity_of(graph, states, block_sizes)
     if cap.not_in_graph:
         from topocast.model.hostlist import compact_str
 
         print(f"topocast: warning: {len(cap.not_in_graph)} node(s) the scheduler reports are not in the graph: "
               f"{compact_str(cap.not_in_graph)}", file=sys.stderr)  # fmt: skip
+    if html is not None:  # the fabric view with an occupancy panel and each node marked by its state
+        from topocast.renderers.base import RenderOptions
+        from topocast.renderers.html import render_page, with_occupancy
+        from topocast.safeio.files import write_out
+
+        page = render_page(graph, None, RenderOptions(block_sizes=block_sizes))
+        write_out(html, with_occupancy(page, states), "--html")
     if prometheus:
         from topocast.model.prometheus import capacity_families, exposition
 
