@@ -281,3 +281,14 @@ def test_real_scontrol_show_nodes_both_layouts(slurm_controller) -> None:  # typ
         states = parse_node_states(out, "scontrol show nodes")
         assert sorted(states) == [f"n{i}" for i in range(1, 9)]
         assert set(states.values()) == {"drained"}
+
+
+def test_scontrol_show_job_of_a_heterogeneous_job_is_its_components_together(utc_zone: None) -> None:
+    one = SCONTROL_JOB.replace("JobId=4242 JobName=train", "JobId=4242 HetJobId=4242 HetJobOffset=0 JobName=train")
+    two = one.replace("JobId=4242 HetJobId", "JobId=4243 HetJobId").replace("HetJobOffset=0", "HetJobOffset=1")
+    two = two.replace("NodeList=gpu-[001-003],gpu-010", "NodeList=gpu-[020-021]").replace(
+        "T10:00:00 End", "T10:00:02 End"
+    )
+    job = parse_job(one + "\n" + two, "het.txt")
+    assert job.job == "4242" and job.nodes == ("gpu-001", "gpu-002", "gpu-003", "gpu-010", "gpu-020", "gpu-021")
+    assert job.start is not None and job.start.isoformat() == "2026-12-01T10:00:00+00:00"

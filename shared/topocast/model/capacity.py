@@ -158,7 +158,8 @@ def cluster_capacity(
         ("leaf", _groups(graph.nodes, lambda n: n.fabric[0] if n.fabric else None)),
     ]
     if blocks:
-        levels.append(("block", {name: list(nodes) for name, nodes in blocks}))
+        # padding blocks (no nodes) count for fragmentation, not as a group anyone can use
+        levels.append(("block", {name: list(nodes) for name, nodes in blocks if nodes}))
     for level, groups in levels:
         if not groups:
             continue

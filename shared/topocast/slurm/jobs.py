@@ -56,17 +56,25 @@ def parse_scontrol_job(text: str, where: str) -> JobNodes:
     records = [r for r in re.split(r"(?=(?:^|\n)\s*JobId=)", text) if "JobId=" in r]
     if not records:
         raise SlurmOutputError(f"{where}: no JobId= record (expected the output of 'scontrol show job -d <id>')")
-    if len(records) > 1:
+    het = {_field(r, "HetJobId") for r in records}
+    if len(records) > 1 and (len(het) != 1 or None in het):
         ids = ", ".join(str(_field(r, "JobId")) for r in records[:5])
         raise SlurmOutputError(f"{where}: {len(records)} jobs ({ids}); give one job")
-    record = records[0]
-    job = _field(record, "JobId") or "?"
-    node_list = _field(record, "NodeList")
-    if node_list in (None, "", "(null)"):
-        state = _field(record, "JobState") or "unknown"
-        raise SlurmOutputError(f"{where}: job {job} has no nodes (JobState={state})")
-    assert node_list is not None
-    return JobNodes(job, _nodes(node_list, where), _scontrol_time(_field(record, "StartTime"), where))
+    # one job, or the components of one heterogeneous job (HetJobId=): their nodes together
+    job = _field(records[0], "HetJobId") if len(records) > 1 else _field(records[0], "JobId")
+    nodes: list[str] = []
+    starts: list[datetime] = []
+    for record in records:
+        node_list = _field(record, "NodeList")
+        if node_list in (None, "", "(null)"):
+            state = _field(record, "JobState") or "unknown"
+            raise SlurmOutputError(f"{where}: job {_field(record, 'JobId')} has no nodes (JobState={state})")
+        assert node_list is not None
+        nodes.extend(_nodes(node_list, where))
+        start = _scontrol_time(_field(record, "StartTime"), where)
+        if start is not None:
+            starts.append(start)
+    return JobNodes(job or "?", tuple(dict.fromkeys(nodes)), min(starts) if starts else None)
 
 
 class _Number(BaseModel):
