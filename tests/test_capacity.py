@@ -292,3 +292,17 @@ def test_scontrol_show_job_of_a_heterogeneous_job_is_its_components_together(utc
     job = parse_job(one + "\n" + two, "het.txt")
     assert job.job == "4242" and job.nodes == ("gpu-001", "gpu-002", "gpu-003", "gpu-010", "gpu-020", "gpu-021")
     assert job.start is not None and job.start.isoformat() == "2026-12-01T10:00:00+00:00"
+
+
+def test_slurmrestd_heterogeneous_job() -> None:
+    het = {"set": True, "infinite": False, "number": 50}
+    doc = {"jobs": [
+        {"job_id": 50, "het_job_id": het, "nodes": "n[1-2]", "start_time": {"set": True, "number": 1796119260}},
+        {"job_id": 51, "het_job_id": het, "nodes": "n7", "start_time": {"set": True, "number": 1796119200}},
+    ]}  # fmt: skip
+    job = parse_job(json.dumps(doc), "rest")
+    assert job.job == "50" and job.nodes == ("n1", "n2", "n7")
+    assert job.start is not None and job.start.isoformat() == "2026-12-01T10:00:00+00:00"
+    doc["jobs"][1]["het_job_id"] = {"set": True, "infinite": False, "number": 0}  # type: ignore[index]
+    with pytest.raises(TopocastError, match="2 jobs in 'jobs'; give one job"):
+        parse_job(json.dumps(doc), "rest")

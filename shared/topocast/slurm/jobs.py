@@ -90,6 +90,12 @@ class _RestJob(BaseModel):
     nodes: str = ""
     start_time: _Number | int | None = None
     job_state: list[str] | str = Field(default_factory=list)
+    het_job_id: _Number | int | None = None
+
+    def het(self) -> int:
+        """The heterogeneous job this is a component of (0: none)."""
+        h = self.het_job_id
+        return h if isinstance(h, int) else (h.number if h is not None and h.set and not h.infinite else 0)
 
 
 class _RestJobs(BaseModel):
@@ -100,14 +106,21 @@ class _RestJobs(BaseModel):
 def parse_rest_job(data: Any, where: str) -> JobNodes:
     """One job from slurmrestd's ``GET /slurm/v0.0.44/job/{id}`` answer (``jobs[0].nodes``, ``start_time``)."""
     answer = validate(_RestJobs, data, where, SlurmOutputError)
-    if len(answer.jobs) != 1:
+    het = {j.het() for j in answer.jobs}
+    if not answer.jobs or (len(answer.jobs) > 1 and (len(het) != 1 or 0 in het)):
         raise SlurmOutputError(f"{where}: {len(answer.jobs)} jobs in 'jobs'; give one job")
-    rest = answer.jobs[0]
-    if not rest.nodes:
-        raise SlurmOutputError(f"{where}: job {rest.job_id} has no nodes (job_state={rest.job_state})")
-    start = rest.start_time
-    epoch = start if isinstance(start, int) else (start.number if start and start.set and not start.infinite else 0)
-    return JobNodes(str(rest.job_id), _nodes(rest.nodes, where), datetime.fromtimestamp(epoch, UTC) if epoch else None)
+    nodes: list[str] = []
+    epochs: list[int] = []
+    for rest in answer.jobs:  # one job, or the components of one heterogeneous job: their nodes together
+        if not rest.nodes:
+            raise SlurmOutputError(f"{where}: job {rest.job_id} has no nodes (job_state={rest.job_state})")
+        nodes.extend(_nodes(rest.nodes, where))
+        start = rest.start_time
+        epoch = start if isinstance(start, int) else (start.number if start and start.set and not start.infinite else 0)
+        if epoch:
+            epochs.append(epoch)
+    job = str(answer.jobs[0].het() or answer.jobs[0].job_id) if len(answer.jobs) > 1 else str(answer.jobs[0].job_id)
+    return JobNodes(job, tuple(dict.fromkeys(nodes)), datetime.fromtimestamp(min(epochs), UTC) if epochs else None)
 
 
 def parse_job(text: str, where: str) -> JobNodes:
