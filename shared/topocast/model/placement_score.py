@@ -100,9 +100,6 @@ class PlacementScore:
     best_tier: int | None
     score: Fraction
 
-    def level(self, name: str) -> LevelSpan | None:
-        return next((lv for lv in self.levels if lv.level == name), None)
-
     def to_json(self) -> dict[str, Any]:
         return {
             "nodes": len(self.nodes),
