@@ -8,6 +8,7 @@ import json
 import os
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 from cli_runner import invoke
@@ -258,3 +259,35 @@ def test_a_store_older_than_the_index_is_indexed_without_reading_its_past(
         _, place = index.place_at("n1", at)
         assert place is not None and place["f"][0] == leaf[int(hours) + 1], hours
     assert [e["generation"] for e in history.load(store_at(tmp_path), complete=True).entries] == list(range(1, 22))
+
+
+def test_history_from_cloud_storage_as_the_gcp_store_writes_it(
+    gcs_objects: Any, local_gcs: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The generations committed by the GCP store (local Cloud Storage), read back by ``history --store gs://``."""
+    from topocast.gcp.gcs_store import GcsGraphStore
+
+    store = GcsGraphStore(gcs_objects, "topocast", "c1")
+    for g in PLAN:
+        store.clock = lambda g=g: T0 + (g - 1) * HOUR  # type: ignore[misc]
+        commit(store, lambda _current, g=g: graph_of(PLAN[g]))
+    monkeypatch.setenv("STORAGE_EMULATOR_HOST", local_gcs.url)
+    for at in TIMES[1:]:
+        r = invoke(["history", "--store", f"gs://{gcs_objects.bucket_name}/topocast", "--cluster", "c1", "--node", "n1",
+                    "--at", at.isoformat(), "--json"])  # fmt: skip
+        assert r.exit_code == 0, r.stderr
+        assert json.loads(r.stdout)["node"]["place"]["f"][0] == expected_leaf("n1", at)
+
+
+@pytest.mark.parametrize(
+    ("store", "says"),
+    [
+        ("s3://no-such-bucket-here/topocast", "--store s3://no-such-bucket-here/topocast: cannot read (An error"),
+        ("s3://Bad_Bucket!/x", "'Bad_Bucket!' is not a bucket name"),
+        ("gs://-x-/y", "'-x-' is not a bucket name"),
+    ],
+)
+def test_a_store_that_cannot_be_read_is_one_line(aws_env: str, store: str, says: str) -> None:
+    r = invoke(["history", "--store", store, "--cluster", "c1", "--node", "n1"])
+    assert r.exit_code == 2 and r.stderr.startswith("topocast: error: ") and says in r.stderr, r.stderr
+    assert r.stderr.count("\n") == 1

@@ -14,6 +14,7 @@ generations. A generation loaded for ``--out`` is checked against the sha256 the
 from __future__ import annotations
 
 import json
+import re
 import sys
 from datetime import UTC, datetime
 from pathlib import Path
@@ -36,12 +37,37 @@ def parse_time(text: str, what: str = "--at") -> datetime:
     return at if at.tzinfo is not None else at.replace(tzinfo=UTC)
 
 
+#: bucket names the services accept (S3: 3-63 of a-z 0-9 . -; Cloud Storage also _, up to 222 with dots)
+_BUCKET = {
+    "s3": re.compile(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]"),
+    "gs": re.compile(r"[a-z0-9][a-z0-9._-]{1,220}[a-z0-9]"),
+}
+
+
+def cloud_errors(uri: str) -> tuple[type[BaseException], ...]:
+    """The exceptions the SDK behind ``uri`` raises for a bucket it cannot read (denied, missing, unreachable).
+
+    Missing credentials are not among them: the CLI words those itself (``topocast: error: no AWS credentials``)."""
+    scheme = urlparse(uri).scheme
+    if scheme == "s3":
+        from botocore.exceptions import ClientError, ConnectionError, ParamValidationError
+
+        return (ClientError, ConnectionError, ParamValidationError)
+    if scheme in ("gs", "gcs"):
+        from google.api_core.exceptions import GoogleAPIError
+
+        return (GoogleAPIError,)
+    return ()
+
+
 def open_store(uri: str, cluster: str) -> ObjectGraphStore:
     """The graph store of ``cluster`` in ``uri``: s3://bucket/prefix, gs://bucket/prefix, file:///dir or a dir."""
     parsed = urlparse(uri)
     if parsed.scheme in ("s3", "gs", "gcs"):
         if not parsed.netloc:
             raise TopocastError(f"--store {uri!r}: expected s3://bucket/prefix or gs://bucket/prefix")
+        if not _BUCKET["s3" if parsed.scheme == "s3" else "gs"].fullmatch(parsed.netloc):
+            raise TopocastError(f"--store {uri!r}: {parsed.netloc!r} is not a bucket name")
         prefix = parsed.path.strip("/")
         if parsed.scheme == "s3":
             from topocast.aws.clients import s3_client
@@ -77,10 +103,22 @@ def _counts(entry: dict[str, Any]) -> str:
 
 def run_history(store_uri: str, cluster: str, node: str | None, at_text: str | None, out: Path | None,
                 as_json: bool) -> int:  # fmt: skip
+    at = parse_time(at_text) if at_text else None
+    try:
+        return _history(store_uri, cluster, node, at, out, as_json)
+    except cloud_errors(store_uri) as exc:
+        raise TopocastError(f"--store {store_uri}: cannot read ({_first_line(exc)})") from None
+
+
+def _first_line(exc: BaseException) -> str:
+    return next(iter(str(exc).strip().splitlines()), type(exc).__name__)[:300]
+
+
+def _history(store_uri: str, cluster: str, node: str | None, at: datetime | None, out: Path | None,
+             as_json: bool) -> int:  # fmt: skip
     from topocast.pipeline import history
 
     store = open_store(store_uri, cluster)
-    at = parse_time(at_text) if at_text else None
     index = history.load(store, since=at, complete=at is None)
     if out is not None and at is None:
         raise TopocastError("--out writes the graph live at a time: give --at too")
@@ -131,6 +169,13 @@ def run_history(store_uri: str, cluster: str, node: str | None, at_text: str | N
 
 def graph_live_at(store_uri: str, cluster: str, at: datetime | None) -> tuple[Any, str]:
     """(the graph live at ``at`` or the latest when None, a label naming its generation) for ``score``."""
+    try:
+        return _graph_live_at(store_uri, cluster, at)
+    except cloud_errors(store_uri) as exc:
+        raise TopocastError(f"--store {store_uri}: cannot read ({_first_line(exc)})") from None
+
+
+def _graph_live_at(store_uri: str, cluster: str, at: datetime | None) -> tuple[Any, str]:
     from topocast.pipeline import history
 
     store = open_store(store_uri, cluster)
