@@ -42,6 +42,8 @@ URIS = ("s3://bucket/prefix/c1/x.json", "gs://bucket/prefix/c1/x.json", "ssm:///
 
 #: options that take a file without ``type=Path`` (strings: they may also be a URI or an ARN)
 FILE_DESTS = {"kubeconfig", "credentials", "ca_file", "graph", "old", "new", "delivery", "source"}
+#: score / capacity / metrics: scheduler output files ('-' = stdin)
+FILE_DESTS |= {"slurm_job", "pods", "slurm_nodes", "k8s_nodes", "k8s_pods"}
 #: options that take a cloud location
 URI_DESTS = {"source", "store", "upload", "uploads", "graph", "old", "new"}
 #: options whose value is a URI even for a local file
@@ -69,7 +71,22 @@ CONTEXT: dict[tuple[str, ...], dict[str, list[str]]] = {
     ("collect", "ibnetdiscover"): {"": ["--upload", "s3://bucket/p/c1/uploads", "--input", "{ib}"]},
     ("demo",): {"": ["--nodes", "2", "--events", "2", "--quiet", "0.1"]},
     ("synth",): {"": ["--nodes", "3"]},
+    ("score",): {
+        "": ["--graph", "{good}", "--nodes", "n1"],
+        "slurm_job": ["--graph", "{good}"],
+        "pods": ["--graph", "{good}"],
+        "store": ["--nodes", "n1"],
+    },
+    ("capacity",): {
+        "": ["--graph", "{good}", "--slurm-nodes", "{states}"],
+        "slurm_nodes": ["--graph", "{good}"],
+        "k8s_nodes": ["--graph", "{good}"],
+        "store": ["--slurm-nodes", "{states}"],
+        "k8s_pods": ["--graph", "{good}", "--k8s-nodes", "{k8s_nodes}"],
+    },
+    ("history",): {"": ["--store", "{d}"]},
 }
+CONTEXT[("metrics",)] = CONTEXT[("capacity",)]
 #: flags not walked, with the reason (each costs a whole run before the flag matters)
 NOT_WALKED = {
     ("demo", "report"): "written after a whole demo run; its --out is walked",
@@ -181,6 +198,9 @@ def inputs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     (root / "creds").write_text(json.dumps({"username": "u", "password": "p"}))
     values |= {"good": str(root / "good.json"), "conf": str(root / "topology.conf")}
     values |= {"ib": str(root / "fabric.ibnetdiscover"), "creds": str(root / "creds")}
+    (root / "states.txt").write_text("NodeName=n1 State=IDLE\n")
+    (root / "k8s-nodes.json").write_text(json.dumps({"items": [{"metadata": {"name": "n1"}}]}))
+    values |= {"states": str(root / "states.txt"), "k8s_nodes": str(root / "k8s-nodes.json")}
     return values
 
 

@@ -302,3 +302,40 @@ def test_10000_nodes_domain_searches_and_hostile_fragments_never_stop_the_page(p
         FRAGMENTS.items(), json.loads(unescape(out.group(1))), strict=True
     ):
         assert (got[0], got[1]) == (count, unmatched) and says in got[2], (fragment, got[2][:400])
+
+
+@browser
+def test_job_fragment_outlines_the_jobs_nodes_and_says_its_spans(tmp_path: Path) -> None:
+    """``#job=HOSTLIST`` (docs/score.md): 18 nodes of leaf-00000 (domain nvl-0000) and gpu-000100 (leaf-00005,
+    nvl-0001): 2 domains where 1 (72 nodes) would hold 19, 2 leaves where 2 (18 + 18) are the fewest."""
+    page = tmp_path / "view.html"
+    page.write_text(render_page(fat_tree(256)))
+    dom = chromium(["--dump-dom", f"{page.as_uri()}#job=gpu-[000000-000017],gpu-000100"]).stdout
+    assert re.search(r'<body[^>]*data-ready="1"', dom), "the page script did not finish"
+    assert re.search(r'id="results" data-count="19" data-unmatched="0" data-job="19"', dom)
+    says = "NVLink domains: 2 spanned, fewest possible 1; leaves: 2 spanned, fewest possible 2"
+    assert f"job: 19 node(s) outlined</b> — {says}" in dom
+    outlined = set(re.findall(r'<span class="n [^"]*\bjob\b[^"]*" id="n\d+" title="(gpu-\d+)', dom))
+    assert outlined == {f"gpu-{i:06d}" for i in [*range(18), 100]}
+
+
+@browser
+def test_occupancy_panel_counts_per_domain_and_marks_cells(tmp_path: Path) -> None:
+    """``capacity --html``: gpu-0..9 and nvl-0001 (gpu-72..143) allocated, gpu-10 drained, the rest free."""
+    from topocast.renderers.html import with_occupancy
+
+    states = {f"gpu-{i:06d}": "free" for i in range(256)}
+    states.update({f"gpu-{i:06d}": "allocated" for i in [*range(10), *range(72, 144)]})
+    states["gpu-000010"] = "drained"
+    page = tmp_path / "occ.html"
+    page.write_text(with_occupancy(render_page(fat_tree(256)), states))
+    dom = chromium(["--dump-dom", f"{page.as_uri()}#search=gpu-000010"]).stdout
+    assert re.search(r'<body[^>]*data-ready="1"', dom), "the page script did not finish"
+    # 256 - 10 - 72 - 1 = 173 free; nvl-0002 (gpu-144..215) is the only whole free domain; leaves hold 18
+    assert "<b>Occupancy</b>: 173 free, 82 allocated, 1 drained, 0 unknown — largest free: 72 in domain nvl-0002" in dom
+    assert ", 18 under leaf leaf-" in dom
+    row = re.search(
+        r'<tr data-dom="0"><td>nvl-0000[^<]*</td><td>(\d+)</td><td>(\d+)</td><td>(\d+)</td><td>(\d+)</td>', dom
+    )
+    assert row and row.groups() == ("61", "10", "1", "0")
+    assert re.search(r'<span class="n [^"]*\bst-drained\b[^"]*" id="n\d+" title="gpu-000010', dom)

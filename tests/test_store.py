@@ -79,8 +79,11 @@ def test_s3_store_behaves_like_memory(moto_server) -> None:
         "topocast/c1/graphs/000000000001.json",
         "topocast/c1/graphs/000000000002.json",
         "topocast/c1/graphs/000000000003.json",
+        "topocast/c1/graphs/index.json",  # the history index, one entry per generation
         "topocast/c1/graphs/latest.json",
     ]
+    index = json.loads(s3.get_object(Bucket=bucket, Key="topocast/c1/graphs/index.json")["Body"].read())
+    assert [e["generation"] for e in index["generations"]] == [1, 2, 3]
     pointer = json.loads(s3.get_object(Bucket=bucket, Key="topocast/c1/graphs/latest.json")["Body"].read())
     assert pointer["generation"] == 3 and pointer["key"] == "topocast/c1/graphs/000000000003.json"
     # the generation objects are plain graph JSON, readable by `topocast render --graph`
@@ -211,7 +214,7 @@ def test_failing_puts_are_retried_and_nothing_is_lost(moto_server) -> None:
     result = store.write_if_changed(graph("c1", 5), expected_generation=1)
     assert (result.generation, result.changed) == (2, True)
     assert len(store.latest().graph.nodes) == 5
-    assert calls["n"] == 4  # 2 injected failures + generation object + pointer
+    assert calls["n"] == 5  # 2 injected failures + generation object + pointer + history index
 
     # a persistent failure propagates (the caller's SQS batch is retried) and the store is untouched
     calls.update(n=0, fail_first=10**6)

@@ -789,6 +789,89 @@ def diff(a: Namespace) -> int:
     return run_diff(a.old, a.new, a.as_json)
 
 
+# ----- score, capacity, metrics, history (docs/score.md) ------------------------------------------------
+_GRAPH_HELP = "The graph: a graph JSON file or an s3://, gs://, file:// generation URI."
+_STORE_HELP = "A deployment's store (s3://bucket/prefix, gs://bucket/prefix, file:///dir or a directory)."
+
+
+@command("score")
+@option("--graph", help=_GRAPH_HELP)
+@option("--store", help=_STORE_HELP + " The graph is the generation live when the job started.")
+@option("--cluster", default="default", help="--store: the cluster name.")
+@option("--nodes", help="The job's nodes as a hostlist, e.g. gpu-[001-016].")
+@option("--slurm-job", help="'scontrol show job -d ID' text or slurmrestd job JSON ('-' = stdin).")
+@option("--pods", help="kubectl get pods -o json (the workload's pods) or a Kueue Workload's JSON ('-' = stdin).")
+@option("--at", help="--store: score against the graph live at this time (default: the job's start).")
+@option("--job-name", help="The job's name in the report (default: what the job input says; '(hostlist)').")
+@option("--json", dest="as_json", flag=True, help="Print the report as JSON.")
+def score(a: Namespace) -> int:
+    """Score a job's placement: NVLink domains and switches per tier spanned against the fewest possible."""
+    from topocast.cli.score import GraphSource, run_score
+
+    source = GraphSource(a.graph, a.store, a.cluster)
+    return run_score(source, a.nodes, a.slurm_job, a.pods, a.at, a.as_json, a.job_name)
+
+
+def _capacity_options(fn: Handler) -> Handler:
+    shared_options: list[tuple[tuple[str, ...], dict[str, Any]]] = [
+        (("--graph",), {"help": _GRAPH_HELP}),
+        (("--store",), {"help": _STORE_HELP + " The latest generation."}),
+        (("--cluster",), {"default": "default", "help": "--store: the cluster name."}),
+        (("--slurm-nodes",), {"help": "'scontrol show nodes' text or slurmrestd /nodes JSON ('-' = stdin)."}),
+        (("--k8s-nodes",), {"help": "kubectl get nodes -o json (cordoned or not Ready = drained)."}),
+        (
+            ("--k8s-pods",),
+            {"help": "With --k8s-nodes: kubectl get pods -A -o json (a node running one = allocated)."},
+        ),
+        (("--block-sizes",), {"help": "Slurm BlockSizes of the published topology.conf (inferred if omitted)."}),
+        (
+            ("--out",),
+            {"type": Path, "metavar": "FILE", "help": "Write to this file (atomically) instead of stdout."},
+        ),
+    ]
+    for flags, kwargs in reversed(shared_options):
+        fn = option(*flags, **kwargs)(fn)
+    return fn
+
+
+@command("capacity")
+@_capacity_options
+@option("--json", dest="as_json", flag=True, help="Print the report as JSON.")
+@option("--html", type=Path, metavar="FILE", help="Also write the fabric view with an occupancy panel to FILE.")
+def capacity(a: Namespace) -> int:
+    """Free, allocated and drained nodes per NVLink domain, leaf and block; the largest job that fits; fragmentation."""
+    from topocast.cli.score import GraphSource, run_capacity
+
+    source = GraphSource(a.graph, a.store, a.cluster)
+    sizes = _parse_sizes(a.block_sizes)
+    return run_capacity(source, a.slurm_nodes, a.k8s_nodes, a.k8s_pods, sizes, a.as_json, False, a.out, a.html)
+
+
+@command("metrics")
+@_capacity_options
+def metrics(a: Namespace) -> int:
+    """The capacity figures as Prometheus text (node-exporter textfile collector: --out DIR/topocast.prom)."""
+    from topocast.cli.score import GraphSource, run_capacity
+
+    source = GraphSource(a.graph, a.store, a.cluster)
+    sizes = _parse_sizes(a.block_sizes)
+    return run_capacity(source, a.slurm_nodes, a.k8s_nodes, a.k8s_pods, sizes, False, True, a.out)
+
+
+@command("history")
+@option("--store", required=True, help=_STORE_HELP)
+@option("--cluster", default="default", help="The cluster name.")
+@option("--node", help="One node's changes (with --at: where it was then).")
+@option("--at", help="A time (ISO 8601, e.g. 2026-12-01T10:00Z; UTC without a zone): the generation live then.")
+@option("--out", type=Path, metavar="FILE", help="With --at: write the graph live then to this file.")
+@option("--json", dest="as_json", flag=True, help="Print JSON.")
+def history(a: Namespace) -> int:
+    """The stored generations over time: when nodes joined, moved or left; where a node was; the graph at a time."""
+    from topocast.cli.history import run_history
+
+    return run_history(a.store, a.cluster, a.node, a.at, a.out, a.as_json)
+
+
 def main() -> None:  # console-script entry point
     from topocast.cli.journal import journal_stderr
 

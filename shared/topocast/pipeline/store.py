@@ -17,6 +17,8 @@ Bucket layout under ``<prefix>/<cluster>/graphs/``::
     000000000001.json   immutable, one per generation (the graph's pretty JSON, readable
     000000000002.json   by ``topocast render --graph``); metadata: generation, sha256
     latest.json         small pointer {generation, sha256, key, written_at}
+    index.json          the history index: per generation its time, sha256 and the nodes that
+                        joined, moved or left (:mod:`topocast.pipeline.history`, after step 3)
 
 How a bucket write stays correct with concurrent writers and retries, using
 conditional writes only (no lock service):
@@ -121,6 +123,10 @@ def commit(
     raise StaleGenerationError(f"gave up after {attempts} attempts, the store kept moving: {last}")
 
 
+def _utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
 class ObjectGraphStore:
     """Graph generations of one cluster in a bucket (layout and write protocol: the module docstring)."""
 
@@ -129,6 +135,10 @@ class ObjectGraphStore:
         self.cluster = cluster
         self.base_key = cluster_base(prefix, cluster, "graphs")
         self.pointer_key = f"{self.base_key}/latest.json"
+        #: the generation :meth:`latest` read last: the previous graph of the next commit's history entry
+        self._last_read: StoredGraph | None = None
+        #: the time a commit records (pointer ``written_at``, history index); tests set a simulated clock
+        self.clock: Callable[[], datetime] = _utc_now
 
     def generation_key(self, generation: int) -> str:
         return f"{self.base_key}/{generation:012d}.json"
@@ -156,11 +166,17 @@ class ObjectGraphStore:
             raise InvalidGraphError(f"{where}: corrupt latest-generation pointer ({exc})") from None
         return pointer, got.generation
 
+    def pointer(self) -> dict[str, Any] | None:
+        """The latest-generation pointer ``{generation, sha256, key, written_at}`` (None: an empty store)."""
+        current = self._read_pointer()
+        return current[0] if current else None
+
     def latest(self) -> StoredGraph | None:
         current = self._read_pointer()
         if current is None:
             return None
-        return self._read_generation(current[0]["generation"], current[0]["sha256"])
+        self._last_read = self._read_generation(current[0]["generation"], current[0]["sha256"])
+        return self._last_read
 
     def get(self, generation: int) -> StoredGraph:
         return self._read_generation(generation, None)
@@ -212,6 +228,10 @@ class ObjectGraphStore:
                     f"{generation} first; re-read and retry"
                 )
         self._advance_pointer(current, generation, new_hash)
+        from topocast.pipeline import history  # after the commit point; never raises
+
+        previous = self._last_read if self._last_read and self._last_read.generation == generation - 1 else None
+        history.record(self, StoredGraph(generation, graph, new_hash, self.clock()), previous)
         return WriteResult(generation, changed=True)
 
     def replace_unreadable(self, graph: TopologyGraph) -> WriteResult:
@@ -256,7 +276,7 @@ class ObjectGraphStore:
                 "generation": generation,
                 "sha256": sha,
                 "key": self.generation_key(generation),
-                "written_at": datetime.now(UTC).isoformat(),
+                "written_at": self.clock().isoformat(),
             }
         ).encode()
         for _ in range(5):

@@ -16,6 +16,10 @@ an air-gapped laptop). Built to stay readable at 10,000+ nodes:
   drives it too (``topology.html#search=gpu-0042``). A hostlist is counted before it is
   expanded (at most :data:`SEARCH_CAP` names) and a fragment that is not valid
   percent-encoding is searched as written: nothing a URL holds stops the page script;
+* **occupancy** (``topocast capacity --html``, :func:`with_occupancy`): free / allocated / drained nodes per
+  NVLink domain, the largest free domain and leaf, each node cell marked by its scheduler state;
+* **a job** (``topology.html#job=gpu-[001-016]``): its nodes outlined and their leaves opened, with the
+  NVLink domains and leaves it spans against the fewest possible (as ``topocast score`` counts them);
 * **domains without relying on hue**: each domain has a number (``#12``, printed in
   every cell and bar segment) and one of 4 patterns on top of one of 12 colours, and
   the name of its Slurm block(s) (``block003``, as ``topology-block.conf`` and ``scontrol
@@ -36,7 +40,7 @@ from __future__ import annotations
 import json
 import re
 from collections import Counter
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from html import escape
 from importlib import resources
 from itertools import compress, repeat
@@ -391,6 +395,15 @@ def render_with_previous(
 ) -> Artifact:
     """The page with what changed since ``previous`` highlighted (``render --previous``) and ``checks`` shown."""
     return Artifact(FORMAT, FILENAME, render_page(graph, previous, options, checks), MEDIA_TYPE, len(graph.nodes))
+
+
+def with_occupancy(page: str, states: Mapping[str, str]) -> str:
+    """``page`` with the scheduler's node states (``topocast capacity --html``): the page script then shows an
+    occupancy panel (free / allocated / drained per NVLink domain, the largest free domain and leaf) and marks
+    each node cell by its state. ``states``: node name -> free | allocated | drained (others: unknown)."""
+    block = f'<script type="application/json" id="occupancy">{_script_json(dict(states))}</script>\n'
+    marker = '<script type="application/json" id="topology">'
+    return page.replace(marker, block + marker, 1)
 
 
 def _asset(name: str) -> str:

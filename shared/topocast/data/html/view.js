@@ -5,6 +5,11 @@ const D = JSON.parse(document.getElementById("topology").textContent);
 const t0 = performance.now();
 const S = D.switches, N = D.nodes, DOMS = D.domains, BL = D.blocks, DB = D.domainBlocks, CAP = D.cap;
 const FLAG = ["", "added", "moved", "domain changed"];
+/* nodes of the job named by #job=HOSTLIST, outlined wherever their cells are drawn */
+let JOB = new Uint8Array(N.length);
+/* the scheduler's node states when the page was made by topocast capacity --html (else null) */
+const OCC_EL = document.getElementById("occupancy");
+const ST = OCC_EL ? (o => N.map(n => ["free", "allocated", "drained"].includes(o[n[0]]) ? o[n[0]] : "unknown"))(JSON.parse(OCC_EL.textContent)) : null;
 function esc(s) { return String(s).replace(/[&<>"]/g, c => ({"&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;"})[c]); }
 function look(d) {
   if (d === -1) return "nodom"; if (d === -2) return "pend"; if (d === -3) return "other";
@@ -20,8 +25,8 @@ function path(sw) { const p = []; while (sw >= 0) { p.push(S[sw][0]); sw = S[sw]
 function cell(i) {
   const n = N[i], d = n[2];
   const tip = n[0] + "\nid: " + (n[1] || "-") + "\ndomain: " + domName(d) + (n[3] ? "\nsub-domain: " + n[3] : "") +
-    (n[6] >= 0 ? "\nSlurm block: " + BL[n[6]] : "") + (n[5] ? "\nchanged: " + FLAG[n[5]] : "");
-  return '<span class="n ' + look(d) + (n[5] ? " c" + n[5] : "") + '" id="n' + i + '" title="' + esc(tip) + '">' +
+    (n[6] >= 0 ? "\nSlurm block: " + BL[n[6]] : "") + (n[5] ? "\nchanged: " + FLAG[n[5]] : "") + (ST ? "\nstate: " + ST[i] : "");
+  return '<span class="n ' + look(d) + (n[5] ? " c" + n[5] : "") + (JOB[i] ? " job" : "") + (ST ? " st-" + ST[i] : "") + '" id="n' + i + '" title="' + esc(tip) + '">' +
     esc(n[0]) + (d >= 0 ? "<b>#" + (d + 1) + "</b>" : "") + "</span>";
 }
 function fill(segs, total) {
@@ -240,8 +245,82 @@ document.getElementById("legend").textContent = (DOMS.length ? "Domains are numb
   " in name order; the number is printed in each node cell and wide bar segments, colour and pattern repeat every 12 and 48." +
   (BL.length ? " Slurm names their blocks as topology-block.conf does (" + BL[0] + "\u2026), shown next to the number." : "") : "") +
   (D.previous ? " Outlined red: added, moved or domain changed since the previous graph; \u201clost\u201d: nodes removed or moved away." : "");
+/* ----- occupancy: free / allocated / drained per NVLink domain (topocast capacity --html) ----- */
+function occupancy() {
+  const KINDS = ["free", "allocated", "drained", "unknown"], per = new Map(), leaf = new Map();
+  N.forEach((n, i) => {
+    const key = n[2] >= 0 ? n[2] : -1;
+    if (!per.has(key)) per.set(key, {free: 0, allocated: 0, drained: 0, unknown: 0});
+    per.get(key)[ST[i]]++;
+    if (n[4] >= 0 && ST[i] === "free") leaf.set(n[4], (leaf.get(n[4]) || 0) + 1);
+  });
+  const total = {free: 0, allocated: 0, drained: 0, unknown: 0};
+  ST.forEach(s => total[s]++);
+  let bestDom = -1, bestFree = 0;
+  for (const [d, c] of per) if (d >= 0 && c.free > bestFree) { bestDom = d; bestFree = c.free; }
+  let bestLeaf = -1, leafFree = 0;
+  for (const [sw, f] of leaf) if (f > leafFree) { bestLeaf = sw; leafFree = f; }
+  const rows = [...per.entries()].sort((a, b) => a[0] - b[0]).map(([d, c]) => {
+    const all = KINDS.reduce((a, k) => a + c[k], 0);
+    const bar = KINDS.map(k => c[k] ? '<i class="occ-' + k + '" style="width:' + (100 * c[k] / all).toFixed(1) + '%"></i>' : "").join("");
+    return '<tr data-dom="' + d + '"><td>' + esc(domName(d)) + "</td>" + KINDS.map(k => "<td>" + c[k] + "</td>").join("") +
+      '<td><span class="occbar">' + bar + "</span></td></tr>";
+  }).join("");
+  const el = document.createElement("details");
+  el.id = "occupancy-panel"; el.className = "occupancy"; el.open = true;
+  el.innerHTML = "<summary><b>Occupancy</b>: " + KINDS.map(k => total[k] + " " + k).join(", ") +
+    " \u2014 largest free: " + (bestDom >= 0 ? bestFree + " in domain " + esc(domName(bestDom)) : "no free domain") +
+    ", " + (bestLeaf >= 0 ? leafFree + " under leaf " + esc(S[bestLeaf][0]) : "no free leaf") + "</summary>" +
+    "<table><tr><th>NVLink domain</th>" + KINDS.map(k => "<th>" + k + "</th>").join("") + "<th></th></tr>" + rows + "</table>";
+  document.body.insertBefore(el, document.querySelector(".bar-top"));
+}
+if (ST) occupancy();
 overview();
+/* the fewest groups that hold n nodes: the k largest, as topocast score counts them (all the graph's nodes) */
+function fewest(sizes, n) { sizes.sort((a, b) => b - a); let k = 0, held = 0; while (held < n && k < sizes.length) held += sizes[k++]; return k; }
+/* spans of the job's nodes per NVLink domain and per leaf against the fewest possible; a node without a domain
+   (or a leaf) is a group of its own */
+function jobSpans(hits) {
+  const spans = [];
+  for (const [label, col] of [["NVLink domains", 2], ["leaves", 4]]) {
+    const size = new Map(); let alone = 0;
+    N.forEach(n => { if (n[col] >= 0) size.set(n[col], (size.get(n[col]) || 0) + 1); else alone++; });
+    const used = new Set(); let own = 0;
+    for (const i of hits) { if (N[i][col] >= 0) used.add(N[i][col]); else own++; }
+    spans.push(label + ": " + (used.size + own) + " spanned, fewest possible " + fewest([...size.values(), ...Array(alone).fill(1)], hits.length));
+  }
+  return spans;
+}
+function showJob(text) {
+  JOB = new Uint8Array(N.length);
+  guarded(text);
+  const res = document.getElementById("results"), hits = [...res.querySelectorAll("[data-i]")].map(r => +r.dataset.i);
+  const all = [];
+  for (const t of splitTerms(text)) {
+    const p = t.includes("[") ? parseHost(t) : [t];
+    if (p && countHost(p) <= CAP) for (const name of expandHost(p)) if (index.has(name)) all.push(index.get(name));
+  }
+  for (const i of all) JOB[i] = 1;
+  for (const el of tree.querySelectorAll(".n")) if (JOB[+el.id.slice(1)]) el.classList.add("job");
+  /* open every leaf that holds a job node (at most 100 leaves), so the outline is seen */
+  const leaves = [...new Set(all.map(i => N[i][4]))].slice(0, 100);
+  for (const sw of leaves) if (sw >= 0) { const i = all.find(k => N[k][4] === sw); reveal(i); }
+  res.dataset.job = all.length;
+  res.insertAdjacentHTML("afterbegin", '<div class="jobsum"><b>job: ' + all.length + " node(s) outlined</b> — " +
+    esc(jobSpans([...new Set(all)]).join("; ")) + " (topocast score gives every tier and the score)</div>");
+  return hits;
+}
 function fromFragment() {
+  const j = location.hash.match(/job=([^&]*)/);
+  if (j) {
+    let text = j[1];
+    try { text = decodeURIComponent(text); } catch (e) { /* searched as written */ }
+    q.value = text;
+    try { showJob(text); } catch (e) {
+      document.getElementById("results").innerHTML = '<div class="miss">Job failed: ' + esc(e && e.message || e) + "</div>";
+    }
+    return;
+  }
   const m = location.hash.match(/search=([^&]*)/);
   if (!m) return;
   let text = m[1], bad = false;
