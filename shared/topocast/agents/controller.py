@@ -105,6 +105,7 @@ class Stats:
     set_aside: int = 0
     publish_seconds_sum: float = 0.0
     publish_seconds_count: int = 0
+    publish_seconds_max: float = 0.0
     changes: int = 0
     last_loop_at: float = 0.0
     api_errors: int = 0
@@ -257,8 +258,10 @@ class Controller:
             complete, detail = self.publish(graph, generation)
         except Exception as exc:
             complete, detail = False, f"publishing failed: {_line(exc)}"
-        self.stats.publish_seconds_sum += self.clock() - started
+        took = self.clock() - started
+        self.stats.publish_seconds_sum += took
         self.stats.publish_seconds_count += 1
+        self.stats.publish_seconds_max = max(self.stats.publish_seconds_max, took)
         if not complete:
             return self._count(CycleOutcome("incomplete", self._generation, len(nodes), len(graph.unplaced), detail))
         self._generation, self._published, self._graph = generation, nodes, graph
@@ -417,36 +420,31 @@ def _dra_or_none(k8s: Mapping[str, Any]) -> Callable[[str], Any]:
 # ----- health and metrics ------------------------------------------------------------------------------------
 def metrics_text(controller: Controller) -> str:
     """The Prometheus text exposition (format 0.0.4) of the controller's counters and gauges."""
-    s, c = controller.stats, controller.settings
-    cluster = c.cluster.replace("\\", "\\\\").replace('"', '\\"')
+    from topocast.model.prometheus import Family, exposition
+
+    s, c = controller.stats, {"cluster": controller.settings.cluster}
     relists = sum(w.stats["relists"] for w in controller.watchers)
     watch_errors = sum(w.stats["watch_errors"] for w in controller.watchers)
-    rows: list[tuple[str, str, str, list[tuple[str, float]]]] = [
-        ("leader", "gauge", "1 while this replica holds the Lease", [("", int(controller.elector.leading))]),
-        ("generation", "gauge", "the last generation published", [("", s.generation)]),
-        ("nodes", "gauge", "nodes in the last graph", [("", s.nodes)]),
-        ("nodes_set_aside", "gauge", "nodes set aside in the last graph", [("", s.set_aside)]),
-        ("cycles_total", "counter", "discover-publish cycles by result",
-         [(f'result="{k}"', v) for k, v in sorted(s.cycles.items())]),
-        ("changes_total", "counter", "topology-relevant object changes seen", [("", s.changes)]),
-        ("publish_seconds", "summary", "time to publish a generation", []),
-        ("lease_transitions_total", "counter", "times this replica acquired the Lease",
-         [("", controller.elector.transitions)]),
-        ("watch_relists_total", "counter", "full lists (start, takeover, 410 Expired)", [("", relists)]),
-        ("api_errors_total", "counter", "watch windows that failed", [("", watch_errors)]),
-    ]  # fmt: skip
-    out: list[str] = []
-    for short, kind, help_text, samples in rows:
-        name = f"topocast_controller_{short}"
-        out += [f"# HELP {name} {help_text}", f"# TYPE {name} {kind}"]
-        if kind == "summary":
-            out += [f'{name}_sum{{cluster="{cluster}"}} {s.publish_seconds_sum:.6f}',
-                    f'{name}_count{{cluster="{cluster}"}} {s.publish_seconds_count}']  # fmt: skip
-            continue
-        for labels, value in samples:
-            extra = f",{labels}" if labels else ""
-            out.append(f'{name}{{cluster="{cluster}"{extra}}} {value}')
-    return "\n".join(out) + "\n"
+    name = "topocast_controller_{}".format
+    return exposition(
+        [
+            Family(name("leader"), "1 while this replica holds the Lease", [(c, int(controller.elector.leading))]),
+            Family(name("generation"), "the last generation published", [(c, s.generation)]),
+            Family(name("nodes"), "nodes in the last graph", [(c, s.nodes)]),
+            Family(name("nodes_set_aside"), "nodes set aside in the last graph", [(c, s.set_aside)]),
+            Family(name("cycles_total"), "discover-publish cycles by result",
+                   [({**c, "result": k}, v) for k, v in sorted(s.cycles.items())], "counter"),
+            Family(name("changes_total"), "topology-relevant object changes seen", [(c, s.changes)], "counter"),
+            Family(name("publish_seconds_total"), "time spent publishing", [(c, s.publish_seconds_sum)], "counter"),
+            Family(name("publishes_total"), "publishes timed (rate of _seconds_total / this: the mean)",
+                   [(c, s.publish_seconds_count)], "counter"),
+            Family(name("publish_seconds_max"), "the longest publish since start", [(c, s.publish_seconds_max)]),
+            Family(name("lease_transitions_total"), "times this replica acquired the Lease",
+                   [(c, controller.elector.transitions)], "counter"),
+            Family(name("watch_relists_total"), "full lists (start, takeover, 410 Expired)", [(c, relists)], "counter"),
+            Family(name("api_errors_total"), "watch windows that failed", [(c, watch_errors)], "counter"),
+        ]
+    )  # fmt: skip
 
 
 def serve_http(controller: Controller, port: int, host: str = "0.0.0.0") -> http.server.ThreadingHTTPServer:
