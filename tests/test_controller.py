@@ -275,8 +275,11 @@ def test_two_replicas_under_churn_with_dropped_watches_end_with_a_fresh_render(f
 
 def test_metrics_health_and_readiness_over_http(fake: FakeKubeApiServer) -> None:
     add(fake, "n0", "leaf-a")
+    ready = {"conditions": [{"type": "Ready", "status": "True"}]}
+    fake.put(NODES, {"metadata": {"name": "n1", "labels": {f"{EKS}1": "nn-top", f"{EKS}2": "nn-mid", f"{EKS}3": "leaf-a"}},
+                     "status": ready})  # fmt: skip
     c = build_controller(settings(fake))
-    drive(c, 1)
+    drive(c, 2)  # the first publish, then a capacity reading
     server = serve_http(c, 0, "127.0.0.1")
     port = server.server_address[1]
     try:
@@ -295,6 +298,10 @@ def test_metrics_health_and_readiness_over_http(fake: FakeKubeApiServer) -> None
     assert 'topocast_controller_leader{cluster="c1"} 1' in lines
     assert 'topocast_controller_generation{cluster="c1"} 1' in lines
     assert 'topocast_controller_cycles_total{cluster="c1",result="published"} 1' in lines
+    # capacity (docs/score.md): n1 is Ready and schedulable, n0 reports no Ready condition
+    assert 'topocast_nodes{cluster="c1",state="free"} 1' in lines
+    assert 'topocast_nodes{cluster="c1",state="drained"} 1' in lines
+    assert 'topocast_group_nodes{cluster="c1",level="leaf",group="leaf-a",state="free"} 1' in lines
     # every sample belongs to a family declared by # HELP and # TYPE lines just before it
     declared = {line.split()[2] for line in lines if line.startswith("# TYPE ")}
     for line in lines:

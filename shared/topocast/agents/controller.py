@@ -46,6 +46,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from topocast.k8s.lease import LeaderElector, LeaseConfig
 from topocast.k8s.watch import Change, KindWatcher, node_topology_view
 from topocast.model.graph import TopologyGraph
+from topocast.model.prometheus import Family, exposition
 from topocast.pipeline import debounce
 from topocast.pipeline.guard import DEFAULT_MAX_LOSS_FRACTION, check
 
@@ -77,6 +78,10 @@ class ControllerSettings(BaseModel):
     watch_window: int = Field(10, ge=1, le=300)
     max_loss: float = Field(DEFAULT_MAX_LOSS_FRACTION, ge=0, le=1)
     formats: tuple[str, ...] = K8S_FORMATS
+    #: seconds between capacity readings for /metrics (free / allocated / drained per domain and leaf; 0: none)
+    capacity_seconds: float = Field(60.0, ge=0)
+    #: count a node with a Running or Pending pod (not a DaemonSet's) as allocated: a LIST of every pod
+    capacity_pods: bool = False
     #: the Kubernetes publisher's options (``--k8s-options``: connection, client, labels...)
     k8s_options: dict[str, Any] = Field(default_factory=dict)
     render_options: dict[str, Any] = Field(default_factory=dict)
@@ -114,6 +119,8 @@ class Stats:
 #: discover(previous) -> graph (a provider's full read); publish(graph, generation) -> (complete, detail)
 Discover = Callable[[TopologyGraph | None], TopologyGraph]
 Publish = Callable[[TopologyGraph, int], tuple[bool, str]]
+#: the capacity of the published graph now, as metric families (model.prometheus)
+Capacity = Callable[[TopologyGraph], list[Family]]
 
 
 @dataclass
@@ -126,6 +133,7 @@ class Controller:
     discover: Discover
     publish: Publish
     state: StateStore
+    capacity: Capacity | None = None
     clock: Callable[[], float] = time.monotonic
     stats: Stats = field(default_factory=Stats)
     _debounce: debounce.DebounceState = field(default_factory=debounce.DebounceState, init=False)
@@ -138,6 +146,9 @@ class Controller:
     #: the nodes the last held graph lacked (a reconcile that still misses them confirms them gone)
     _held: set[str] = field(default_factory=set, init=False)
     _stop: threading.Event = field(default_factory=threading.Event, init=False)
+    #: the last capacity reading (families for /metrics) and when it was taken
+    capacity_families: list[Family] = field(default_factory=list, init=False)
+    _capacity_at: float | None = field(default=None, init=False)
 
     # ----- the loop -------------------------------------------------------------------------------------------
     def run(self) -> None:
@@ -179,12 +190,26 @@ class Controller:
         if changes:
             self.stats.changes += len(changes)
             self._note_change(now)
+        self._read_capacity(now)
         if now >= self._next_reconcile:
             return self.cycle("reconcile")
         due = self._debounce.timer_due_at if self._debounce.phase == "waiting" else None
         if due is not None and now >= due:
             return self._timer_fired(now)
         return None
+
+    def _read_capacity(self, now: float) -> None:
+        """Refresh the capacity figures of the published graph, at most every ``capacity_seconds``."""
+        every = self.settings.capacity_seconds
+        if self.capacity is None or not every or self._graph is None:
+            return
+        if self._capacity_at is not None and now - self._capacity_at < every:
+            return
+        self._capacity_at = now
+        try:
+            self.capacity_families = self.capacity(self._graph)
+        except Exception as exc:  # figures for a dashboard: a failed reading keeps the last one
+            log.warning("capacity reading failed: %s", _line(exc))
 
     def _take_over(self) -> CycleOutcome:
         """Just became leader: the state of the last leader, a fresh list, and a cycle at once."""
@@ -395,8 +420,17 @@ def build_controller(settings: ControllerSettings, client_options: Mapping[str, 
         result = publisher.publish({"generation": generation, "graph": graph}, artifacts)
         return bool(result.published), str(result.detail)
 
+    def capacity(graph: TopologyGraph) -> list[Family]:
+        from topocast.k8s.workloads import node_states_of
+        from topocast.model.capacity import cluster_capacity
+        from topocast.model.prometheus import capacity_families
+
+        nodes = kube.request_json("GET", "/api/v1/nodes")
+        pods = kube.request_json("GET", "/api/v1/pods") if settings.capacity_pods else None
+        return capacity_families(cluster_capacity(graph, node_states_of(nodes, "nodes", pods)))
+
     state = StateStore(kube, settings.namespace, f"{settings.lease_name}-state")
-    return Controller(settings, elector, watchers, discover, publish, state)
+    return Controller(settings, elector, watchers, discover, publish, state, capacity)
 
 
 def _whole(obj: Mapping[str, Any]) -> Any:
@@ -420,8 +454,6 @@ def _dra_or_none(k8s: Mapping[str, Any]) -> Callable[[str], Any]:
 # ----- health and metrics ------------------------------------------------------------------------------------
 def metrics_text(controller: Controller) -> str:
     """The Prometheus text exposition (format 0.0.4) of the controller's counters and gauges."""
-    from topocast.model.prometheus import Family, exposition
-
     s, c = controller.stats, {"cluster": controller.settings.cluster}
     relists = sum(w.stats["relists"] for w in controller.watchers)
     watch_errors = sum(w.stats["watch_errors"] for w in controller.watchers)
@@ -443,6 +475,7 @@ def metrics_text(controller: Controller) -> str:
                    [(c, controller.elector.transitions)], "counter"),
             Family(name("watch_relists_total"), "full lists (start, takeover, 410 Expired)", [(c, relists)], "counter"),
             Family(name("api_errors_total"), "watch windows that failed", [(c, watch_errors)], "counter"),
+            *(controller.capacity_families if controller.elector.leading else []),
         ]
     )  # fmt: skip
 

@@ -515,6 +515,10 @@ def publish(a: Namespace) -> int:
 @option("--watch-window", type=int, default=10, help="Seconds per watch window (the API server's timeoutSeconds).")
 @option("--max-loss", type=float, default=0.1, help="Guard: hold a graph that loses more than this share of nodes.")
 @option("--listen", type=int, default=8080, help="Port of /healthz, /readyz and /metrics (0: none).")
+@option(
+    "--capacity-seconds", type=float, default=60.0, help="Seconds between capacity readings for /metrics (0: none)."
+)
+@option("--capacity-pods", flag=True, help="Count nodes with pods as allocated (LISTs every pod; RBAC: pods list).")
 def controller(a: Namespace) -> int:
     """Run the pipeline inside a Kubernetes cluster: watch Nodes, debounce, discover, publish (docs/controller.md)."""
     import logging
@@ -538,6 +542,7 @@ def controller(a: Namespace) -> int:
             "namespace": a.namespace, "lease_name": a.lease_name, "identity": identity, "quiet": a.quiet,
             "max_wait": a.max_wait, "leading_edge": a.leading_edge, "reconcile_seconds": a.reconcile,
             "watch_window": a.watch_window, "max_loss": a.max_loss, "k8s_options": k8s, "render_options": render,
+            "capacity_seconds": a.capacity_seconds, "capacity_pods": a.capacity_pods,
         },
         "controller",
         TopocastError,

@@ -24,7 +24,7 @@ from topocast.model.capacity import NodeState
 from topocast.model.placement_score import JobNodes
 from topocast.safeio.validation import validate
 
-__all__ = ["HOSTNAME_LEVEL", "node_states", "parse_workload"]
+__all__ = ["HOSTNAME_LEVEL", "node_states", "node_states_of", "parse_workload"]
 
 HOSTNAME_LEVEL = "kubernetes.io/hostname"
 
@@ -173,10 +173,18 @@ def node_states(
     nodes_text: str, where: str, pods_text: str | None = None, pods_where: str = "pods"
 ) -> dict[str, NodeState]:
     """Each node's state from ``kubectl get nodes -o json`` (and, for allocated, ``kubectl get pods -A -o json``)."""
-    nodes = validate(_NodeList, _loads(nodes_text, where), where, KubernetesInputError).items
+    pods = None if pods_text is None else _loads(pods_text, pods_where)
+    return node_states_of(_loads(nodes_text, where), where, pods, pods_where)
+
+
+def node_states_of(
+    nodes_list: Any, where: str = "nodes", pods_list: Any = None, pods_where: str = "pods"
+) -> dict[str, NodeState]:
+    """:func:`node_states` of a NodeList (and PodList) already decoded, as the API answers them."""
+    nodes = validate(_NodeList, nodes_list, where, KubernetesInputError).items
     busy: set[str] = set()
-    if pods_text is not None:
-        pods = validate(_PodList, _loads(pods_text, pods_where), pods_where, KubernetesInputError).items
+    if pods_list is not None:
+        pods = validate(_PodList, pods_list, pods_where, KubernetesInputError).items
         busy = {
             p.spec.node_name
             for p in pods
