@@ -74,13 +74,14 @@ def announce(text: str) -> None:
         listener(text)
 
 
-Action = Literal["installed", "unchanged", "refused", "rolled_back", "failed", "held"]
+Action = Literal["installed", "unchanged", "refused", "rolled_back", "inconsistent", "repaired", "failed", "held"]
 
 
 @dataclass
 class InstallResult:
     ok: bool
-    #: installed / unchanged (no-op) / refused (nothing written) / rolled_back / failed
+    #: installed / unchanged (no-op) / refused (nothing written) / rolled_back / failed; inconsistent (a
+    #: rollback or repair left the controller placing nodes elsewhere than the file) / repaired (drift undone)
     action: Action
     dest: Path
     #: sha256 of the offered content
@@ -331,13 +332,18 @@ def _after_rollback(scontrol: ctl.Command, env: dict[str, str] | None, ping_time
 
 
 def _wait_ping(scontrol: ctl.Command, env: dict[str, str] | None, timeout: float) -> bool:
+    return wait_until(lambda: ctl.ping(scontrol, env, timeout=max(1.0, timeout)), timeout)
+
+
+def wait_until(test: Callable[[], bool], timeout: float, pause: float = 0.05) -> bool:
+    """Call ``test`` until it is true (True) or ``timeout`` seconds passed (False); at least once."""
     deadline = time.monotonic() + timeout
     while True:
-        if ctl.ping(scontrol, env, timeout=max(1.0, timeout)):
+        if test():
             return True
         if time.monotonic() >= deadline:
             return False
-        time.sleep(0.05)
+        time.sleep(pause)
 
 
 def _atomic_write(path: Path, data: bytes, like: Path) -> None:

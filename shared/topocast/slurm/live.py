@@ -46,7 +46,9 @@ from topocast.model.hostlist import compact_str, expand
 from topocast.slurm import scontrol as sc
 from topocast.slurm.conffile import slurm_conf_nodes
 from topocast.slurm.controller import SlurmInstall
-from topocast.slurm.install import InstallResult, install_topology
+from topocast.slurm.converge import ControllerView, find_drift, power_saving_reason, shown_specs
+from topocast.slurm.install import InstallResult, install_topology, sample_errors, wait_until
+from topocast.slurm.scontrol import SlurmControllerError
 from topocast.slurm.topofile import TopologyFile
 from topocast.slurm.topoyaml import TopologyYaml
 from topocast.slurm.validate import format_version, parse_candidate, validate_topology_text, verify_shown
@@ -360,6 +362,9 @@ class NodeUpdater(Protocol):
     call_name: str
     #: the failed step's name when the check after the moves fails ("show-topology", "read-back")
     check_step: str
+    #: True: the controller is this host's, reached by ``scontrol`` (the install's own reconfigure and
+    #: check apply); False: every call goes through this updater, a reconfigure too (slurmrestd)
+    uses_scontrol: bool
 
     def version(self) -> tuple[int, int] | None:
         """The controller's (major, minor) Slurm version."""
@@ -377,7 +382,17 @@ class NodeUpdater(Protocol):
         """After the moves: differences between what the controller runs and ``text`` / ``plan``."""
         ...
 
-    def reconfigure(self) -> None: ...
+    def reconfigure(self) -> None:
+        """Make the controller reread its files, and wait until it answers again."""
+        ...
+
+    def view(self, topologies: list[tuple[str, str]]) -> ControllerView:
+        """Where the controller places nodes now, for the (name, kind) tree/block topologies of the file."""
+        ...
+
+    def power_saving(self, nodes: list[str]) -> list[str]:
+        """Those of ``nodes`` that are cloud (``State=CLOUD``) or powered-down nodes."""
+        ...
 
 
 @dataclass
@@ -389,6 +404,7 @@ class ScontrolUpdater:
     source: str = "topology file"
     call_name: str = "scontrol update"
     check_step: str = "show-topology"
+    uses_scontrol: bool = True
 
     def _env(self) -> dict[str, str] | None:
         if self.slurm_conf is None:
@@ -409,6 +425,23 @@ class ScontrolUpdater:
 
     def reconfigure(self) -> None:
         sc.reconfigure(self.install.scontrol_command, self._env())
+        if not wait_until(lambda: sc.ping(self.install.scontrol_command, self._env(), timeout=5.0), 10.0):
+            raise SlurmControllerError("the controller did not answer scontrol ping within 10 s after reconfigure")
+
+    def view(self, topologies: list[tuple[str, str]]) -> ControllerView:
+        specs: dict[str, list[str]] = defaultdict(list)
+        for name, kind in topologies:
+            shown = sc.show_topology_text(
+                self.install.scontrol_command, self._env(), name=None if name == DEFAULT else name
+            )
+            for node, spec in shown_specs(name, kind, shown).items():
+                specs[node].append(spec)
+        return ControllerView({n: ",".join(p) for n, p in specs.items()}, True, "scontrol show topology")
+
+    def power_saving(self, nodes: list[str]) -> list[str]:
+        if not nodes:
+            return []
+        return sorted(sc.power_saving_nodes(compact_str(nodes), self.install.scontrol_command, self._env()))
 
 
 @dataclass
@@ -421,21 +454,25 @@ class MoveOutcome:
     failure: str | None = None
     #: moves that could not be undone (empty: every moved node is back)
     undo_failures: list[str] = field(default_factory=list)
+    #: the nodes of those moves: they may still be at their new place
+    not_back: list[str] = field(default_factory=list)
 
 
-def _revert(plan: LivePlan, applied: int, updater: NodeUpdater) -> list[str]:
-    """Put the nodes of the first ``applied`` moves back; returns what could not be undone."""
+def _revert(plan: LivePlan, applied: int, updater: NodeUpdater) -> tuple[list[str], list[str]]:
+    """Put the nodes of the first ``applied`` moves back; (what could not be undone, the nodes not back)."""
     back: dict[str, list[str]] = defaultdict(list)
     moved = {n for hosts, _ in plan.moves[:applied] for n in expand(hosts)}
     for node in sorted(moved):
         back[plan.before.get(node) or ""].append(node)
-    failures = []
+    failures: list[str] = []
+    not_back: list[str] = []
     for spec, nodes in sorted(back.items()):
         try:
             updater.move(compact_str(nodes), spec)
         except TopocastError as exc:
             failures.append(str(exc))
-    return failures
+            not_back += nodes
+    return failures, not_back
 
 
 def apply_moves(plan: LivePlan, updater: NodeUpdater, text: str, known: list[str]) -> MoveOutcome:
@@ -449,14 +486,14 @@ def apply_moves(plan: LivePlan, updater: NodeUpdater, text: str, known: list[str
         try:
             updater.move(hosts, spec)
         except TopocastError as exc:
-            return MoveOutcome(False, "update", str(exc), _revert(plan, applied, updater))
+            return MoveOutcome(False, "update", str(exc), *_revert(plan, applied, updater))
     try:
         problems = updater.check(plan, text, known)
     except TopocastError as exc:
         problems = [str(exc)]
     if problems:
         failure = "after the node updates " + "; ".join(problems[:3])
-        return MoveOutcome(False, updater.check_step, failure, _revert(plan, applied, updater))
+        return MoveOutcome(False, updater.check_step, failure, *_revert(plan, applied, updater))
     return MoveOutcome(True)
 
 
@@ -502,6 +539,7 @@ def apply_topology(
     else:
         old_text = old.decode("utf-8", errors="replace") if old is not None else None
         plan = plan_live(old_text, text, updater.version(), max_share=max_share, source=str(dest), defined=defined)
+    plan, warning = _power_saving_plan(plan, updater, allow_reconfigure)
 
     if not plan.live:
         if not allow_reconfigure:
@@ -529,6 +567,8 @@ def apply_topology(
                 applied="held",
                 why=plan.reason,
             )
+        if not updater.uses_scontrol:  # REST only means REST only: never a silent `scontrol reconfigure`
+            return _reconfigure_via(updater, content, old, dest, expected_sha256, validate, slurm_conf, install, plan)
         result = install_topology(
             content,
             dest,
@@ -566,27 +606,128 @@ def apply_topology(
             f"{dest}: installed (sha256 {result.sha256[:12]}{result.checked}) and applied live: "
             f"{len(plan.changed)} node(s) "
             f"with {calls} {updater.call_name} call{'s' if calls != 1 else ''}, no reconfigure ({plan.reason})"
+            f"{warning}"
         )
         return result
-    undo = moved.undo_failures
     restored = "no previous file existed"
     if old is not None:
         back = install_topology(
             old, dest, expected_sha256=hashlib.sha256(old).hexdigest(), validate=False, reconfigure=False, slurm=install
         )
         restored = "restored the previous file" if back.ok else f"restoring the previous file failed: {back.message}"
-    left = f"; could not move back: {'; '.join(undo)}" if undo else "; nodes moved back"
+    left = "; nodes moved back" if not moved.undo_failures else ""
+    reread = False
     if allow_reconfigure and old is not None:
         # switches the updates created stay in the controller until it rereads the (restored) file
         try:
             updater.reconfigure()
             left += ", controller reconfigured with the previous file"
+            reread = True
         except TopocastError as exc:
-            left += f", reconfigure with the previous file failed ({exc})"
+            left += f"; reconfigure with the previous file failed ({exc})"
     result.ok = False
-    result.action = "rolled_back"
     result.failed_step = moved.step
     result.applied = "live"
     result.why = plan.reason
     result.message = f"{dest}: step {moved.step} failed: {moved.failure}; {restored}{left}"
+    # a reconfigure with the restored file puts every node back where that file says, whatever the undo did
+    result.action = "inconsistent" if moved.undo_failures and not reread else "rolled_back"
+    if result.action == "inconsistent":
+        result.message += "; " + not_undone(moved)
+    return result
+
+
+def not_undone(moved: MoveOutcome) -> str:
+    """``controller left inconsistent: 6 node(s) may still be at their new place (n1, n2, n3, ...): <error>
+    (+1 more)``: a sample of three nodes and errors, with counts, never the whole list."""
+    nodes = moved.not_back
+    sample = ", ".join(nodes[:3]) + (", ..." if len(nodes) > 3 else "")
+    errors = sample_errors(moved.undo_failures)
+    return (
+        f"controller left inconsistent: {len(nodes)} node(s) may still be at their new place ({sample}); "
+        f"moving them back failed: {errors}; the next run reads the controller and repairs it"
+    )
+
+
+def _power_saving_plan(plan: LivePlan, updater: NodeUpdater, allow_reconfigure: bool) -> tuple[LivePlan, str]:
+    """A live plan that moves power-saving nodes becomes a reconfigure (26.05.5: their live place is
+    undone at power-down; a reconfigure with the file makes it survive). With reconfigure forbidden
+    the moves stay live, with a warning: the next run's drift check puts back a node that went back."""
+    if not plan.live or not plan.changed:
+        return plan, ""
+    try:
+        saving = updater.power_saving(plan.changed)
+    except TopocastError as exc:
+        return plan, f"; WARNING: could not read the moved nodes' power state ({exc})"
+    if not saving:
+        return plan, ""
+    reason = power_saving_reason(saving)
+    if allow_reconfigure:
+        return LivePlan(False, reason), ""
+    return plan, f"; WARNING: {reason}; reconfigure is forbidden: the next run repairs a node that went back"
+
+
+def _reconfigure_via(
+    updater: NodeUpdater,
+    content: bytes,
+    old: bytes | None,
+    dest: Path,
+    expected_sha256: str,
+    validate: bool,
+    slurm_conf: Path | None,
+    install: SlurmInstall,
+    plan: LivePlan,
+) -> InstallResult:
+    """Install the file, then reconfigure through ``updater`` (slurmrestd) and read the controller back;
+    on failure restore the previous file and reconfigure with it."""
+    result = install_topology(
+        content,
+        dest,
+        expected_sha256=expected_sha256,
+        validate=validate,
+        reconfigure=False,
+        slurm_conf=slurm_conf,
+        slurm=install,
+    )
+    result.why = plan.reason
+    if not result.ok or result.action == "unchanged":
+        return result
+    text = content.decode("utf-8", errors="replace")
+    found = placements(text, str(dest))
+    kinds = [(name, kind) for name, kind, _ in found.topologies if kind in ("tree", "block")]
+    step, failure = "reconfigure", ""
+    try:
+        updater.reconfigure()
+        step = updater.check_step
+        drift = find_drift(found.specs, updater.view(kinds), updater.defined())
+        failure = f"after the reconfigure {drift.summary()}" if drift else ""
+    except TopocastError as exc:
+        failure = str(exc)
+    if not failure:
+        result.applied = "reconfigure"
+        result.reconfigured = True
+        result.message = (
+            f"{dest}: installed and reconfigured through {updater.call_name.split()[0]} "
+            f"(sha256 {result.sha256[:12]}{result.checked}); by reconfigure because {plan.reason}"
+        )
+        return result
+    restored, reread = "no previous file existed", False
+    if old is not None:
+        back = install_topology(
+            old, dest, expected_sha256=hashlib.sha256(old).hexdigest(), validate=False, reconfigure=False, slurm=install
+        )
+        restored = "restored the previous file" if back.ok else f"restoring the previous file failed: {back.message}"
+        try:
+            updater.reconfigure()
+            restored += ", controller reconfigured with it"
+            reread = back.ok
+        except TopocastError as exc:
+            restored += f"; reconfigure with it failed ({exc})"
+    result.ok = False
+    result.failed_step = step
+    result.applied = "reconfigure"
+    result.action = "rolled_back" if reread else "inconsistent"
+    result.message = f"{dest}: step {step} failed: {failure}; {restored}"
+    if not reread:
+        result.message += "; controller left inconsistent: it may run either file; the next run repairs it"
     return result

@@ -37,8 +37,11 @@ from urllib.parse import quote, urlparse
 
 from topocast.errors import TopocastError
 from topocast.model.hostlist import compact_str, expand
+from topocast.slurm.converge import ControllerView
+from topocast.slurm.install import wait_until
 from topocast.slurm.live import LivePlan
 from topocast.slurm.rest_token import SlurmToken
+from topocast.slurm.scontrol import POWER_SAVING_FLAGS
 
 __all__ = ["SUPPORTED", "RestUpdater", "SlurmRest", "SlurmRestError", "connect"]
 
@@ -175,14 +178,18 @@ class SlurmRest:
 
     def node_topologies(self, names: Iterable[str]) -> dict[str, str]:
         """``topology`` of each of ``names`` (one GET each up to :data:`READ_EACH_MAX`, else the listing)."""
+        return {n: str(r.get("topology") or "") for n, r in self.node_records(names).items()}
+
+    def node_records(self, names: Iterable[str]) -> dict[str, dict[str, Any]]:
+        """The node objects of ``names`` (one GET each up to :data:`READ_EACH_MAX`, else the listing)."""
         wanted = list(dict.fromkeys(names))
         if len(wanted) > READ_EACH_MAX:
-            every = self.nodes()
+            every = _records(self.call("GET", self._path("nodes/"), what="GET nodes"))
             return {n: every[n] for n in wanted if n in every}
-        out: dict[str, str] = {}
+        out: dict[str, dict[str, Any]] = {}
         for name in wanted:
             answer = self.call("GET", self._path(f"node/{quote(name, safe='')}"), what=f"GET node {name}")
-            out.update(_topologies(answer))
+            out.update(_records(answer))
         return out
 
     def set_topology(self, names: list[str], spec: str) -> None:
@@ -210,10 +217,14 @@ def _version(version: Any) -> tuple[int, int] | None:
 
 
 def _topologies(answer: dict[str, Any]) -> dict[str, str]:
-    out: dict[str, str] = {}
+    return {n: str(r.get("topology") or "") for n, r in _records(answer).items()}
+
+
+def _records(answer: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    out: dict[str, dict[str, Any]] = {}
     for node in answer.get("nodes") or []:
         if isinstance(node, dict) and isinstance(node.get("name"), str):
-            out[node["name"]] = str(node.get("topology") or "")
+            out[node["name"]] = node
     return out
 
 
@@ -278,6 +289,9 @@ class RestUpdater:
     client: SlurmRest
     call_name: str = "slurmrestd POST nodes"
     check_step: str = "read-back"
+    uses_scontrol: bool = False
+    #: how long a reconfigure may take until slurmctld answers a ping again
+    reconfigure_timeout: float = 10.0
     _defined: list[str] | None = field(default=None, repr=False)
 
     def version(self) -> tuple[int, int] | None:
@@ -307,7 +321,33 @@ class RestUpdater:
         return problems
 
     def reconfigure(self) -> None:
+        """``GET .../reconfigure/``, then pings until slurmctld answers again (it rereads its files)."""
         self.client.reconfigure()
+        errors: list[str] = []
+
+        def answers() -> bool:
+            try:
+                self.client.ping()
+            except SlurmRestError as exc:
+                errors[:] = [str(exc)]
+                return False
+            return True
+
+        if not wait_until(answers, self.reconfigure_timeout, pause=0.2):
+            raise SlurmRestError(
+                f"slurmrestd {self.client.url}: slurmctld did not answer within {self.reconfigure_timeout:g} s "
+                f"after the reconfigure ({errors[0] if errors else 'no answer'})"
+            )
+
+    def view(self, topologies: list[tuple[str, str]]) -> ControllerView:
+        """The node listing's live ``topology`` values: a partial view (slurmrestd shows no switch or
+        block, and ``""`` for a node the file the controller read places)."""
+        live = {n: t for n, t in self.client.nodes().items() if t}
+        return ControllerView(live, False, "slurmrestd GET nodes (live Topology= only)")
+
+    def power_saving(self, nodes: list[str]) -> list[str]:
+        records = self.client.node_records(nodes)
+        return sorted(n for n, r in records.items() if POWER_SAVING_FLAGS & {str(f) for f in r.get("state") or []})
 
 
 def updater_from_cli(via: list[str] | None, token_from: str | None) -> RestUpdater | None:
