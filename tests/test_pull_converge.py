@@ -1,0 +1,304 @@
+"""The pull agent converges the controller, on a real slurmctld + slurmrestd 26.05 (Debian sid chroot).
+
+* slurmrestd dies in the middle of a live apply: the run says the controller is left inconsistent
+  (exit 9, a sample and a count), and after the source goes back to the old file the next run
+  finds the nodes still at their new place and moves them back (exit 8): the controller ends equal
+  to the file.
+* A reconfigure that ``--via slurmrestd`` needs goes over slurmrestd, never ``scontrol``.
+* ``State=CLOUD`` nodes through power cycles (slow): a move by the agent survives power-down, and a
+  live move that a power-down undid is repaired by the next run.
+
+Where the nodes must be is written out from the files here; ``scontrol show topology`` is the
+controller's own reading.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import http.server
+import json
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from slurm_fixtures import SID_ROOT
+from slurmrest_fixtures import RestCluster, RestFactory
+
+from topocast.model.hostlist import expand
+from topocast.slurm.controller import SlurmInstall
+from topocast.slurm.live import apply_topology
+from topocast.slurm.rest import RestUpdater, connect
+from topocast.slurm.rest_token import SlurmToken
+
+pytestmark = pytest.mark.slurm_current
+
+TOPOCAST = [sys.executable, "-m", "topocast.cli"]
+NODES = [f"n{i}" for i in range(1, 13)]
+TREE = (
+    "SwitchName=root Switches=spine[1-2]\n"
+    "SwitchName=spine1 Switches=leaf[1-2]\n"
+    "SwitchName=spine2 Switches=leaf3\n"
+    "SwitchName=leaf1 Nodes=n[1-4]\n"
+    "SwitchName=leaf2 Nodes=n[5-8]\n"
+    "SwitchName=leaf3 Nodes=n[9-12]\n"
+)
+# n1 -> leaf3 and n9 -> leaf1: two destinations, two bulk POSTs (leaf1's first)
+TREE_MOVED = TREE.replace("leaf1 Nodes=n[1-4]", "leaf1 Nodes=n[2-4,9]").replace(
+    "leaf3 Nodes=n[9-12]", "leaf3 Nodes=n[1,10-12]"
+)
+AS_IN_TREE = {
+    "root": set(expand("n[1-12]")),
+    "spine1": set(expand("n[1-8]")),
+    "spine2": set(expand("n[9-12]")),
+    "leaf1": set(expand("n[1-4]")),
+    "leaf2": set(expand("n[5-8]")),
+    "leaf3": set(expand("n[9-12]")),
+}
+
+
+def below(ctl: RestCluster) -> dict[str, set[str]]:
+    return {sw: set(info.nodes) for sw, info in ctl.show_topology().items()}
+
+
+def pull(ctl: RestCluster, src: Path, url: str, token: Path, *extra: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [
+            *TOPOCAST, "pull", "--source", f"file://{src}", "--dest", str(ctl.topology_path),
+            "--slurm-conf", str(ctl.conf_path), "--slurm-root", str(SID_ROOT),
+            "--via", "slurmrestd", url, "--token-from", str(token), "--live-max-share", "0.5", *extra,
+        ],
+        capture_output=True, text=True, timeout=180, check=False, env=ctl.env(),
+    )  # fmt: skip
+
+
+class Proxy(http.server.ThreadingHTTPServer):
+    """Forwards to slurmrestd until ``dead``; then drops every connection without an answer
+    (what a proxy that killed slurmrestd leaves: 'Remote end closed connection')."""
+
+    def __init__(self, upstream: str) -> None:
+        self.upstream, self.dead, self.posts = upstream, False, 0
+        super().__init__(("127.0.0.1", 0), _ProxyHandler)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.server_address[1]}"
+
+
+class _ProxyHandler(http.server.BaseHTTPRequestHandler):
+    server: Proxy
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+    def _forward(self) -> None:
+        if self.server.dead:
+            self.close_connection = True  # no status line: the client sees the connection drop
+            return
+        length = int(self.headers.get("Content-Length") or 0)
+        body = self.rfile.read(length) if length else None
+        headers = {k: v for k, v in self.headers.items() if k.lower().startswith(("x-slurm", "content-type", "accept"))}
+        req = urllib.request.Request(self.server.upstream + self.path, data=body, method=self.command, headers=headers)
+        try:
+            with urllib.request.urlopen(req, timeout=30) as resp:
+                status, answer = resp.status, resp.read()
+        except urllib.error.HTTPError as exc:
+            status, answer = exc.code, exc.read()
+        if self.command == "POST":
+            self.server.posts += 1
+            self.server.dead = True  # slurmrestd dies right after the first bulk POST
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(answer)))
+        self.end_headers()
+        self.wfile.write(answer)
+
+    do_GET = do_POST = _forward
+
+
+@pytest.fixture
+def proxy() -> Iterator[Any]:
+    servers: list[Proxy] = []
+
+    def start(upstream: str) -> Proxy:
+        server = Proxy(upstream)
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        servers.append(server)
+        return server
+
+    yield start
+    for server in servers:
+        server.shutdown()
+        server.server_close()
+
+
+def test_slurmrestd_dying_mid_apply_is_inconsistent_and_the_next_run_repairs_it(
+    rest_cluster_factory: RestFactory, proxy: Any, tmp_path: Path
+) -> None:
+    ctl = rest_cluster_factory(NODES, TREE)
+    pid = ctl.pid
+    token = ctl.write_token(tmp_path / "jwt")
+    src = tmp_path / "topology.conf"
+    src.write_text(TREE_MOVED)
+    link = proxy(ctl.url)
+    died = pull(ctl, src, link.url, token, "--json")
+    assert died.returncode == 9, died.stdout + died.stderr  # 9: controller left inconsistent
+    assert link.posts == 1
+    report = json.loads(died.stdout)
+    assert report["action"] == "inconsistent" and report["status"] == "inconsistent"
+    # both moves' nodes: the first went through, the second call's answer never came
+    assert "controller left inconsistent: 2 node(s) may still be at their new place (n1, n9)" in report["detail"]
+    assert "rolled_back" not in died.stdout and "Traceback" not in died.stderr
+    assert ctl.topology_path.read_text() == TREE  # the previous file is back
+    shown = below(ctl)
+    assert "n9" in shown["leaf1"] and "n9" not in shown["leaf3"]  # what the dead link could not undo
+
+    src.write_text(TREE)  # the source goes back to the old file: the file on disk is unchanged
+    started = time.monotonic()
+    healed = pull(ctl, src, ctl.url, token)
+    took = time.monotonic() - started
+    assert healed.returncode == 8, healed.stdout + healed.stderr  # 8: drift repaired
+    line = healed.stdout.strip()
+    assert "repaired: the controller drifted from the installed file: 1 node(s) placed elsewhere" in line, line
+    assert "n9: default:root:spine1:leaf1 -> default:root:spine2:leaf3" in line and "repaired live" in line
+    assert below(ctl) == AS_IN_TREE and ctl.pid == pid
+    print(f"repair run: {took:.2f} s")
+
+    again = pull(ctl, src, ctl.url, token, "--json")
+    assert again.returncode == 0 and json.loads(again.stdout)["drift"] is None, again.stdout + again.stderr
+
+
+def test_a_reconfigure_via_slurmrestd_never_runs_scontrol(rest_cluster_factory: RestFactory, tmp_path: Path) -> None:
+    ctl = rest_cluster_factory(NODES, TREE)
+    pid = ctl.pid
+    # leaf2 goes: a switch deleted cannot be done live, so this needs a reconfigure
+    new = (
+        b"SwitchName=root Switches=spine[1-2]\nSwitchName=spine1 Switches=leaf1\nSwitchName=spine2 Switches=leaf3\n"
+        b"SwitchName=leaf1 Nodes=n[1-8]\nSwitchName=leaf3 Nodes=n[9-12]\n"
+    )
+    # an install whose scontrol does not exist: any scontrol call would fail the run
+    install = SlurmInstall(ctl.install.slurmctld, "/nonexistent/scontrol", SID_ROOT)
+    token = ctl.token
+    updater = RestUpdater(connect(ctl.url, SlurmToken(token, "root")))
+    result = apply_topology(
+        new, ctl.topology_path, expected_sha256=hashlib.sha256(new).hexdigest(), validate=False,
+        install=install, updater=updater,
+    )  # fmt: skip
+    assert result.ok and result.applied == "reconfigure" and result.reconfigured, result.message
+    assert "installed and reconfigured through slurmrestd" in result.message
+    assert "switch 'leaf2' would be deleted" in result.message
+    shown = below(ctl)
+    assert set(shown) == {"root", "spine1", "spine2", "leaf1", "leaf3"}
+    assert shown["leaf1"] == set(expand("n[1-8]")) and ctl.pid == pid
+
+
+# ----- State=CLOUD nodes through power cycles (slow: real slurmd daemons) ------------------------
+
+CLOUD_TREE = TREE.replace("leaf1 Nodes=n[1-4]", "leaf1 Nodes=c[1-2],n[1-4]")
+CLOUD_MOVED = CLOUD_TREE.replace("leaf1 Nodes=c[1-2],n[1-4]", "leaf1 Nodes=c2,n[1-4]").replace(
+    "leaf3 Nodes=n[9-12]", "leaf3 Nodes=c1,n[9-12]"
+)
+
+
+def _state(ctl: RestCluster, node: str) -> str:
+    out = ctl.scontrol("show", "node", node)[1]
+    return next(part.split("=", 1)[1] for part in out.split() if part.startswith("State="))
+
+
+def _wait_state(ctl: RestCluster, node: str, word: str, timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while word not in (state := _state(ctl, node)):
+        assert time.monotonic() < deadline, f"{node} never reached {word}: {state}"
+        time.sleep(0.3)
+
+
+def _power_cycle(ctl: RestCluster, node: str, slurmd: Any) -> Any:
+    """Down (the SuspendProgram's job, then POWER_DOWN_FORCE), up (ResumeProgram: slurmd registers)."""
+    _power_down(ctl, node, slurmd)
+    assert ctl.scontrol("update", f"NodeName={node}", "State=POWER_UP")[0] == 0
+    slurmd = ctl.start_slurmd(node)
+    _wait_state(ctl, node, "IDLE")
+    return slurmd
+
+
+def _power_down(ctl: RestCluster, node: str, slurmd: Any) -> None:
+    ctl.stop_slurmd(slurmd)
+    assert ctl.scontrol("update", f"NodeName={node}", "State=POWER_DOWN_FORCE")[0] == 0
+    _wait_state(ctl, node, "POWERED_DOWN")
+
+
+def cloud_pull(ctl: RestCluster, src: Path, *extra: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [
+            *TOPOCAST, "pull", "--source", f"file://{src}", "--dest", str(ctl.topology_path),
+            "--slurm-conf", str(ctl.conf_path), "--slurm-root", str(SID_ROOT), "--live",
+            "--live-max-share", "0.5", "--no-validate", *extra,
+        ],
+        capture_output=True, text=True, timeout=180, check=False, env=ctl.env(),
+    )  # fmt: skip
+
+
+@pytest.mark.slow
+def test_a_cloud_node_moved_by_the_agent_keeps_its_place_through_power_cycles(
+    rest_cluster_factory: RestFactory, tmp_path: Path
+) -> None:
+    ctl = rest_cluster_factory([*NODES, "c1", "c2"], CLOUD_TREE, rest=False, cloud=["c1", "c2"])
+    assert ctl.scontrol("update", "NodeName=c1", "State=POWER_UP")[0] == 0
+    slurmd = ctl.start_slurmd("c1")
+    _wait_state(ctl, "c1", "IDLE")
+    src = tmp_path / "topology.conf"
+    src.write_text(CLOUD_MOVED)
+    moved = cloud_pull(ctl, src)
+    assert moved.returncode == 0, moved.stdout + moved.stderr
+    # a live move would be undone at power-down: the agent reconfigures instead, and says why
+    assert "installed and reconfigured" in moved.stdout and "power-saving (State=CLOUD" in moved.stdout, moved.stdout
+    assert "c1" in below(ctl)["leaf3"]
+    _power_down(ctl, "c1", slurmd)
+    assert "c1" in below(ctl)["leaf3"] and "c1" not in below(ctl)["leaf1"]
+    assert ctl.scontrol("update", "NodeName=c1", "State=POWER_UP")[0] == 0
+    slurmd = ctl.start_slurmd("c1")
+    _wait_state(ctl, "c1", "IDLE")
+    assert "c1" in below(ctl)["leaf3"]
+    _power_down(ctl, "c1", slurmd)
+    assert "c1" in below(ctl)["leaf3"] and "c1" not in below(ctl)["leaf1"]
+    unchanged = cloud_pull(ctl, src, "--json")
+    assert unchanged.returncode == 0, unchanged.stdout + unchanged.stderr
+
+
+@pytest.mark.slow
+def test_a_cloud_node_a_power_down_put_back_is_repaired_by_the_next_run(
+    rest_cluster_factory: RestFactory, tmp_path: Path
+) -> None:
+    ctl = rest_cluster_factory([*NODES, "c1", "c2"], CLOUD_TREE, rest=False, cloud=["c1", "c2"])
+    assert ctl.scontrol("update", "NodeName=c1", "State=POWER_UP")[0] == 0
+    slurmd = ctl.start_slurmd("c1")
+    _wait_state(ctl, "c1", "IDLE")
+    # what an agent without the power-saving rule did: the file installed, c1 moved live
+    ctl.write_topology(CLOUD_MOVED)
+    assert ctl.scontrol("update", "NodeName=c1", "Topology=default:root:spine2:leaf3")[0] == 0
+    assert "c1" in below(ctl)["leaf3"]
+    _power_down(ctl, "c1", slurmd)
+    assert "c1" in below(ctl)["leaf1"]  # 26.05.5: back at the place of the file read at start
+    src = tmp_path / "topology.conf"
+    src.write_text(CLOUD_MOVED)
+    started = time.monotonic()
+    healed = cloud_pull(ctl, src)
+    took = time.monotonic() - started
+    assert healed.returncode == 8, healed.stdout + healed.stderr
+    line = healed.stdout.strip()
+    assert "c1: default:root:spine1:leaf1 -> default:root:spine2:leaf3" in line, line
+    assert "repaired by reconfigure because 1 of the nodes are power-saving" in line, line
+    print(f"repair run: {took:.2f} s")
+    assert "c1" in below(ctl)["leaf3"] and "c1" not in below(ctl)["leaf1"]
+    assert ctl.scontrol("update", "NodeName=c1", "State=POWER_UP")[0] == 0
+    slurmd = ctl.start_slurmd("c1")
+    _wait_state(ctl, "c1", "IDLE")
+    _power_down(ctl, "c1", slurmd)
+    assert "c1" in below(ctl)["leaf3"]  # the repair survives the next power-down
+    assert cloud_pull(ctl, src).returncode == 0
