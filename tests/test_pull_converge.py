@@ -168,7 +168,7 @@ def test_slurmrestd_dying_mid_apply_is_inconsistent_and_the_next_run_repairs_it(
     assert "repaired: the controller drifted from the installed file: 1 node(s) placed elsewhere" in line, line
     assert "n9: default:root:spine1:leaf1 -> default:root:spine2:leaf3" in line and "repaired live" in line
     assert below(ctl) == AS_IN_TREE and ctl.pid == pid
-    print(f"repair run: {took:.2f} s")
+    print(f"inconsistent run: {died.stdout.strip()}\nrepair run ({took:.2f} s): {line}")
 
     again = pull(ctl, src, ctl.url, token, "--json")
     assert again.returncode == 0 and json.loads(again.stdout)["drift"] is None, again.stdout + again.stderr

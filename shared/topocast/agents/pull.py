@@ -589,7 +589,7 @@ def pull(
             fixed = _converge(pulled.content, dest, slurm, slurm_conf, updater, live, allow_reconfigure, notes)
             if fixed is not None:
                 action = "repaired" if fixed.ok else "inconsistent"
-                done = outcome(fixed.ok, action, f"{dest}: {action}: {fixed.line()}", result)
+                done = outcome(fixed.ok, action, f"{dest}: {fixed.line()}", result)
                 return replace(done, convergence=fixed)
     return outcome(result.ok, result.action, result.message, result, changes)
 
