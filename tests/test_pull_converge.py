@@ -302,3 +302,65 @@ def test_a_cloud_node_a_power_down_put_back_is_repaired_by_the_next_run(
     _power_down(ctl, "c1", slurmd)
     assert "c1" in below(ctl)["leaf3"]  # the repair survives the next power-down
     assert cloud_pull(ctl, src).returncode == 0
+
+
+# ----- scontrol: the complete view, topology.conf and topology.yaml ------------------------------
+
+
+def local_pull(ctl: RestCluster, src: Path, *extra: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [
+            *TOPOCAST, "pull", "--source", f"file://{src}", "--dest", str(ctl.topology_path),
+            "--slurm-conf", str(ctl.conf_path), "--slurm-root", str(SID_ROOT), "--no-validate", *extra,
+        ],
+        capture_output=True, text=True, timeout=180, check=False, env=ctl.env(),
+    )  # fmt: skip
+
+
+def test_reconfigure_mode_repairs_a_hand_made_move_by_reconfigure(
+    rest_cluster_factory: RestFactory, tmp_path: Path
+) -> None:
+    ctl = rest_cluster_factory(NODES, TREE, rest=False)
+    src = tmp_path / "topology.conf"
+    src.write_text(TREE)  # what is installed already
+    assert ctl.scontrol("update", "NodeName=n5", "Topology=default:root:spine2:leaf3")[0] == 0  # an operator
+    healed = local_pull(ctl, src, "--reconfigure")
+    assert healed.returncode == 8, healed.stdout + healed.stderr
+    line = healed.stdout.strip()
+    assert "n5: default:root:spine2:leaf3 -> default:root:spine1:leaf2" in line, line
+    assert "read by scontrol show topology; repaired by reconfigure because live moves are off" in line, line
+    assert below(ctl) == AS_IN_TREE
+    assert local_pull(ctl, src, "--reconfigure").returncode == 0
+
+
+YAML = (
+    "- topology: fabric\n  cluster_default: true\n  tree:\n    switches:\n"
+    "      - switch: root\n        children: spine[1-2]\n"
+    "      - switch: spine1\n        children: leaf1\n      - switch: spine2\n        children: leaf2\n"
+    "      - switch: leaf1\n        nodes: n[1-4]\n      - switch: leaf2\n        nodes: n[5-8]\n"
+    "- topology: nvl\n  cluster_default: false\n  block:\n    block_sizes: [4]\n    blocks:\n"
+    "      - block: nvl1\n        nodes: n[1-4]\n      - block: nvl2\n        nodes: n[5-8]\n"
+)
+
+
+def test_live_mode_repairs_a_topology_yaml_node_in_every_topology(
+    rest_cluster_factory: RestFactory, tmp_path: Path
+) -> None:
+    ctl = rest_cluster_factory(NODES[:8], YAML, rest=False, topology_file="topology.yaml")
+    pid = ctl.pid
+    src = tmp_path / "topology.yaml"
+    src.write_text(YAML)
+    # n1 moved by hand in both topologies (a yaml Topology= value replaces all of a node's places)
+    assert ctl.scontrol("update", "NodeName=n1", "Topology=fabric:root:spine2:leaf2,nvl:nvl2")[0] == 0
+    healed = local_pull(ctl, src, "--live", "--forbid-reconfigure", "--json")
+    assert healed.returncode == 8, healed.stdout + healed.stderr
+    report = json.loads(healed.stdout)
+    assert report["drift"]["misplaced"] == 1 and report["drift"]["repair"] == "live", report
+    got, want = report["drift"]["sample"]["n1"]
+    assert set(got.split(",")) == {"fabric:root:spine2:leaf2", "nvl:nvl2"}
+    assert set(want.split(",")) == {"fabric:root:spine1:leaf1", "nvl:nvl1"}
+    tree = {sw: set(info.nodes) for sw, info in ctl.show_topology("fabric").items()}
+    assert "n1" in tree["leaf1"] and "n1" not in tree["leaf2"]
+    blocks = ctl.show_blocks("nvl")
+    assert "n1" in blocks["nvl1"].nodes and "n1" not in blocks["nvl2"].nodes
+    assert ctl.pid == pid

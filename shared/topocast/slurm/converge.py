@@ -13,10 +13,10 @@ every run, ``unchanged`` included, and compares it with the installed file:
   a node with a live place that differs from the file is drift, a node without one is not judged.
 
 :func:`find_drift` is the pure comparison; :func:`converge` repairs: live moves to the file's place
-(:class:`topocast.slurm.live.NodeUpdater`), a reconfigure when a live move cannot do it (a node that
-must leave every topology, a power-saving node whose live place would not survive its next
-power-down, a failed move), and when the policy forbids both it holds and says so. It reads the
-controller again afterwards: what it reports as repaired is what the controller shows.
+(:class:`topocast.slurm.live.NodeUpdater`), a reconfigure when a live move cannot do it (a
+power-saving node whose live place would not survive its next power-down, a failed move), and
+when the policy forbids both it holds and says so. It reads the controller again afterwards: what
+it reports as repaired is what the controller shows.
 """
 
 from __future__ import annotations
@@ -123,18 +123,22 @@ class Drift:
 
 
 def find_drift(file_specs: dict[str, str], view: ControllerView, nodes: Iterable[str] | None = None) -> Drift:
-    """Nodes whose place in ``view`` is not the one ``file_specs`` gives them (the order of a
-    topology.yaml node's parts does not matter). ``nodes``: the nodes the controller defines
-    (a file may name nodes slurm.conf does not: those are not the controller's)."""
+    """Nodes the file places that ``view`` shows elsewhere (the order of a topology.yaml node's parts
+    does not matter).
+
+    Only nodes the file names are judged: a node it does not name may be placed by its own
+    ``NodeName=... Topology=`` or ``slurmd --conf Topology=`` (cloud and dynamic nodes), which no
+    reconfigure with this file changes. ``nodes``: the nodes the controller defines; without it a
+    node the controller shows nowhere is not judged (it may be one slurm.conf does not define).
+    """
     known = set(nodes) if nodes is not None else None
     misplaced: dict[str, tuple[str, str]] = {}
-    for node in sorted(set(file_specs) | set(view.specs)):
+    for node, want in sorted(file_specs.items()):
         if known is not None and node not in known:
             continue
         got = view.specs.get(node)
-        want = file_specs.get(node, "")
         if got is None:
-            if not view.complete:
+            if not view.complete or known is None:
                 continue  # slurmrestd: no live place, so the file the controller read places it
             got = ""
         if _parts(got) != _parts(want):
@@ -248,9 +252,6 @@ def converge(
 
 def _needs_reconfigure(drift: Drift, updater: NodeUpdater) -> str | None:
     """Why live moves cannot repair ``drift`` for good, or None."""
-    leave = [n for n, (_, want) in drift.misplaced.items() if not want]
-    if leave:
-        return f"{len(leave)} node(s) must leave every topology ({compact_str(leave[:50])})"
     saving = updater.power_saving(list(drift.misplaced))
     if saving:
         return power_saving_reason(saving)
