@@ -171,7 +171,10 @@ def test_slurmrestd_dying_mid_apply_is_inconsistent_and_the_next_run_repairs_it(
     print(f"inconsistent run: {died.stdout.strip()}\nrepair run ({took:.2f} s): {line}")
 
     again = pull(ctl, src, ctl.url, token, "--json")
-    assert again.returncode == 0 and json.loads(again.stdout)["drift"] is None, again.stdout + again.stderr
+    assert again.returncode == 0, again.stdout + again.stderr
+    calm = json.loads(again.stdout)
+    assert calm["action"] == "unchanged" and calm["drift"]["misplaced"] == 0 and calm["drift"]["repair"] is None
+    assert "the controller shows the file (read by slurmrestd GET nodes" in calm["detail"]
 
 
 def test_a_reconfigure_via_slurmrestd_never_runs_scontrol(rest_cluster_factory: RestFactory, tmp_path: Path) -> None:
@@ -330,7 +333,9 @@ def test_reconfigure_mode_repairs_a_hand_made_move_by_reconfigure(
     assert "n5: default:root:spine2:leaf3 -> default:root:spine1:leaf2" in line, line
     assert "read by scontrol show topology; repaired by reconfigure because live moves are off" in line, line
     assert below(ctl) == AS_IN_TREE
-    assert local_pull(ctl, src, "--reconfigure").returncode == 0
+    calm = local_pull(ctl, src, "--reconfigure", "--verbose")
+    assert calm.returncode == 0 and "unchanged" in calm.stdout, calm.stdout + calm.stderr
+    assert "the controller shows the file (read by scontrol show topology in " in calm.stdout
 
 
 YAML = (

@@ -587,10 +587,13 @@ def pull(
         if result.ok and result.action == "unchanged" and (reconfigure or live or updater is not None):
             # the file is in place: does the controller still place every node where it says?
             fixed = _converge(pulled.content, dest, slurm, slurm_conf, updater, live, allow_reconfigure, notes)
-            if fixed is not None:
+            if fixed is not None and fixed.drift:
                 action = "repaired" if fixed.ok else "inconsistent"
-                done = outcome(fixed.ok, action, f"{dest}: {fixed.line()}", result)
-                return replace(done, convergence=fixed)
+                return replace(outcome(fixed.ok, action, f"{dest}: {fixed.line()}", result), convergence=fixed)
+            if fixed is not None:
+                read = fixed.drift
+                said = f"; the controller shows the file (read by {read.read_by} in {read.seconds * 1000:.0f} ms)"
+                return replace(outcome(True, "unchanged", result.message + said, result), convergence=fixed)
     return outcome(result.ok, result.action, result.message, result, changes)
 
 
@@ -604,7 +607,7 @@ def _converge(
     allow_reconfigure: bool,
     notes: list[str],
 ) -> Convergence | None:
-    """Read the controller against the installed file and repair drift; None when it matches.
+    """Read the controller against the installed file and repair drift; None when it was not read.
 
     A controller that cannot be read is a note on the line, not a failure: the file is in place.
     """
@@ -621,7 +624,8 @@ def _converge(
     kinds = [(name, kind) for name, kind, _ in found.topologies if kind in ("tree", "block")]
     via = updater if updater is not None else ScontrolUpdater(slurm or SlurmInstall.find(), slurm_conf, str(dest))
     try:
-        nodes = slurm_conf_nodes(slurm_conf) if slurm_conf is not None else via.defined()
+        # without slurm.conf: scontrol cannot say (None), and slurmrestd's partial view needs none
+        nodes = slurm_conf_nodes(slurm_conf) if slurm_conf is not None else None
         result = converge(
             found.specs,
             kinds,
@@ -633,7 +637,7 @@ def _converge(
     except TopocastError as exc:
         notes.append(f"could not read the controller to compare it with the file ({exc})")
         return None
-    return result if result.drift else None
+    return result
 
 
 def _behind(
