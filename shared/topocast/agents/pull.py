@@ -619,7 +619,8 @@ def _converge(
 
     announce("reading the controller against the installed file")
     found = placements(content.decode("utf-8", "replace"), str(dest))
-    if found.errors:
+    if found.errors or found.problems:  # a switch with two parents: no one place per node to compare
+        notes.append(f"the controller was not compared with the file ({(found.errors or found.problems)[0]})")
         return None
     kinds = [(name, kind) for name, kind, _ in found.topologies if kind in ("tree", "block")]
     via = updater if updater is not None else ScontrolUpdater(slurm or SlurmInstall.find(), slurm_conf, str(dest))
