@@ -369,3 +369,20 @@ def test_live_mode_repairs_a_topology_yaml_node_in_every_topology(
     blocks = ctl.show_blocks("nvl")
     assert "n1" in blocks["nvl1"].nodes and "n1" not in blocks["nvl2"].nodes
     assert ctl.pid == pid
+
+
+def test_via_slurmrestd_a_powered_down_cloud_node_moves_by_a_rest_reconfigure(
+    rest_cluster_factory: RestFactory, tmp_path: Path
+) -> None:
+    ctl = rest_cluster_factory([*NODES, "c1", "c2"], CLOUD_TREE, cloud=["c1", "c2"])  # both powered down
+    pid = ctl.pid
+    src = tmp_path / "topology.conf"
+    src.write_text(CLOUD_MOVED)
+    moved = pull(ctl, src, ctl.url, ctl.write_token(tmp_path / "jwt"))
+    assert moved.returncode == 0, moved.stdout + moved.stderr
+    line = moved.stdout.strip()
+    assert "installed and reconfigured through slurmrestd" in line, line
+    assert "1 of the nodes are power-saving (State=CLOUD or powered down: c1)" in line, line
+    shown = below(ctl)
+    assert "c1" in shown["leaf3"] and "c1" not in shown["leaf1"] and "c2" in shown["leaf1"]
+    assert ctl.pid == pid
