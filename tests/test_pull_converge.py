@@ -386,3 +386,28 @@ def test_via_slurmrestd_a_powered_down_cloud_node_moves_by_a_rest_reconfigure(
     shown = below(ctl)
     assert "c1" in shown["leaf3"] and "c1" not in shown["leaf1"] and "c2" in shown["leaf1"]
     assert ctl.pid == pid
+
+
+def test_live_gives_way_to_a_reconfigure_measured_cheaper(rest_cluster_factory: RestFactory, tmp_path: Path) -> None:
+    ctl = rest_cluster_factory(NODES, TREE, rest=False)
+    state = tmp_path / "state" / "pull-state.json"
+    state.parent.mkdir(mode=0o755)
+    src = tmp_path / "topology.conf"
+    src.write_text(TREE_MOVED)
+    first = local_pull(ctl, src, "--live", "--live-max-share", "0.5", "--state-file", str(state))
+    assert first.returncode == 0 and "applied live: 2 node(s) with 2 scontrol update calls" in first.stdout, (
+        first.stdout
+    )
+    entry = next(iter(json.loads(state.read_text())["destinations"].values()))
+    assert set(entry["costs"]) == {"move_call", "check"}  # what this run measured; no reconfigure yet
+    # an earlier run measured a reconfigure far cheaper than two live calls here
+    entry["costs"] = {"reconfigure": 0.001, "move_call": 1.0, "check": 1.0}
+    state.write_text(json.dumps({"schema": "topocast.pull-state/v2", "destinations": {str(ctl.topology_path): entry}}))
+    src.write_text(TREE)  # n1 and n9 back: live by share, but dearer than the measured reconfigure
+    second = local_pull(ctl, src, "--live", "--live-max-share", "0.5", "--state-file", str(state))
+    assert second.returncode == 0, second.stdout + second.stderr
+    assert "installed and reconfigured" in second.stdout, second.stdout
+    assert "2 node(s) in 2 live call(s) would take about 3.0 s, a reconfigure 0.0 s" in second.stdout
+    assert below(ctl) == AS_IN_TREE
+    entry = next(iter(json.loads(state.read_text())["destinations"].values()))
+    assert entry["costs"]["reconfigure"] > 0.001  # this run's reconfigure, measured

@@ -14,7 +14,7 @@ import pytest
 from topocast.agents.pull import EXIT_CODES, PRIORITIES
 from topocast.errors import TopocastError
 from topocast.slurm.converge import ControllerView, converge, find_drift, shown_specs
-from topocast.slurm.live import LivePlan, apply_moves, not_undone, placements
+from topocast.slurm.live import Costs, LivePlan, apply_moves, cheaper_plan, not_undone, placements
 
 # as 26.05.5 prints it (tests/test_slurm_current.py): every node below a switch, leaves at Level=0
 SHOWN_TREE = (
@@ -183,3 +183,32 @@ def test_an_undo_over_a_dead_link_is_inconsistent_with_a_sample_and_a_count() ->
 def test_repair_outcomes_have_their_own_exit_code_and_priority(status: str, code: int, priority: int) -> None:
     assert EXIT_CODES[status] == code and PRIORITIES[status] == priority
     assert len(set(EXIT_CODES.values()) - {0}) == len([k for k, v in EXIT_CODES.items() if v]), "codes are distinct"
+
+
+# ----- live or reconfigure by measured cost ------------------------------------------------------
+
+PLAN = LivePlan(True, "only moves", [(f"n{i}", f"default:root:s1:l{i}") for i in range(1, 51)], {}, ["n1"] * 50)
+
+
+def test_live_stays_while_no_reconfigure_was_measured() -> None:
+    assert cheaper_plan(PLAN, None) is PLAN
+    assert cheaper_plan(PLAN, Costs(move_call=0.05, check=0.04)) is PLAN
+
+
+def test_many_live_calls_give_way_to_a_cheaper_reconfigure() -> None:
+    # 50 calls at 50 ms and a 40 ms check: about 2.54 s, more than a 2.5 s reconfigure
+    plan = cheaper_plan(PLAN, Costs(reconfigure=2.5, move_call=0.05, check=0.04))
+    assert not plan.live
+    assert plan.reason == (
+        "50 node(s) in 50 live call(s) would take about 2.5 s, a reconfigure 2.5 s (both measured on earlier runs)"
+    )
+    # one call fewer is cheaper than the reconfigure: live
+    fewer = LivePlan(True, "only moves", PLAN.moves[:49], {}, PLAN.changed[:49])
+    assert cheaper_plan(fewer, Costs(reconfigure=2.5, move_call=0.05, check=0.04)) is fewer
+
+
+def test_costs_round_trip_the_state_file_and_learn_the_newest() -> None:
+    costs = Costs.from_dict({"reconfigure": 2.5, "move_call": "fast", "check": -1})
+    assert costs == Costs(reconfigure=2.5)  # what is not a plausible number of seconds is not taken
+    learned = costs.learn({"move_call": 0.02, "check": 0.03, "other": 9.0})
+    assert learned.as_dict() == {"reconfigure": 2.5, "move_call": 0.02, "check": 0.03}

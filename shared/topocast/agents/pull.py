@@ -481,7 +481,7 @@ def pull(
     :class:`topocast.slurm.rest.RestUpdater` for ``--via slurmrestd``); implies ``live``.
     """
     from topocast.slurm.install import announce, install_topology
-    from topocast.slurm.live import apply_topology
+    from topocast.slurm.live import Costs, apply_topology
 
     dest = Path(dest)
     state_file = Path(state_file) if state_file is not None else None
@@ -528,6 +528,8 @@ def pull(
     with dir_lock(dest.parent):
         entries = _read_state(state_file)
         entry = entries.get(key)
+        # what the controller part of each path cost on earlier runs here (whatever the source)
+        costs = Costs.from_dict((entry or {}).get("costs"))
         if entry is not None and entry.get("source") != source:
             was = entry.get("generation")
             notes.append(
@@ -562,6 +564,7 @@ def pull(
                 max_share=live_max_share,
                 allow_reconfigure=allow_reconfigure,
                 updater=updater,
+                costs=costs,
             )
         else:
             result = install_topology(
@@ -574,12 +577,15 @@ def pull(
                 slurm=slurm,
             )
         if result.ok and state_file is not None:
-            record = {
+            record: dict[str, Any] = {
                 "source": source,
                 "generation": pulled.generation,
                 "sha256": pulled.sha256,
                 "installed_at": datetime.now(UTC).isoformat(),
             }
+            learned = costs.learn(getattr(result, "timings", {})).as_dict()
+            if learned:
+                record["costs"] = learned
             same = entry is not None and all(entry.get(k) == record[k] for k in ("source", "generation", "sha256"))
             if not same or "behind" in (entry or {}):  # written when it changed, or the source caught up again
                 extra["state_error"] = _write_state(state_file, {**entries, key: record})

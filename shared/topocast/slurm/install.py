@@ -100,6 +100,9 @@ class InstallResult:
     why: str = ""
     #: what checked the installed file: ``; validated by slurmctld 26.05.5`` (:func:`validated_by`)
     checked: str = ""
+    #: seconds the controller part took: ``reconfigure`` (reconfigure, ping, check), ``move_call`` (one
+    #: live move, averaged), ``check`` (the read after live moves); what :class:`topocast.slurm.live.Costs` learns
+    timings: dict[str, float] = field(default_factory=dict)
 
     @property
     def changed(self) -> bool:
@@ -205,6 +208,7 @@ def install_topology(
             )
 
         env = {**os.environ, "SLURM_CONF": slurm.inside(slurm_conf)} if slurm_conf is not None else None
+        started = time.monotonic()
         step, reason = _apply(content, scontrol, env, ping_timeout, warnings, slurm_conf)
         if step is None:
             return result(
@@ -216,6 +220,7 @@ def install_topology(
                 reconfigured=True,
                 previous=prev,
                 warnings=warnings,
+                timings={"reconfigure": time.monotonic() - started},
             )
         if old is None:
             return result(
