@@ -212,3 +212,10 @@ def test_costs_round_trip_the_state_file_and_learn_the_newest() -> None:
     assert costs == Costs(reconfigure=2.5)  # what is not a plausible number of seconds is not taken
     learned = costs.learn({"move_call": 0.02, "check": 0.03, "other": 9.0})
     assert learned.as_dict() == {"reconfigure": 2.5, "move_call": 0.02, "check": 0.03}
+
+
+def test_a_controller_that_cannot_be_read_after_the_repair_is_not_called_repaired() -> None:
+    ctl = FakeController({**FILE, "n1": "default:root:s2:l2"}, dict(FILE), dead_after=2)  # read, move, then gone
+    done = converge(FILE, TOPOLOGIES, ctl, allow_live=True, allow_reconfigure=False)
+    assert not done.ok and ctl.calls == ["view", "move n1"]
+    assert "controller left inconsistent" in done.line() and "view: cannot connect" in done.line()

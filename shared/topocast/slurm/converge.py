@@ -215,6 +215,14 @@ def converge(
     if not drift:
         return Convergence(drift)
     result = Convergence(drift)
+
+    def left() -> Drift:  # read again after a repair: one that cannot be read is not repaired
+        try:
+            return find_drift(file_specs, read(), nodes)
+        except TopocastError as exc:
+            result.errors.append(str(exc))
+            return drift
+
     why = _needs_reconfigure(drift, updater) if allow_live else "live moves are off (--live not given)"
     if why is None:
         result.repair = "live"
@@ -229,14 +237,14 @@ def converge(
         if result.errors:
             why = f"{len(result.errors)} live move(s) failed"
         else:
-            result.left = find_drift(file_specs, read(), nodes)
+            result.left = left()
             if result.left:
                 why = "the live moves did not take"
     if why is not None:
         result.why = why
         if not allow_reconfigure:
             result.repair = "held"
-            result.left = drift if not result.left and result.errors else (result.left or drift)
+            result.left = result.left or drift
             result.why = f"ALARM: the repair needs a reconfigure ({why}) but reconfigure is forbidden"
             return result
         result.repair = "reconfigure"
@@ -246,13 +254,16 @@ def converge(
             result.errors.append(str(exc))
             result.left = drift
             return result
-        result.left = find_drift(file_specs, read(), nodes)
+        result.left = left()
     return result
 
 
 def _needs_reconfigure(drift: Drift, updater: NodeUpdater) -> str | None:
     """Why live moves cannot repair ``drift`` for good, or None."""
-    saving = updater.power_saving(list(drift.misplaced))
+    try:
+        saving = updater.power_saving(list(drift.misplaced))
+    except TopocastError:
+        return None  # the moves say whether the controller answers; a failed one leads to a reconfigure
     if saving:
         return power_saving_reason(saving)
     return None
