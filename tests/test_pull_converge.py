@@ -220,8 +220,14 @@ def _state(ctl: RestCluster, node: str) -> str:
 
 
 def _wait_state(ctl: RestCluster, node: str, word: str, timeout: float = 60.0) -> None:
+    """Until ``word`` is one of the node's state flags, and it is not on its way down: a forced power-down
+    shows ``IDLE+CLOUD+POWER_DOWN+POWERED_DOWN`` at once, then ``POWERING_DOWN`` for SuspendTimeout, and
+    only the final ``POWERED_DOWN`` is where 26.05 moves the node back."""
     deadline = time.monotonic() + timeout
-    while word not in (state := _state(ctl, node)):
+    while True:
+        flags = set((state := _state(ctl, node)).split("+"))
+        if word in flags and not flags & {"POWER_DOWN", "POWERING_DOWN"}:
+            return
         assert time.monotonic() < deadline, f"{node} never reached {word}: {state}"
         time.sleep(0.3)
 

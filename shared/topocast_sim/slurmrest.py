@@ -101,6 +101,9 @@ class RestCluster(SlurmController):
                 "ResumeProgram": "/bin/true",
                 "SuspendTime": "INFINITE",
                 "ResumeTimeout": "60",
+                # POWERING_DOWN lasts this long before POWERED_DOWN (default 30 s), where 26.05 moves a
+                # cloud node back to its configured place
+                "SuspendTimeout": "5",
                 "MaxNodeCount": str(len(self.nodes) + 16),  # room for dynamic (slurmd -Z) nodes
             },
         )
