@@ -115,10 +115,13 @@ def _state(ctl: RestCluster, node: str) -> str:
 
 
 def _wait_state(ctl: RestCluster, node: str, word: str, timeout: float = 60.0) -> str:
+    # a forced power-down shows IDLE+CLOUD+POWER_DOWN+POWERED_DOWN at once, then POWERING_DOWN for
+    # SuspendTimeout: only the final POWERED_DOWN is where 26.05 moves the node back
     deadline = time.monotonic() + timeout
     while True:
         state = _state(ctl, node)
-        if word in state:
+        flags = set(state.split("+"))
+        if word in flags and not flags & {"POWER_DOWN", "POWERING_DOWN"}:
             return state
         assert time.monotonic() < deadline, f"{node} never reached {word}: {state}"
         time.sleep(0.3)

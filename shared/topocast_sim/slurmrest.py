@@ -21,6 +21,7 @@ import urllib.request
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
+from topocast.model.hostlist import expand
 from topocast.slurm.controller import (
     SlurmController,
     SlurmControllerError,
@@ -81,7 +82,8 @@ class RestCluster(SlurmController):
         )
         lines = conf.splitlines()
         for i, line in enumerate(lines):
-            if line.startswith("NodeName=") and line.split()[0].removeprefix("NodeName=") in self.cloud:
+            # a NodeName= group is a hostlist (c[1-2]): cloud when every node of it is
+            if line.startswith("NodeName=") and set(expand(line.split()[0].removeprefix("NodeName="))) <= self.cloud:
                 lines[i] = line.replace("State=UNKNOWN", "State=CLOUD")
         conf = "\n".join(lines) + "\n"
         return _override(
@@ -99,6 +101,9 @@ class RestCluster(SlurmController):
                 "ResumeProgram": "/bin/true",
                 "SuspendTime": "INFINITE",
                 "ResumeTimeout": "60",
+                # POWERING_DOWN lasts this long before POWERED_DOWN (default 30 s), where 26.05 moves a
+                # cloud node back to its configured place
+                "SuspendTimeout": "5",
                 "MaxNodeCount": str(len(self.nodes) + 16),  # room for dynamic (slurmd -Z) nodes
             },
         )

@@ -40,7 +40,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -61,6 +61,7 @@ from topocast.safeio.files import (
 from topocast.safeio.limits import MAX_PUBLISHED_BYTES, check_size, read_capped
 
 if TYPE_CHECKING:
+    from topocast.slurm.converge import Convergence
     from topocast.slurm.live import NodeChanges
 
 
@@ -89,6 +90,8 @@ EXIT_CODES = {
     "rolled_back": 5,
     "state_not_saved": 6,
     "stale": 7,
+    "repaired": 8,
+    "inconsistent": 9,
 }
 #: journal priority (sd-daemon ``<N>`` prefix) per outcome: 3 err, 4 warning, 5 notice, 7 debug
 PRIORITIES = {
@@ -101,6 +104,8 @@ PRIORITIES = {
     "rolled_back": 3,
     "state_not_saved": 3,
     "stale": 3,
+    "repaired": 4,
+    "inconsistent": 3,
 }
 #: consecutive runs a source may stay behind the installed generation before the run fails (``stale``)
 DEFAULT_STALE_AFTER = 10
@@ -128,7 +133,8 @@ class PulledArtifact:
 @dataclass(frozen=True)
 class PullOutcome:
     ok: bool
-    #: installed / unchanged / skipped (older than installed) / held (node loss) / refused / rolled_back / failed
+    #: installed / unchanged / skipped (older than installed) / held (node loss) / refused / rolled_back / failed;
+    #: repaired (the controller had drifted from the file and was put right) / inconsistent (it still differs)
     action: str
     source: str
     dest: Path
@@ -149,6 +155,9 @@ class PullOutcome:
     installed_generation: int | None = None
     #: the step that refused or failed: verify, write, validate, node-loss, or the install's own
     failed_step: str | None = None
+    #: the controller read against the installed file, and its repair
+    #: (:class:`topocast.slurm.converge.Convergence`; None: not read this run)
+    convergence: Convergence | None = None
 
     @property
     def where(self) -> Path:
@@ -221,6 +230,7 @@ class PullOutcome:
             "state_error": self.state_error,
             "behind_runs": self.behind_runs,
             "notes": [bounded(n, 500) for n in self.notes],
+            "drift": self.convergence.as_dict() if self.convergence is not None else None,
         }
 
 
@@ -471,7 +481,7 @@ def pull(
     :class:`topocast.slurm.rest.RestUpdater` for ``--via slurmrestd``); implies ``live``.
     """
     from topocast.slurm.install import announce, install_topology
-    from topocast.slurm.live import apply_topology
+    from topocast.slurm.live import Costs, apply_topology
 
     dest = Path(dest)
     state_file = Path(state_file) if state_file is not None else None
@@ -518,6 +528,8 @@ def pull(
     with dir_lock(dest.parent):
         entries = _read_state(state_file)
         entry = entries.get(key)
+        # what the controller part of each path cost on earlier runs here (whatever the source)
+        costs = Costs.from_dict((entry or {}).get("costs"))
         if entry is not None and entry.get("source") != source:
             was = entry.get("generation")
             notes.append(
@@ -552,6 +564,7 @@ def pull(
                 max_share=live_max_share,
                 allow_reconfigure=allow_reconfigure,
                 updater=updater,
+                costs=costs,
             )
         else:
             result = install_topology(
@@ -564,17 +577,74 @@ def pull(
                 slurm=slurm,
             )
         if result.ok and state_file is not None:
-            record = {
+            record: dict[str, Any] = {
                 "source": source,
                 "generation": pulled.generation,
                 "sha256": pulled.sha256,
                 "installed_at": datetime.now(UTC).isoformat(),
             }
+            learned = costs.learn(getattr(result, "timings", {})).as_dict()
+            if learned:
+                record["costs"] = learned
             same = entry is not None and all(entry.get(k) == record[k] for k in ("source", "generation", "sha256"))
             if not same or "behind" in (entry or {}):  # written when it changed, or the source caught up again
                 extra["state_error"] = _write_state(state_file, {**entries, key: record})
         changes = _changes(installed, pulled.content) if result.ok and result.action == "installed" else None
+        if result.ok and result.action == "unchanged" and (reconfigure or live or updater is not None):
+            # the file is in place: does the controller still place every node where it says?
+            fixed = _converge(pulled.content, dest, slurm, slurm_conf, updater, live, allow_reconfigure, notes)
+            if fixed is not None and fixed.drift:
+                action = "repaired" if fixed.ok else "inconsistent"
+                return replace(outcome(fixed.ok, action, f"{dest}: {fixed.line()}", result), convergence=fixed)
+            if fixed is not None:
+                read = fixed.drift
+                said = f"; the controller shows the file (read by {read.read_by} in {read.seconds * 1000:.0f} ms)"
+                return replace(outcome(True, "unchanged", result.message + said, result), convergence=fixed)
     return outcome(result.ok, result.action, result.message, result, changes)
+
+
+def _converge(
+    content: bytes,
+    dest: Path,
+    slurm: Any,
+    slurm_conf: Path | None,
+    updater: Any,
+    live: bool,
+    allow_reconfigure: bool,
+    notes: list[str],
+) -> Convergence | None:
+    """Read the controller against the installed file and repair drift; None when it was not read.
+
+    A controller that cannot be read is a note on the line, not a failure: the file is in place.
+    """
+    from topocast.slurm.conffile import slurm_conf_nodes
+    from topocast.slurm.controller import SlurmInstall
+    from topocast.slurm.converge import converge
+    from topocast.slurm.install import announce
+    from topocast.slurm.live import ScontrolUpdater, placements
+
+    announce("reading the controller against the installed file")
+    found = placements(content.decode("utf-8", "replace"), str(dest))
+    if found.errors or found.problems:  # a switch with two parents: no one place per node to compare
+        notes.append(f"the controller was not compared with the file ({(found.errors or found.problems)[0]})")
+        return None
+    kinds = [(name, kind) for name, kind, _ in found.topologies if kind in ("tree", "block")]
+    via = updater if updater is not None else ScontrolUpdater(slurm or SlurmInstall.find(), slurm_conf, str(dest))
+    try:
+        # without slurm.conf: scontrol cannot say (None), and slurmrestd's partial view needs none
+        nodes = slurm_conf_nodes(slurm_conf) if slurm_conf is not None else None
+        result = converge(
+            found.specs,
+            kinds,
+            via,
+            allow_live=live or updater is not None,
+            allow_reconfigure=allow_reconfigure,
+            nodes=nodes,
+        )
+    except TopocastError as exc:
+        notes.append(f"could not read the controller to compare it with the file ({exc})")
+        return None
+    return result
 
 
 def _behind(

@@ -653,8 +653,12 @@ def _share(text: str) -> float:
 def pull(a: Namespace) -> int:
     """Head-node pull agent: fetch, verify sha256, validate, install atomically, reconfigure or update live.
 
+    With --reconfigure, --live or --via, every run (unchanged included) also reads the controller and
+    repairs nodes it places elsewhere than the installed file.
+
     Exit status: 0 installed/unchanged/skipped, 1 failed, 2 usage or source error, 3 refused, 4 held,
-    5 rolled back, 6 installed but state not saved, 7 source stale (docs/slurm-pull.md)."""
+    5 rolled back, 6 installed but state not saved, 7 source stale, 8 controller drift repaired,
+    9 controller left inconsistent with the file (docs/slurm-pull.md)."""
     from topocast.cli.pull import run_pull
 
     if a.watch:  # topocast.agents.pull_watch: this command's single pull, run on each notification

@@ -74,13 +74,14 @@ def announce(text: str) -> None:
         listener(text)
 
 
-Action = Literal["installed", "unchanged", "refused", "rolled_back", "failed", "held"]
+Action = Literal["installed", "unchanged", "refused", "rolled_back", "inconsistent", "repaired", "failed", "held"]
 
 
 @dataclass
 class InstallResult:
     ok: bool
-    #: installed / unchanged (no-op) / refused (nothing written) / rolled_back / failed
+    #: installed / unchanged (no-op) / refused (nothing written) / rolled_back / failed; inconsistent (a
+    #: rollback or repair left the controller placing nodes elsewhere than the file) / repaired (drift undone)
     action: Action
     dest: Path
     #: sha256 of the offered content
@@ -99,6 +100,9 @@ class InstallResult:
     why: str = ""
     #: what checked the installed file: ``; validated by slurmctld 26.05.5`` (:func:`validated_by`)
     checked: str = ""
+    #: seconds the controller part took: ``reconfigure`` (reconfigure, ping, check), ``move_call`` (one
+    #: live move, averaged), ``check`` (the read after live moves); what :class:`topocast.slurm.live.Costs` learns
+    timings: dict[str, float] = field(default_factory=dict)
 
     @property
     def changed(self) -> bool:
@@ -204,6 +208,7 @@ def install_topology(
             )
 
         env = {**os.environ, "SLURM_CONF": slurm.inside(slurm_conf)} if slurm_conf is not None else None
+        started = time.monotonic()
         step, reason = _apply(content, scontrol, env, ping_timeout, warnings, slurm_conf)
         if step is None:
             return result(
@@ -215,6 +220,7 @@ def install_topology(
                 reconfigured=True,
                 previous=prev,
                 warnings=warnings,
+                timings={"reconfigure": time.monotonic() - started},
             )
         if old is None:
             return result(
@@ -331,13 +337,18 @@ def _after_rollback(scontrol: ctl.Command, env: dict[str, str] | None, ping_time
 
 
 def _wait_ping(scontrol: ctl.Command, env: dict[str, str] | None, timeout: float) -> bool:
+    return wait_until(lambda: ctl.ping(scontrol, env, timeout=max(1.0, timeout)), timeout)
+
+
+def wait_until(test: Callable[[], bool], timeout: float, pause: float = 0.05) -> bool:
+    """Call ``test`` until it is true (True) or ``timeout`` seconds passed (False); at least once."""
     deadline = time.monotonic() + timeout
     while True:
-        if ctl.ping(scontrol, env, timeout=max(1.0, timeout)):
+        if test():
             return True
         if time.monotonic() >= deadline:
             return False
-        time.sleep(0.05)
+        time.sleep(pause)
 
 
 def _atomic_write(path: Path, data: bytes, like: Path) -> None:

@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import time
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -46,13 +47,16 @@ from topocast.model.hostlist import compact_str, expand
 from topocast.slurm import scontrol as sc
 from topocast.slurm.conffile import slurm_conf_nodes
 from topocast.slurm.controller import SlurmInstall
-from topocast.slurm.install import InstallResult, install_topology
+from topocast.slurm.converge import ControllerView, find_drift, power_saving_reason, shown_specs
+from topocast.slurm.install import InstallResult, install_topology, sample_errors, wait_until
+from topocast.slurm.scontrol import SlurmControllerError
 from topocast.slurm.topofile import TopologyFile
 from topocast.slurm.topoyaml import TopologyYaml
 from topocast.slurm.validate import format_version, parse_candidate, validate_topology_text, verify_shown
 
 __all__ = [
     "DYNAMIC_TOPOLOGY",
+    "Costs",
     "LivePlan",
     "MoveOutcome",
     "NodeChanges",
@@ -61,6 +65,7 @@ __all__ = [
     "ScontrolUpdater",
     "apply_moves",
     "apply_topology",
+    "cheaper_plan",
     "node_changes",
     "node_spec",
     "placements",
@@ -241,6 +246,59 @@ def node_changes(old_text: str | None, new_text: str, source: str = "topology fi
     return _diff(old, new)
 
 
+@dataclass(frozen=True)
+class Costs:
+    """What the controller part of each path took on earlier runs (seconds; None: not measured yet).
+
+    The pull agent keeps them in its state file per destination (:meth:`learn` after each install), so
+    a live change is chosen only while it is cheaper than the reconfigure it replaces: one move call per
+    destination plus the check grows with the change, a reconfigure does not (26.05, 10,000 nodes,
+    1,000 moved to 100 leaves: live 5.6 s, reconfigure 2.5 s).
+    """
+
+    reconfigure: float | None = None
+    move_call: float | None = None
+    check: float | None = None
+
+    @classmethod
+    def from_dict(cls, raw: object) -> Costs:
+        data = raw if isinstance(raw, dict) else {}
+
+        def seconds(key: str) -> float | None:
+            value = data.get(key)
+            return float(value) if isinstance(value, int | float) and 0 <= value < 3600 else None
+
+        return cls(seconds("reconfigure"), seconds("move_call"), seconds("check"))
+
+    def as_dict(self) -> dict[str, float]:
+        return {k: round(v, 4) for k, v in vars(self).items() if v is not None}
+
+    def learn(self, timings: dict[str, float]) -> Costs:
+        """These costs with what one install measured (the newest measurement wins)."""
+        fresh = {k: v for k, v in timings.items() if k in ("reconfigure", "move_call", "check")}
+        return Costs(**{**vars(self), **fresh})
+
+    def live(self, calls: int) -> float | None:
+        """The estimated seconds of ``calls`` live moves and their check."""
+        if self.move_call is None:
+            return None
+        return self.move_call * calls + (self.check or 0.0)
+
+
+def cheaper_plan(plan: LivePlan, costs: Costs | None) -> LivePlan:
+    """``plan``, or a reconfigure when earlier runs measured it cheaper than this many live calls."""
+    if not plan.live or not plan.moves or costs is None or costs.reconfigure is None:
+        return plan
+    live = costs.live(len(plan.moves))
+    if live is None or live <= costs.reconfigure:
+        return plan
+    return LivePlan(
+        False,
+        f"{len(plan.changed)} node(s) in {len(plan.moves)} live call(s) would take about {live:.1f} s, "
+        f"a reconfigure {costs.reconfigure:.1f} s (both measured on earlier runs)",
+    )
+
+
 @dataclass
 class LivePlan:
     #: True: node updates; False: reconfigure
@@ -360,6 +418,9 @@ class NodeUpdater(Protocol):
     call_name: str
     #: the failed step's name when the check after the moves fails ("show-topology", "read-back")
     check_step: str
+    #: True: the controller is this host's, reached by ``scontrol`` (the install's own reconfigure and
+    #: check apply); False: every call goes through this updater, a reconfigure too (slurmrestd)
+    uses_scontrol: bool
 
     def version(self) -> tuple[int, int] | None:
         """The controller's (major, minor) Slurm version."""
@@ -377,7 +438,17 @@ class NodeUpdater(Protocol):
         """After the moves: differences between what the controller runs and ``text`` / ``plan``."""
         ...
 
-    def reconfigure(self) -> None: ...
+    def reconfigure(self) -> None:
+        """Make the controller reread its files, and wait until it answers again."""
+        ...
+
+    def view(self, topologies: list[tuple[str, str]]) -> ControllerView:
+        """Where the controller places nodes now, for the (name, kind) tree/block topologies of the file."""
+        ...
+
+    def power_saving(self, nodes: list[str]) -> list[str]:
+        """Those of ``nodes`` that are cloud (``State=CLOUD``) or powered-down nodes."""
+        ...
 
 
 @dataclass
@@ -389,6 +460,7 @@ class ScontrolUpdater:
     source: str = "topology file"
     call_name: str = "scontrol update"
     check_step: str = "show-topology"
+    uses_scontrol: bool = True
 
     def _env(self) -> dict[str, str] | None:
         if self.slurm_conf is None:
@@ -409,6 +481,23 @@ class ScontrolUpdater:
 
     def reconfigure(self) -> None:
         sc.reconfigure(self.install.scontrol_command, self._env())
+        if not wait_until(lambda: sc.ping(self.install.scontrol_command, self._env(), timeout=5.0), 10.0):
+            raise SlurmControllerError("the controller did not answer scontrol ping within 10 s after reconfigure")
+
+    def view(self, topologies: list[tuple[str, str]]) -> ControllerView:
+        specs: dict[str, list[str]] = defaultdict(list)
+        for name, kind in topologies:
+            shown = sc.show_topology_text(
+                self.install.scontrol_command, self._env(), name=None if name == DEFAULT else name
+            )
+            for node, spec in shown_specs(name, kind, shown).items():
+                specs[node].append(spec)
+        return ControllerView({n: ",".join(p) for n, p in specs.items()}, True, "scontrol show topology")
+
+    def power_saving(self, nodes: list[str]) -> list[str]:
+        if not nodes:
+            return []
+        return sorted(sc.power_saving_nodes(compact_str(nodes), self.install.scontrol_command, self._env()))
 
 
 @dataclass
@@ -421,21 +510,27 @@ class MoveOutcome:
     failure: str | None = None
     #: moves that could not be undone (empty: every moved node is back)
     undo_failures: list[str] = field(default_factory=list)
+    #: the nodes of those moves: they may still be at their new place
+    not_back: list[str] = field(default_factory=list)
+    #: seconds per move call and for the check, when all went through
+    timings: dict[str, float] = field(default_factory=dict)
 
 
-def _revert(plan: LivePlan, applied: int, updater: NodeUpdater) -> list[str]:
-    """Put the nodes of the first ``applied`` moves back; returns what could not be undone."""
+def _revert(plan: LivePlan, applied: int, updater: NodeUpdater) -> tuple[list[str], list[str]]:
+    """Put the nodes of the first ``applied`` moves back; (what could not be undone, the nodes not back)."""
     back: dict[str, list[str]] = defaultdict(list)
     moved = {n for hosts, _ in plan.moves[:applied] for n in expand(hosts)}
     for node in sorted(moved):
         back[plan.before.get(node) or ""].append(node)
-    failures = []
+    failures: list[str] = []
+    not_back: list[str] = []
     for spec, nodes in sorted(back.items()):
         try:
             updater.move(compact_str(nodes), spec)
         except TopocastError as exc:
             failures.append(str(exc))
-    return failures
+            not_back += nodes
+    return failures, not_back
 
 
 def apply_moves(plan: LivePlan, updater: NodeUpdater, text: str, known: list[str]) -> MoveOutcome:
@@ -444,20 +539,23 @@ def apply_moves(plan: LivePlan, updater: NodeUpdater, text: str, known: list[str
     A failed call may have moved part of its hostlist (a bulk update is not atomic), so it is undone too.
     """
     applied = 0
+    started = time.monotonic()
     for hosts, spec in plan.moves:
         applied += 1
         try:
             updater.move(hosts, spec)
         except TopocastError as exc:
-            return MoveOutcome(False, "update", str(exc), _revert(plan, applied, updater))
+            return MoveOutcome(False, "update", str(exc), *_revert(plan, applied, updater))
+    checking = time.monotonic()
     try:
         problems = updater.check(plan, text, known)
     except TopocastError as exc:
         problems = [str(exc)]
     if problems:
         failure = "after the node updates " + "; ".join(problems[:3])
-        return MoveOutcome(False, updater.check_step, failure, _revert(plan, applied, updater))
-    return MoveOutcome(True)
+        return MoveOutcome(False, updater.check_step, failure, *_revert(plan, applied, updater))
+    timings = {"move_call": (checking - started) / max(1, applied), "check": time.monotonic() - checking}
+    return MoveOutcome(True, timings=timings)
 
 
 def apply_topology(
@@ -471,11 +569,14 @@ def apply_topology(
     max_share: float = 0.1,
     allow_reconfigure: bool = True,
     updater: NodeUpdater | None = None,
+    costs: Costs | None = None,
 ) -> InstallResult:
     """Install ``content`` at ``dest`` and make the running controller use it: live if possible, else reconfigure.
 
     ``updater`` carries the live moves (default: ``scontrol update`` on ``install``); the file
-    install, the validation and the reconfigure fallback always use ``install``.
+    install and the validation always use ``install``, a reconfigure too unless the updater is
+    slurmrestd's. ``costs``: what earlier runs measured (:func:`cheaper_plan`); the result's
+    ``timings`` hold this run's.
     """
     dest = Path(dest)
     digest = hashlib.sha256(content).hexdigest()
@@ -502,6 +603,9 @@ def apply_topology(
     else:
         old_text = old.decode("utf-8", errors="replace") if old is not None else None
         plan = plan_live(old_text, text, updater.version(), max_share=max_share, source=str(dest), defined=defined)
+    plan, warning = _power_saving_plan(plan, updater, allow_reconfigure)
+    if allow_reconfigure:
+        plan = cheaper_plan(plan, costs)
 
     if not plan.live:
         if not allow_reconfigure:
@@ -529,6 +633,8 @@ def apply_topology(
                 applied="held",
                 why=plan.reason,
             )
+        if not updater.uses_scontrol:  # REST only means REST only: never a silent `scontrol reconfigure`
+            return _reconfigure_via(updater, content, old, dest, expected_sha256, validate, slurm_conf, install, plan)
         result = install_topology(
             content,
             dest,
@@ -560,33 +666,137 @@ def apply_topology(
     moved = apply_moves(plan, updater, text, known)
     if moved.ok:
         calls = len(plan.moves)
+        result.timings = moved.timings
         result.applied = "live"
         result.why = plan.reason
         result.message = (
             f"{dest}: installed (sha256 {result.sha256[:12]}{result.checked}) and applied live: "
             f"{len(plan.changed)} node(s) "
             f"with {calls} {updater.call_name} call{'s' if calls != 1 else ''}, no reconfigure ({plan.reason})"
+            f"{warning}"
         )
         return result
-    undo = moved.undo_failures
     restored = "no previous file existed"
     if old is not None:
         back = install_topology(
             old, dest, expected_sha256=hashlib.sha256(old).hexdigest(), validate=False, reconfigure=False, slurm=install
         )
         restored = "restored the previous file" if back.ok else f"restoring the previous file failed: {back.message}"
-    left = f"; could not move back: {'; '.join(undo)}" if undo else "; nodes moved back"
+    left = "; nodes moved back" if not moved.undo_failures else ""
+    reread = False
     if allow_reconfigure and old is not None:
         # switches the updates created stay in the controller until it rereads the (restored) file
         try:
             updater.reconfigure()
             left += ", controller reconfigured with the previous file"
+            reread = True
         except TopocastError as exc:
-            left += f", reconfigure with the previous file failed ({exc})"
+            left += f"; reconfigure with the previous file failed ({exc})"
     result.ok = False
-    result.action = "rolled_back"
     result.failed_step = moved.step
     result.applied = "live"
     result.why = plan.reason
     result.message = f"{dest}: step {moved.step} failed: {moved.failure}; {restored}{left}"
+    # a reconfigure with the restored file puts every node back where that file says, whatever the undo did
+    result.action = "inconsistent" if moved.undo_failures and not reread else "rolled_back"
+    if result.action == "inconsistent":
+        result.message += "; " + not_undone(moved)
+    return result
+
+
+def not_undone(moved: MoveOutcome) -> str:
+    """``controller left inconsistent: 6 node(s) may still be at their new place (n1, n2, n3, ...): <error>
+    (+1 more)``: a sample of three nodes and errors, with counts, never the whole list."""
+    nodes = moved.not_back
+    sample = ", ".join(nodes[:3]) + (", ..." if len(nodes) > 3 else "")
+    errors = sample_errors(moved.undo_failures)
+    return (
+        f"controller left inconsistent: {len(nodes)} node(s) may still be at their new place ({sample}); "
+        f"moving them back failed: {errors}; the next run reads the controller and repairs it"
+    )
+
+
+def _power_saving_plan(plan: LivePlan, updater: NodeUpdater, allow_reconfigure: bool) -> tuple[LivePlan, str]:
+    """A live plan that moves power-saving nodes becomes a reconfigure (26.05.5: their live place is
+    undone at power-down; a reconfigure with the file makes it survive). With reconfigure forbidden
+    the moves stay live, with a warning: the next run's drift check puts back a node that went back."""
+    if not plan.live or not plan.changed:
+        return plan, ""
+    try:
+        saving = updater.power_saving(plan.changed)
+    except TopocastError as exc:
+        return plan, f"; WARNING: could not read the moved nodes' power state ({exc})"
+    if not saving:
+        return plan, ""
+    reason = power_saving_reason(saving)
+    if allow_reconfigure:
+        return LivePlan(False, reason), ""
+    return plan, f"; WARNING: {reason}; reconfigure is forbidden: the next run repairs a node that went back"
+
+
+def _reconfigure_via(
+    updater: NodeUpdater,
+    content: bytes,
+    old: bytes | None,
+    dest: Path,
+    expected_sha256: str,
+    validate: bool,
+    slurm_conf: Path | None,
+    install: SlurmInstall,
+    plan: LivePlan,
+) -> InstallResult:
+    """Install the file, then reconfigure through ``updater`` (slurmrestd) and read the controller back;
+    on failure restore the previous file and reconfigure with it."""
+    result = install_topology(
+        content,
+        dest,
+        expected_sha256=expected_sha256,
+        validate=validate,
+        reconfigure=False,
+        slurm_conf=slurm_conf,
+        slurm=install,
+    )
+    result.why = plan.reason
+    if not result.ok or result.action == "unchanged":
+        return result
+    text = content.decode("utf-8", errors="replace")
+    found = placements(text, str(dest))
+    kinds = [(name, kind) for name, kind, _ in found.topologies if kind in ("tree", "block")]
+    step, failure = "reconfigure", ""
+    started = time.monotonic()
+    try:
+        updater.reconfigure()
+        step = updater.check_step
+        drift = find_drift(found.specs, updater.view(kinds), updater.defined())
+        failure = f"after the reconfigure {drift.summary()}" if drift else ""
+    except TopocastError as exc:
+        failure = str(exc)
+    if not failure:
+        result.timings = {"reconfigure": time.monotonic() - started}
+        result.applied = "reconfigure"
+        result.reconfigured = True
+        result.message = (
+            f"{dest}: installed and reconfigured through {updater.call_name.split()[0]} "
+            f"(sha256 {result.sha256[:12]}{result.checked}); by reconfigure because {plan.reason}"
+        )
+        return result
+    restored, reread = "no previous file existed", False
+    if old is not None:
+        back = install_topology(
+            old, dest, expected_sha256=hashlib.sha256(old).hexdigest(), validate=False, reconfigure=False, slurm=install
+        )
+        restored = "restored the previous file" if back.ok else f"restoring the previous file failed: {back.message}"
+        try:
+            updater.reconfigure()
+            restored += ", controller reconfigured with it"
+            reread = back.ok
+        except TopocastError as exc:
+            restored += f"; reconfigure with it failed ({exc})"
+    result.ok = False
+    result.failed_step = step
+    result.applied = "reconfigure"
+    result.action = "rolled_back" if reread else "inconsistent"
+    result.message = f"{dest}: step {step} failed: {failure}; {restored}"
+    if not reread:
+        result.message += "; controller left inconsistent: it may run either file; the next run repairs it"
     return result

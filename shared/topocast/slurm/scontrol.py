@@ -163,6 +163,27 @@ def update_node_topology(
         raise SlurmControllerError(f"scontrol update NodeName={nodes} Topology={topology} failed: {message}")
 
 
+#: node state flags of a power-saving node, whose live ``Topology=`` does not survive its power-down (26.05.5)
+POWER_SAVING_FLAGS = frozenset({"CLOUD", "POWERED_DOWN", "POWERING_DOWN", "POWER_DOWN"})
+
+
+def power_saving_nodes(
+    nodes: str, scontrol: Command = "scontrol", env: dict[str, str] | None = None, timeout: float = 30.0
+) -> list[str]:
+    """The nodes of hostlist ``nodes`` whose ``State=`` carries a power-saving flag (``IDLE+CLOUD+POWERED_DOWN``)."""
+    code, out, err = run_scontrol(scontrol, ["-o", "show", "node", nodes], env, timeout)
+    if code != 0:
+        message = (err or out).strip() or f"exit status {code}"
+        raise SlurmControllerError(f"scontrol show node {nodes} failed: {message}")
+    found = []
+    for line in out.splitlines():
+        fields = _fields(line, r"\bNodeName|\bState")
+        flags = set(re.split(r"[+*~#%$@^!-]", fields.get("State", "")))  # IDLE+CLOUD, IDLE~ (powered down)
+        if fields.get("NodeName") and (flags & POWER_SAVING_FLAGS or "~" in fields.get("State", "")):
+            found.append(fields["NodeName"])
+    return found
+
+
 def reconfigure(scontrol: Command = "scontrol", env: dict[str, str] | None = None, timeout: float = 30.0) -> None:
     """``scontrol reconfigure``; raises with scontrol's message if it fails."""
     code, out, err = run_scontrol(scontrol, ["reconfigure"], env, timeout)
