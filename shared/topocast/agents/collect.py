@@ -38,7 +38,7 @@ from typing import Any
 
 from topocast import __version__
 from topocast.errors import ProviderError, TopocastError
-from topocast.model.names import check_node_name
+from topocast.model.names import check_upload_name
 from topocast.pipeline.objects import UPLOAD_MEDIA_TYPE, UPLOAD_NAME, ObjectStore, UploadSet
 from topocast.pipeline.objects import read_good_uploads as objects_read_good_uploads
 from topocast.pipeline.objects import read_uploads as objects_read_uploads
@@ -143,7 +143,7 @@ def collect_ibnetdiscover(
     ``warn`` is called, before anything is uploaded, once per record discovery will set aside.
     """
     scheme, bucket, prefix = split_uri(upload_uri)
-    host = check_node_name(host or short_hostname(), "the collecting host")
+    host = check_upload_name(host or short_hostname(), "the collecting host (--host)")
     if input_file is not None:
         try:
             data = Path(input_file).read_bytes()
