@@ -33,6 +33,7 @@ __all__ = [
     "OptionSpec",
     "describe_options",
     "env_options",
+    "lax_scalar",
     "markdown_options",
     "option_rows",
     "option_specs",
@@ -54,6 +55,9 @@ def provider_options(model: type[M], raw: Mapping[str, Any], provider: str) -> M
     gets the model's defaults).
     """
     data = {k: v for k, v in raw.items() if v is not None}
+    lax = lax_scalar(model, data)
+    if lax:
+        raise ProviderError(f"provider {provider!r}: option {lax}")
     try:
         return model.model_validate(data)
     except ValidationError as exc:
@@ -71,6 +75,28 @@ def provider_options(model: type[M], raw: Mapping[str, Any], provider: str) -> M
         more = len(exc.errors()) - 1
         tail = f" (and {more} more)" if more > 0 else ""
         raise ProviderError(f"provider {provider!r}: option {where!r} {problem}{tail}") from None
+
+
+def lax_scalar(model: type[BaseModel], data: Mapping[str, Any]) -> str | None:
+    """``"'key' must be <kind>, not <value>"`` for the first typed value pydantic's lax mode would coerce.
+
+    Pydantic reads ``true`` as 1 for an ``int`` and ``1.0`` as 1; an option is strict about its JSON type
+    (as the graph loader is): a bool only for a bool option, a fraction-less float never for an int.
+    Strings stay lax, since ``TOPOCAST_*`` variables are text by nature (``"4"`` for an ``int``).
+    """
+    for key, value in data.items():
+        field = model.model_fields.get(key)
+        if field is None or isinstance(value, str):
+            continue
+        kinds = _kinds(field.annotation)
+        if Any in kinds:
+            continue
+        if isinstance(value, bool) and bool not in kinds and kinds & {int, float}:
+            wanted = " or ".join(sorted(k.__name__ for k in kinds & {int, float}))
+            return f"{key!r} must be {wanted}, not {json.dumps(value)}"
+        if isinstance(value, float) and int in kinds and float not in kinds:
+            return f"{key!r} must be int, not {json.dumps(value)}"
+    return None
 
 
 def parse_option_pairs(pairs: Iterable[str]) -> dict[str, Any]:
@@ -288,5 +314,8 @@ class ClusterConfig(BaseModel):
 
     @classmethod
     def from_data(cls, data: Any, source: str | None = None) -> Self:
-        """Validate a dict; errors become :class:`ProviderError` naming the field."""
+        """Validate a dict; errors become :class:`ProviderError` naming the field (typed values strictly)."""
+        lax = lax_scalar(cls, data) if isinstance(data, Mapping) else None
+        if lax:
+            raise ProviderError(f"{source or cls.SOURCE}: {lax}")
         return validate(cls, data, source or cls.SOURCE, ProviderError, keep_class=False)
