@@ -43,6 +43,7 @@ __all__ = [
     "provider_models",
     "provider_options",
     "registered_options_model",
+    "split_list_text",
 ]
 
 M = TypeVar("M", bound=BaseModel)
@@ -196,13 +197,45 @@ def _kinds(annotation: Any) -> set[Any]:
     return {origin if origin is not None else annotation}
 
 
+def split_list_text(raw: str, separators: str = ";,", what: str = "list") -> list[str]:
+    """A list option given as text (a ``TOPOCAST_*`` variable): the one syntax of every list-valued variable.
+
+    A JSON array of strings (``["mlx5_[0,1]", "!mlx5_8"]``) is taken as is; anything else is split on
+    ``separators`` (``;`` and ``,``) *outside* ``[...]``, so a pattern's bracket keeps its commas
+    (``mlx5_[0,1];!mlx5_8`` is two patterns). Items are stripped; empty ones dropped.
+    """
+    text = raw.strip()
+    if text.startswith("[") and text.endswith("]"):
+        try:
+            check_json_depth(text, what, TopocastError)
+            value = json.loads(text)
+        except ValueError:
+            value = None  # a lone pattern such as "[ab]*]": split below
+        if isinstance(value, list):
+            if not all(isinstance(v, str) for v in value):
+                raise TopocastError(f"{what}: a JSON list must hold strings only")
+            return [v.strip() for v in value if v.strip()]
+    parts: list[str] = []
+    current: list[str] = []
+    depth = 0
+    for ch in text:
+        if ch == "[":
+            depth += 1
+        elif ch == "]" and depth:
+            depth -= 1
+        elif ch in separators and not depth:
+            parts.append("".join(current))
+            current = []
+            continue
+        current.append(ch)
+    parts.append("".join(current))
+    return [p.strip() for p in parts if p.strip()]
+
+
 def _env_value(var: str, field: FieldInfo, spec: OptionSpec, raw: str) -> Any:
     kinds = _kinds(field.annotation)
     if list in kinds or spec.split:
-        parts = [raw]
-        for sep in spec.split or ";,":
-            parts = [p for chunk in parts for p in chunk.split(sep)]
-        return [p.strip() for p in parts if p.strip()]
+        return split_list_text(raw, spec.split or ";,", var)
     mapping = dict in kinds or any(isinstance(k, type) and issubclass(k, BaseModel) for k in kinds)
     return _env_json(var, raw) if mapping and raw.lstrip().startswith("{") else raw
 
