@@ -269,7 +269,7 @@ def list_cluster_nodes(
             )
         if not more:
             return out
-        params["continue"] = token
+        params["continue"] = str(token)
 
 
 #: 4xx answers that speak for the whole server (credentials, a timeout, load shedding), not for one node

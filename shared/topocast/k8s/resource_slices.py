@@ -77,7 +77,7 @@ def list_resource_slices(
                 if not guard.more(((i.get("metadata") or {}).get("uid") or (i.get("metadata") or {}).get("name")
                                    for i in items), token):  # fmt: skip
                     return out
-                params["continue"] = token
+                params["continue"] = str(token)
         except ApiError as exc:
             if exc.status.code == 404 and v != versions[-1]:
                 continue
