@@ -22,7 +22,9 @@ Precedence (one rule per field, the same on every node):
 
 * **Fabric tiers: the base wins.** The overlay's path is used only for a node the base places without
   one or does not know at all (and only when the overlay takes ``fabric``); it must fit the base's
-  tree or the node is set aside (:func:`topocast.model.placement.place_nodes`).
+  tree or the node is set aside (:func:`topocast.model.placement.place_nodes`). A path through a base
+  node's name, or an overlay-only node named like a base switch, is refused before the merge: the
+  overlay's node is set aside (or its path not taken), never the base node.
 * **Accelerator domain: the overlay wins** where it has a usable value; elsewhere the base's value
   stays. The sub-domain travels with the domain it belongs to.
 * Nodes are matched by instance ID, then by name; a name both know under different IDs is not merged.
