@@ -79,3 +79,36 @@ def test_a_node_list_repeating_its_nodes_is_refused_at_the_second_page() -> None
     with pytest.raises(ProviderError, match=r"^Kubernetes LIST /api/v1/nodes: item 'uid-0' came on two pages"):
         list_cluster_nodes(kc, page_size=2)  # type: ignore[arg-type]
     assert kc.requests == 2
+
+
+class _EndlessInstances:
+    """A Compute Engine ``instances.list`` answering every page with the same VM and a fresh page token
+    (the real pager: ``pages`` yields ``InstanceList`` messages, ``items`` and ``next_page_token``)."""
+
+    def __init__(self) -> None:
+        self.pages = 0
+
+    def list(self, request: Any, retry: Any = None) -> Any:
+        from google.cloud import compute_v1
+
+        outer = self
+
+        class Pager:
+            @property
+            def pages(self) -> Any:
+                while True:
+                    outer.pages += 1
+                    vm = compute_v1.Instance(id=1, name="gpu-1", status="RUNNING")
+                    yield compute_v1.InstanceList(items=[vm], next_page_token=f"t{outer.pages}")
+
+        return Pager()
+
+
+def test_a_gce_listing_repeating_its_vms_is_refused_at_the_second_page() -> None:
+    pytest.importorskip("google.cloud.compute_v1")
+    from topocast.providers.gcp_api import ComputeCalls
+
+    client = _EndlessInstances()
+    with pytest.raises(ProviderError, match=r"^compute\.instances\.list on project p zone z: item '1' came on two"):
+        ComputeCalls(client, "p").list_all(["z"], 500, "")
+    assert client.pages == 2
