@@ -112,3 +112,11 @@ def test_a_gce_listing_repeating_its_vms_is_refused_at_the_second_page() -> None
     with pytest.raises(ProviderError, match=r"^compute\.instances\.list on project p zone z: item '1' came on two"):
         ComputeCalls(client, "p").list_all(["z"], 500, "")
     assert client.pages == 2
+
+
+def test_pages_of_a_few_items_count_as_full_ones() -> None:
+    guard = PageGuard("api", 1000, bound=100_000)  # 7 new items a page: counted as pages of 100, the cap is 1,002
+    for page in range(1001):
+        assert guard.more([f"{page}-{i}" for i in range(7)], f"t{page}")
+    with pytest.raises(ProviderError, match=r"^api: more than 1002 pages of 100 \(the bound of 100000 items\)"):
+        guard.more(["last"], "t-last")

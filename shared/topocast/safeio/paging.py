@@ -11,7 +11,8 @@ API and the bound, before memory or time runs out:
 * **a token seen twice** is refused (a loop);
 * **more than** :data:`MAX_LISTED_ITEMS` **items**, or **more pages than that bound needs** at the page size
   (:func:`page_cap`): the size asked for, or the largest page the server sent when that is smaller (a
-  server-side maximum below ours makes every page short, and is no reason to fail a real listing).
+  server-side maximum below ours makes every page short, and is no reason to fail a real listing), but
+  never less than :data:`MIN_PAGE_ITEMS`: a server sending a few items a page is trickling.
 
 Pure: it counts what it is shown.
 """
@@ -22,10 +23,14 @@ from collections.abc import Iterable
 
 from topocast.errors import ProviderError, TopocastError
 
-__all__ = ["MAX_LISTED_ITEMS", "PageGuard", "page_cap"]
+__all__ = ["MAX_LISTED_ITEMS", "MIN_PAGE_ITEMS", "PageGuard", "page_cap"]
 
-#: the most items one listing may return: twice the 100,000 nodes every cap here is sized for
-MAX_LISTED_ITEMS = 200_000
+#: the most items one listing may return: the 100,000 nodes every cap of ``safeio.limits`` is sized for
+MAX_LISTED_ITEMS = 100_000
+
+
+#: the smallest page a real API sends when asked for more (a server-side maximum is never below it)
+MIN_PAGE_ITEMS = 100
 
 
 def page_cap(page_size: int | None, bound: int = MAX_LISTED_ITEMS) -> int:
@@ -80,7 +85,10 @@ class PageGuard:
             raise self.error(f"{self.api}: more than {self.bound} items listed (the bound of one listing)")
         if not token or (not count and self.empty_ends):
             return False  # the end, or an empty page: an API with more to send sends it
-        size = min(self.page_size, self.largest) if self.page_size and self.largest else self.page_size or self.largest
+        # a server may cap its pages below our size (no error for a real listing), but a server sending
+        # a few items a page is trickling: pages count as at least MIN_PAGE_ITEMS (or our size, if smaller)
+        size = max(self.largest, MIN_PAGE_ITEMS)
+        size = min(size, self.page_size) if self.page_size else size
         cap = page_cap(size, self.bound)
         if self.pages >= cap:
             raise self.error(
