@@ -235,3 +235,37 @@ def test_a_hostile_body_is_described_in_one_short_line(body: str) -> None:
 
     line = describe_event(body)
     assert "\n" not in line and len(line) < 400
+
+
+def test_the_gcp_waker_drains_a_backlog_and_a_hostile_message_costs_no_ack(caplog: pytest.LogCaptureFixture) -> None:
+    from topocast.agents.pull_watch import PubSubWaker
+
+    def message(i: int) -> dict[str, Any]:
+        name = "o" * 100_000 if i == 0 else f"x/{i}"
+        return {"ackId": f"a{i}", "message": {"attributes": {"eventType": "OBJECT_FINALIZE", "objectId": name}}}
+
+    backlog: list[Any] = [message(i) for i in range(120)]
+    backlog[5] = {"ackId": "a5", "message": ["not", "a", "mapping"]}  # still acknowledged: it only wakes the agent
+    posts: list[tuple[str, dict[str, Any]]] = []
+
+    class Session:
+        def post(self, url: str, json: dict[str, Any], timeout: float) -> Any:
+            posts.append((url, json))
+            taken = backlog[: json["maxMessages"]] if url.endswith(":pull") else []
+            del backlog[: len(taken)]
+
+            class Resp:
+                def raise_for_status(self) -> None: ...
+
+                def json(self) -> dict[str, Any]:
+                    return {"receivedMessages": taken} if taken else {}
+
+            return Resp()
+
+    waker = PubSubWaker("projects/p/subscriptions/s", Session(), "http://pubsub.test")
+    with caplog.at_level("INFO", logger="topocast.agents.pull_watch"):
+        assert waker.wait(20) == 120  # one page of 100 (Pub/Sub's limit is 1,000 a pull) and the 20 behind it
+    (line,) = [r.getMessage() for r in caplog.records]
+    assert line.startswith("notified: 120 message(s)") and len(line) < 400
+    waker.done()
+    assert posts[-1][1] == {"ackIds": [f"a{i}" for i in range(120)]}
