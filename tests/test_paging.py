@@ -104,6 +104,7 @@ class _EndlessInstances:
         return Pager()
 
 
+@pytest.mark.slow  # importing google-cloud-compute takes ~3 s
 def test_a_gce_listing_repeating_its_vms_is_refused_at_the_second_page() -> None:
     pytest.importorskip("google.cloud.compute_v1")
     from topocast.providers.gcp_api import ComputeCalls
