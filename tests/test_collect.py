@@ -88,6 +88,10 @@ def test_runs_the_command_and_refuses_to_upload_bad_output(s3: Any, example: Pat
 def test_bad_upload_location() -> None:
     with pytest.raises(CollectError, match="must be s3://BUCKET"):
         collect.split_uri("/tmp/somewhere")
+    for uri in ("s3://b/topocast/c1/uploads/../../c2/uploads", "gs://b/topocast/./c1//uploads"):
+        with pytest.raises(CollectError, match=r"a prefix part is empty, '\.' or '\.\.'$"):
+            collect.split_uri(uri)
+    assert collect.split_uri("s3://b/topocast/c1/uploads/") == ("s3", "b", "topocast/c1/uploads")
 
 
 def test_s3_event_to_discover_to_render_and_no_new_generation(s3: Any, example: Path, tmp_path: Path) -> None:
@@ -313,6 +317,11 @@ def test_an_upload_host_that_is_not_one_path_segment_is_refused_before_any_uploa
     assert res.exit_code == 2
     assert res.output.strip() == f"topocast: error: --host {host!r} is not one path segment (no '/', not '.' or '..')"
     assert "Contents" not in s3.list_objects_v2(Bucket=BUCKET)
+    if {".", ".."} & set(host.split("/")):  # the same climb in --upload's prefix
+        res = invoke(["collect", kind, "--upload", f"s3://{BUCKET}/topocast/c1/uploads/{host}", "--input", example,
+                      "--host", "gpu-01"])  # fmt: skip
+        assert res.exit_code == 2 and "a prefix part is empty, '.' or '..'" in res.output
+        assert "Contents" not in s3.list_objects_v2(Bucket=BUCKET)
 
 
 @pytest.mark.parametrize("host", ["..", "."])

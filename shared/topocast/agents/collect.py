@@ -74,7 +74,11 @@ def split_uri(uri: str) -> tuple[str, str, str]:
     bucket, _, prefix = rest.partition("/")
     if not sep or scheme not in ("s3", "gs") or not bucket:
         raise CollectError(f"upload location {uri!r} must be s3://BUCKET[/PREFIX] or gs://BUCKET[/PREFIX]")
-    return scheme, bucket, prefix.strip("/")
+    prefix = prefix.strip("/")
+    # a path-normalising store or reader would follow '..' (or fold '.', '//') into another cluster's uploads
+    if prefix and any(part in ("", ".", "..") for part in prefix.split("/")):
+        raise CollectError(f"upload location {uri[:200]!r}: a prefix part is empty, '.' or '..'")
+    return scheme, bucket, prefix
 
 
 def object_key(prefix: str, host: str, name: str = UPLOAD_NAME) -> str:
