@@ -132,6 +132,18 @@ def test_an_overlay_only_node_named_like_a_base_switch_is_set_aside() -> None:
     assert list(graph.unplaced) == ["L1"] and "the name of a base switch" in graph.unplaced["L1"]
 
 
+def test_overlay_only_nodes_outnumbering_the_base_do_not_move_a_base_switch() -> None:
+    base = TopologyGraph(cluster="c1", provider="ibnetdiscover", nodes=[
+        Node(name="gpu-1", fabric=["L1", "S1"]), Node(name="gpu-2", fabric=["L1", "S1"])])  # fmt: skip
+    spec = parse_overlay("k8s-labels:fabric=rack.example/leaf,fabric=rack.example/spine")
+    nodes = [ClusterNodeInfo(f"rogue-{i}", {"rack.example/leaf": "L1", "rack.example/spine": "S9"}) for i in range(3)]
+    overlay = graph_from_nodes(nodes, NodeLabelsConfig(cluster="c1", **spec.options())).graph
+    graph, _ = apply_overlay(base, overlay, spec)
+    assert {n.name: n.fabric for n in graph.nodes} == {"gpu-1": ["L1", "S1"], "gpu-2": ["L1", "S1"]}
+    assert sorted(graph.unplaced) == ["rogue-0", "rogue-1", "rogue-2"]
+    assert "(L1/S9) contradicts the base's tree at switch 'L1'" in graph.unplaced["rogue-0"]
+
+
 def test_a_base_node_without_a_path_does_not_take_an_overlay_path_through_a_base_node() -> None:
     base = TopologyGraph(cluster="c1", provider="ibnetdiscover", nodes=[
         Node(name="gpu-1", fabric=["L1", "S1"]), Node(name="gpu-2")])  # fmt: skip

@@ -22,9 +22,9 @@ Precedence (one rule per field, the same on every node):
 
 * **Fabric tiers: the base wins.** The overlay's path is used only for a node the base places without
   one or does not know at all (and only when the overlay takes ``fabric``); it must fit the base's
-  tree or the node is set aside (:func:`topocast.model.placement.place_nodes`). A path through a base
-  node's name, or an overlay-only node named like a base switch, is refused before the merge: the
-  overlay's node is set aside (or its path not taken), never the base node.
+  tree or the node is set aside: a path through a base node's name or contradicting the base's tree
+  at one of its switches, or an overlay-only node named like a base switch, is refused before the
+  merge (the overlay's node is set aside, or its path not taken), never the base node.
 * **Accelerator domain: the overlay wins** where it has a usable value; elsewhere the base's value
   stays. The sub-domain travels with the domain it belongs to.
 * Nodes are matched by instance ID, then by name; a name both know under different IDs is not merged.
@@ -143,13 +143,24 @@ def apply_overlay(base: TopologyGraph, overlay: TopologyGraph, spec: OverlaySpec
     # the overlay's paths are checked against the base's names before the merge: a path through a base
     # node's name, or an overlay-only node named like a base switch, would make placement find one name both
     # a node and a switch and set aside the *base* node; the offending overlay value goes instead
-    base_switches = {sw for n in base.nodes for sw in n.fabric}
+    # (several overlay nodes agreeing on another tree would otherwise outvote a small base in placement)
+    above: dict[str, tuple[int, tuple[str, ...]]] = {}  # base switch -> (its tier, the path above it)
+    for n in base.nodes:
+        for tier, sw in enumerate(n.fabric):
+            above.setdefault(sw, (tier, tuple(n.fabric[tier + 1 :])))
+    base_switches = set(above)
     base_names = {n.name for n in base.nodes}
 
     def path_clash(other: Node) -> str | None:
         through = sorted(set(other.fabric) & base_names)
         if through:
             return f"{label}'s fabric path of {other.name!r} runs through {', '.join(through[:3])}, a base node"
+        for tier, sw in enumerate(other.fabric):
+            if sw in above and above[sw] != (tier, tuple(other.fabric[tier + 1 :])):
+                return (
+                    f"{label}'s fabric path of {other.name!r} ({'/'.join(other.fabric)}) contradicts the base's "
+                    f"tree at switch {sw!r}"
+                )
         return None
 
     aside = dict(base.unplaced)
