@@ -120,6 +120,8 @@ class FakeArm:
     #: scale sets whose VMs this caller may not read (403)
     forbidden: set[str] = field(default_factory=set)
     requests: list[str] = field(default_factory=list)
+    #: a hostile ARM: every page is the first one again, with a fresh nextLink, forever
+    same_items_forever: bool = False
     _httpd: ThreadingHTTPServer | None = None
 
     @property
@@ -220,7 +222,11 @@ class FakeArm:
             return self.error(404, "InvalidResourceType", f"no route {url.path}")
         start = int(query.get("$skiptoken", "0"))
         page: JSON = {"value": items[start : start + self.page_size]}
-        if start + self.page_size < len(items):
+        if self.same_items_forever:
+            page["value"] = items[: self.page_size]
+            next_query = urllib.parse.urlencode({**query, "$skiptoken": str(start + 1)})
+            page["nextLink"] = f"{self.url}{url.path}?{next_query}"
+        elif start + self.page_size < len(items):
             next_query = urllib.parse.urlencode({**query, "$skiptoken": str(start + self.page_size)})
             page["nextLink"] = f"{self.url}{url.path}?{next_query}"
         return 200, page

@@ -25,6 +25,8 @@ class FakeNebius:
     instances: list[Any] = field(default_factory=list)  # nebius.api.nebius.compute.v1.Instance
     fail: tuple[grpc.StatusCode, str] | None = None
     repeat_token: str | None = None
+    #: a hostile service: a fresh token with the first page's items again, forever
+    same_items_forever: bool = False
     requests: list[Any] = field(default_factory=list)
     address: str = ""
 
@@ -39,6 +41,8 @@ class FakeNebius:
         chosen = [i for i in self.instances if i.metadata.parent_id == request.parent_id]
         start = int(request.page_token or 0)
         size = request.page_size or 100
+        if self.same_items_forever:
+            return ListInstancesResponse(items=chosen[:size], next_page_token=str(start + 1))
         token = str(start + size) if start + size < len(chosen) else ""
         if token and self.repeat_token:
             token = self.repeat_token

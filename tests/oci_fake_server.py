@@ -65,6 +65,9 @@ class FakeOci:
     fail: dict[str, tuple[int, str]] = field(default_factory=dict)
     #: operation -> a page token to hand back on every page (a paging bug of the service)
     repeat_token: dict[str, str] = field(default_factory=dict)
+    #: operation -> a hostile service's paging: "same-items" (a fresh token with the first page again, forever),
+    #: "empty" (a fresh token with no items, forever), "fresh-items" (new IDs and a fresh token, forever)
+    endless: dict[str, str] = field(default_factory=dict)
     calls: list[tuple[str, dict[str, list[str]]]] = field(default_factory=list)
     url: str = ""
 
@@ -101,7 +104,16 @@ class FakeOci:
 
     def _page(self, op: str, items: list[Any], query: dict[str, list[str]]) -> tuple[list[Any], dict[str, str]]:
         limit = int(query.get("limit", ["1000"])[0])
-        start = int(query.get("page", ["0"])[0] or 0)
+        token = query.get("page", ["0"])[0] or "0"
+        if op in self.endless:
+            n = int(token.removeprefix("t")) + 1
+            chunk = {
+                "same-items": items[:limit],
+                "empty": [],
+                "fresh-items": [{**i, "id": f"{i['id']}-{n}-{k}"} for k, i in enumerate(items[:limit])],
+            }
+            return chunk[self.endless[op]], {"opc-next-page": f"t{n}"}  # fmt: skip
+        start = int(token)
         chunk = items[start : start + limit]
         headers = {}
         if start + limit < len(items):

@@ -26,7 +26,7 @@ PACKAGE = Path(__file__).resolve().parent.parent / "shared" / "topocast"
 #: lowest first; a unit may import its own layer or any layer below, never one above
 LAYERS: list[list[str]] = [
     ["errors", "registry"],  # exception types; the one lazy name -> factory registry
-    ["safeio"],  # size caps, validation errors, safe YAML and file writes, the HTTP call policy
+    ["safeio"],  # size caps, validation errors, safe YAML and file writes, the HTTP call policy, paging bounds
     ["model"],  # the graph, names, host lists, fabric inference, placement, change vocabulary
     ["renderers", "providers", "slurm"],  # scheduler formats, topology sources, Slurm's own tools
     ["config", "pipeline", "app"],  # settings, stored-object layout, use cases and their ports

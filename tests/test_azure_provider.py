@@ -248,6 +248,14 @@ def test_errors_are_one_line(arm: FakeArm, monkeypatch: pytest.MonkeyPatch, toke
     assert message in str(info.value) and "\n" not in str(info.value)
 
 
+def test_a_fresh_next_link_with_the_same_items_is_refused_at_the_second_page(arm: FakeArm) -> None:
+    arm.same_items_forever = True
+    with pytest.raises(ProviderError, match=r"^azure: VirtualMachineScaleSets\.List: item 'cpu' came on two pages "
+                       r"\(page 2\): the listing is not advancing"):  # fmt: skip
+        discover(arm, records())
+    assert len(arm.requests) == 2
+
+
 def test_options_are_validated_in_one_line() -> None:
     with pytest.raises(ProviderError, match=r"^provider 'azure': option 'subscription_id' is required$"):
         build_provider("azure", ProviderInputs("hpc", {"resource_group": "rg"}))

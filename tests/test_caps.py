@@ -142,3 +142,21 @@ def test_a_stored_object_over_the_graph_cap_is_refused_by_its_length_unread() ->
     ):
         S3Objects("b", S3()).get("graphs/x.json")
     assert Body.reads == 0
+
+
+@pytest.mark.parametrize("flag", ["--options", "--k8s-options"])
+@pytest.mark.parametrize(
+    ("content", "reason"),
+    [(b"\xff\xfe\x00\x01binary\x80", "not UTF-8 text (byte 0)"), (b"labels: \x00", "not JSON/YAML: not valid YAML")],
+)
+def test_publish_with_a_binary_options_file_is_one_line_exit_2(
+    tmp_path: Path, flag: str, content: bytes, reason: str
+) -> None:
+    from cli_runner import invoke
+
+    (tmp_path / "g.json").write_text('{"cluster": "c", "provider": "x", "nodes": [{"name": "n1"}]}')
+    (tmp_path / "bin.dat").write_bytes(content)
+    res = invoke(["publish", "--graph", tmp_path / "g.json", flag, tmp_path / "bin.dat", "--dry-run"])
+    assert res.exit_code == 2
+    assert res.output.startswith(f"topocast: error: {flag} {tmp_path / 'bin.dat'}: {reason}")
+    assert res.output.count("\n") == 1 and "internal error" not in res.output

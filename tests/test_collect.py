@@ -88,6 +88,10 @@ def test_runs_the_command_and_refuses_to_upload_bad_output(s3: Any, example: Pat
 def test_bad_upload_location() -> None:
     with pytest.raises(CollectError, match="must be s3://BUCKET"):
         collect.split_uri("/tmp/somewhere")
+    for uri in ("s3://b/topocast/c1/uploads/../../c2/uploads", "gs://b/topocast/./c1//uploads"):
+        with pytest.raises(CollectError, match=r"a prefix part is empty, '\.' or '\.\.'$"):
+            collect.split_uri(uri)
+    assert collect.split_uri("s3://b/topocast/c1/uploads/") == ("s3", "b", "topocast/c1/uploads")
 
 
 def test_s3_event_to_discover_to_render_and_no_new_generation(s3: Any, example: Path, tmp_path: Path) -> None:
@@ -299,3 +303,48 @@ def test_ca_and_port_choose_the_hca_ibnetdiscover_runs_through(s3: Any, example:
     fake = [sys.executable, "-c", script]
     collect_ibnetdiscover(None, f"s3://{BUCKET}", command=fake, host="gpu-003", ca="mlx5_0", ca_port=1)
     assert json.loads(argv_file.read_text()) == ["-C", "mlx5_0", "-P", "1"]
+
+
+@pytest.mark.parametrize("host", ["../../c2/uploads/gpu-01", "..", ".", "a/b"])
+@pytest.mark.parametrize("kind", ["ibnetdiscover", "nvlink"])
+def test_an_upload_host_that_is_not_one_path_segment_is_refused_before_any_upload(
+    s3: Any, example: Path, host: str, kind: str
+) -> None:
+    from cli_runner import invoke
+
+    res = invoke(["collect", kind, "--upload", f"s3://{BUCKET}/topocast/c1/uploads", "--input", example,
+                  "--host", host])  # fmt: skip
+    assert res.exit_code == 2
+    assert res.output.strip() == f"topocast: error: --host {host!r} is not one path segment (no '/', not '.' or '..')"
+    assert "Contents" not in s3.list_objects_v2(Bucket=BUCKET)
+    if {".", ".."} & set(host.split("/")):  # the same climb in --upload's prefix
+        res = invoke(["collect", kind, "--upload", f"s3://{BUCKET}/topocast/c1/uploads/{host}", "--input", example,
+                      "--host", "gpu-01"])  # fmt: skip
+        assert res.exit_code == 2 and "a prefix part is empty, '.' or '..'" in res.output
+        assert "Contents" not in s3.list_objects_v2(Bucket=BUCKET)
+
+
+@pytest.mark.parametrize("host", ["..", "."])
+def test_an_upload_under_a_dot_host_is_set_aside_not_followed(s3: Any, example: Path, host: str) -> None:
+    from topocast.agents.collect import read_good_uploads
+
+    uploads = f"s3://{BUCKET}/topocast/c1/uploads"
+    collect_ibnetdiscover(example, uploads, host="ufm-01", s3_client=s3)
+    # any writer to uploads/ (not topocast collect, which refuses the name) leaves an upload under '..'
+    bad_key = f"topocast/c1/uploads/{host}/ibnetdiscover.out"
+    s3.put_object(Bucket=BUCKET, Key=bad_key, Body=example.read_bytes())
+    got = read_good_uploads(uploads, ibnetdiscover.parse, s3_client=s3)
+    assert list(got.texts) == [f"{uploads}/ufm-01/ibnetdiscover.out"] and got.fallbacks == []
+    assert [uri for uri, _ in got.quarantined] == [f"s3://{BUCKET}/{bad_key}"]
+    assert "is not one path segment" in got.quarantined[0][1]
+    keys = sorted(o["Key"] for o in s3.list_objects_v2(Bucket=BUCKET)["Contents"])
+    # moved aside under a name of its own; nothing written to a path built from the bad name
+    assert bad_key not in keys
+    assert [k for k in keys if k.startswith("topocast/c1/quarantine/")] == [
+        next(k for k in keys if re.fullmatch(
+            r"topocast/c1/quarantine/_bad-host-name/\d{8}T\d{6}Z-[0-9a-f]{16}-ibnetdiscover\.out", k))
+    ]  # fmt: skip
+    assert keys == sorted([
+        "topocast/c1/uploads/ufm-01/ibnetdiscover.out", "topocast/c1/last-good/ufm-01/ibnetdiscover.out",
+        *(k for k in keys if k.startswith("topocast/c1/quarantine/")),
+    ])  # fmt: skip

@@ -276,8 +276,8 @@ def test_two_replicas_under_churn_with_dropped_watches_end_with_a_fresh_render(f
 def test_metrics_health_and_readiness_over_http(fake: FakeKubeApiServer) -> None:
     add(fake, "n0", "leaf-a")
     ready = {"conditions": [{"type": "Ready", "status": "True"}]}
-    fake.put(NODES, {"metadata": {"name": "n1", "labels": {f"{EKS}1": "nn-top", f"{EKS}2": "nn-mid", f"{EKS}3": "leaf-a"}},
-                     "status": ready})  # fmt: skip
+    labels = {f"{EKS}1": "nn-top", f"{EKS}2": "nn-mid", f"{EKS}3": "leaf-a"}
+    fake.put(NODES, {"metadata": {"name": "n1", "labels": labels}, "status": ready})
     c = build_controller(settings(fake))
     drive(c, 2)  # the first publish, then a capacity reading
     server = serve_http(c, 0, "127.0.0.1")

@@ -169,6 +169,13 @@ def test_auth_errors_are_one_line(fake: FakeNebius, status: grpc.StatusCode, exp
     assert str(info.value).startswith(expected) and "\n" not in str(info.value)
 
 
+def test_a_fresh_token_with_the_same_items_is_refused_at_the_second_page(fake: FakeNebius) -> None:
+    fake.same_items_forever = True
+    with pytest.raises(ProviderError, match=r"^Nebius InstanceService.List: item '.+' came on two pages \(page 2\)"):
+        build_provider("nebius", inputs(fake, page_size=3)).discover_full(None)
+    assert len(fake.requests) == 2
+
+
 def test_repeated_page_token_and_unreachable_endpoint(fake: FakeNebius) -> None:
     fake.repeat_token = "3"
     with pytest.raises(ProviderError, match="returned page token '3' twice"):

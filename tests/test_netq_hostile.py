@@ -183,3 +183,20 @@ def test_a_server_trickling_its_headers_fails_by_the_deadline() -> None:
         with pytest.raises(ProviderError, match=r"within the 1\.5 s deadline"):
             client(netq, timeout=5.0, deadline=1.5).login()
         assert time.monotonic() - started < 4.0
+
+
+def test_compute_nodes_invented_forever_stop_at_the_listing_bound(monkeypatch: pytest.MonkeyPatch) -> None:
+    import topocast.safeio.paging
+
+    monkeypatch.setattr(topocast.safeio.paging, "MAX_LISTED_ITEMS", 30)
+    pages = [0]
+
+    def invent(h: BaseHTTPRequestHandler) -> None:  # a full page of new IDs at every offset, forever
+        pages[0] += 1
+        json_answer([{"ID": f"n{pages[0]}-{k}", "Name": f"n{pages[0]}-{k}"} for k in range(10)])(h)
+
+    with serve(invent) as (netq, seen), pytest.raises(
+        ProviderError, match=r"^NMX-M compute-nodes: more than 30 items listed"
+    ):  # fmt: skip
+        client(netq, page_size=10).compute_nodes()
+    assert len(seen) == 4  # 3 pages of 10 fit the bound, the 4th does not

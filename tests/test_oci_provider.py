@@ -391,3 +391,29 @@ def test_compute_hosts_are_read_only_for_kept_instances(fake: FakeOci, tmp_path:
     # h1-h5 only: not h10 (its instance is terminating) nor h11 (its instance carries another cluster's tag)
     assert result.api_calls["GetComputeHost"] == 5
     assert not {"gpu-10", "gpu-11"} & {n.name for n in result.graph.nodes}
+
+
+def test_a_fresh_token_with_the_same_items_is_refused_at_the_second_page(fake: FakeOci, tmp_path: Path) -> None:
+    fake.endless["ListComputeHosts"] = "same-items"
+    with pytest.raises(ProviderError, match=r"^OCI ListComputeHosts: item 'ocid1\.computehost\.oc1\.\.h1' came on two "
+                       r"pages \(page 2\): the listing is not advancing"):  # fmt: skip
+        build_provider("oci", inputs(fake, tmp_path, page_size=2)).discover_full(None)
+    assert [op for op, _ in fake.calls].count("ListComputeHosts") == 2
+
+
+def test_an_empty_page_ends_the_listing_whatever_token_comes_with_it(fake: FakeOci, tmp_path: Path) -> None:
+    fake.endless["ListComputeHosts"] = "empty"
+    build_provider("oci", inputs(fake, tmp_path, page_size=2)).discover_full(None)
+    assert [op for op, _ in fake.calls].count("ListComputeHosts") == 1
+
+
+def test_fresh_items_forever_stop_at_the_listing_bound(
+    fake: FakeOci, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import topocast.safeio.paging
+
+    monkeypatch.setattr(topocast.safeio.paging, "MAX_LISTED_ITEMS", 50)
+    fake.endless["ListComputeHosts"] = "fresh-items"
+    with pytest.raises(ProviderError, match=r"^OCI ListComputeHosts: more than 50 items listed"):
+        build_provider("oci", inputs(fake, tmp_path, page_size=2)).discover_full(None)
+    assert [op for op, _ in fake.calls].count("ListComputeHosts") == 26  # 25 pages of 2 fit, the 26th does not

@@ -106,6 +106,53 @@ def test_fabric_from_the_overlay_only_for_nodes_the_base_places_without_one() ->
     assert graph.notes == {"n2": "no fabric path from the base; overlay k8s-labels's path is used"}
 
 
+def _fabric_overlay(leaves: dict[str, str]) -> tuple[Any, TopologyGraph]:
+    spec = parse_overlay("k8s-labels:fabric=rack.example/leaf,fabric=rack.example/spine")
+    nodes = [ClusterNodeInfo(n, {"rack.example/leaf": leaf, "rack.example/spine": "S1"}) for n, leaf in leaves.items()]
+    return spec, graph_from_nodes(nodes, NodeLabelsConfig(cluster="c1", **spec.options())).graph
+
+
+def test_an_overlay_only_node_whose_path_names_a_base_node_is_set_aside_not_the_base_node() -> None:
+    base = TopologyGraph(cluster="c1", provider="ibnetdiscover", nodes=[
+        Node(name="gpu-1", fabric=["L1", "S1"]), Node(name="gpu-2", fabric=["L1", "S1"])])  # fmt: skip
+    # any kubelet can register a Node: "rogue" labelled with leaf gpu-1, a base node's name
+    spec, overlay = _fabric_overlay({"rogue": "gpu-1"})
+    graph, _ = apply_overlay(base, overlay, spec)
+    assert {n.name: n.fabric for n in graph.nodes} == {"gpu-1": ["L1", "S1"], "gpu-2": ["L1", "S1"]}
+    assert list(graph.unplaced) == ["rogue"]
+    assert "runs through gpu-1, a base node" in graph.unplaced["rogue"]
+
+
+def test_an_overlay_only_node_named_like_a_base_switch_is_set_aside() -> None:
+    base = TopologyGraph(cluster="c1", provider="ibnetdiscover", nodes=[
+        Node(name="gpu-1", fabric=["L1", "S1"]), Node(name="gpu-2", fabric=["L1", "S1"])])  # fmt: skip
+    spec, overlay = _fabric_overlay({"L1": "L2"})
+    graph, _ = apply_overlay(base, overlay, spec)
+    assert {n.name: n.fabric for n in graph.nodes} == {"gpu-1": ["L1", "S1"], "gpu-2": ["L1", "S1"]}
+    assert list(graph.unplaced) == ["L1"] and "the name of a base switch" in graph.unplaced["L1"]
+
+
+def test_overlay_only_nodes_outnumbering_the_base_do_not_move_a_base_switch() -> None:
+    base = TopologyGraph(cluster="c1", provider="ibnetdiscover", nodes=[
+        Node(name="gpu-1", fabric=["L1", "S1"]), Node(name="gpu-2", fabric=["L1", "S1"])])  # fmt: skip
+    spec = parse_overlay("k8s-labels:fabric=rack.example/leaf,fabric=rack.example/spine")
+    nodes = [ClusterNodeInfo(f"rogue-{i}", {"rack.example/leaf": "L1", "rack.example/spine": "S9"}) for i in range(3)]
+    overlay = graph_from_nodes(nodes, NodeLabelsConfig(cluster="c1", **spec.options())).graph
+    graph, _ = apply_overlay(base, overlay, spec)
+    assert {n.name: n.fabric for n in graph.nodes} == {"gpu-1": ["L1", "S1"], "gpu-2": ["L1", "S1"]}
+    assert sorted(graph.unplaced) == ["rogue-0", "rogue-1", "rogue-2"]
+    assert "(L1/S9) contradicts the base's tree at switch 'L1'" in graph.unplaced["rogue-0"]
+
+
+def test_a_base_node_without_a_path_does_not_take_an_overlay_path_through_a_base_node() -> None:
+    base = TopologyGraph(cluster="c1", provider="ibnetdiscover", nodes=[
+        Node(name="gpu-1", fabric=["L1", "S1"]), Node(name="gpu-2")])  # fmt: skip
+    spec, overlay = _fabric_overlay({"gpu-2": "gpu-1"})
+    graph, _ = apply_overlay(base, overlay, spec)
+    assert {n.name: n.fabric for n in graph.nodes} == {"gpu-1": ["L1", "S1"], "gpu-2": []}
+    assert graph.unplaced == {} and "runs through gpu-1, a base node" in graph.notes["gpu-2"]
+
+
 @pytest.mark.parametrize(
     ("text", "message"),
     [

@@ -139,3 +139,52 @@ def test_slurmctld_loads_the_selected_tree_without_a_storage_switch(slurm_contro
         leaf, spine, core = node.fabric
         assert node.name in shown[leaf].nodes
         assert (shown[leaf].level, shown[spine].level, shown[core].level) == (0, 1, 2)
+
+
+@pytest.mark.parametrize(
+    ("flags", "named"),
+    [
+        (["--ib-hca", "mlx9_*"], "hcas mlx9_*"),
+        (["--ib-switch", "NOPE*"], "switches NOPE*"),
+        (["--ib-guid", "0x1234"], "guids 0000000000001234"),
+        (["--ib-hca", "!*"], "hcas !*"),
+    ],
+)
+def test_a_selection_that_selects_no_host_is_exit_2_naming_the_patterns(
+    tmp_path: Path, flags: list[str], named: str
+) -> None:
+    dump = tmp_path / "dual.out"
+    dump.write_text(dual_fabric(**SHAPE).text())
+    res = invoke(["discover", "--provider", "ibnetdiscover", "--cluster", "c1", "--input", dump, *flags])
+    assert res.exit_code == 2 and res.stdout == ""  # no graph, so nothing downstream renders an empty map
+    assert f"topocast: error: port selection ({named}) selects none of the fabric's" in res.stderr
+    assert res.stderr.count("\n") == 1
+
+
+def test_netq_a_selection_that_selects_no_host_fails_the_discovery() -> None:
+    fab = dual_fabric(cross_link=True, **SHAPE)  # 2 x 2 x 8 GPU hosts and 2 storage servers: 34 hosts
+    with FakeNetq({1: topology_from_fabric(fab)}) as server, pytest.raises(
+        ProviderError, match=r"^port selection \(switches NOPE\*\) selects none of the fabric's 34 host\(s\)"
+    ):  # fmt: skip
+        netq.discover(server.url, credentials=CREDS, nvlink=False, selection=PortSelection.parse([], [], ["NOPE*"]))
+
+
+@pytest.mark.parametrize(
+    ("text", "patterns"),
+    [
+        ("mlx5_[0,1]", ["mlx5_[0,1]"]),
+        ("mlx5_[0,1];!mlx5_8", ["mlx5_[0,1]", "!mlx5_8"]),
+        ("mlx5_[0,1],mlx5_[4,5]", ["mlx5_[0,1]", "mlx5_[4,5]"]),
+        ('["mlx5_[0,1]", "!mlx5_8"]', ["mlx5_[0,1]", "!mlx5_8"]),
+    ],
+)
+def test_a_list_variable_keeps_a_pattern_s_bracket_whole(text: str, patterns: list[str]) -> None:
+    env = {"TOPOCAST_CLUSTER": "c1", "TOPOCAST_PROVIDER": "ibnetdiscover", "TOPOCAST_IB_HCAS": text}
+    options = settings_from_env(env).provider_options()
+    assert options["ib_hcas"] == patterns
+    assert PortSelection.from_options({"ib_hcas": text}) == PortSelection.parse(patterns)
+    # and the functions select those HCAs: rails mlx5_0 and mlx5_1 of every GPU host (and the storage
+    # servers' mlx5_0, which no pattern here excludes)
+    fab = dual_fabric(**SHAPE)
+    graph = ib_graph(fab, PortSelection.from_options(options)).graph
+    assert graph.node_names() == [*(h for h in fab.hosts if h.startswith("gpu")), "stor-00", "stor-01"]

@@ -140,3 +140,29 @@ def test_the_docs_option_tables_are_the_models() -> None:
         for row in option_rows(model):
             assert f"| `{row.key}` | {row.kind.replace('|', chr(92) + '|')} |" in text
             assert any(line.startswith(f"  {row.key} ({row.kind}, {row.default})") for line in described)
+
+
+@pytest.mark.parametrize(
+    ("provider", "options", "error"),
+    [
+        (
+            "oci",
+            {"compartment": "ocid1.compartment.oc1..x", "attempts": True},
+            "option 'attempts' must be int, not true",
+        ),
+        ("oci", {"compartment": "ocid1.compartment.oc1..x", "attempts": 2.0}, "option 'attempts' must be int, not 2.0"),
+        ("nebius", {"project": "project-e00a", "page_size": False}, "option 'page_size' must be int, not false"),
+    ],
+)
+def test_a_typed_option_value_of_the_wrong_json_type_is_refused_not_coerced(
+    provider: str, options: dict[str, object], error: str
+) -> None:
+    env = {"TOPOCAST_CLUSTER": "c1", "TOPOCAST_PROVIDER": provider, "TOPOCAST_PROVIDER_OPTIONS": json.dumps(options)}
+    with pytest.raises(ProviderError, match=f"^provider {provider!r}: {re.escape(error)}$"):
+        build_provider(provider, ProviderInputs("c1", settings_from_env(env).provider_options()))
+
+
+def test_a_variable_s_text_is_still_read_as_its_number() -> None:
+    opts = {"project": "project-e00a", "page_size": "10"}  # a TOPOCAST_* variable is text by nature
+    provider = build_provider("nebius", ProviderInputs("c1", opts))
+    assert provider.options.page_size == 10  # type: ignore[attr-defined]

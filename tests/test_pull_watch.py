@@ -147,8 +147,125 @@ def test_the_gcp_waker_pulls_its_subscription_and_acknowledges_after_the_pull() 
     sub = "projects/p/subscriptions/topocast-c1-pull-head0"
     waker = PubSubWaker(sub, session, "http://pubsub.test")
     assert waker.wait(20) == 1
-    assert session.calls == [(f"http://pubsub.test/v1/{sub}:pull", {"maxMessages": 10})]
+    assert session.calls == [(f"http://pubsub.test/v1/{sub}:pull", {"maxMessages": 100})]
     waker.done()
     assert session.calls[-1] == (f"http://pubsub.test/v1/{sub}:acknowledge", {"ackIds": ["a1"]})
     with pytest.raises(ValueError, match="projects/<project>/subscriptions/<name>"):
         PubSubWaker("topocast-c1-pull-head0", session)
+
+
+class _BacklogQueue:
+    """SQS's two calls the waker makes over a queue already holding ``bodies``.
+
+    ``ReceiveMessage`` returns at most 10 messages per call (``MaxNumberOfMessages``: "Valid values: 1 to
+    10", botocore's sqs model); a received message is in flight until ``DeleteMessageBatch`` (at most 10
+    entries per call, same model) deletes it by its receipt handle.
+    """
+
+    def __init__(self, bodies: list[str]) -> None:
+        self.queued = {f"r{i}": body for i, body in enumerate(bodies)}
+        self.in_flight: dict[str, str] = {}
+        self.receives = 0
+
+    def receive_message(self, QueueUrl: str, MaxNumberOfMessages: int, WaitTimeSeconds: int) -> dict[str, Any]:
+        assert 1 <= MaxNumberOfMessages <= 10
+        self.receives += 1
+        batch = list(self.queued.items())[:MaxNumberOfMessages]
+        for receipt, _ in batch:
+            self.in_flight[receipt] = self.queued.pop(receipt)
+        return {"Messages": [{"ReceiptHandle": r, "Body": b} for r, b in batch]}
+
+    def delete_message_batch(self, QueueUrl: str, Entries: list[dict[str, str]]) -> dict[str, Any]:
+        assert 1 <= len(Entries) <= 10
+        for entry in Entries:
+            del self.in_flight[entry["ReceiptHandle"]]
+        return {"Successful": [{"Id": e["Id"]} for e in Entries]}
+
+
+def _change(name: str) -> str:
+    return json.dumps({"detail-type": "Parameter Store Change", "detail": {"operation": "Update", "name": name}})
+
+
+def test_a_deep_json_message_costs_none_of_the_notifications_that_came_with_it(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    deep = "[" * 100_000 + "]" * 100_000  # 200 KB, legal in SQS (256 KiB)
+    queue = _BacklogQueue([_change("/topocast/c1/slurm/a"), deep, _change("/topocast/c1/slurm/b")])
+    waker = SqsWaker("q", queue)
+    with caplog.at_level("INFO", logger="topocast.agents.pull_watch"):
+        assert waker.wait(20) == 3
+    waker.done()
+    assert queue.queued == {} and queue.in_flight == {}  # all three deleted: the poison one does not come back
+
+
+def test_a_backlog_is_drained_into_one_pull_with_one_log_line(caplog: pytest.LogCaptureFixture) -> None:
+    queue = _BacklogQueue([_change(f"/topocast/c1/slurm/p{i}") for i in range(3_000)])
+    now = [0.0]
+    pulls: list[float] = []
+
+    def pull_once() -> int:
+        pulls.append(now[0])
+        now[0] += 1.0
+        return 0
+
+    with caplog.at_level("INFO", logger="topocast.agents.pull_watch"):
+        watch(pull_once, SqsWaker("q", queue), fallback_seconds=60.0, clock=lambda: now[0], sleep=lambda s: None,
+              stop=lambda: len(pulls) >= 2)  # fmt: skip
+    assert len(pulls) == 2  # the start's pull and one for the whole backlog
+    assert queue.queued == {} and queue.in_flight == {}
+    notified = [r.getMessage() for r in caplog.records if r.getMessage().startswith("notified")]
+    assert len(notified) == 1 and notified[0].startswith("notified: 3000 message(s)")
+
+
+@pytest.mark.parametrize(("length", "shown"), [(10_000, "(10000 chars)"), (100_000, "not parsed")])
+def test_an_echoed_field_is_cut(caplog: pytest.LogCaptureFixture, length: int, shown: str) -> None:
+    queue = _BacklogQueue([_change("n" * length)])
+    with caplog.at_level("INFO", logger="topocast.agents.pull_watch"):
+        assert SqsWaker("q", queue).wait(0) == 1
+    (line,) = [r.getMessage() for r in caplog.records]
+    assert len(line) < 400 and shown in line
+
+
+@pytest.mark.parametrize(
+    "body",
+    ["[" * 100_000, "x" * 250_000, json.dumps({"detail": "not a mapping"}), json.dumps([1, 2]), "\udcff", "1e999999"],
+)
+def test_a_hostile_body_is_described_in_one_short_line(body: str) -> None:
+    from topocast.agents.pull_watch import describe_event
+
+    line = describe_event(body)
+    assert "\n" not in line and len(line) < 400
+
+
+def test_the_gcp_waker_drains_a_backlog_and_a_hostile_message_costs_no_ack(caplog: pytest.LogCaptureFixture) -> None:
+    from topocast.agents.pull_watch import PubSubWaker
+
+    def message(i: int) -> dict[str, Any]:
+        name = "o" * 100_000 if i == 0 else f"x/{i}"
+        return {"ackId": f"a{i}", "message": {"attributes": {"eventType": "OBJECT_FINALIZE", "objectId": name}}}
+
+    backlog: list[Any] = [message(i) for i in range(120)]
+    backlog[5] = {"ackId": "a5", "message": ["not", "a", "mapping"]}  # still acknowledged: it only wakes the agent
+    posts: list[tuple[str, dict[str, Any]]] = []
+
+    class Session:
+        def post(self, url: str, json: dict[str, Any], timeout: float) -> Any:
+            posts.append((url, json))
+            taken = backlog[: json["maxMessages"]] if url.endswith(":pull") else []
+            del backlog[: len(taken)]
+
+            class Resp:
+                def raise_for_status(self) -> None: ...
+
+                def json(self) -> dict[str, Any]:
+                    return {"receivedMessages": taken} if taken else {}
+
+            return Resp()
+
+    waker = PubSubWaker("projects/p/subscriptions/s", Session(), "http://pubsub.test")
+    with caplog.at_level("INFO", logger="topocast.agents.pull_watch"):
+        assert waker.wait(20) == 120  # one page of 100 (Pub/Sub's limit is 1,000 a pull) and the 20 behind it
+    (line,) = [r.getMessage() for r in caplog.records]
+    assert line.startswith("notified: 120 message(s)") and len(line) < 400
+    waker.done()
+    assert posts[-1][1] == {"ackIds": [f"a{i}" for i in range(120)]}

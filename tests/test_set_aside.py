@@ -286,3 +286,31 @@ def test_diff_reports_entries_newly_and_no_longer_set_aside(tmp_path: Path) -> N
     )
     data = json.loads(as_json.stdout)
     assert (data["newly_set_aside"], data["no_longer_set_aside"]) == ({"record 'x y'": "no port on line 7"}, ["liar-0"])
+
+
+def test_a_port_selection_that_selects_no_host_fails_the_discovery_and_the_last_good_graph_stays() -> None:
+    from ib_fabric_gen import dual_fabric
+
+    from topocast.config import settings_from_env
+    from topocast.providers import ProviderInputs, build_provider
+
+    dump = dual_fabric(pods=1, units=1, hosts_per_unit=4, rails=2).text()
+    store, metrics = MemoryGraphStore(), MetricCounts()
+
+    def ports(patterns: str) -> DiscoverPorts:
+        env = {"TOPOCAST_CLUSTER": "c1", "TOPOCAST_PROVIDER": "ibnetdiscover", "TOPOCAST_IB_HCAS": patterns}
+        options = settings_from_env(env).provider_options()
+        inputs = ProviderInputs("c1", options, uploads=lambda: {"s3://b/u/ufm/ibnetdiscover.out": dump})
+        return DiscoverPorts(
+            cluster="c1", graphs=store, provider=lambda: build_provider("ibnetdiscover", inputs),
+            debouncer=Debouncer(), publish_state=MemoryPublishState(), artifacts=MemoryArtifactStore(), handoff=None,
+            metrics=metrics, set_aside_limit=0.10,  # type: ignore[arg-type]
+        )  # fmt: skip
+
+    assert discover(ports("mlx5_[0,1]"), [Reconcile("schedule")]).status == "done"  # the functions' syntax
+    failed = discover(ports("mlx9_*"), [Reconcile("schedule")])
+    assert failed.status == "retry" and metrics.discover_failures == 1
+    assert failed.reason.startswith("discovery failed: port selection (hcas mlx9_*) selects none of the fabric's")
+    latest = store.latest()
+    # 4 GPU hosts and the fabric's 2 storage servers (their mlx5_0 matches the first selection)
+    assert latest is not None and latest.generation == 1 and len(latest.graph.nodes) == 6

@@ -38,7 +38,7 @@ from typing import Any
 
 from topocast import __version__
 from topocast.errors import ProviderError, TopocastError
-from topocast.model.names import check_node_name
+from topocast.model.names import check_upload_name
 from topocast.pipeline.objects import UPLOAD_MEDIA_TYPE, UPLOAD_NAME, ObjectStore, UploadSet
 from topocast.pipeline.objects import read_good_uploads as objects_read_good_uploads
 from topocast.pipeline.objects import read_uploads as objects_read_uploads
@@ -74,7 +74,11 @@ def split_uri(uri: str) -> tuple[str, str, str]:
     bucket, _, prefix = rest.partition("/")
     if not sep or scheme not in ("s3", "gs") or not bucket:
         raise CollectError(f"upload location {uri!r} must be s3://BUCKET[/PREFIX] or gs://BUCKET[/PREFIX]")
-    return scheme, bucket, prefix.strip("/")
+    prefix = prefix.strip("/")
+    # a path-normalising store or reader would follow '..' (or fold '.', '//') into another cluster's uploads
+    if prefix and any(part in ("", ".", "..") for part in prefix.split("/")):
+        raise CollectError(f"upload location {uri[:200]!r}: a prefix part is empty, '.' or '..'")
+    return scheme, bucket, prefix
 
 
 def object_key(prefix: str, host: str, name: str = UPLOAD_NAME) -> str:
@@ -143,7 +147,7 @@ def collect_ibnetdiscover(
     ``warn`` is called, before anything is uploaded, once per record discovery will set aside.
     """
     scheme, bucket, prefix = split_uri(upload_uri)
-    host = check_node_name(host or short_hostname(), "the collecting host")
+    host = check_upload_name(host or short_hostname(), "the collecting host (--host)")
     if input_file is not None:
         try:
             data = Path(input_file).read_bytes()

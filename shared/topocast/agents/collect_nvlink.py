@@ -32,7 +32,7 @@ from topocast.agents.collect import (
 )
 from topocast.agents.collect import split_uri as _split_uri
 from topocast.errors import ProviderError
-from topocast.model.names import check_node_name
+from topocast.model.names import check_upload_name
 from topocast.providers.nvlink import RECORD_NAME, build_record, check_record
 
 __all__ = ["collect_nvlink"]
@@ -71,7 +71,7 @@ def collect_nvlink(
 ) -> CollectResult:
     """Build this host's record, check it, upload it unless the stored one is the same."""
     scheme, bucket, prefix = _split_uri(upload_uri)
-    host = check_node_name(host or short_hostname(), "the collecting host")
+    host = check_upload_name(host or short_hostname(), "the collecting host (--host)")
     smi = _text(input_file, command, "nvidia-smi", timeout) or ""
     ibstat = _text(ibstat_file, ibstat_command, "ibstat", timeout)
     try:

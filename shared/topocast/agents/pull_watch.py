@@ -24,7 +24,6 @@ enabled as well (the pull is idempotent and serialised by the destination's lock
 
 from __future__ import annotations
 
-import json
 import logging
 import signal
 import sys
@@ -33,10 +32,21 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from topocast.errors import TopocastError
+from topocast.safeio.validation import load_json
+
 log = logging.getLogger(__name__)
 
 #: SQS's longest long poll
 SQS_WAIT_SECONDS = 20
+#: Pub/Sub's synchronous pull returns at most this many messages per call (its limit is 1,000)
+PUBSUB_MAX_MESSAGES = 100
+#: a backlog is drained into one pull up to this many messages; the rest wake the next pull
+MAX_DRAIN_MESSAGES = 10_000
+#: a body longer than this is not parsed at all (a Parameter Store Change event is < 2 KB; SQS allows 256 KiB)
+MAX_NOTIFICATION_CHARS = 16 * 1024
+#: what of a message's fields is echoed to the journal
+MAX_ECHO_CHARS = 200
 DEFAULT_FALLBACK_SECONDS = 60.0
 
 
@@ -53,19 +63,31 @@ class Waker(Protocol):
 class SqsWaker:
     """Long-polls the head node's SQS queue (EventBridge delivers the Parameter Store change events)."""
 
-    def __init__(self, queue_url: str, sqs: Any) -> None:
+    def __init__(self, queue_url: str, sqs: Any, max_drain: int = MAX_DRAIN_MESSAGES) -> None:
         self.queue_url = queue_url
         self.sqs = sqs
+        self.max_drain = max_drain
         self._receipts: list[str] = []
 
     def wait(self, timeout: float) -> int:
         wait = max(0, min(SQS_WAIT_SECONDS, int(timeout)))
-        resp = self.sqs.receive_message(QueueUrl=self.queue_url, MaxNumberOfMessages=10, WaitTimeSeconds=wait)
-        messages = resp.get("Messages", [])
-        for m in messages:
-            log.info("notified: %s", describe_event(m.get("Body", "")))
-        self._receipts += [m["ReceiptHandle"] for m in messages]
-        return len(messages)
+        bodies: list[str] = []
+        count = 0
+        while True:
+            resp = self.sqs.receive_message(QueueUrl=self.queue_url, MaxNumberOfMessages=10, WaitTimeSeconds=wait)
+            messages = resp.get("Messages", [])
+            # the receipts first: nothing that follows (a hostile body, the log) may cost them
+            self._receipts += [m["ReceiptHandle"] for m in messages if m.get("ReceiptHandle")]
+            count += len(messages)
+            bodies += [m.get("Body", "") for m in messages[:1] if not bodies]
+            # more may wait (a short poll samples some of the queue's servers): drain the backlog, without
+            # waiting, into the one pull that follows; bounded, so a flood still pulls
+            if not messages or count >= self.max_drain:
+                break
+            wait = 0
+        if count:
+            log.info("notified: %d message(s), e.g. %s", count, describe_event(bodies[0]))
+        return count
 
     def done(self) -> None:
         while self._receipts:
@@ -77,27 +99,43 @@ class SqsWaker:
 class PubSubWaker:
     """Pulls the head node's Pub/Sub subscription (the bucket's OBJECT_FINALIZE notifications), REST API."""
 
-    def __init__(self, subscription: str, session: Any, endpoint: str = "https://pubsub.googleapis.com") -> None:
+    def __init__(
+        self,
+        subscription: str,
+        session: Any,
+        endpoint: str = "https://pubsub.googleapis.com",
+        max_drain: int = MAX_DRAIN_MESSAGES,
+    ) -> None:
         if not subscription.startswith("projects/") or "/subscriptions/" not in subscription:
             raise ValueError(f"--subscription {subscription!r}: expected projects/<project>/subscriptions/<name>")
         self.subscription = subscription
         self.session = session
         self.endpoint = endpoint.rstrip("/")
+        self.max_drain = max_drain
         self._acks: list[str] = []
 
     def wait(self, timeout: float) -> int:
         # a synchronous pull without returnImmediately waits on the server for messages (seconds)
         url = f"{self.endpoint}/v1/{self.subscription}:pull"
-        resp = self.session.post(url, json={"maxMessages": 10}, timeout=max(1.0, timeout) + 10)
-        resp.raise_for_status()
-        received = (resp.json() or {}).get("receivedMessages", [])
-        for m in received:
-            attrs = m.get("message", {}).get("attributes", {})
-            log.info("notified: %s gs://%s/%s", attrs.get("eventType"), attrs.get("bucketId"), attrs.get("objectId"))
-        self._acks += [m["ackId"] for m in received]
-        if not received and timeout > 0:
+        first: dict[str, Any] | None = None
+        count = 0
+        while True:
+            resp = self.session.post(url, json={"maxMessages": PUBSUB_MAX_MESSAGES}, timeout=max(1.0, timeout) + 10)
+            resp.raise_for_status()
+            body = resp.json()
+            received = body.get("receivedMessages", []) if isinstance(body, dict) else []
+            received = received if isinstance(received, list) else []
+            self._acks += [m["ackId"] for m in received if isinstance(m, dict) and isinstance(m.get("ackId"), str)]
+            count += len(received)
+            first = first or next((m for m in received if isinstance(m, dict)), None)
+            # a full pull means a backlog: drain it into the one pull that follows
+            if len(received) < PUBSUB_MAX_MESSAGES or count >= self.max_drain:
+                break
+        if count:
+            log.info("notified: %d message(s), e.g. %s", count, describe_finalize(first or {}))
+        elif timeout > 0:
             time.sleep(min(timeout, 1.0))  # an emulator answers at once: do not spin
-        return len(received)
+        return count
 
     def done(self) -> None:
         if self._acks:
@@ -106,14 +144,41 @@ class PubSubWaker:
             self._acks = []
 
 
-def describe_event(body: str) -> str:
-    """One line for an EventBridge ``Parameter Store Change`` event (or what the body is instead)."""
+def cut(value: Any, limit: int = MAX_ECHO_CHARS) -> str:
+    """``value`` as text of at most ``limit`` characters (a hostile field is echoed, never printed whole)."""
+    text = value if isinstance(value, str) else repr(value)
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text)} chars)"
+
+
+def describe_event(body: Any) -> str:
+    """One line for an EventBridge ``Parameter Store Change`` event (or what the body is instead).
+
+    Never raises: the body is bounded before it is parsed (a 100,000-deep body is refused by the
+    depth check, not by a RecursionError) and every echoed field is cut to ``MAX_ECHO_CHARS``.
+    """
     try:
-        event = json.loads(body)
-        detail = event.get("detail", {})
-        return f"{event.get('detail-type')}: {detail.get('operation')} {detail.get('name')}"
-    except (ValueError, AttributeError):
-        return f"a message that is not an EventBridge event ({body[:80]!r})"
+        if not isinstance(body, str):
+            return f"a message whose body is not text ({type(body).__name__})"
+        if len(body) > MAX_NOTIFICATION_CHARS:
+            return f"a message of {len(body)} chars, not parsed (limit {MAX_NOTIFICATION_CHARS})"
+        event = load_json(body, "message", TopocastError)
+        if not isinstance(event, dict):
+            return f"a message that is not an EventBridge event ({cut(body, 80)!r})"
+        detail = event.get("detail")
+        detail = detail if isinstance(detail, dict) else {}
+        return f"{cut(event.get('detail-type'))}: {cut(detail.get('operation'))} {cut(detail.get('name'))}"
+    except TopocastError as exc:
+        return f"a message that is not an EventBridge event ({cut(str(exc))})"
+    except Exception as exc:  # whatever else a body can do, it never costs the batch
+        return f"a message that could not be read ({type(exc).__name__})"
+
+
+def describe_finalize(message: dict[str, Any]) -> str:
+    """One line for a Pub/Sub ``OBJECT_FINALIZE`` notification, every field cut."""
+    inner = message.get("message")
+    attrs = inner.get("attributes") if isinstance(inner, dict) else None
+    attrs = attrs if isinstance(attrs, dict) else {}
+    return f"{cut(attrs.get('eventType'))} gs://{cut(attrs.get('bucketId'))}/{cut(attrs.get('objectId'))}"
 
 
 @dataclass
@@ -199,8 +264,6 @@ def run_watch(
     queue_url: str | None, subscription: str | None, fallback_seconds: float, pull_once: Callable[[], int]
 ) -> int:
     """The ``pull --watch`` command: build the waker, stop cleanly on SIGTERM / SIGINT."""
-    from topocast.errors import TopocastError
-
     try:
         waker = waker_from_args(queue_url, subscription)
     except ValueError as exc:
@@ -239,4 +302,15 @@ class _StderrHandler(logging.StreamHandler):
         pass
 
 
-__all__ = ["PubSubWaker", "SqsWaker", "Waker", "WatchStats", "describe_event", "run_watch", "waker_from_args", "watch"]
+__all__ = [
+    "PubSubWaker",
+    "SqsWaker",
+    "Waker",
+    "WatchStats",
+    "cut",
+    "describe_event",
+    "describe_finalize",
+    "run_watch",
+    "waker_from_args",
+    "watch",
+]

@@ -589,6 +589,7 @@ def collect_ibnetdiscover(a: Namespace) -> None:
     """Run ibnetdiscover (or read --input), upload it with its fabric checksum; unchanged fabrics upload nothing."""
     from topocast.agents.collect import collect_ibnetdiscover as collect
 
+    _check_upload_host(a.host, a.upload)
     result = collect(
         a.input, a.upload, command=a.command, host=a.host, timeout=a.timeout, host_regex=a.host_regex,
         ca=a.ca, ca_port=a.ca_port, warn=lambda line: print(f"topocast: warning: {line}", file=sys.stderr),
@@ -609,12 +610,28 @@ def collect_nvlink(a: Namespace) -> None:
     """Upload this GPU host's NVLink domain (nvidia-smi -q) and IB port GUIDs (ibstat); unchanged uploads nothing."""
     from topocast.agents.collect_nvlink import collect_nvlink as collect
 
+    _check_upload_host(a.host, a.upload)
     result = collect(
         a.input, a.upload, command=a.command, ibstat_file=a.ibstat, host=a.host, timeout=a.timeout,
         warn=lambda line: print(f"topocast: warning: {line}", file=sys.stderr),
     )  # fmt: skip
     state = "uploaded" if result.uploaded else "unchanged, not uploaded"
     print(f"{result.uri}: {state} (sha256 {result.sha256[:16]}, {result.size} bytes)")
+
+
+def _check_upload_host(host: str | None, upload: str) -> None:
+    """``--upload`` and ``--host`` name the upload's key (``<prefix>/<host>/<file>``): a prefix with an
+    empty, ``.`` or ``..`` part, or a host that is not one path segment, is bad input (exit 2), not a
+    failed collection."""
+    from topocast.agents.collect import split_uri
+    from topocast.model.names import check_upload_name
+
+    try:
+        split_uri(upload)
+        if host is not None:
+            check_upload_name(host, "--host")
+    except TopocastError as exc:
+        raise fail(str(exc)) from None
 
 
 def _share(text: str) -> float:

@@ -74,12 +74,20 @@ class PublishArgs:
 
 
 def _read_mapping(path: Path, what: str) -> dict[str, Any]:
+    """A JSON/YAML mapping from ``path``: capped before it is held, any byte sequence one line (never a traceback)."""
+    from topocast.safeio.limits import MAX_YAML_BYTES, read_capped
+    from topocast.safeio.yaml_input import load_yaml
+
     try:
-        data = yaml.safe_load(path.read_text()) or {}
+        with path.open("rb") as fh:
+            raw = read_capped(fh, MAX_YAML_BYTES, f"{what} {path}", TopocastError)
     except OSError as exc:
         raise TopocastError(f"{what} {path}: cannot read ({exc.strerror})") from None
-    except yaml.YAMLError as exc:
-        raise TopocastError(f"{what} {path}: not JSON/YAML ({exc})") from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise TopocastError(f"{what} {path}: not UTF-8 text (byte {exc.start})") from None
+    data = load_yaml(text, f"{what} {path}: not JSON/YAML", TopocastError) or {}
     if not isinstance(data, dict):
         raise TopocastError(f"{what} {path}: expected a mapping")
     return data

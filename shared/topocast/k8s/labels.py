@@ -43,6 +43,7 @@ import httpx2
 from lightkube.core.exceptions import ApiError
 
 from topocast.k8s.client import KubeClient, reason_for
+from topocast.safeio.paging import PageGuard
 
 MatchBy = Literal["provider-id", "annotation", "name"]
 DEFAULT_MATCH: tuple[MatchBy, ...] = ("provider-id", "annotation", "name")
@@ -246,9 +247,16 @@ def list_cluster_nodes(
         params["labelSelector"] = ",".join(f"{k}={v}" for k, v in selector.items())
     if page_size:
         params["limit"] = str(page_size)
+    # with a selector the API server may answer a page with fewer items than the limit, even none, and a
+    # continue token (it filters after reading): then an empty page counts against the cap, it does not end
+    guard = PageGuard("Kubernetes LIST /api/v1/nodes", page_size, empty_ends=not selector)
     while True:
         page = kc.request_json("GET", "/api/v1/nodes", params=params)
-        for node in page.get("items") or []:
+        items = page.get("items") or []
+        token = (page.get("metadata") or {}).get("continue")
+        more = guard.more(((n.get("metadata") or {}).get("uid") or (n.get("metadata") or {}).get("name")
+                           for n in items if isinstance(n, dict)), token)  # fmt: skip
+        for node in items:
             meta = node.get("metadata") or {}
             ann = meta.get("annotations") or {}
             out.append(
@@ -259,10 +267,9 @@ def list_cluster_nodes(
                     annotations={k: ann[k] for k in keys if k in ann},
                 )
             )
-        token = (page.get("metadata") or {}).get("continue")
-        if not token:
+        if not more:
             return out
-        params["continue"] = token
+        params["continue"] = str(token)
 
 
 #: 4xx answers that speak for the whole server (credentials, a timeout, load shedding), not for one node

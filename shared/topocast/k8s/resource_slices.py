@@ -21,6 +21,7 @@ from topocast.k8s.client import ClientSettings, K8sConnection, KubeClient, build
 from topocast.k8s.node_source import list_node_info
 from topocast.providers.dra import DraLister, Options, SliceDevices
 from topocast.providers.k8s_labels import ClusterNodeInfo, NodeLabelsConfig
+from topocast.safeio.paging import PageGuard
 
 __all__ = ["VERSIONS", "dra_lister", "list_resource_slices", "slice_devices"]
 
@@ -65,14 +66,18 @@ def list_resource_slices(
         path = f"/apis/resource.k8s.io/{v}/resourceslices"
         params = {"fieldSelector": f"spec.driver={driver}", "limit": str(page_size)}
         out: list[SliceDevices] = []
+        # a field selector: a page may hold fewer items than the limit, even none (safeio.paging)
+        guard = PageGuard(f"Kubernetes LIST {path}", page_size, empty_ends=False)
         try:
             while True:
                 page = kc.request_json("GET", path, params=params)
-                out += [slice_devices(item) for item in page.get("items") or [] if isinstance(item, Mapping)]
+                items = [item for item in page.get("items") or [] if isinstance(item, Mapping)]
+                out += [slice_devices(item) for item in items]
                 token = (page.get("metadata") or {}).get("continue")
-                if not token:
+                if not guard.more(((i.get("metadata") or {}).get("uid") or (i.get("metadata") or {}).get("name")
+                                   for i in items), token):  # fmt: skip
                     return out
-                params["continue"] = token
+                params["continue"] = str(token)
         except ApiError as exc:
             if exc.status.code == 404 and v != versions[-1]:
                 continue

@@ -102,6 +102,17 @@ def check_node_name(name: object, where: str | None = None) -> str:
     return check_name(name, "node name", where or f"node {name!r}", MAX_NODE_NAME)
 
 
+def check_upload_name(name: object, where: str) -> str:
+    """``name`` if it is a safe node name that is also one path segment (an upload's ``<host>`` in
+    ``<prefix>/<cluster>/uploads/<host>/<file>``): no ``/``, not ``.`` or ``..``, which a store or reader
+    that normalises paths would follow into another host's or cluster's uploads."""
+    check_node_name(name, where)
+    assert isinstance(name, str)
+    if "/" in name or name in (".", ".."):
+        raise UnsafeNameError(f"{where} {name[:80]!r} is not one path segment (no '/', not '.' or '..')")
+    return name
+
+
 def check_switch_name(name: object, node: str) -> str:
     return check_name(name, "switch name", f"node {node!r}", MAX_SWITCH_NAME)
 

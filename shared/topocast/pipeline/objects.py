@@ -25,6 +25,7 @@ from datetime import UTC, datetime
 from typing import Any, Protocol
 
 from topocast.errors import ProviderError, TopocastError
+from topocast.model.names import check_upload_name
 from topocast.safeio.limits import MAX_UPLOAD_BYTES, check_size
 
 #: ``if_generation_match`` value meaning "only if the object does not exist yet"
@@ -189,6 +190,19 @@ def read_good_uploads(
     for info in _upload_infos(objects, prefix, name):
         uri = objects.uri(info.key)
         host = info.key.rsplit("/", 2)[-2]
+        try:
+            check_upload_name(host, f"upload {uri}: host")
+        except TopocastError as exc:
+            # never followed (``..`` resolves into another cluster's uploads in a normalising store) and
+            # never used as a path part: set aside under a name derived from the key, with its reason
+            reason = str(exc)[:500]
+            stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+            digest = hashlib.sha256(info.key.encode()).hexdigest()[:16]
+            objects.copy(info.key, sibling("quarantine", "_bad-host-name", f"{stamp}-{digest}-{name}"),
+                         metadata={"reason": reason})  # fmt: skip
+            objects.delete(info.key)
+            out.quarantined.append((uri, reason))
+            continue
         good_key = sibling("last-good", host)
         try:
             check_size(info.size, limit, uri, ProviderError)

@@ -18,11 +18,12 @@ from __future__ import annotations
 import os
 import time
 import urllib.parse
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from topocast.errors import ProviderError
+from topocast.safeio.paging import PageGuard
 
 __all__ = ["TOKEN_ENV", "AzureCompute", "compute_client", "connect"]
 
@@ -86,11 +87,17 @@ class AzureCompute:
         )
 
         out: list[dict[str, Any]] = []
+        # ARM picks the page size; an ID (or name: unique in one listing) on two pages, an empty page or a
+        # listing past the bound ends it (safeio.paging): the SDK itself follows nextLink forever
+        guard = PageGuard(f"azure: {operation}")
         try:
-            pages: Iterable[Any] = start().by_page()
+            pages: Any = start().by_page()
             for page in pages:
                 self.calls[operation] = self.calls.get(operation, 0) + 1
-                out.extend(item.as_dict() for item in page)
+                items = [item.as_dict() for item in page]
+                out.extend(items)
+                if not guard.more((i.get("id") or i.get("name") for i in items), pages.continuation_token):
+                    break
         except ClientAuthenticationError as exc:
             raise ProviderError(f"azure: {operation} at {self.endpoint}: authentication failed ({_why(exc)})") from None
         except ResourceNotFoundError as exc:

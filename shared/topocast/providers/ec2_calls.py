@@ -18,6 +18,7 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 from topocast.errors import ProviderError, TopocastError
+from topocast.safeio.paging import PageGuard
 
 DESCRIBE_PAGE = 1000  # DescribeInstances MaxResults limit
 TOPOLOGY_BATCH = 100  # DescribeInstanceTopology InstanceIds limit (and MaxResults limit)
@@ -228,10 +229,15 @@ class Ec2Calls:
         """Run one (paginated) request; return IDs named by InvalidInstanceID.NotFound, else empty."""
         from botocore.exceptions import ClientError
 
+        # EC2 may answer a filtered page with no items and a NextToken: an empty page counts, it does not end
+        guard = PageGuard(f"EC2 {op}", (kwargs.get("PaginationConfig") or {}).get("PageSize"), empty_ends=False)
         try:
             for page in self.pages(op, **kwargs):
-                for item in items(page):
+                listed = list(items(page))
+                for item in listed:
                     into[item["InstanceId"]] = item
+                if not guard.more((i.get("InstanceId") for i in listed), page.get("NextToken")):
+                    break
         except ProviderError as exc:
             cause = exc.__cause__
             if isinstance(cause, ClientError) and cause.response.get("Error", {}).get("Code") == (

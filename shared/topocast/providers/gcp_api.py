@@ -14,6 +14,7 @@ from typing import Any
 
 from topocast.errors import ProviderError
 from topocast.providers.gcp_sdk import RetryPolicy, transient_retry
+from topocast.safeio.paging import PageGuard
 
 __all__ = ["IAM_PERMISSIONS", "ComputeCalls", "InstanceRef", "Vm", "vm_of"]
 
@@ -140,9 +141,14 @@ class ComputeCalls:
                 def start(req: Any = req) -> Any:
                     return self.client.list(request=req, retry=self.retry)
 
+                guard = PageGuard(f"compute.instances.list on project {project} zone {zone}", page_size)
                 for page in self._pages("compute.instances.list", f"project {project} zone {zone}", start):
                     vms.extend(vm_of(i) for i in page.items)
+                    if not guard.more((i.id or i.name for i in page.items), page.next_page_token):
+                        break
             return vms
+        # aggregatedList pages through scopes: a page of zones without VMs is empty and not the end
+        guard = PageGuard(f"compute.instances.aggregatedList on project {project}", page_size, empty_ends=False)
         req = compute_v1.AggregatedListInstancesRequest(project=project, max_results=page_size, filter=flt)
         for page in self._pages(
             "compute.instances.aggregatedList",
@@ -156,6 +162,9 @@ class ComputeCalls:
                         f"{scoped.warning.code} ({scoped.warning.message}); refusing a partial listing"
                     )
                 vms.extend(vm_of(i) for i in scoped.instances)
+            ids = [i.id or i.name for scoped in page.items.values() for i in scoped.instances]
+            if not guard.more(ids, page.next_page_token):
+                break
         return vms
 
     def get(self, ref: InstanceRef) -> Vm | None:

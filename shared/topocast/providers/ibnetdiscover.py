@@ -67,7 +67,7 @@ from topocast.model.placement import place_nodes, record_label
 from topocast.providers.base import DiscoveryResult
 from topocast.providers.clos import Collapse, collapse, summarize_choices
 from topocast.providers.domains import HostDomain, load_domains, parse_domains
-from topocast.providers.port_selection import PortSelection
+from topocast.providers.port_selection import PortSelection, no_host_selected
 from topocast.safeio.limits import MAX_UPLOAD_BYTES, check_size, read_capped
 
 __all__ = [
@@ -491,6 +491,8 @@ def _select(
             kept_hcas[name] = on
         else:
             del kept_hcas[name]
+    if hosts and not kept_hcas:
+        raise no_host_selected(selection, len(hosts))
     kept_ids = {hca.id for hcas in kept_hcas.values() for hca in hcas}
     dropped_ids = {hca.id for hca in dropped}
     keep = reach | kept_ids

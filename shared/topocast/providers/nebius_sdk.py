@@ -21,6 +21,7 @@ from typing import Any, Protocol
 
 from topocast import __version__
 from topocast.errors import ProviderError
+from topocast.safeio.paging import PageGuard
 
 __all__ = ["NebiusConnection", "NebiusReader", "connect"]
 
@@ -69,7 +70,7 @@ class NebiusReader:
 
         service = InstanceServiceClient(self.sdk)
         out: list[dict[str, Any]] = []
-        seen: set[str] = set()
+        guard = PageGuard("Nebius InstanceService.List", page_size)
         token = ""
         while True:
             self.calls["InstanceService.List"] = self.calls.get("InstanceService.List", 0) + 1
@@ -88,13 +89,11 @@ class NebiusReader:
                 ) from None
             except (SDKError, OSError) as exc:
                 raise ProviderError(f"Nebius InstanceService.List: {type(exc).__name__}: {str(exc)[:200]}") from None
-            out.extend(_record(item) for item in response.items)
-            token = response.next_page_token
-            if not token:
+            records = [_record(item) for item in response.items]
+            out.extend(records)
+            if not guard.more((r["id"] for r in records), response.next_page_token):
                 return out
-            if token in seen:
-                raise ProviderError(f"Nebius InstanceService.List: the API returned page token {token[:40]!r} twice")
-            seen.add(token)
+            token = response.next_page_token
 
     def close(self) -> None:
         self.sdk.sync_close()

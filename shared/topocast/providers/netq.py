@@ -49,7 +49,7 @@ from topocast.providers.base import DiscoveryResult
 from topocast.providers.clos import collapse, summarize_choices
 from topocast.providers.domains import HostDomain, load_domains
 from topocast.providers.netq_http import NetqClient, NetqCredentials, Premise
-from topocast.providers.port_selection import PortSelection
+from topocast.providers.port_selection import PortSelection, no_host_selected
 from topocast.safeio.files import UnsafePathError, read_credential
 from topocast.safeio.limits import MAX_CREDENTIALS_BYTES
 from topocast.safeio.validation import validate
@@ -272,10 +272,14 @@ def build_graph(
     aside: dict[str, str] = {}
     graph_nodes: dict[str, Node] = {}
     display: dict[str, str] = {}
+    if selection:
+        selected = [select_ports(fab, selection) for fab in fabrics]
+        cabled = sum(1 for fab in fabrics for hid in fab.hosts if fab.up.get(hid))
+        if cabled and not any(sel.up.get(hid) for sel in selected for hid in sel.hosts):
+            raise no_host_selected(selection, cabled)
+        fabrics = selected
     for k, fab in enumerate(fabrics):
         pre = prefixes[k] if prefixes else ""
-        if selection:
-            fab = select_ports(fab, selection)
         warnings.extend(fab.warnings)
         aside.update(fab.bad)
         by_name: dict[str, list[str]] = defaultdict(list)

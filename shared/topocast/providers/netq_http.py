@@ -45,6 +45,7 @@ from typing import Any
 from topocast.errors import ProviderError
 from topocast.safeio.http import CallPolicy, HttpCallError, call, credential_values, redact
 from topocast.safeio.limits import MAX_NETQ_RESPONSE_BYTES
+from topocast.safeio.paging import PageGuard
 from topocast.safeio.validation import load_json
 
 LOGIN = "/api/netq/auth/v1/login"
@@ -275,6 +276,7 @@ class NetqClient:
         headers = {"Authorization": f"Basic {basic}", "Accept": "application/json"}
         nodes: list[dict[str, Any]] = []
         seen: set[str] = set()
+        guard = PageGuard("NMX-M compute-nodes", self.page_size)
         offset = 0
         while True:
             query = urllib.parse.urlencode({"offset": offset, "limit": self.page_size})
@@ -292,5 +294,9 @@ class NetqClient:
             # Stop on an empty page, not a short one: a server-side maximum below our
             # page size makes every page short. No new node = a server ignoring offset.
             if not page or not fresh:
+                return nodes
+            # new nodes on every page, forever (a server making IDs up): bounded by the guard's caps; the
+            # duplicates it would refuse were dropped above (a server ignoring offset ends the listing)
+            if not guard.more((None for _ in fresh), offset + len(page)):
                 return nodes
             offset += len(page)

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from topocast.errors import ProviderError
+from topocast.safeio.paging import PageGuard
 
 __all__ = ["OciConnection", "OciReader", "connect", "imds_get"]
 
@@ -79,7 +80,7 @@ class OciReader:
     calls: dict[str, int] = field(default_factory=dict)
 
     def _pages(self, operation: str, call: Callable[..., Any], *args: Any, **kwargs: Any) -> Iterator[Any]:
-        seen: set[str] = set()
+        guard = PageGuard(f"OCI {operation}", kwargs.get("limit"))
         page: str | None = None
         while True:
             self.calls[operation] = self.calls.get(operation, 0) + 1
@@ -88,13 +89,12 @@ class OciReader:
             except _errors() as exc:
                 raise _explain(exc, operation) from None
             data = response.data
-            yield from (data.items if hasattr(data, "items") and not isinstance(data, list) else data)
-            page = response.next_page
-            if not page:
+            items = list(data.items if hasattr(data, "items") and not isinstance(data, list) else data)
+            more = guard.more((getattr(i, "id", None) for i in items), response.next_page)
+            yield from items
+            if not more:
                 return
-            if page in seen:
-                raise ProviderError(f"OCI {operation}: the API returned page token {page[:40]!r} twice")
-            seen.add(page)
+            page = response.next_page
 
     def compute_hosts(
         self, compartment: str, availability_domain: str | None, limit: int, *, in_subtree: bool = False

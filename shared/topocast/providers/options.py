@@ -33,6 +33,7 @@ __all__ = [
     "OptionSpec",
     "describe_options",
     "env_options",
+    "lax_scalar",
     "markdown_options",
     "option_rows",
     "option_specs",
@@ -42,6 +43,7 @@ __all__ = [
     "provider_models",
     "provider_options",
     "registered_options_model",
+    "split_list_text",
 ]
 
 M = TypeVar("M", bound=BaseModel)
@@ -54,6 +56,9 @@ def provider_options(model: type[M], raw: Mapping[str, Any], provider: str) -> M
     gets the model's defaults).
     """
     data = {k: v for k, v in raw.items() if v is not None}
+    lax = lax_scalar(model, data)
+    if lax:
+        raise ProviderError(f"provider {provider!r}: option {lax}")
     try:
         return model.model_validate(data)
     except ValidationError as exc:
@@ -71,6 +76,28 @@ def provider_options(model: type[M], raw: Mapping[str, Any], provider: str) -> M
         more = len(exc.errors()) - 1
         tail = f" (and {more} more)" if more > 0 else ""
         raise ProviderError(f"provider {provider!r}: option {where!r} {problem}{tail}") from None
+
+
+def lax_scalar(model: type[BaseModel], data: Mapping[str, Any]) -> str | None:
+    """``"'key' must be <kind>, not <value>"`` for the first typed value pydantic's lax mode would coerce.
+
+    Pydantic reads ``true`` as 1 for an ``int`` and ``1.0`` as 1; an option is strict about its JSON type
+    (as the graph loader is): a bool only for a bool option, a fraction-less float never for an int.
+    Strings stay lax, since ``TOPOCAST_*`` variables are text by nature (``"4"`` for an ``int``).
+    """
+    for key, value in data.items():
+        field = model.model_fields.get(key)
+        if field is None or isinstance(value, str):
+            continue
+        kinds = _kinds(field.annotation)
+        if Any in kinds:
+            continue
+        if isinstance(value, bool) and bool not in kinds and kinds & {int, float}:
+            wanted = " or ".join(sorted(k.__name__ for k in kinds & {int, float}))
+            return f"{key!r} must be {wanted}, not {json.dumps(value)}"
+        if isinstance(value, float) and int in kinds and float not in kinds:
+            return f"{key!r} must be int, not {json.dumps(value)}"
+    return None
 
 
 def parse_option_pairs(pairs: Iterable[str]) -> dict[str, Any]:
@@ -170,13 +197,45 @@ def _kinds(annotation: Any) -> set[Any]:
     return {origin if origin is not None else annotation}
 
 
+def split_list_text(raw: str, separators: str = ";,", what: str = "list") -> list[str]:
+    """A list option given as text (a ``TOPOCAST_*`` variable): the one syntax of every list-valued variable.
+
+    A JSON array of strings (``["mlx5_[0,1]", "!mlx5_8"]``) is taken as is; anything else is split on
+    ``separators`` (``;`` and ``,``) *outside* ``[...]``, so a pattern's bracket keeps its commas
+    (``mlx5_[0,1];!mlx5_8`` is two patterns). Items are stripped; empty ones dropped.
+    """
+    text = raw.strip()
+    if text.startswith("[") and text.endswith("]"):
+        try:
+            check_json_depth(text, what, TopocastError)
+            value = json.loads(text)
+        except ValueError:
+            value = None  # a lone pattern such as "[ab]*]": split below
+        if isinstance(value, list):
+            if not all(isinstance(v, str) for v in value):
+                raise TopocastError(f"{what}: a JSON list must hold strings only")
+            return [v.strip() for v in value if v.strip()]
+    parts: list[str] = []
+    current: list[str] = []
+    depth = 0
+    for ch in text:
+        if ch == "[":
+            depth += 1
+        elif ch == "]" and depth:
+            depth -= 1
+        elif ch in separators and not depth:
+            parts.append("".join(current))
+            current = []
+            continue
+        current.append(ch)
+    parts.append("".join(current))
+    return [p.strip() for p in parts if p.strip()]
+
+
 def _env_value(var: str, field: FieldInfo, spec: OptionSpec, raw: str) -> Any:
     kinds = _kinds(field.annotation)
     if list in kinds or spec.split:
-        parts = [raw]
-        for sep in spec.split or ";,":
-            parts = [p for chunk in parts for p in chunk.split(sep)]
-        return [p.strip() for p in parts if p.strip()]
+        return split_list_text(raw, spec.split or ";,", var)
     mapping = dict in kinds or any(isinstance(k, type) and issubclass(k, BaseModel) for k in kinds)
     return _env_json(var, raw) if mapping and raw.lstrip().startswith("{") else raw
 
@@ -288,5 +347,8 @@ class ClusterConfig(BaseModel):
 
     @classmethod
     def from_data(cls, data: Any, source: str | None = None) -> Self:
-        """Validate a dict; errors become :class:`ProviderError` naming the field."""
+        """Validate a dict; errors become :class:`ProviderError` naming the field (typed values strictly)."""
+        lax = lax_scalar(cls, data) if isinstance(data, Mapping) else None
+        if lax:
+            raise ProviderError(f"{source or cls.SOURCE}: {lax}")
         return validate(cls, data, source or cls.SOURCE, ProviderError, keep_class=False)

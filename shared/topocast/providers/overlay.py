@@ -22,7 +22,9 @@ Precedence (one rule per field, the same on every node):
 
 * **Fabric tiers: the base wins.** The overlay's path is used only for a node the base places without
   one or does not know at all (and only when the overlay takes ``fabric``); it must fit the base's
-  tree or the node is set aside (:func:`topocast.model.placement.place_nodes`).
+  tree or the node is set aside: a path through a base node's name or contradicting the base's tree
+  at one of its switches, or an overlay-only node named like a base switch, is refused before the
+  merge (the overlay's node is set aside, or its path not taken), never the base node.
 * **Accelerator domain: the overlay wins** where it has a usable value; elsewhere the base's value
   stays. The sub-domain travels with the domain it belongs to.
 * Nodes are matched by instance ID, then by name; a name both know under different IDs is not merged.
@@ -138,6 +140,30 @@ def apply_overlay(base: TopologyGraph, overlay: TopologyGraph, spec: OverlaySpec
             if other is not None and other.accelerator and node.accelerator:
                 spans[other.accelerator].add(node.accelerator)
 
+    # the overlay's paths are checked against the base's names before the merge: a path through a base
+    # node's name, or an overlay-only node named like a base switch, would make placement find one name both
+    # a node and a switch and set aside the *base* node; the offending overlay value goes instead
+    # (several overlay nodes agreeing on another tree would otherwise outvote a small base in placement)
+    above: dict[str, tuple[int, tuple[str, ...]]] = {}  # base switch -> (its tier, the path above it)
+    for n in base.nodes:
+        for tier, sw in enumerate(n.fabric):
+            above.setdefault(sw, (tier, tuple(n.fabric[tier + 1 :])))
+    base_switches = set(above)
+    base_names = {n.name for n in base.nodes}
+
+    def path_clash(other: Node) -> str | None:
+        through = sorted(set(other.fabric) & base_names)
+        if through:
+            return f"{label}'s fabric path of {other.name!r} runs through {', '.join(through[:3])}, a base node"
+        for tier, sw in enumerate(other.fabric):
+            if sw in above and above[sw] != (tier, tuple(other.fabric[tier + 1 :])):
+                return (
+                    f"{label}'s fabric path of {other.name!r} ({'/'.join(other.fabric)}) contradicts the base's "
+                    f"tree at switch {sw!r}"
+                )
+        return None
+
+    aside = dict(base.unplaced)
     merged: list[Node] = []
     took_domain = took_fabric = 0
     for node in base.nodes:
@@ -160,7 +186,10 @@ def apply_overlay(base: TopologyGraph, overlay: TopologyGraph, spec: OverlaySpec
                 why = overlay.unplaced.get(other.name)
                 reason = f"{label} value not usable ({why})" if why else f"{label} has no domain for it"
                 notes[node.name].append(f"{reason}; the base's domain {node.accelerator!r} is kept")
-        if spec.takes_fabric and not node.fabric and other is not None and other.fabric:
+        clash = path_clash(other) if spec.takes_fabric and not node.fabric and other is not None else None
+        if clash:
+            notes[node.name].append(f"{clash}: not used; the node stays without a fabric path")
+        elif spec.takes_fabric and not node.fabric and other is not None and other.fabric:
             update["fabric"] = list(other.fabric)
             took_fabric += 1
             notes[node.name].append(f"no fabric path from the base; {label}'s path is used")
@@ -174,6 +203,12 @@ def apply_overlay(base: TopologyGraph, overlay: TopologyGraph, spec: OverlaySpec
         accelerator = other.accelerator if spec.takes_domain else None
         if not (fabric or accelerator):
             continue  # carries nothing the overlay takes (a CPU node): not this overlay's business
+        clash = path_clash(other) if fabric else None
+        if other.name in base_switches:
+            clash = f"only {label} knows node {other.name!r}, which is the name of a base switch"
+        if clash:
+            aside[other.name] = f"{clash}; this overlay node is left out (the base wins for the fabric)"
+            continue
         added.append(other.name)
         subdomain = other.subdomain if accelerator else None
         merged.append(other.model_copy(update={"fabric": fabric, "accelerator": accelerator, "subdomain": subdomain}))
@@ -185,7 +220,7 @@ def apply_overlay(base: TopologyGraph, overlay: TopologyGraph, spec: OverlaySpec
         base.provider,
         merged,
         switch_names=base.switch_names,
-        unplaced=base.unplaced,
+        unplaced=aside,
         notes={name: "; ".join(lines) for name, lines in notes.items()},
     )
     conflicts = sum(1 for n in graph.notes if n not in base.notes)

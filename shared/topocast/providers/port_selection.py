@@ -29,9 +29,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
 
-from topocast.errors import ProviderError
+from topocast.errors import ProviderError, TopocastError
+from topocast.providers.options import split_list_text
 
-__all__ = ["Patterns", "PortSelection"]
+__all__ = ["Patterns", "PortSelection", "no_host_selected"]
 
 _GUID = re.compile(r"^(?:0x)?([0-9a-fA-F]{1,16})$")
 
@@ -121,11 +122,24 @@ class PortSelection:
         return "; ".join(parts)
 
 
+def no_host_selected(selection: PortSelection, hosts: int) -> ProviderError:
+    """The error of a selection that leaves no host of a non-empty fabric: publishing that empty map would
+    clear every node's topology, so it is a mistake in the patterns (CLI exit 2; the functions retry and
+    alarm, the last good graph stays), never an empty graph."""
+    return ProviderError(
+        f"port selection ({selection.describe()}) selects none of the fabric's {hosts} host(s): "
+        "check the HCA / GUID / switch patterns (--ib-hca, --ib-guid, --ib-switch; TOPOCAST_IB_*)"
+    )
+
+
 def _as_list(value: object, key: str) -> list[str]:
     if value in (None, "", [], ()):
         return []
     if isinstance(value, str):
-        return [v.strip() for v in re.split(r"[;,]", value) if v.strip()]
+        try:
+            return split_list_text(value, ";,", f"option {key}")
+        except TopocastError as exc:
+            raise ProviderError(str(exc)) from None
     if isinstance(value, list | tuple):
         return [str(v) for v in value]
     raise ProviderError(f"option {key}: expected a list of patterns, got {type(value).__name__}")
