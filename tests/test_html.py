@@ -154,7 +154,7 @@ def slurm_box(page: str) -> list[str]:
 
 LEFT_OUT = (
     "slurm-block: block of domain 'd2' (2 node(s): n[5,7]) left out, its nodes are in no block: it is smaller "
-    "than the base block size 4, which Slurm 23.02-24.11 rejects, and the target Slurm is not given "
+    "than the base block size 4, which Slurm 23.02-24.11 rejects, and no target Slurm is given "
     "(slurm_version 25.05 or later keeps it)"
 )
 

@@ -312,6 +312,7 @@ def drop_undersized(
     if not small:
         return blocks, sizes, []
     keep = release is not None and release >= UNDERSIZED_SINCE
+    target = f"the target is {release_text(release)}" if release else "no target Slurm is given"
     notes = []
     for b in small:
         what = f"block of domain {b.label!r} ({len(b.nodes)} node(s): {compact_str(b.nodes)})"
@@ -320,8 +321,7 @@ def drop_undersized(
         else:
             notes.append(
                 f"{what} left out, its nodes are in no block: it is smaller than the base block size {base}, "
-                f"which Slurm 23.02-24.11 rejects, and the target Slurm is {release_text(release)} "
-                "(slurm_version 25.05 or later keeps it)"
+                f"which Slurm 23.02-24.11 rejects, and {target} (slurm_version 25.05 or later keeps it)"
             )
     if keep:
         return blocks, sizes, notes
