@@ -357,9 +357,7 @@ def render(a: Namespace) -> None:
     sizes = _parse_sizes(a.block_sizes)
     fmts = a.fmt or ["slurm-tree"]
     target = TargetFlags(a.slurm_version, a.block_names, a.no_topology_switch)
-    run_render(
-        a.graph, a.model, fmts, sizes, a.options_file, a.skeleton, a.out, a.topograph_compat, a.previous, target
-    )
+    run_render(a.graph, a.model, fmts, sizes, a.options_file, a.skeleton, a.out, a.topograph_compat, a.previous, target)
 
 
 _SLURM_ROOT_HELP = "Use the Slurm in this chroot/prefix (e.g. /var/cache/topocast/slurm-sid for 26.05)."
