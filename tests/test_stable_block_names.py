@@ -132,3 +132,80 @@ def test_block_name_option_is_checked() -> None:
         RenderOptions.model_validate({"block_names": "alphabetical"})
     with pytest.raises(RenderError, match="unknown format"):
         render(graph(BLOCKS), "slurm-blocks")
+
+
+# ----- through the real controllers ---------------------------------------------------------------
+
+
+def split_and_padded() -> TopologyGraph:
+    """Domain 'cb/7' (6 nodes) splits into two 4-node base blocks; 'cr-0a' (3 nodes) takes one, then padding."""
+    nodes = [{"name": f"g{i}", "fabric": ["leaf", "spine"], "accelerator": "cb/7"} for i in range(1, 7)]
+    nodes += [{"name": f"h{i}", "fabric": ["leaf", "spine"], "accelerator": "cr-0a"} for i in range(1, 4)]
+    return graph_from_data({"cluster": "c1", "provider": "test", "nodes": nodes}, "test")
+
+
+@pytest.mark.slurm_current
+def test_derived_split_and_padding_names_load_in_slurm_26(sid_controller_factory: Any) -> None:
+    graph = split_and_padded()
+    text = render(graph, "slurm-block", RenderOptions(block_sizes=[4, 8], slurm_version="26.05")).content
+    # printf 'cb/7' | sha256sum -> 9119603b...: 'cb/7' holds a '/', so its name is cut and hashed
+    assert text.splitlines() == [
+        "# cb-7-9119603b+1=cb/7",
+        "BlockName=cb-7-9119603b+1 Nodes=g[1-4]",
+        "# cb-7-9119603b+2=cb/7",
+        "BlockName=cb-7-9119603b+2 Nodes=g[5-6]",
+        "BlockName=cr-0a Nodes=h[1-3]",
+        "BlockName=cr-0a+pad1",
+        "BlockSizes=4,8",
+    ]
+    ctl = sid_controller_factory(graph.node_names(), text, topology_plugin="topology/block")
+    assert [x for x in ctl.log_lines() if "error" in x.lower() or "fatal" in x.lower()] == []
+    shown = {name: b.nodes for name, b in ctl.show_blocks().items()}
+    assert shown["cb-7-9119603b+1"] == ("g1", "g2", "g3", "g4") and shown["cr-0a"] == ("h1", "h2", "h3")
+
+
+@pytest.mark.slurm
+def test_the_tree_without_the_node_lacking_topology_loads_in_slurm_22(slurm_controller_factory: Any) -> None:
+    cluster = graph(BLOCKS)
+    ctl = slurm_controller_factory(cluster.node_names(), render(cluster, "slurm-tree").content)
+    shown = ctl.show_topology()
+    assert sorted(sw for sw, info in shown.items() if info.level == 0) == [f"nn-leaf{i}" for i in range(2, 6)]
+    assert not any("login-000" in info.nodes for info in shown.values())
+
+
+# ----- the target Slurm as the functions' setting ---------------------------------------------------
+
+
+def test_topocast_slurm_version_reaches_the_render_options() -> None:
+    from topocast.config import settings_from_env, with_slurm_version
+    from topocast.errors import TopocastError
+
+    env = {"TOPOCAST_CLUSTER": "c1", "TOPOCAST_SLURM_VERSION": "24.11"}
+    s = settings_from_env(env)
+    options = with_slurm_version(s.render_options, s.slurm_version)
+    assert options.slurm_release == (24, 11)
+    with pytest.raises(TopocastError, match="TOPOCAST_SLURM_VERSION"):
+        settings_from_env({**env, "TOPOCAST_SLURM_VERSION": "latest"})
+    with pytest.raises(TopocastError, match=r"TOPOCAST_SLURM_VERSION \(24.11\) and TOPOCAST_RENDER_OPTIONS"):
+        settings_from_env({**env, "TOPOCAST_RENDER_OPTIONS": '{"slurm_version": "26.05"}'})
+
+
+def test_an_undersized_block_per_target_release() -> None:
+    nodes = [{"name": f"a{i}", "fabric": [], "accelerator": "full"} for i in range(4)]
+    nodes += [{"name": f"a{i}", "fabric": [], "accelerator": "full-2"} for i in range(4, 8)]
+    nodes += [{"name": "b0", "fabric": [], "accelerator": "partial"}]
+    g = graph_from_data({"cluster": "c1", "provider": "test", "nodes": nodes}, "test")
+    kept = render(g, "slurm-block", RenderOptions(slurm_version="25.05"))
+    assert kept.content.splitlines()[-2:] == ["BlockName=partial Nodes=b0", "BlockSizes=4,8"]
+    assert kept.warnings == [
+        "block of domain 'partial' (1 node(s): b0) kept below the base block size 4: Slurm 25.05 accepts it"
+    ]
+    left = render(g, "slurm-block", RenderOptions(slurm_version="24.11"))
+    assert "partial" not in left.content and left.content.splitlines()[-1] == "BlockSizes=4,8"
+    assert left.warnings == [
+        "block of domain 'partial' (1 node(s): b0) left out, its nodes are in no block: it is smaller than the base "
+        "block size 4, which Slurm 23.02-24.11 rejects, and the target is Slurm 24.11 (slurm_version 25.05 or later "
+        "keeps it)"
+    ]
+    old = render(g, "slurm-block", RenderOptions(slurm_version="22.05"))
+    assert old.warnings[-1] == "Slurm 22.05 does not read topology/block files (23.02 or later does)"
