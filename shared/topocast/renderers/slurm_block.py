@@ -171,7 +171,8 @@ def block_lines(lay: BlockLayout) -> list[tuple[str | None, str, tuple[str, ...]
     lines = []
     for block, name in zip(lay.blocks, lay.names, strict=True):
         shown = block.label if block.label is None or not lay.positional else display_name(block.label)
-        lines.append((None if shown is None or shown == name else f"# {name}={shown}", name, block.nodes))
+        redundant = shown == name and not lay.positional  # Topograph writes it even then
+        lines.append((None if shown is None or redundant else f"# {name}={shown}", name, block.nodes))
     return lines
 
 
