@@ -17,6 +17,6 @@ from topocast.model.synth import graph_data
 __all__ = ["graph_data", "write_graph"]
 
 
-def write_graph(path: Path, n: int, **shape: int) -> Path:
+def write_graph(path: Path, n: int, **shape: float) -> Path:
     path.write_text(json.dumps(graph_data(n, **shape), separators=(",", ":")))
     return path

@@ -1,7 +1,9 @@
 """Render benchmark, whole process: ``topocast render`` against a process that only ``json.load``s the file.
 
-Graphs of 1k, 10k and 100k nodes (4-level fabric, 18 nodes per leaf, fan-out 8, 72-node NVLink
-domains; generated here, see :mod:`graphgen`) are written as compact graph JSON. For each size and
+Graphs of 1k, 10k and 100k nodes in one or more shapes (``--shapes``, :data:`SHAPES`: ``compact``,
+4 switch tiers, 18 nodes per leaf, fan-out 8, 72-node NVLink domains; ``synth``, what ``topocast synth``
+writes by default, 3 tiers; ``sparse``, 4 tiers of fan-out 4, 18-node capacity blocks and 1% of the
+nodes without topology; generated here, see :mod:`graphgen`) are written as compact graph JSON. For each size and
 case, a run is a *pair* of fresh processes started back to back: ``python -c 'json.load(f)'`` and
 ``topocast render --graph FILE -f ... --out DIR``; the ratio is taken per pair and the median of
 the pairs is printed, for wall time and for CPU time (user + system, from ``wait4``: steadier on
@@ -12,6 +14,7 @@ Goals at 100k nodes (README): tree+block+labels <= 3x, every format alone <= 6x,
 format, HTML and graph included, in one process) <= 6x with peak memory <= 500 MB, in-process load <= 1.5x.
 
     .venv/bin/python bench/render.py [--sizes 1000,10000,100000] [--pairs 3] [--cases goal,each,all]
+        [--shapes compact,synth,sparse]
 """
 
 from __future__ import annotations
@@ -36,6 +39,12 @@ ALL_FORMATS = [
 ]  # fmt: skip
 BASELINE = "import json, sys\nwith open(sys.argv[1], 'rb') as f:\n    json.load(f)\n"
 TOPOCAST = [sys.executable, "-m", "topocast.cli"]
+#: graph shape -> :func:`topocast.model.synth.synthetic_data` keywords
+SHAPES: dict[str, dict[str, float | int]] = {
+    "compact": {"levels": 4, "nodes_per_leaf": 18, "fanout": 8, "domain_size": 72},
+    "synth": {"levels": 3, "nodes_per_leaf": 18, "fanout": 8, "domain_size": 72},
+    "sparse": {"levels": 4, "nodes_per_leaf": 18, "fanout": 4, "domain_size": 18, "missing_fraction": 0.01},
+}
 
 
 def timed(argv: list[str]) -> tuple[float, float, float]:
@@ -95,13 +104,20 @@ def main() -> None:
     ap.add_argument("--sizes", default="1000,10000,100000")
     ap.add_argument("--pairs", type=int, default=3, help="paired runs per case (median is printed)")
     ap.add_argument("--cases", default="goal,each,all", help="goal (tree+block+labels), each (every format), all")
+    ap.add_argument("--shapes", default="compact,synth", help=f"graph shapes: {', '.join(SHAPES)}")
     args = ap.parse_args()
     cases = set(args.cases.split(","))
+    shapes = args.shapes.split(",")
+    unknown = [s for s in shapes if s not in SHAPES]
+    if unknown:
+        raise SystemExit(f"unknown shape(s) {', '.join(unknown)}; known: {', '.join(SHAPES)}")
+    print(f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())} ({os.cpu_count()} CPUs)")
     print(f"{'nodes':>7}  {'case':<18} {'wall x':>7} {'cpu x':>7} {'peak MB':>8}  (x = ratio to a json.load process)")
     with tempfile.TemporaryDirectory() as tmp:
-        for n in (int(s) for s in args.sizes.split(",")):
-            path = Path(tmp) / f"graph-{n}.json"
-            write_graph(path, n)
+        for shape, n in ((shape, int(s)) for shape in shapes for s in args.sizes.split(",")):
+            print(f"-- {shape}: {SHAPES[shape]}")
+            path = Path(tmp) / f"graph-{shape}-{n}.json"
+            write_graph(path, n, **SHAPES[shape])
             big = n >= 100_000
             load = in_process_load(path, max(args.pairs, 3))
             print(

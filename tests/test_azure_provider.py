@@ -27,7 +27,7 @@ from topocast.providers import ProviderInputs, build_provider
 from topocast.providers.azure_sdk import compute_client
 from topocast.providers.nvlink import build_record, host_domains
 from topocast.providers.sharp import parse_sharp_topology
-from topocast.renderers import RENDERERS, render, render_many
+from topocast.renderers import RENDERERS, RenderOptions, render, render_many
 
 UUID = "4f0c5b7e-1111-4c6a-9e55-0a1b2c3d4e5f"
 GPU = """GPU 0000000{bus}:01:00.0
@@ -272,9 +272,8 @@ def test_renders_to_every_format(arm: FakeArm) -> None:
     assert [a.format for a in artifacts] == list(RENDERERS)
     assert all(a.content and a.node_count for a in artifacts if a.format != "slurm-block")
     # two NVLink domains of 4 and 3 hosts (gpu-005 lost its domain); hosts without a domain get no block
-    assert render(graph, "slurm-block").content == (
-        f"# block001={A1}\nBlockName=block001 Nodes=gpu-[000-003]\n"
-        f"# block002={A2}\nBlockName=block002 Nodes=gpu-[004,006-007]\nBlockSizes=4,8\n"
+    assert render(graph, "slurm-block", RenderOptions(slurm_version="26.05")).content == (
+        f"BlockName={A1} Nodes=gpu-[000-003]\nBlockName={A2} Nodes=gpu-[004,006-007]\nBlockSizes=4,8\n"
     )
 
 
@@ -296,7 +295,7 @@ def test_tree_is_loaded_by_slurmctld_22_05(arm: FakeArm, slurm_controller_factor
 @pytest.mark.slurm_current
 def test_block_is_loaded_by_slurmctld_26_05(arm: FakeArm, sid_controller_factory: Any) -> None:
     graph = discover(arm, records()).graph
-    block = render(graph, "slurm-block").content
+    block = render(graph, "slurm-block", RenderOptions(slurm_version="26.05")).content
     ctl = sid_controller_factory([n.name for n in graph.nodes], block, topology_plugin="topology/block")
     shown = sorted(sorted(b.nodes) for b in ctl.show_blocks().values() if b.nodes)
     assert [f"gpu-00{i}" for i in range(4)] in shown and ["gpu-004", "gpu-006", "gpu-007"] in shown

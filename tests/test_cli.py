@@ -36,7 +36,10 @@ def test_render_one_format_to_stdout(graph_file: Path) -> None:
     result = invoke(["render", "--graph", str(graph_file), "-f", "slurm-tree"])
     assert result.exit_code == 0
     assert "SwitchName=leaf-0 Nodes=gpu-[000-003]" in result.stdout
-    assert "SwitchName=no-topology Nodes=login-1" in result.stdout
+    assert "login-1" not in result.stdout  # no fabric: left out of the tree, and the report says so
+    assert "login-1 (no_topology_switch lists them" in result.stderr.replace("\n", " ")
+    kept = invoke(["render", "--graph", str(graph_file), "-f", "slurm-tree", "--with-no-topology-switch"])
+    assert "SwitchName=no-topology Nodes=login-1" in kept.stdout
 
 
 def test_render_all_formats_writes_files_and_a_manifest(graph_file: Path, tmp_path: Path) -> None:
@@ -153,7 +156,7 @@ def test_gcp_demo_through_the_cli_writes_the_same_outputs(tmp_path: Path) -> Non
     assert "Compute calls" in result.stdout
     assert "topology-block.conf" in result.stdout and (out / "topology-block.conf").is_file()
     conf = (out / "topology.conf").read_text()
-    assert "SwitchName=no-topology" in conf
+    assert "no-topology" not in conf  # the nodes without fabric are left out of the tree
     assert len(json.loads((out / "labels.json").read_text())) == report["nodes"]
 
 

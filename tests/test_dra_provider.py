@@ -23,7 +23,7 @@ from topocast.errors import ProviderError
 from topocast.k8s.client import ClientSettings, K8sConnection, build_client
 from topocast.k8s.resource_slices import dra_lister, list_resource_slices
 from topocast.providers import ProviderInputs, build_provider
-from topocast.renderers import RENDERERS, render, render_many
+from topocast.renderers import RENDERERS, RenderOptions, render, render_many
 
 U = "4f0c5b7e-1111-4c6a-9e55-0a1b2c3d4e5f"
 TIER = "fabric.topograph.run/tier-"
@@ -149,10 +149,12 @@ def test_errors_are_one_line(fake: FakeKubeApiServer) -> None:
 def test_renders_to_every_format(fake: FakeKubeApiServer) -> None:
     graph = discover(fake).graph
     assert [a.format for a in render_many(graph, list(RENDERERS))] == list(RENDERERS)
-    assert render(graph, "slurm-block").content == (
-        f"# block001={U}.1\nBlockName=block001 Nodes=gb-[0-3]\n# block002={U}.2\nBlockName=block002 Nodes=gb-[4-5,7]\n"
-        "BlockSizes=4,8\n"
+    # blocks named after their NVLink domains; the 3-node one is below the base size 4: Slurm 26.05 keeps it
+    assert render(graph, "slurm-block", RenderOptions(slurm_version="26.05")).content == (
+        f"BlockName={U}.1 Nodes=gb-[0-3]\nBlockName={U}.2 Nodes=gb-[4-5,7]\nBlockSizes=4,8\n"
     )
+    # for a Slurm not given, the file must load on 23.02-24.11 too: the undersized block is left out
+    assert render(graph, "slurm-block").content == f"BlockName={U}.1 Nodes=gb-[0-3]\nBlockSizes=4\n"
 
 
 @pytest.mark.slurm
@@ -170,7 +172,7 @@ def test_tree_is_loaded_by_slurmctld_22_05(fake: FakeKubeApiServer, slurm_contro
 @pytest.mark.slurm_current
 def test_block_is_loaded_by_slurmctld_26_05(fake: FakeKubeApiServer, sid_controller_factory: Any) -> None:
     graph = discover(fake).graph
-    block = render(graph, "slurm-block").content
+    block = render(graph, "slurm-block", RenderOptions(slurm_version="26.05")).content
     ctl = sid_controller_factory([n.name for n in graph.nodes], block, topology_plugin="topology/block")
     shown = sorted(sorted(b.nodes) for b in ctl.show_blocks().values() if b.nodes)
     assert shown == [["gb-0", "gb-1", "gb-2", "gb-3"], ["gb-4", "gb-5", "gb-7"]]

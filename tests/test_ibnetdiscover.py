@@ -11,12 +11,12 @@ import pytest
 from ib_fabric_gen import IbFabric, fat_tree
 from slurm_fixtures import ControllerFactory
 
-from topocast.errors import ProviderError
+from topocast.errors import NotApplicableError, ProviderError
 from topocast.model.fabric import build_tree
 from topocast.model.graph import TopologyGraph
 from topocast.providers import ibnetdiscover as ib
 from topocast.providers.clos import collapse
-from topocast.renderers import render
+from topocast.renderers import RenderOptions, render
 
 
 @pytest.fixture(scope="module")
@@ -64,13 +64,16 @@ def test_default_mode_drops_topographs_bogus_root(ib_dir: Path, requested: list[
 
 
 def test_bad_example_keeps_the_host_without_fabric(ib_dir: Path, conformance_dir: Path) -> None:
-    """Topograph's bare tree is empty; with its no-topology rule (and ours) the host is listed there."""
+    """Topograph's bare tree is empty; with its no-topology rule (ours on request) the host is listed there."""
     expected = (conformance_dir / "expected" / "ibnetdiscover-example-bad__infiniband__slurm-tree.conf").read_text()
     result = ib.discover(ib_dir / "example-bad.out", nodes=["dgx-gb200-n01-c1"])
     assert [(n.name, n.fabric) for n in result.graph.nodes] == [("dgx-gb200-n01-c1", [])]
     assert any("cabled to no switch" in w for w in result.warnings)
     assert placed_only(result.graph).nodes == [] and expected == ""
-    assert render(result.graph, "slurm-tree").content == "SwitchName=no-topology Nodes=dgx-gb200-n01-c1\n"
+    kept = RenderOptions(no_topology_switch=True)
+    assert render(result.graph, "slurm-tree", kept).content == "SwitchName=no-topology Nodes=dgx-gb200-n01-c1\n"
+    with pytest.raises(NotApplicableError, match="none of its 1 node"):  # by default: no tree to write
+        render(result.graph, "slurm-tree")
 
 
 def test_switch_names_come_from_node_descriptions(ib_dir: Path, requested: list[str]) -> None:
@@ -450,11 +453,11 @@ def test_a_storage_host_on_a_spine_keeps_the_spine_above_every_leaf() -> None:
     fab, spine, _ = storage_on_a_spine()
     result = ib.discover(texts={"x": fab.text()})
     text = render(result.graph, "slurm-tree").content
+    # storage-01 has no place in the tree (no leaf): left out, with a warning
     # one root (spine R0, merged with spine R1) over both scalable units; each SU's two rail leaves are
     # one leaf named by the smaller GUID (SU0: S-...0c0 = LEAF-R0, SU1: S-...340 = LEAF-R0)
     assert text == (
         "SwitchName=S-2c5eab0300000040 Switches=S-2c5eab0300000340,S-2c5eab03000000c0\n"
-        "SwitchName=no-topology Nodes=storage-01\n"
         "SwitchName=S-2c5eab03000000c0 Nodes=gpu[0001-0004]\n"
         "SwitchName=S-2c5eab0300000340 Nodes=gpu[0005-0008]\n"
     )

@@ -32,7 +32,7 @@ from topocast.errors import ProviderError
 from topocast.model.graph import load_graph
 from topocast.providers import ProviderInputs, build_provider
 from topocast.providers.nebius_sdk import connect
-from topocast.renderers import render
+from topocast.renderers import RenderOptions, render
 
 PROJECT = "project-e00cluster"
 
@@ -207,18 +207,17 @@ def test_discover_from_the_cli_then_render_every_format(fake: FakeNebius, tmp_pa
     assert run.returncode == 0, run.stderr
     assert "7 node(s), 3 without topology, 2 set aside" in run.stderr
     graph = load_graph(tmp_path / "g.json")
-    assert render(graph, "slurm-tree").content.splitlines() == [
+    assert render(graph, "slurm-tree").content.splitlines() == [  # gpu-[05-07] have no topology: left out
         "SwitchName=dc-1 Switches=spine-[1-2]",
-        "SwitchName=no-topology Nodes=gpu-[05-07]",
         "SwitchName=spine-1 Switches=block-[1-2]",
         "SwitchName=spine-2 Switches=block-3",
         "SwitchName=block-1 Nodes=gpu-[01-02]",
         "SwitchName=block-2 Nodes=gpu-03",
         "SwitchName=block-3 Nodes=gpu-04",
     ]
-    assert render(graph, "slurm-block").content.splitlines() == [
-        "# block001=computenvlinstancegroup-a", "BlockName=block001 Nodes=gpu-[01-02]",
-        "# block002=computenvlinstancegroup-b", "BlockName=block002 Nodes=gpu-03",
+    assert render(graph, "slurm-block", RenderOptions(slurm_version="26.05")).content.splitlines() == [
+        "BlockName=computenvlinstancegroup-a Nodes=gpu-[01-02]",
+        "BlockName=computenvlinstancegroup-b Nodes=gpu-03",
         "BlockSizes=2,4",
     ]  # fmt: skip
     for fmt in ("slurm-yaml", "k8s-labels", "graph", "html"):
@@ -235,10 +234,10 @@ def test_tree_loads_in_real_slurmctld(fake: FakeNebius, slurm_controller_factory
 @pytest.mark.slurm_current
 def test_block_and_yaml_load_in_slurm_26(fake: FakeNebius, sid_controller_factory: Any) -> None:
     graph = build_provider("nebius", inputs(fake)).discover_full(None).graph
-    block = render(graph, "slurm-block").content
+    block = render(graph, "slurm-block", RenderOptions(slurm_version="26.05")).content
     ctl = sid_controller_factory(graph.node_names(), block, topology_plugin="topology/block")
     assert {name: info.nodes for name, info in ctl.show_blocks().items()} == {
-        "block001": ("gpu-01", "gpu-02"), "block002": ("gpu-03",)
+        "computenvlinstancegroup-a": ("gpu-01", "gpu-02"), "computenvlinstancegroup-b": ("gpu-03",)
     }  # fmt: skip
     ctl2 = sid_controller_factory(
         graph.node_names(), render(graph, "slurm-yaml").content, topology_file="topology.yaml"

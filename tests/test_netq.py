@@ -325,7 +325,7 @@ def test_a_storage_host_on_a_spine_never_merges_the_spine_into_a_leaf() -> None:
     with FakeNetq({7: topology}) as server:
         result = netq.discover(server.url, credentials=CREDS, nvlink=False)
     assert render(result.graph, "slurm-tree").content == (
-        "SwitchName=S1 Switches=L[1-2]\nSwitchName=no-topology Nodes=storage\n"
+        "SwitchName=S1 Switches=L[1-2]\n"  # storage has no leaf: left out of the tree
         "SwitchName=L1 Nodes=A\nSwitchName=L2 Nodes=B\n"
     )
     assert result.graph.unplaced == {

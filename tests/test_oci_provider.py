@@ -298,13 +298,13 @@ def test_discover_from_the_cli_then_render_every_format(fake: FakeOci, tmp_path:
     graph = load_graph(tmp_path / "graph.json")
     tree = render(graph, "slurm-tree").content
     assert f"SwitchName={HPC_ID} Switches=nb[1-2]" in tree
-    assert "SwitchName=lb1 Nodes=gpu-[01-02]" in tree and "SwitchName=no-topology Nodes=gpu-05,login-1" in tree
+    assert "SwitchName=lb1 Nodes=gpu-[01-02]" in tree and "no-topology" not in tree  # gpu-05, login-1: left out
     # a block per rack of each GPU memory fabric (the sub-domain); gpu-05's rack is unknown: its fabric
     assert render(graph, "slurm-block").content.splitlines() == [
-        "# block001=gmf-a.R01", "BlockName=block001 Nodes=gpu-[01-02]",
-        "# block002=gmf-a.R02", "BlockName=block002 Nodes=gpu-03",
-        "# block003=gmf-b", "BlockName=block003 Nodes=gpu-05",
-        "# block004=gmf-b.R07", "BlockName=block004 Nodes=gpu-04",
+        "BlockName=gmf-a.R01 Nodes=gpu-[01-02]",
+        "BlockName=gmf-a.R02 Nodes=gpu-03",
+        "BlockName=gmf-b Nodes=gpu-05",
+        "BlockName=gmf-b.R07 Nodes=gpu-04",
         "BlockSizes=2,4",
     ]  # fmt: skip
     for fmt in ("slurm-yaml", "k8s-labels", "graph", "html"):
@@ -339,7 +339,7 @@ def test_block_and_yaml_load_in_slurm_26(fake: FakeOci, tmp_path: Path, sid_cont
         graph.node_names(), render(graph, "slurm-block").content, topology_plugin="topology/block"
     )
     assert {name: info.nodes for name, info in ctl.show_blocks().items()} == {
-        "block001": ("gpu-01", "gpu-02"), "block002": ("gpu-03",), "block003": ("gpu-05",), "block004": ("gpu-04",)
+        "gmf-a.R01": ("gpu-01", "gpu-02"), "gmf-a.R02": ("gpu-03",), "gmf-b": ("gpu-05",), "gmf-b.R07": ("gpu-04",)
     }  # fmt: skip
     yml = render(graph, "slurm-yaml").content
     ctl2 = sid_controller_factory(graph.node_names(), yml, topology_file="topology.yaml")

@@ -233,16 +233,16 @@ def test_the_aws_functions_apply_the_overlay_of_their_settings(aws_env: str, mon
     assert stored is not None and {n.accelerator for n in stored.graph.nodes} == {"uuid-9.0"}
     assert sorted(stored.graph.notes) == [f"gpu-{i:03d}" for i in range(4)]
     envelope = json.loads(pl.ssm.get_parameter(Name="/topocast/c1/slurm/topology-block.conf")["Parameter"]["Value"])
-    assert "BlockName=block001 Nodes=gpu-[000-003]" in envelope["data"].splitlines()
+    assert "BlockName=uuid-9.0 Nodes=gpu-[000-003]" in envelope["data"].splitlines()
 
 
 @pytest.mark.slurm_current
 def test_slurmctld_26_loads_the_blocks_of_the_overlay_cliques(sid_controller_factory: Any) -> None:
-    from topocast.renderers import render
+    from topocast.renderers import RenderOptions, render
 
     overlay = overlay_graph({f"gpu-{i}@i-{i}": {CLIQUE: "uuid-a.0" if i < 3 else "uuid-a.1"} for i in range(4)})
     graph, _ = apply_overlay(base_graph(), overlay, SPEC)
-    art = render(graph, "slurm-block")
+    art = render(graph, "slurm-block", RenderOptions(slurm_version="26.05"))  # keeps the 1-node clique
     ctl = sid_controller_factory(graph.node_names(), art.content, topology_plugin="topology/block")
     shown = sorted(sorted(b.nodes) for b in ctl.show_blocks().values() if b.nodes)
     assert shown == [["gpu-0", "gpu-1", "gpu-2"], ["gpu-3"]]  # the cliques, not the capacity blocks

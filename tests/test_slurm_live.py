@@ -103,9 +103,10 @@ def test_a_real_switch_named_no_topology_is_refused_in_every_slurm_format() -> N
         render(named, "slurm-tree")
 
 
-def test_the_pseudo_switch_still_takes_nodes_without_fabric() -> None:
+def test_the_pseudo_switch_still_takes_nodes_without_fabric_when_asked() -> None:
     graph = TopologyGraph(cluster="c", provider="model", nodes=[Node(name="a1", fabric=["leaf"]), Node(name="a2")])
-    content = render(graph, "slurm-tree").content
+    assert render(graph, "slurm-tree").content == "SwitchName=leaf Nodes=a1\n"  # a2 left out by default
+    content = render(graph, "slurm-tree", RenderOptions(no_topology_switch=True)).content
     assert content.count("SwitchName=no-topology") == 1 and "SwitchName=no-topology Nodes=a2" in content
 
 
@@ -138,9 +139,12 @@ def test_a_tie_goes_to_the_larger_domain_and_yaml_follows_the_same_rule() -> Non
     nodes = [Node(name=f"a{i}", accelerator="d1") for i in range(4)]
     nodes += [Node(name=f"b{i}", accelerator="d2") for i in range(2)]
     graph = TopologyGraph(cluster="c", provider="model", nodes=nodes)
-    assert block_sizes_line(render(graph, "slurm-block").content) == "BlockSizes=4,8"
-    yml = render(graph, "slurm-yaml", RenderOptions(cluster_default="block")).content
+    for_26 = RenderOptions(slurm_version="26.05")  # keeps d2, below the base size
+    assert block_sizes_line(render(graph, "slurm-block", for_26).content) == "BlockSizes=4,8"
+    yml = render(graph, "slurm-yaml", RenderOptions(cluster_default="block", slurm_version="26.05")).content
     assert "block_sizes:\n        - 4\n        - 8\n" in yml
+    # for a Slurm not given (or before 25.05) d2 is left out: one block, one level
+    assert block_sizes_line(render(graph, "slurm-block").content) == "BlockSizes=4"
 
 
 def test_render_cli_topograph_compat_flag(tmp_path: Path) -> None:
@@ -148,7 +152,7 @@ def test_render_cli_topograph_compat_flag(tmp_path: Path) -> None:
     path = tmp_path / "g.json"
     path.write_text(TopologyGraph(cluster="c", provider="model", nodes=nodes).model_dump_json())
     exe = [sys.executable, "-m", "topocast.cli", "render", "--graph", str(path), "-f", "slurm-block"]
-    plain = subprocess.run(exe, capture_output=True, text=True, check=True).stdout
+    plain = subprocess.run([*exe, "--slurm-version", "26.05"], capture_output=True, text=True, check=True).stdout
     compat = subprocess.run([*exe, "--topograph-compat"], capture_output=True, text=True, check=True).stdout
     assert block_sizes_line(plain) == "BlockSizes=4,8" and block_sizes_line(compat) == "BlockSizes=1,2"
 

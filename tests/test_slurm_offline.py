@@ -89,8 +89,11 @@ def test_tree_errors(text: str, fragment: str) -> None:
 
 def test_tree_coverage_against_slurm_conf() -> None:
     errors, warnings = check("SwitchName=s Nodes=n[1-2],ghost\n", ["n1", "n2", "n3"])
-    assert errors == ["t.conf: 1 node(s) of slurm.conf are in no switch: n3"]
-    assert warnings == ["t.conf: 1 node(s) are not defined in slurm.conf: ghost"]
+    assert errors == []  # a node without fabric (a CPU node) is left out of topocast's own tree
+    assert warnings == [
+        "t.conf: 1 node(s) of slurm.conf are in no switch: n3",
+        "t.conf: 1 node(s) are not defined in slurm.conf: ghost",
+    ]
 
 
 def test_tree_warnings_do_not_fail() -> None:

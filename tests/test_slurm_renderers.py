@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 import yaml
 
-from topocast.errors import RenderError
+from topocast.errors import NotApplicableError, RenderError
 from topocast.model.graph import TopologyGraph, graph_from_data
 from topocast.renderers import render
 from topocast.renderers.base import RenderOptions
@@ -62,16 +62,41 @@ def test_tree_lines_are_breadth_first_with_hostlists(two_leaf: TopologyGraph) ->
     assert (art.filename, art.node_count, art.warnings) == ("topology-tree.conf", 8, [])
 
 
-def test_tree_nodes_without_fabric_go_under_no_topology_among_the_roots() -> None:
+def test_tree_leaves_out_nodes_without_fabric_and_says_so() -> None:
     graph = make_graph([n("a1", "leafA", "rootA"), n("z9", "leafZ", "rootZ"), n("lost1"), n("lost2")])
-    assert lines(render(graph, "slurm-tree").content) == [
+    art = render(graph, "slurm-tree")
+    assert lines(art.content) == [
+        "SwitchName=rootA Switches=leafA",
+        "SwitchName=rootZ Switches=leafZ",
+        "SwitchName=leafA Nodes=a1",
+        "SwitchName=leafZ Nodes=z9",
+    ]
+    assert art.node_count == 2
+    assert art.warnings == [
+        "2 node(s) have no fabric information and are left out of the tree: lost[1-2] (no_topology_switch "
+        "lists them under a pseudo-switch 'no-topology', a second root: then no switch reaches every node)"
+    ]
+
+
+def test_tree_of_nodes_all_without_fabric_is_not_applicable_unless_asked() -> None:
+    graph = make_graph([n("lost1"), n("lost2")])
+    with pytest.raises(NotApplicableError, match=r"none of its 2 node\(s\) has fabric information"):
+        render(graph, "slurm-tree")
+    assert lines(render(graph, "slurm-tree", opts(no_topology_switch=True)).content) == [
+        "SwitchName=no-topology Nodes=lost[1-2]"
+    ]
+
+
+def test_tree_nodes_without_fabric_go_under_no_topology_among_the_roots_when_asked() -> None:
+    graph = make_graph([n("a1", "leafA", "rootA"), n("z9", "leafZ", "rootZ"), n("lost1"), n("lost2")])
+    assert lines(render(graph, "slurm-tree", opts(no_topology_switch=True)).content) == [
         "SwitchName=no-topology Nodes=lost[1-2]",
         "SwitchName=rootA Switches=leafA",
         "SwitchName=rootZ Switches=leafZ",
         "SwitchName=leafA Nodes=a1",
         "SwitchName=leafZ Nodes=z9",
     ]
-    warning = render(graph, "slurm-tree").warnings[0]
+    warning = render(graph, "slurm-tree", opts(topograph_compat=True)).warnings[0]
     assert "no-topology" in warning and "lost[1-2]" in warning
 
 
@@ -127,10 +152,8 @@ def test_tree_four_level_aws_fabric() -> None:
     ]
     block = render(make_graph(nodes), "slurm-block").content
     assert lines(block) == [
-        "# block001=cb-0",
-        "BlockName=block001 Nodes=p5-[00-07]",
-        "# block002=cb-1",
-        "BlockName=block002 Nodes=p5-[08-15]",
+        "BlockName=cb-0 Nodes=p5-[00-07]",
+        "BlockName=cb-1 Nodes=p5-[08-15]",
         "BlockSizes=8,16",
     ]
 
@@ -149,9 +172,18 @@ def test_tree_refuses_two_switches_with_one_display_name() -> None:
 # ----- topology/block -----------------------------------------------------------------
 
 
-def test_block_order_follows_fabric_but_ids_are_alphabetical(two_leaf: TopologyGraph) -> None:
-    # leaf1 (nvl-b) is met first; Topograph keeps the alphabetical ID (nvl-a = block001).
+def test_block_order_follows_fabric_and_names_are_the_domains(two_leaf: TopologyGraph) -> None:
+    # leaf1 (nvl-b) is met first; each block is named after its domain, with no comment (it would repeat it)
     assert lines(render(two_leaf, "slurm-block").content) == [
+        "BlockName=nvl-b Nodes=gpu[001-004]",
+        "BlockName=nvl-a Nodes=gpu[005-008]",
+        "BlockSizes=4,8",
+    ]
+
+
+def test_block_positional_names_follow_topograph(two_leaf: TopologyGraph) -> None:
+    # block_names: position keeps Topograph's alphabetical IDs (nvl-a = block001) in fabric order
+    assert lines(render(two_leaf, "slurm-block", opts(block_names="position")).content) == [
         "# block002=nvl-b",
         "BlockName=block002 Nodes=gpu[001-004]",
         "# block001=nvl-a",
@@ -171,14 +203,12 @@ def test_block_with_sizes_pads_domains_to_aggregate_boundaries() -> None:
     # Two 3-node domains, sizes 4,8: each domain owns one 4-slot base block -> no padding needed (2*4=8).
     # A third domain makes 12 slots; one empty block pads to 16 so the last 8-aggregate is whole.
     nodes = [n(f"{d}-{i}", acc=d) for d in ("a", "b", "c") for i in range(3)]
+    # The padding block is named after the block before it.
     assert lines(render(make_graph(nodes), "slurm-block", opts(block_sizes=[4, 8])).content) == [
-        "# block001=a",
-        "BlockName=block001 Nodes=a-[0-2]",
-        "# block002=b",
-        "BlockName=block002 Nodes=b-[0-2]",
-        "# block003=c",
-        "BlockName=block003 Nodes=c-[0-2]",
-        "BlockName=block004",
+        "BlockName=a Nodes=a-[0-2]",
+        "BlockName=b Nodes=b-[0-2]",
+        "BlockName=c Nodes=c-[0-2]",
+        "BlockName=c+pad1",
         "BlockSizes=4,8",
     ]
 
@@ -187,22 +217,34 @@ def test_block_subdomains_never_share_a_base_block_and_sizes_are_inferred() -> N
     nodes = [n(f"r1-{i}", acc="nvl", sub="rack1") for i in range(4)]
     nodes += [n(f"r2-{i}", acc="nvl", sub="rack2") for i in range(2)]
     assert lines(render(make_graph(nodes), "slurm-block").content) == [
-        "# block001=rack1",
-        "BlockName=block001 Nodes=r1-[0-3]",
-        "# block002=rack2",
-        "BlockName=block002 Nodes=r2-[0-1]",
+        "BlockName=rack1 Nodes=r1-[0-3]",
+        "BlockName=rack2 Nodes=r2-[0-1]",
         "BlockSizes=4,8",
     ]
 
 
 def test_block_comment_cuts_domain_at_separator() -> None:
     graph = make_graph([n("g1", acc="cb-1/part"), n("g2", acc="cb-2+x")])
-    comments = [line for line in lines(render(graph, "slurm-block").content) if line.startswith("#")]
+    text = render(graph, "slurm-block", opts(topograph_compat=True)).content
+    comments = [line for line in lines(text) if line.startswith("#")]
     assert comments == ["# block001=cb-1", "# block002=cb-2"]
 
 
+def test_block_names_of_ids_slurm_would_misread_are_cut_and_hashed() -> None:
+    # '/' and '+' are not kept in a block name: replaced by '-', plus the first 8 hex digits of the
+    # ID's sha256 (printf 'cb-1/part' | sha256sum: 8cdc6005...; 'cb-2+x': 25067958...); the comment names the ID
+    graph = make_graph([n("g1", acc="cb-1/part"), n("g2", acc="cb-2+x")])
+    assert lines(render(graph, "slurm-block").content) == [
+        "# cb-1-part-8cdc6005=cb-1/part",
+        "BlockName=cb-1-part-8cdc6005 Nodes=g1",
+        "# cb-2-x-25067958=cb-2+x",
+        "BlockName=cb-2-x-25067958 Nodes=g2",
+        "BlockSizes=1,2",
+    ]
+
+
 def test_block_skeleton_keeps_comments_and_sizes(two_leaf: TopologyGraph) -> None:
-    assert lines(render(two_leaf, "slurm-block", opts(skeleton_only=True)).content) == [
+    assert lines(render(two_leaf, "slurm-block", opts(skeleton_only=True, topograph_compat=True)).content) == [
         "# block002=nvl-b",
         "BlockName=block002",
         "# block001=nvl-a",
@@ -263,10 +305,10 @@ def test_block_name_renames_blocks_from_node_names() -> None:
 @pytest.mark.parametrize(
     ("nodes", "fmt", "message"),
     [
-        (["srv1101", "gpu1102"], "rack${1}", r"node 'gpu1102' in block 'block001' \(domain 'd'\) does not match"),
-        (["srv1101", "srv1201"], "rack${1}", r"nodes in block 'block001' produce different block names 'rack11'"),
-        (["srv1101"], "${2}", r"produces an empty name for node 'srv1101' in block 'block001'"),
-        (["srv1101"], "rack ${1}", r"block name 'rack 11' of block 'block001' contains whitespace"),
+        (["srv1101", "gpu1102"], "rack${1}", r"node 'gpu1102' in block 'd' \(domain 'd'\) does not match"),
+        (["srv1101", "srv1201"], "rack${1}", r"nodes in block 'd' produce different block names 'rack11'"),
+        (["srv1101"], "${2}", r"produces an empty name for node 'srv1101' in block 'd'"),
+        (["srv1101"], "rack ${1}", r"block name 'rack 11' of block 'd' contains whitespace"),
     ],
 )
 def test_block_name_errors_name_node_and_block(nodes: list[str], fmt: str, message: str) -> None:
@@ -277,7 +319,7 @@ def test_block_name_errors_name_node_and_block(nodes: list[str], fmt: str, messa
 
 def test_block_name_duplicates_across_blocks_are_rejected() -> None:
     graph = make_graph([n("srv1101", acc="a"), n("srv1102", acc="b")])
-    with pytest.raises(RenderError, match=r"blocks 'block001' and 'block002' produce duplicate block name 'rack11'"):
+    with pytest.raises(RenderError, match=r"blocks 'a' and 'b' produce duplicate block name 'rack11'"):
         render(graph, "slurm-block", opts(block_name=RACK))
 
 
@@ -313,7 +355,7 @@ def test_yaml_default_has_tree_block_and_flat(two_leaf: TopologyGraph) -> None:
     assert by_name["tree"]["tree"]["switches"][0] == {"switch": "core", "children": "spine"}
     assert by_name["block"]["block"] == {
         "block_sizes": [4, 8],
-        "blocks": [{"block": "block002", "nodes": "gpu[001-004]"}, {"block": "block001", "nodes": "gpu[005-008]"}],
+        "blocks": [{"block": "nvl-b", "nodes": "gpu[001-004]"}, {"block": "nvl-a", "nodes": "gpu[005-008]"}],
     }
 
 
@@ -367,7 +409,8 @@ def test_yaml_partition_block_uses_own_sizes_and_skeleton_drops_nodes(two_leaf: 
     assert "nodes" not in text
     assert yaml.safe_load(text)[0]["block"] == {
         "block_sizes": [2, 4],
-        "blocks": [{"block": f"block{i}"} for i in range(1, 5)],
+        # each 4-node domain fills two 2-node base blocks: its name and +1, +2
+        "blocks": [{"block": "nvl-a+1"}, {"block": "nvl-a+2"}, {"block": "nvl-b+1"}, {"block": "nvl-b+2"}],
     }
 
 
@@ -389,15 +432,15 @@ def test_specs_tree_block_and_yaml(two_leaf: TopologyGraph) -> None:
     assert node_specs(graph, opts(), "slurm-tree")["gpu001"] == "default:core:spine:L1"
     assert node_specs(graph, opts(), "slurm-tree")["cpu1"] == "default:no-topology"
     block = node_specs(graph, opts(), "slurm-block")
-    assert (block["gpu001"], block["gpu005"], block["cpu1"]) == ("default:block002", "default:block001", "")
+    assert (block["gpu001"], block["gpu005"], block["cpu1"]) == ("default:nvl-b", "default:nvl-a", "")
     topologies = {
         "a": {"plugin": "tree", "nodes": ["gpu001"]},
         "b": {"plugin": "block", "nodes": ["gpu[001,005]"]},
         "c": {"plugin": "flat"},
     }
     specs = node_specs(graph, opts(topologies=topologies), "slurm-yaml")
-    assert specs["gpu001"] == "a:core:spine:leaf1,b:block1"
-    assert specs["gpu005"] == "b:block2"
+    assert specs["gpu001"] == "a:core:spine:leaf1,b:nvl-b"
+    assert specs["gpu005"] == "b:nvl-a"
     assert specs["gpu002"] == "" and specs["cpu1"] == ""
     assert set(specs) == {node.name for node in graph.nodes}
 

@@ -45,6 +45,11 @@ ENV_VARS: dict[str, tuple[str, str]] = {
     "TOPOCAST_FOLLOW_INTERVAL_SECONDS": ("follow_interval", "seconds between those re-reads (SQS: at most 900)"),
     "TOPOCAST_FORMATS": ("formats", "formats render writes (';' or ',')"),
     "TOPOCAST_RENDER_OPTIONS": ("render_options", "RenderOptions as JSON"),
+    "TOPOCAST_SLURM_VERSION": (
+        "slurm_version",
+        "the Slurm release the files are for, e.g. 26.05 (render_options.slurm_version): what happens to blocks "
+        "below the base block size; unset: files every release accepts",
+    ),
     "TOPOCAST_DEBOUNCE_QUIET_SECONDS": ("debounce_quiet", "quiet window before a render"),
     "TOPOCAST_DEBOUNCE_MAX_WAIT_SECONDS": ("debounce_max_wait", "longest a change waits for a render"),
     "TOPOCAST_DEBOUNCE_LEADING_EDGE": (
@@ -147,10 +152,23 @@ class RenderSettings(_Section):
 
     formats: list[str] = Field(default_factory=lambda: list(DEFAULT_FORMATS))
     render_options: RenderOptions = Field(default_factory=RenderOptions)
+    #: TOPOCAST_SLURM_VERSION: the target Slurm, one variable for what render_options.slurm_version says
+    slurm_version: str | None = None
     debounce_quiet: float = Field(DEFAULT_QUIET, gt=0)
     debounce_max_wait: float = Field(DEFAULT_MAX_WAIT, gt=0)
     #: off by default: a burst then costs one render, not two; on, a lone change skips the quiet window
     debounce_leading_edge: bool = False
+
+    @model_validator(mode="after")
+    def _one_slurm_version(self) -> RenderSettings:
+        version, given = self.slurm_version, self.render_options.slurm_version
+        if version is not None:
+            if given is not None and given != version:
+                raise ValueError(
+                    f"TOPOCAST_SLURM_VERSION ({version}) and TOPOCAST_RENDER_OPTIONS slurm_version ({given}) disagree"
+                )
+            with_slurm_version(self.render_options, version)  # a bad release fails here, when settings load
+        return self
 
     @model_validator(mode="after")
     def _quiet_within_max_wait(self) -> RenderSettings:
@@ -160,6 +178,13 @@ class RenderSettings(_Section):
                 f"TOPOCAST_DEBOUNCE_MAX_WAIT_SECONDS ({self.debounce_max_wait:g})"
             )
         return self
+
+
+def with_slurm_version(options: RenderOptions, version: str | None) -> RenderOptions:
+    """``options`` for the target Slurm ``version`` (TOPOCAST_SLURM_VERSION), when one is given."""
+    if version is None:
+        return options
+    return RenderOptions.model_validate({**options.model_dump(exclude_unset=True), "slurm_version": version})
 
 
 class PublishSettings(_Section):

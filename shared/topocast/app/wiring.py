@@ -29,7 +29,7 @@ from topocast.app.ports import (
     Rechecks,
     RenderPorts,
 )
-from topocast.config import Settings
+from topocast.config import Settings, with_slurm_version
 from topocast.pipeline.objects import ObjectStore, cluster_base, read_good_uploads
 from topocast.providers.base import Provider
 
@@ -142,7 +142,7 @@ class CompositionRoot(ABC):
             handoff=self.handoff,
             metrics=self.metrics,
             formats=s.formats,
-            render_options=s.render_options,
+            render_options=with_slurm_version(s.render_options, s.slurm_version),
         )
 
     def publish_ports(self) -> PublishPorts:

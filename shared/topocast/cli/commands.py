@@ -360,15 +360,31 @@ def _formats_epilog() -> str:
 @option(
     "--topograph-compat",
     flag=True,
-    help="Topograph's rules where topocast differs (BlockSizes from the smallest block).",
+    help="Topograph's rules where topocast differs (BlockSizes from the smallest block, blockNNN names, "
+    "a no-topology switch).",
+)
+@option(
+    "--slurm-version",
+    metavar="RELEASE",
+    help="The Slurm the files are for, e.g. 26.05: blocks below the base block size are kept from 25.05 on, "
+    "left out before and when not given (the report says which).",
+)
+@option("--block-names", choices=["domain", "position"], help="Block names: the domain's ID (default) or blockNNN.")
+@option(
+    "--with-no-topology-switch",  # not --no-...: argparse's BooleanOptionalAction reads that as the negation
+    dest="no_topology_switch",
+    flag=True,
+    help="slurm-tree: list nodes without fabric under a pseudo-switch no-topology (a second root) "
+    "instead of leaving them out.",
 )
 def render(a: Namespace) -> None:
     """Render a graph or a Topograph model to scheduler configs."""
-    from topocast.cli.render import run_render
+    from topocast.cli.render import TargetFlags, run_render
 
     sizes = _parse_sizes(a.block_sizes)
     fmts = a.fmt or ["slurm-tree"]
-    run_render(a.graph, a.model, fmts, sizes, a.options_file, a.skeleton, a.out, a.topograph_compat, a.previous)
+    target = TargetFlags(a.slurm_version, a.block_names, a.no_topology_switch)
+    run_render(a.graph, a.model, fmts, sizes, a.options_file, a.skeleton, a.out, a.topograph_compat, a.previous, target)
 
 
 _SLURM_ROOT_HELP = "Use the Slurm in this chroot/prefix (e.g. /var/cache/topocast/slurm-sid for 26.05)."

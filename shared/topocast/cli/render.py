@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 from topocast.errors import InvalidGraphError, RenderError
@@ -32,16 +33,33 @@ def load_options(path: Path | None) -> dict:
     return data
 
 
+@dataclass(frozen=True)
+class TargetFlags:
+    """``render``'s flags for the Slurm the files are for; each one given wins over the options file."""
+
+    slurm_version: str | None = None
+    block_names: str | None = None
+    no_topology_switch: bool = False
+
+
 def build_options(
     base: dict,
     block_sizes: list[int] | None,
     skeleton: bool,
     topograph_compat: bool = False,
     source: str = "bad render options",
+    target: TargetFlags | None = None,
 ) -> RenderOptions:
     data = dict(base)
+    target = target or TargetFlags()
     if topograph_compat:
         data["topograph_compat"] = True
+    if target.slurm_version is not None:
+        data["slurm_version"] = target.slurm_version
+    if target.block_names is not None:
+        data["block_names"] = target.block_names
+    if target.no_topology_switch:
+        data["no_topology_switch"] = True
     if block_sizes is not None:
         data["block_sizes"] = block_sizes
     if skeleton:
@@ -86,12 +104,13 @@ def run_render(
     out: Path | None,
     topograph_compat: bool = False,
     previous: Path | None = None,
+    target: TargetFlags | None = None,
 ) -> None:
     fmts = expand_formats(formats)
     if previous is not None and "html" not in fmts:
         raise RenderError("--previous only applies to the html format (add -f html)")
     source = f"{options_file}: bad render options" if options_file is not None else "bad render options"
-    options = build_options(load_options(options_file), block_sizes, skeleton, topograph_compat, source)
+    options = build_options(load_options(options_file), block_sizes, skeleton, topograph_compat, source, target)
     with shared_views():  # the node columns the graph's checks build are the renderers' too
         _render_to(fmts, options, load_input(graph_path, model_path), previous, out)
 

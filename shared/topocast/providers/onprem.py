@@ -22,6 +22,7 @@ from topocast.providers.base import DiscoveryResult, FullScanOnly, ProviderInput
 from topocast.providers.domains import HostDomain, parse_domains
 from topocast.providers.options import OptionSpec, provider_options
 from topocast.providers.port_selection import PortSelection
+from topocast.providers.switch_names import FROM_DESCRIPTIONS, apply_switch_names, parse_switch_names
 
 __all__ = [
     "OPTIONS",
@@ -72,6 +73,14 @@ class _FabricOptions(BaseModel):
             env_help="switch-name patterns that may be used (!STOR-*)",
         ),
     ] = Field(default_factory=list, description="Switch-name patterns that may be used, '!' excludes.")  # fmt: skip
+    switch_names: Annotated[
+        str | None,
+        OptionSpec(flags=("--switch-names",), metavar="FILE", help="switch ID -> name map ('ID NAME' lines)"),
+    ] = Field(
+        None,
+        description="Switch names: a map file ('ID NAME' a line, read like domains_uri); ibnetdiscover also takes "
+        "'descriptions' (the names in the switches' own descriptions).",
+    )
 
 
 class IbnetdiscoverOptions(_FabricOptions):
@@ -140,6 +149,17 @@ def _domains(inputs: ProviderInputs, options: dict[str, Any]) -> dict[str, HostD
     return parse_domains(inputs.read_text(str(uri)), str(uri)) if uri else None
 
 
+def _named(inputs: ProviderInputs, options: dict[str, Any], result: DiscoveryResult) -> DiscoveryResult:
+    """``result`` with the switch names of the ``switch_names`` map file, when one is given."""
+    uri = options.get("switch_names")
+    if not uri or uri == FROM_DESCRIPTIONS:
+        return result
+    names = parse_switch_names(inputs.read_text(str(uri)), str(uri))
+    result.graph, warnings = apply_switch_names(result.graph, names, str(uri))
+    result.warnings.extend(warnings)
+    return result
+
+
 @dataclass(frozen=True)
 class _FullOnly(FullScanOnly):
     inputs: ProviderInputs
@@ -160,15 +180,17 @@ class IbnetdiscoverProvider(_FullOnly):
                 f"no ibnetdiscover uploads for cluster {self.inputs.cluster}: run `topocast collect` first"
             )
         kwargs: dict[str, Any] = {"host_regex": o["host_regex"]} if o.get("host_regex") else {}
-        return ibnetdiscover.discover(
+        result = ibnetdiscover.discover(
             texts=texts,
             cluster=self.inputs.cluster,
             nodes=o.get("nodes"),
             domains=_domains(self.inputs, o),
+            switch_names=o.get("switch_names") == FROM_DESCRIPTIONS,
             topograph_compat=bool(o.get("topograph_compat")),
             selection=PortSelection.from_options(o),
             **kwargs,
         )
+        return _named(self.inputs, o, result)
 
 
 class NetqProvider(_FullOnly):
@@ -184,7 +206,9 @@ class NetqProvider(_FullOnly):
             raise ProviderError("the netq provider selects ports by interface name and switch name, not by GUID")
         ref = str(o["credentials"])
         creds = netq.load_credentials(ref, read_secret=lambda r: (self.inputs.secret(r), None))
-        return netq.discover(
+        if o.get("switch_names") == FROM_DESCRIPTIONS:
+            raise ProviderError("the netq provider names switches from NetQ already; --switch-names takes a map file")
+        result = netq.discover(
             str(o["url"]),
             credentials=creds,
             cluster=self.inputs.cluster,
@@ -195,6 +219,7 @@ class NetqProvider(_FullOnly):
             ca_file=o.get("ca_file"),
             selection=PortSelection.from_options(o),
         )
+        return _named(self.inputs, o, result)
 
 
 def ibnetdiscover_provider(inputs: ProviderInputs) -> IbnetdiscoverProvider:

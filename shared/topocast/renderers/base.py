@@ -8,6 +8,7 @@ each renderer reads only the fields it needs.
 from __future__ import annotations
 
 import hashlib
+import re
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -58,6 +59,15 @@ def topology_name_problem(name: str) -> str | None:
         return None
     shown = repr(name) if len(name) <= 40 else f"{name[:40]!r}..."
     return f"topology {shown}: {problem} (topocast pull and node-topology refuse it)"
+
+
+_RELEASE = re.compile(r"(\d{2})\.(\d{2})(?:\.\d{1,3})?")
+
+
+def parse_release(text: str) -> tuple[int, int] | None:
+    """``"26.05"`` / ``"26.05.5"`` -> ``(26, 5)``; anything else None (Slurm numbers releases YY.MM)."""
+    m = _RELEASE.fullmatch(text.strip())
+    return (int(m.group(1)), int(m.group(2))) if m else None
 
 
 class LabelScheme(BaseModel):
@@ -111,7 +121,24 @@ class RenderOptions(BaseModel):
     slinky: SlinkyOptions = Field(default_factory=SlinkyOptions)
     cluster_default: str = Field("tree", description="slurm-yaml without topologies: which one is default.")
     topograph_compat: bool = Field(
-        False, description="Topograph's rules where topocast differs on purpose (BlockSizes base = smallest block)."
+        False,
+        description="Topograph's rules where topocast differs on purpose (BlockSizes base = smallest block, "
+        "blocks named blockNNN by position, nodes without topology under a no-topology switch).",
+    )
+    block_names: Literal["domain", "position"] | None = Field(
+        None,
+        description="Slurm block names: 'domain' (from the domain's own ID, stable across generations) or "
+        "'position' (blockNNN, Topograph's); None = 'position' with topograph_compat, else 'domain'.",
+    )
+    slurm_version: str | None = Field(
+        None,
+        description="The Slurm release the files are for (e.g. '26.05'): decides what happens to blocks smaller "
+        "than the base block size; None = a file every release that reads the format accepts.",
+    )
+    no_topology_switch: bool = Field(
+        False,
+        description="slurm-tree: list nodes without fabric information under a pseudo-switch 'no-topology' "
+        "(a second root) instead of leaving them out; always on with topograph_compat.",
     )
 
     @field_validator("block_sizes")
@@ -120,6 +147,26 @@ class RenderOptions(BaseModel):
         if v is not None and not v:
             return None
         return v
+
+    @field_validator("slurm_version")
+    @classmethod
+    def _release(cls, v: str | None) -> str | None:
+        if v is not None and parse_release(v) is None:
+            raise ValueError(f"slurm_version {v!r} is not a Slurm release such as '26.05' or '24.11.5'")
+        return v
+
+    @property
+    def slurm_release(self) -> tuple[int, int] | None:
+        """(major, minor) of :attr:`slurm_version`, or None when not set."""
+        return parse_release(self.slurm_version) if self.slurm_version else None
+
+    @property
+    def positional_block_names(self) -> bool:
+        return (self.block_names or ("position" if self.topograph_compat else "domain")) == "position"
+
+    @property
+    def keeps_no_topology_switch(self) -> bool:
+        return self.no_topology_switch or self.topograph_compat
 
     @field_validator("topologies")
     @classmethod

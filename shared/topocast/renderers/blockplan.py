@@ -21,11 +21,20 @@ of the block list is part of the topology. Two modes, as in Topograph:
   with empty placeholder blocks so that every domain starts on an aggregate
   boundary. Sub-domains (racks) never share a base block.
 
-``name_blocks`` applies the optional ``blockName`` regexp naming.
+Block names (``block_ids``): by default a block is named after its domain's own ID
+(:func:`domain_block_name`), so a name changes only when its domain's ID does, never when
+another domain comes or goes; Topograph's positional ``blockNNN`` stays available
+(``RenderOptions.block_names``, ``topograph_compat``). ``name_blocks`` applies the optional
+``blockName`` regexp naming on top.
+
+Undersized plain blocks (fewer nodes than the base block size, e.g. a capacity block not yet
+full) are kept when the target Slurm accepts them (>= 25.05) and left out otherwise, with the
+reason in the plan's warnings (:func:`plan`).
 """
 
 from __future__ import annotations
 
+import hashlib
 import math
 import re
 from collections import Counter
@@ -34,12 +43,22 @@ from dataclasses import dataclass, field
 from itertools import chain
 
 from topocast.errors import RenderError, UnsafeNameError
+from topocast.model.hostlist import compact_str
 from topocast.model.names import MAX_SWITCH_NAME, check_name
 from topocast.renderers.base import BlockNameOptions
 
 #: Slurm's limits on ``BlockSizes`` (entries, and the value of each entry).
 MAX_BLOCK_LEVELS = 20
 MAX_BLOCK_SIZE = 65536
+
+#: first Slurm release that reads topology/block, and the first that accepts a block with fewer nodes
+#: than the base block size (23.02-24.11 reject it; docs/conformance.md, point 9)
+BLOCK_SINCE = (23, 2)
+UNDERSIZED_SINCE = (25, 5)
+
+#: longest block name derived from a domain ID (Slurm allows 64; short names keep lines and reports readable)
+SHORT_BLOCK_NAME = 40
+_NOT_IN_BLOCK_NAME = re.compile(r"[^A-Za-z0-9._-]")
 
 #: domain -> sub-domain (None = none) -> node names
 Members = Mapping[str, Mapping[str | None, Sequence[str]]]
@@ -227,6 +246,90 @@ def complement(members: Members, sizes: Sequence[int]) -> list[Block]:
     return [b if b is not None else Block(None) for b in flat]
 
 
+# ----- names -------------------------------------------------------------------------
+
+
+def domain_block_name(label: str, digits: int = 8) -> str:
+    """The block name of a domain (or sub-domain) ID: the ID itself when it is short and made of
+    ``A-Z a-z 0-9 . _ -`` only; else those characters kept (others become ``-``), cut to fit, and
+    ``-`` plus the first ``digits`` hex digits of the ID's sha256. Depends on the ID alone."""
+    safe = _NOT_IN_BLOCK_NAME.sub("-", label)
+    if safe == label and 0 < len(label) <= SHORT_BLOCK_NAME:
+        return label
+    digest = hashlib.sha256(label.encode()).hexdigest()[:digits]
+    return f"{safe[: SHORT_BLOCK_NAME - digits - 1]}-{digest}"
+
+
+def block_ids(blocks: Sequence[Block]) -> list[str]:
+    """Stable names for a planned block list, in its order.
+
+    A domain with one block: :func:`domain_block_name` of its ID. A domain split into several base
+    blocks (complemented layouts): that name and ``+1``, ``+2``... in order. An empty padding block:
+    the name of the block before it and ``+pad1``, ``+pad2``... A derived name never holds ``+``, so
+    these never meet a domain's own name. Two IDs that shorten to one name (a cut ID whose digest
+    happens to equal another ID's tail) both take 16 hex digits instead.
+    """
+    labels = {b.label for b in blocks if b.label is not None}
+    name_of = {label: domain_block_name(label) for label in labels}
+    clash = Counter(name_of.values())
+    for label, name in name_of.items():
+        if clash[name] > 1 and name != label:
+            name_of[label] = domain_block_name(label, 16)
+    per_label = Counter(b.label for b in blocks if b.label is not None)
+    seen: Counter[str] = Counter()
+    ids: list[str] = []
+    last = "pad"
+    pad = 0
+    for b in blocks:
+        if b.label is None:
+            pad += 1
+            ids.append(f"{last}+pad{pad}")
+            continue
+        seen[b.label] += 1
+        name = name_of[b.label]
+        last = name if per_label[b.label] == 1 else f"{name}+{seen[b.label]}"
+        ids.append(last)
+        pad = 0
+    if len(set(ids)) != len(ids):
+        dup = next(i for i, n in Counter(ids).items() if n > 1)
+        raise RenderError(f"two blocks would be named {dup!r}; rename one of their domains in the source")
+    return ids
+
+
+def release_text(release: tuple[int, int] | None) -> str:
+    return f"Slurm {release[0]}.{release[1]:02d}" if release else "not given"
+
+
+def drop_undersized(
+    blocks: list[Block], sizes: list[int], release: tuple[int, int] | None, topograph_compat: bool
+) -> tuple[list[Block], list[int], list[str]]:
+    """Plain blocks with fewer nodes than the base block size, for the target ``release``: kept when it
+    accepts them (>= 25.05), else left out (their nodes are in no block) and ``BlockSizes`` inferred
+    from the rest. The notes say what happened to each. Without a release the file must load on
+    every Slurm that reads topology/block, so they are left out."""
+    base = sizes[0]
+    small = [b for b in blocks if len(b.nodes) < base]
+    if not small:
+        return blocks, sizes, []
+    keep = release is not None and release >= UNDERSIZED_SINCE
+    target = f"the target is {release_text(release)}" if release else "no target Slurm is given"
+    notes = []
+    for b in small:
+        what = f"block of domain {b.label!r} ({len(b.nodes)} node(s): {compact_str(b.nodes)})"
+        if keep:
+            notes.append(f"{what} kept below the base block size {base}: {release_text(release)} accepts it")
+        else:
+            notes.append(
+                f"{what} left out, its nodes are in no block: it is smaller than the base block size {base}, "
+                f"which Slurm 23.02-24.11 rejects, and {target} (slurm_version 25.05 or later keeps it)"
+            )
+    if keep:
+        return blocks, sizes, notes
+    rest = [b for b in blocks if len(b.nodes) >= base]
+    sizes, more = auto_block_sizes(rest, topograph_compat)
+    return rest, sizes, notes + more
+
+
 # ----- planning ----------------------------------------------------------------------
 
 
@@ -236,12 +339,15 @@ def plan(
     sizes: Sequence[int] | None,
     where: str = "block_sizes",
     topograph_compat: bool = False,
+    release: tuple[int, int] | None = None,
 ) -> BlockPlan:
     """Decide the block list and ``BlockSizes`` for one topology.
 
     ``order`` lists the domains in fabric BFS order (used only for plain blocks);
     ``sizes`` are the configured ``block_sizes`` (None = infer); ``topograph_compat``
-    infers the base size as Topograph does (the smallest block).
+    infers the base size as Topograph does (the smallest block); ``release`` is the target
+    Slurm (:func:`drop_undersized`). Inferred sizes pass the same checks as configured ones
+    (Slurm 26.05 refuses to start on an invalid ``BlockSizes``).
     """
     live = {d: subs for d, subs in members.items() if any(subs.values())}
     if sizes:
@@ -254,7 +360,9 @@ def plan(
     rank = {d: i + 1 for i, d in enumerate(sorted(live))}
     blocks = [Block(d, tuple(sorted(chain.from_iterable(live[d].values()))), rank[d]) for d in order if d in live]
     auto, warnings = auto_block_sizes(blocks, topograph_compat)
-    return BlockPlan(blocks, auto, complemented=False, warnings=warnings)
+    blocks, auto, notes = drop_undersized(blocks, auto, release, topograph_compat)
+    validate_block_sizes(auto, "inferred BlockSizes")
+    return BlockPlan(blocks, auto, complemented=False, warnings=warnings + notes)
 
 
 # ----- blockName ---------------------------------------------------------------------

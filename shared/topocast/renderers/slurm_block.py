@@ -1,20 +1,24 @@
 """Slurm ``topology.conf`` for ``TopologyPlugin=topology/block`` (format ``slurm-block``).
 
-One block per accelerator (NVLink / UltraServer) domain, byte-compatible with
-Topograph::
+One block per accelerator (NVLink / UltraServer) domain::
 
-    # block001=nvl1
-    BlockName=block001 Nodes=gpu[001-018]
-    # block002=nvl2
-    BlockName=block002 Nodes=gpu[019-036]
+    BlockName=nvl1 Nodes=gpu[001-018]
+    BlockName=nvl2 Nodes=gpu[019-036]
+    # nvl-3-9546b195=nvl/3
+    BlockName=nvl-3-9546b195 Nodes=gpu[037-054]
     BlockSizes=18,36
+
+A ``# name=domain`` comment stands above a block whose name is not its domain's ID. With
+``topograph_compat`` the file is byte-compatible with Topograph's (``# block001=nvl1``...).
 
 Plain blocks print in the order a breadth-first walk of the fabric first meets a
 node of the domain (Slurm pairs *adjacent* blocks, so fabric neighbours should be
-adjacent) but keep IDs numbered alphabetically by domain, as Topograph does. With
-``block_sizes`` (or sub-domains) the blocks are complemented with placeholders
-(see :mod:`topocast.renderers.blockplan`) and numbered in order. ``block_name``
-renames blocks from their node names. Skeleton mode drops ``Nodes=``.
+adjacent). Each block is named after its domain's ID (``cr-0a1b...``: see
+:func:`topocast.renderers.blockplan.block_ids`), so a domain that comes or goes changes
+only its own lines. With ``block_names: position`` (or ``topograph_compat``) blocks are
+numbered as Topograph does, alphabetically by domain. With ``block_sizes`` (or sub-domains)
+the blocks are complemented with placeholders (see :mod:`topocast.renderers.blockplan`).
+``block_name`` renames blocks from their node names. Skeleton mode drops ``Nodes=``.
 
 Nodes without an accelerator domain never appear. A graph without any domain is
 an error, never an empty file: slurmctld would silently lose block scheduling.
@@ -30,7 +34,16 @@ from topocast.model.fabric import FabricTree, build_domains, build_tree, node_co
 from topocast.model.graph import TopologyGraph
 from topocast.model.hostlist import compact_str
 from topocast.renderers.base import Artifact, BlockNameOptions, RenderOptions
-from topocast.renderers.blockplan import Block, Members, display_name, name_blocks, plan
+from topocast.renderers.blockplan import (
+    BLOCK_SINCE,
+    Block,
+    Members,
+    block_ids,
+    display_name,
+    name_blocks,
+    plan,
+    release_text,
+)
 
 FILENAME = "topology-block.conf"
 MEDIA_TYPE = "text/plain"
@@ -44,6 +57,8 @@ class BlockLayout:
     names: list[str]
     sizes: list[int]
     warnings: list[str] = field(default_factory=list)
+    #: named by position (Topograph): the comments then show domains as Topograph does (:func:`display_name`)
+    positional: bool = False
 
     @cached_property
     def hostlists(self) -> list[str]:
@@ -88,15 +103,23 @@ def layout(
     where: str = "block_sizes",
     alphabetical_ids: bool = False,
     topograph_compat: bool = False,
+    positional: bool = False,
+    release: tuple[int, int] | None = None,
 ) -> BlockLayout:
-    """Plan blocks and name them. ``id_format`` is ``block%03d`` (topology.conf) or ``block%d`` (YAML).
-
-    IDs number blocks in output order, except that cluster-wide plain blocks keep the
-    alphabetical rank of their domain (``alphabetical_ids``), as Topograph's topology.conf does.
+    """Plan blocks and name them: after their domains (:func:`~topocast.renderers.blockplan.block_ids`),
+    or with ``positional`` by number, ``id_format`` being ``block%03d`` (topology.conf) or ``block%d``
+    (YAML). Positional IDs number blocks in output order, except that cluster-wide plain blocks keep
+    the alphabetical rank of their domain (``alphabetical_ids``), as Topograph's topology.conf does.
+    ``release``: the target Slurm (undersized blocks, see :func:`~topocast.renderers.blockplan.plan`).
     """
-    p = plan(members, order, sizes, where, topograph_compat)
-    ids = [id_format % (b.rank if alphabetical_ids and b.rank is not None else i + 1) for i, b in enumerate(p.blocks)]
-    return BlockLayout(p.blocks, name_blocks(p.blocks, ids, block_name), p.sizes, p.warnings)
+    p = plan(members, order, sizes, where, topograph_compat, release)
+    if positional:
+        ids = [
+            id_format % (b.rank if alphabetical_ids and b.rank is not None else i + 1) for i, b in enumerate(p.blocks)
+        ]
+    else:
+        ids = block_ids(p.blocks)
+    return BlockLayout(p.blocks, name_blocks(p.blocks, ids, block_name), p.sizes, p.warnings, positional)
 
 
 def no_domains_error(graph: TopologyGraph) -> RenderError:
@@ -127,6 +150,8 @@ def cluster_layout(graph: TopologyGraph, options: RenderOptions) -> BlockLayout:
             "block%03d",
             alphabetical_ids=True,
             topograph_compat=options.topograph_compat,
+            positional=options.positional_block_names,
+            release=options.slurm_release,
         )
 
     key = (
@@ -134,17 +159,21 @@ def cluster_layout(graph: TopologyGraph, options: RenderOptions) -> BlockLayout:
         tuple(options.block_sizes or ()),
         options.block_name and options.block_name.model_dump_json(),
         options.topograph_compat,
+        options.positional_block_names,
+        options.slurm_release,
     )
     return shared(graph, key, build)
 
 
 def block_lines(lay: BlockLayout) -> list[tuple[str | None, str, tuple[str, ...]]]:
     """What each ``BlockName`` line of the file says, in file order: the ``# name=domain`` comment above
-    it (or None), the block's name and its nodes."""
-    return [
-        (None if block.label is None else f"# {name}={display_name(block.label)}", name, block.nodes)
-        for block, name in zip(lay.blocks, lay.names, strict=True)
-    ]
+    it (None for padding and for a block named exactly as its domain), the block's name and its nodes."""
+    lines = []
+    for block, name in zip(lay.blocks, lay.names, strict=True):
+        shown = block.label if block.label is None or not lay.positional else display_name(block.label)
+        redundant = shown == name and not lay.positional  # Topograph writes it even then
+        lines.append((None if shown is None or redundant else f"# {name}={shown}", name, block.nodes))
+    return lines
 
 
 def render_layout(lay: BlockLayout, skeleton: bool) -> str:
@@ -179,4 +208,8 @@ def render(graph: TopologyGraph, options: RenderOptions) -> Artifact:
     lay = cluster_layout(graph, options)
     content = render_layout(lay, options.skeleton_only)
     count = sum(len(b.nodes) for b in lay.blocks)
-    return Artifact("slurm-block", FILENAME, content, MEDIA_TYPE, count, warnings=list(lay.warnings))
+    warnings = list(lay.warnings)
+    release = options.slurm_release
+    if release is not None and release < BLOCK_SINCE:
+        warnings.append(f"{release_text(release)} does not read topology/block files (23.02 or later does)")
+    return Artifact("slurm-block", FILENAME, content, MEDIA_TYPE, count, warnings=warnings)

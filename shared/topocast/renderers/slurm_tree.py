@@ -4,13 +4,15 @@ Byte-compatible with Topograph: switches breadth-first from the roots, siblings
 in sorted-ID order, child lists compressed into hostlists::
 
     SwitchName=core Switches=spine[1-2]
-    SwitchName=no-topology Nodes=gpu[017-018]
     SwitchName=spine1 Switches=leaf[1-2]
     SwitchName=leaf1 Nodes=gpu[001-008]
 
 A switch with a display name (``graph.switch_names``) prints as that name, after a
-``# Name=ID`` comment. Nodes without fabric information hang under the pseudo
-switch ``no-topology``, which sorts among the roots. That name is reserved: a real
+``# Name=ID`` comment. Nodes without fabric information (CPU login nodes, say) are left
+out of the file, with a warning naming them: a switch for them would be a second root,
+and no switch would reach every node. With ``no_topology_switch`` (and ``topograph_compat``)
+they hang under the pseudo switch ``no-topology``, which sorts among the roots, as in
+Topograph. That name is reserved: a real
 switch whose ID or display name is ``no-topology`` is refused with a clear error
 (it would be a second ``SwitchName=no-topology``, fatal to slurmctld, or silently
 take the unplaced nodes in), see :func:`check_reserved_names`.
@@ -38,7 +40,7 @@ from collections.abc import Mapping
 from itertools import repeat
 from operator import contains
 
-from topocast.errors import RenderError
+from topocast.errors import NotApplicableError, RenderError
 from topocast.model.fabric import NO_TOPOLOGY, FabricTree, build_tree, node_columns, shared
 from topocast.model.graph import TopologyGraph
 from topocast.model.hostlist import compact_str
@@ -136,15 +138,25 @@ def slurm_tree(graph: TopologyGraph) -> tuple[FabricTree, list[str]]:
     return tree, list(notes)  # callers extend their warnings
 
 
-def slurm_tree_view(graph: TopologyGraph) -> tuple[FabricTree, list[str]]:
-    """The FabricTree as Slurm's tree plugin needs it: checked names, no mixed switches."""
+def slurm_tree_view(graph: TopologyGraph, no_topology_switch: bool = True) -> tuple[FabricTree, list[str]]:
+    """The FabricTree as Slurm's tree plugin needs it: checked names, no mixed switches; nodes without
+    fabric information under the pseudo-switch ``no-topology`` (``no_topology_switch``) or left out."""
 
     def build() -> tuple[FabricTree, list[str]]:
         check_reserved_names(graph)
         check_display_names(build_tree(graph))
-        return slurm_tree(graph)
+        tree, notes = slurm_tree(graph)
+        if no_topology_switch or NO_TOPOLOGY not in tree.parent:
+            return tree, notes
+        # the same tree without the pseudo-switch: a few dict copies, not a second build from the nodes
+        return dataclasses.replace(
+            tree,
+            roots=[r for r in tree.roots if r != NO_TOPOLOGY],
+            child_nodes={sw: ns for sw, ns in tree.child_nodes.items() if sw != NO_TOPOLOGY},
+            parent={sw: up for sw, up in tree.parent.items() if sw != NO_TOPOLOGY},
+        ), notes
 
-    tree, notes = shared(graph, "slurm_tree_view", build)
+    tree, notes = shared(graph, ("slurm_tree_view", no_topology_switch), build)
     return tree, list(notes)
 
 
@@ -200,7 +212,7 @@ def render_tree(tree: FabricTree, skeleton: bool, hostlists: Mapping[str, str] |
 def file_records(graph: TopologyGraph, options: RenderOptions) -> list[tuple[int, str, str, list[str]]]:
     """The ``SwitchName`` lines of this graph's file as records: (line number, switch name, the
     ``Switches=`` hostlist, the nodes of ``Nodes=``), for checks that would otherwise re-read the text."""
-    tree, _ = slurm_tree_view(graph)
+    tree, _ = slurm_tree_view(graph, options.keeps_no_topology_switch)
     records: list[tuple[int, str, str, list[str]]] = []
     lineno = 0
     for comment, _sw, name, children, nodes in switch_lines(tree):
@@ -212,12 +224,24 @@ def file_records(graph: TopologyGraph, options: RenderOptions) -> list[tuple[int
 def render(graph: TopologyGraph, options: RenderOptions) -> Artifact:
     if not graph.nodes:
         raise empty_graph_error(graph, "topology/tree")
-    tree, warnings = slurm_tree_view(graph)
+    keep = options.keeps_no_topology_switch
     missing = graph.nodes_without_topology()
-    if missing:
+    if missing and not keep and len(missing) == len(graph.nodes):
+        raise NotApplicableError(
+            f"cannot render topology/tree for cluster {graph.cluster!r}: none of its {len(graph.nodes)} node(s) "
+            "has fabric information (no_topology_switch lists them all under one pseudo-switch)"
+        )
+    tree, warnings = slurm_tree_view(graph, keep)
+    if missing and keep:
         warnings.append(
             f"{len(missing)} node(s) have no fabric information and are listed under switch "
             f"{NO_TOPOLOGY!r}: {compact_str(missing)}"
+        )
+    elif missing:
+        warnings.append(
+            f"{len(missing)} node(s) have no fabric information and are left out of the tree: "
+            f"{compact_str(missing)} (no_topology_switch lists them under a pseudo-switch {NO_TOPOLOGY!r}, "
+            "a second root: then no switch reaches every node)"
         )
     skeleton = options.skeleton_only
 
@@ -225,5 +249,6 @@ def render(graph: TopologyGraph, options: RenderOptions) -> Artifact:
         return render_tree(tree, skeleton, None if skeleton else node_hostlists(graph))
 
     # the same file a Slinky ConfigMap of the same render call holds: written once
-    content = shared(graph, ("slurm_tree_text", skeleton), text)
-    return Artifact("slurm-tree", FILENAME, content, MEDIA_TYPE, len(graph.nodes), warnings=warnings)
+    content = shared(graph, ("slurm_tree_text", skeleton, keep), text)
+    count = len(graph.nodes) - (0 if keep else len(missing))
+    return Artifact("slurm-tree", FILENAME, content, MEDIA_TYPE, count, warnings=warnings)

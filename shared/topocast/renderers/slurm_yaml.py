@@ -22,7 +22,7 @@ options. Skeleton mode drops every ``nodes`` field.
 
 Without ``options.topologies`` we emit a cluster-wide default set, sorted by name:
 ``block`` (only when the graph has accelerator domains; the same blocks and
-``block%03d`` names as the ``slurm-block`` file), ``flat``, and ``tree`` (all nodes).
+names as the ``slurm-block`` file), ``flat``, and ``tree`` (all nodes).
 ``options.cluster_default`` (``tree`` by default) names the one with
 ``cluster_default: true``.
 
@@ -175,6 +175,8 @@ class _Context:
             "block%d",
             f"topology {topo!r} block_sizes",
             topograph_compat=self.options.topograph_compat,
+            positional=self.options.positional_block_names,
+            release=self.options.slurm_release,
         )
         self.warnings.extend(f"topology {topo!r}: {w}" for w in lay.warnings)
         unit.block_sizes = lay.sizes

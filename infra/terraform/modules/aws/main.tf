@@ -113,6 +113,7 @@ locals {
       TOPOCAST_DEBOUNCE_LEADING_EDGE     = tostring(var.debounce_leading_edge)
       TOPOCAST_FORMATS                   = join(";", var.formats)
       TOPOCAST_RENDER_OPTIONS            = local.render_options_json
+      TOPOCAST_SLURM_VERSION             = var.slurm_version == null ? "" : var.slurm_version
       TOPOCAST_PUBLISH_QUEUE_URL         = aws_sqs_queue.main["publish"].url
     }
     publish = {

@@ -518,6 +518,16 @@ variable "render_options" {
   default     = {}
 }
 
+variable "slurm_version" {
+  description = "The Slurm release on the head node, e.g. \"26.05\" (TOPOCAST_SLURM_VERSION): a block smaller than the base block size is kept from 25.05 on and left out before (the render report names it). null: files every release accepts (such blocks left out)."
+  type        = string
+  default     = null
+  validation {
+    condition     = var.slurm_version == null || can(regex("^[0-9]{2}\\.[0-9]{2}(\\.[0-9]{1,3})?$", var.slurm_version))
+    error_message = "slurm_version is a Slurm release such as 26.05 or 24.11.5."
+  }
+}
+
 # ----- publish --------------------------------------------------------------------------------------------
 variable "publishers" {
   description = "Publish targets (TOPOCAST_PUBLISHERS): ssm (Parameter Store for the Slurm pull agent), kubernetes and/or slurmrestd (live node moves over Slurm's REST API from the publish function: slurmrest_url, slurmrest_token_arn; docs/slurm-rest.md)."

@@ -71,6 +71,7 @@ locals {
     render = {
       TOPOCAST_FORMATS                   = join(";", var.formats)
       TOPOCAST_RENDER_OPTIONS            = local.render_options_json
+      TOPOCAST_SLURM_VERSION             = var.slurm_version == null ? "" : var.slurm_version
       TOPOCAST_RENDER_URL                = local.function_urls.render
       TOPOCAST_PUBLISH_URL               = local.function_urls.publish
       TOPOCAST_DEBOUNCE_QUIET_SECONDS    = tostring(var.debounce_quiet_seconds)

@@ -340,6 +340,16 @@ variable "render_options" {
   default     = {}
 }
 
+variable "slurm_version" {
+  description = "The Slurm release on the head node, e.g. \"26.05\" (TOPOCAST_SLURM_VERSION): a block smaller than the base block size is kept from 25.05 on and left out before (the render report names it). null: files every release accepts (such blocks left out)."
+  type        = string
+  default     = null
+  validation {
+    condition     = var.slurm_version == null || can(regex("^[0-9]{2}\\.[0-9]{2}(\\.[0-9]{1,3})?$", var.slurm_version))
+    error_message = "slurm_version is a Slurm release such as 26.05 or 24.11.5."
+  }
+}
+
 variable "publishers" {
   description = "Publish targets (TOPOCAST_PUBLISHERS): gcs (Slurm files under <prefix>/<cluster>/slurm/ for the pull agent) and/or kubernetes."
   type        = list(string)

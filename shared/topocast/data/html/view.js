@@ -15,11 +15,13 @@ function look(d) {
   if (d === -1) return "nodom"; if (d === -2) return "pend"; if (d === -3) return "other";
   return "h" + (d % 12) + " p" + (Math.floor(d / 12) % 4);
 }
-/* a domain as Slurm names it too: the block(s) topology-block.conf and scontrol show topology list */
-function blocksOf(d) { return DB[d].map(b => BL[b]).join(", "); }
+/* a domain as Slurm names it too: the block(s) topology-block.conf and scontrol show topology list,
+   unless a block is named exactly as its domain (the default: names from the domain's ID) */
+function blocksOf(d) { return DB[d].map(b => BL[b]).filter(b => b !== DOMS[d]).join(", "); }
 function domName(d) {
   if (d < 0) return d === -2 ? "pending" : d === -3 ? "other domains" : "no domain";
-  return DOMS[d] + " (#" + (d + 1) + (DB[d].length ? ", " + blocksOf(d) : "") + ")";
+  const named = blocksOf(d);
+  return DOMS[d] + " (#" + (d + 1) + (named ? ", " + named : "") + ")";
 }
 function path(sw) { const p = []; while (sw >= 0) { p.push(S[sw][0]); sw = S[sw][2]; } return p.reverse().join(" > "); }
 function cell(i) {
