@@ -11,8 +11,8 @@ Policies (docs/architecture.md, "Who decides what"):
   discovery replaces it (:meth:`~topocast.pipeline.store.ObjectGraphStore.replace_unreadable`
   restores the damaged generation in place when the content is the same).
 * Any failure: ``retry`` - nothing was written, the platform redelivers the whole batch.
-* After a full discovery a pending guard hold that the cluster confirms is released and the
-  latest manifest handed to publish.
+* After a full discovery the held nodes it sees gone too are confirmed, node by node, and the
+  latest manifest is handed to publish; a reconcile hands it on also while a hold stands.
 * ``InstanceChange.follow`` (host maintenance, restarts) is **followed** until steady: an instance
   the provider reports ``unsettled`` (starting, stopping, stopped by the host with a restart
   expected) keeps its last place and is re-read after ``follow_interval`` seconds through the
@@ -211,9 +211,13 @@ def _after_commit(
         hold = confirm_on_reconcile(ports.publish_state, graph)
         manifest = ports.artifacts.latest_manifest() if hold is not None else None
         if hold is not None and manifest is not None:
-            log.warning("the full discovery confirms the held loss of %d node(s); publishing", len(hold.lost))
+            log.warning(
+                "the full discovery confirms %d of the %d held node(s) gone; publishing",
+                len(hold.confirmed_gone), len(hold.lost),
+            )  # fmt: skip
             ports.handoff.request_publish(manifest.generation, "hold confirmed", f"confirmed-{hold.confirmed_at}")
             detail["hold_confirmed"] = hold.generation
+            detail["confirmed_gone"] = len(hold.confirmed_gone)
         elif hold is None and reconcile:  # the reconcile, not every full scan (GCP reads every VM each time)
             detail["catch_up_publish"] = _catch_up_publish(ports)
     return Outcome.done(f"generation {written.generation}{' (new)' if written.changed else ''}", **detail)
@@ -221,9 +225,12 @@ def _after_commit(
 
 def _catch_up_publish(ports: DiscoverPorts) -> int | None:
     """A reconcile asks again for the publish of a rendered generation that is not what is published
-    (its publish died or was lost), unless a hold is waiting on it; the generation asked for, or None."""
+    (its publish died or was lost, or the guard held it); the generation asked for, or None.
+
+    A standing hold does not stop it: the guard decides again, with what the reconcile confirmed, so
+    a hold never keeps a stale map beyond the reconcile that explains it."""
     manifest = ports.artifacts.latest_manifest()
-    if manifest is None or ports.publish_state.load_hold() is not None:
+    if manifest is None:
         return None
     last = ports.publish_state.load_published()
     if last is not None and (last.generation, last.graph_sha256) == (manifest.generation, manifest.graph_sha256):

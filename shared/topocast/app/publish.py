@@ -20,8 +20,9 @@ last *published* one (the :class:`~topocast.pipeline.publish_state.PublishedReco
 node names, so the comparison never depends on old generations still existing), holds the publish
 when the guard says so (recording a :class:`~topocast.pipeline.guard.HoldRecord`), and records the
 new published state only when every publisher succeeded. :func:`confirm_on_reconcile` is for the
-reconcile (full discovery) path: if it still sees the held nodes gone, the hold is confirmed and
-the next :func:`publish_manifest` lets that loss through.
+reconcile (full discovery) path: it confirms, node by node, the held nodes it still sees gone, and
+the next :func:`publish_manifest` counts only the rest of the loss against the limit (a held node
+the reconcile sees again is simply present again).
 """
 
 from __future__ import annotations
@@ -41,9 +42,10 @@ from topocast.pipeline.guard import (
     HoldRecord,
     check,
     confirm,
-    hold_covers,
+    confirmed_gone,
     override_allows,
     reconcile_confirms,
+    rehold,
 )
 from topocast.pipeline.publish_state import PublishedRecord
 
@@ -137,14 +139,13 @@ def publish_manifest(
         previous,
         new_nodes,
         max_loss_fraction,
-        confirmed_by_reconcile=hold_covers(hold, lost),
+        confirmed_gone=confirmed_gone(hold, lost),
         override=override_allows(override, manifest.generation),
     )
     if not decision.allow:
         if hold is None or (hold.generation, hold.lost) != (manifest.generation, decision.lost):
-            state.save_hold(
-                HoldRecord(manifest.generation, decision.lost, last.generation if last else None, decision.reason)
-            )
+            new = HoldRecord(manifest.generation, decision.lost, last.generation if last else None, decision.reason)
+            state.save_hold(rehold(hold, new))
         return PublishOutcome(False, True, decision, {}, decision.reason)
     results = {p.name: p.publish(manifest, files) for p in publishers}
     done = all(r.published for r in results.values())
@@ -159,14 +160,18 @@ def publish_manifest(
 
 
 def confirm_on_reconcile(state: PublishState, reconcile_graph: TopologyGraph) -> HoldRecord | None:
-    """After a full discovery: confirm a pending hold if the held nodes are still gone.
+    """After a full discovery: confirm, node by node, the held nodes it still sees gone.
 
-    Returns the confirmed hold (the caller then re-runs :func:`publish_manifest`
-    on the latest manifest), or None when there is nothing to confirm.
+    Returns the hold when this read confirmed a node not confirmed before (the caller then asks for
+    the publish of the latest manifest), or None when there is nothing new to confirm. Held nodes the
+    read sees again are left unconfirmed: they are present again and drop out of the next check.
     """
     hold = state.load_hold()
-    if hold is None or hold.confirmed or not reconcile_confirms(hold, set(reconcile_graph.node_names())):
+    if hold is None:
         return None
-    confirmed = confirm(hold)
+    gone = set(reconcile_confirms(hold, set(reconcile_graph.node_names())))
+    if gone <= set(hold.confirmed_gone):
+        return None
+    confirmed = confirm(hold, gone)
     state.save_hold(confirmed)
     return confirmed
