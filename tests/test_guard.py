@@ -146,6 +146,43 @@ def test_a_reconcile_confirms_node_by_node_and_a_held_node_back_is_present_again
     assert state.hold is None and len(state.published.nodes) == 30
 
 
+def test_a_loss_still_waiting_for_its_publish_is_confirmed_by_the_reconcile_that_finds_it_stored() -> None:
+    graphs, artifacts, state, pub = _pipeline()
+    _step(graphs, artifacts, state, pub, graph("c1", 40))  # gpu-0000..0039 published
+    stored = graph("c1", 34)  # events removed gpu-0034..0039 (15 %); its render waits for the quiet window
+    graphs.write_if_changed(stored, expected_generation=1)
+    # the reconcile's full read lacks them too: two reads agree, recorded before any publish was held
+    assert confirm_on_reconcile(state, graph("c1", 34), stored.node_names(), 3) is None
+    assert state.hold.confirmed_gone == [f"gpu-{i:04d}" for i in range(34, 40)] and pub.calls == [1]
+    outcome = _step(graphs, artifacts, state, pub, stored)
+    assert outcome.published and pub.calls == [1, 2] and state.hold is None
+
+
+def test_a_full_read_alone_confirms_nothing_and_small_losses_leave_no_record() -> None:
+    graphs, artifacts, state, pub = _pipeline()
+    _step(graphs, artifacts, state, pub, graph("c1", 40))
+    full = graph("c1", 40).node_names()
+    assert confirm_on_reconcile(state, graph("c1", 20), full, 2) is None and state.hold is None  # one read
+    assert confirm_on_reconcile(state, graph("c1", 37), graph("c1", 37).node_names(), 2) is None
+    assert state.hold is None  # 3 of 40 (7.5 %): its publish goes through anyway
+    assert _step(graphs, artifacts, state, pub, graph("c1", 20)).held  # the half cluster stays held
+
+
+def test_confirmations_outlive_the_publish_of_an_older_manifest_only() -> None:
+    graphs, artifacts, state, pub = _pipeline()
+    _step(graphs, artifacts, state, pub, graph("c1", 40))
+    gone = [f"gpu-{i:04d}" for i in range(30, 40)]
+    state.save_hold(HoldRecord(9, gone, 1, "not held yet", confirmed_gone=gone))  # a reconcile's, generation 9
+    assert _step(graphs, artifacts, state, pub, graph("c1", 39)).published  # generation 2 still has 30..38
+    assert state.hold.confirmed_gone == gone[:-1] and state.hold.generation == 9
+    assert _step(graphs, artifacts, state, pub, graph("c1", 30)).published  # 9 of 39 lost, all confirmed
+    assert state.hold is None
+    # a publish of the hold's own generation or a newer one releases it, whatever it still lists
+    state.save_hold(HoldRecord(4, ["gpu-0000"], 3, "held", confirmed_gone=["gpu-0000"]))
+    assert _step(graphs, artifacts, state, pub, graph("c1", 31)).published and state.published.generation == 4
+    assert state.hold is None
+
+
 def test_a_sudden_half_cluster_is_still_held_without_a_reconcile() -> None:
     graphs, artifacts, state, pub = _pipeline()
     _step(graphs, artifacts, state, pub, graph("c1", 40))

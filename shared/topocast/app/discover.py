@@ -134,6 +134,7 @@ def discover(ports: DiscoverPorts, events: Sequence[EventOutcome]) -> Outcome:
 def _run(ports: DiscoverPorts, provider: Provider, changes: list[InstanceChange], reconcile: bool) -> Outcome:
     full = reconcile or not provider.incremental or len(changes) > ports.full_scan_threshold
     results: list[tuple[DiscoveryResult, bool]] = []
+    earlier: list[list[str] | None] = []  # per build, the node names of the stored graph it replaces
 
     def build(current: StoredGraph | None, *, scan: bool = full) -> TopologyGraph:
         previous = current.graph if current else None
@@ -146,6 +147,7 @@ def _run(ports: DiscoverPorts, provider: Provider, changes: list[InstanceChange]
         except InvalidGraphError as exc:  # the provider's graph, not the store's: not a reason to heal
             raise ProviderError(str(exc)) from None
         results.append((res, whole))
+        earlier.append(previous.node_names() if previous is not None else None)
         ports.metrics.count(m.DISCOVER_RUNS)
         ports.metrics.count(m.API_CALLS, sum(res.api_calls.values()))
         check_set_aside(res.graph, ports.set_aside_limit, ports.metrics)  # before anything is written
@@ -163,7 +165,7 @@ def _run(ports: DiscoverPorts, provider: Provider, changes: list[InstanceChange]
         ports.metrics.count(m.HEALED)
         healed = True
     result, was_full = results[-1]
-    return _after_commit(ports, result, written, was_full, healed, changes, reconcile)
+    return _after_commit(ports, result, written, was_full, healed, changes, reconcile, earlier[-1])
 
 
 def _after_commit(
@@ -174,6 +176,7 @@ def _after_commit(
     healed: bool,
     changes: list[InstanceChange],
     reconcile: bool = False,
+    earlier: list[str] | None = None,
 ) -> Outcome:
     graph = result.graph
     for w in result.warnings:
@@ -208,7 +211,9 @@ def _after_commit(
     if any(c.follow for c in changes):
         detail["follow"] = _follow_up(ports, result, changes, full)
     if full:
-        hold = confirm_on_reconcile(ports.publish_state, graph)
+        hold = confirm_on_reconcile(
+            ports.publish_state, graph, earlier, written.generation, max_loss_fraction=ports.set_aside_limit
+        )
         manifest = ports.artifacts.latest_manifest() if hold is not None else None
         if hold is not None and manifest is not None:
             log.warning(

@@ -10,7 +10,9 @@ until either
   (:func:`reconcile_confirms`, recorded in :attr:`HoldRecord.confirmed_gone`), so two reads agree
   on every node let through; a held node the reconcile sees again is simply present again and
   no longer part of the loss, so stop/start churn (one held node back in every reconcile period)
-  never keeps a stale map, or
+  never keeps a stale map. A full discovery also confirms the published nodes the stored graph it
+  replaces already lacked (:func:`seen_gone_twice`), so a loss whose publish is still waiting
+  (debounce) when the reconcile runs is not held afterwards; or
 * an **operator override** names the generation to let through
   (:func:`override_allows`; e.g. SSM parameter ``/topocast/<cluster>/guard/allow-generation``
   or env ``TOPOCAST_GUARD_ALLOW_GENERATION``).
@@ -139,6 +141,16 @@ def reconcile_confirms(hold: HoldRecord, reconcile_nodes: set[str]) -> list[str]
     if not reconcile_nodes:
         return []
     return sorted(set(hold.lost) - reconcile_nodes)
+
+
+def seen_gone_twice(
+    published: Collection[str], earlier: Collection[str] | None, reconcile_nodes: set[str]
+) -> list[str]:
+    """Published nodes that both an earlier read (the stored graph a full discovery replaces) and the full
+    read lack: two reads agree, so the loss is confirmed even before any publish of it was held."""
+    if not reconcile_nodes or not earlier:
+        return []
+    return sorted(set(published) - set(earlier) - reconcile_nodes)
 
 
 def confirm(hold: HoldRecord, gone: Collection[str] | None = None) -> HoldRecord:
