@@ -245,3 +245,15 @@ def test_read_override(moto_server, monkeypatch: pytest.MonkeyPatch) -> None:
     assert read_override("ovr", ssm) == "12"
     monkeypatch.setenv(OVERRIDE_ENV, "13")
     assert read_override("ovr", ssm) == "13"
+
+
+def test_a_removal_event_in_the_reconciles_batch_is_the_earlier_read() -> None:
+    from topocast.app.discover import _seen_gone
+    from topocast.model.changes import InstanceChange
+
+    stored = graph("c1", 4)  # ids i-000...0 .. i-000...3
+    stopped = InstanceChange(stored.nodes[1].id or "", "remove", "aws.ec2/state#stopped")
+    started = InstanceChange(stored.nodes[2].id or "", "upsert", "aws.ec2/state#running")
+    deleted = InstanceChange("p1/us-central1-a/gpu-0003", "remove", "v1.compute.instances.delete")
+    assert _seen_gone(stored, [stopped, started, deleted]) == ["gpu-0000", "gpu-0002"]
+    assert _seen_gone(None, [stopped]) is None

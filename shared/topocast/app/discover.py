@@ -134,7 +134,7 @@ def discover(ports: DiscoverPorts, events: Sequence[EventOutcome]) -> Outcome:
 def _run(ports: DiscoverPorts, provider: Provider, changes: list[InstanceChange], reconcile: bool) -> Outcome:
     full = reconcile or not provider.incremental or len(changes) > ports.full_scan_threshold
     results: list[tuple[DiscoveryResult, bool]] = []
-    earlier: list[list[str] | None] = []  # per build, the node names of the stored graph it replaces
+    earlier: list[TopologyGraph | None] = []  # per build, the stored graph it replaces
 
     def build(current: StoredGraph | None, *, scan: bool = full) -> TopologyGraph:
         previous = current.graph if current else None
@@ -147,7 +147,7 @@ def _run(ports: DiscoverPorts, provider: Provider, changes: list[InstanceChange]
         except InvalidGraphError as exc:  # the provider's graph, not the store's: not a reason to heal
             raise ProviderError(str(exc)) from None
         results.append((res, whole))
-        earlier.append(previous.node_names() if previous is not None else None)
+        earlier.append(previous)
         ports.metrics.count(m.DISCOVER_RUNS)
         ports.metrics.count(m.API_CALLS, sum(res.api_calls.values()))
         check_set_aside(res.graph, ports.set_aside_limit, ports.metrics)  # before anything is written
@@ -176,7 +176,7 @@ def _after_commit(
     healed: bool,
     changes: list[InstanceChange],
     reconcile: bool = False,
-    earlier: list[str] | None = None,
+    earlier: TopologyGraph | None = None,
 ) -> Outcome:
     graph = result.graph
     for w in result.warnings:
@@ -212,7 +212,11 @@ def _after_commit(
         detail["follow"] = _follow_up(ports, result, changes, full)
     if full:
         hold = confirm_on_reconcile(
-            ports.publish_state, graph, earlier, written.generation, max_loss_fraction=ports.set_aside_limit
+            ports.publish_state,
+            graph,
+            _seen_gone(earlier, changes),
+            written.generation,
+            max_loss_fraction=ports.set_aside_limit,
         )
         manifest = ports.artifacts.latest_manifest() if hold is not None else None
         if hold is not None and manifest is not None:
@@ -226,6 +230,17 @@ def _after_commit(
         elif hold is None and reconcile:  # the reconcile, not every full scan (GCP reads every VM each time)
             detail["catch_up_publish"] = _catch_up_publish(ports)
     return Outcome.done(f"generation {written.generation}{' (new)' if written.changed else ''}", **detail)
+
+
+def _seen_gone(earlier: TopologyGraph | None, changes: list[InstanceChange]) -> list[str] | None:
+    """The node names an earlier read kept: the stored graph the full discovery replaced, less the nodes a
+    removal event of this batch names (a stop or termination the cloud reported: the event is the other
+    read when a reconcile shares the batch). None without a stored graph."""
+    if earlier is None:
+        return None
+    removed = {c.instance for c in changes if c.action == "remove"}
+    vm_names = {k.rpartition("/")[2] for k in removed if "/" in k}  # AWS keys are instance IDs, GCP project/zone/name
+    return [n.name for n in earlier.nodes if n.id not in removed and n.name not in vm_names]
 
 
 def _catch_up_publish(ports: DiscoverPorts) -> int | None:
