@@ -11,8 +11,10 @@ Policies (docs/architecture.md, "Who decides what"):
   discovery replaces it (:meth:`~topocast.pipeline.store.ObjectGraphStore.replace_unreadable`
   restores the damaged generation in place when the content is the same).
 * Any failure: ``retry`` - nothing was written, the platform redelivers the whole batch.
-* After a full discovery the held nodes it sees gone too are confirmed, node by node, and the
-  latest manifest is handed to publish; a reconcile hands it on also while a hold stands.
+* After a full discovery the published nodes it sees gone that an earlier read saw gone too (a
+  held publish, the stored graph it replaces, a removal event in its batch) are confirmed, node by
+  node (:func:`~topocast.app.publish.confirm_on_reconcile`), and the latest manifest is handed to
+  publish; a reconcile hands it on also while a hold stands.
 * ``InstanceChange.follow`` (host maintenance, restarts) is **followed** until steady: an instance
   the provider reports ``unsettled`` (starting, stopping, stopped by the host with a restart
   expected) keeps its last place and is re-read after ``follow_interval`` seconds through the
