@@ -442,3 +442,16 @@ def test_a_reconcile_meeting_a_loss_before_its_publish_confirms_it(pipeline: Loc
     assert (pl.runtime.counters.held, len(names), pl.runtime.publish_state.load_published().nodes) == (
         0, 34, sorted(names),
     )  # fmt: skip
+
+
+def test_a_reconcile_that_suddenly_reads_half_the_cluster_is_held(pipeline: LocalAwsPipeline) -> None:
+    """No event explains it and no earlier read saw it: the guard still stops an unexplained mass loss."""
+    pl = pipeline
+    ids = launch(pl, 40)
+    pl.emit_state_changes(ids)
+    assert pl.run_until_idle(timeout=30)
+    first = published_tree(pl)
+    pl.ec2.delete_tags(Resources=ids[:20], Tags=[{"Key": TAG[0]}])  # the filters now match half, silently
+    pl.request_reconcile()
+    assert pl.run_until_idle(timeout=30)
+    assert (pl.runtime.counters.held, published_tree(pl).content, len(graph_names(pl))) == (1, first.content, 20)
