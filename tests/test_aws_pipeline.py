@@ -423,6 +423,7 @@ def test_events_of_subscribed_sources_it_does_not_act_on_are_acknowledged_not_de
     assert len(reasons) == 1 and "source='aws.rds'" in reasons[0]  # only the source it does not subscribe to
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("apart", [False, True], ids=["one-batch", "reconcile-during-debounce"])
 def test_a_reconcile_meeting_a_loss_before_its_publish_confirms_it(pipeline: LocalAwsPipeline, apart: bool) -> None:
     """Six of 40 stop (15 %, over the guard's limit) and the reconcile comes before their publish: in the
@@ -444,6 +445,7 @@ def test_a_reconcile_meeting_a_loss_before_its_publish_confirms_it(pipeline: Loc
     )  # fmt: skip
 
 
+@pytest.mark.slow
 def test_a_reconcile_that_suddenly_reads_half_the_cluster_is_held(pipeline: LocalAwsPipeline) -> None:
     """No event explains it and no earlier read saw it: the guard still stops an unexplained mass loss."""
     pl = pipeline
