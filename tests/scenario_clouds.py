@@ -59,6 +59,19 @@ class AwsCloud:
         self.pl.ec2.terminate_instances(InstanceIds=list(vms))
         self.pl.emit_state_changes(vms, state="terminated")
 
+    def stop_vms(self, vms: list[Any]) -> None:
+        self.pl.ec2.stop_instances(InstanceIds=list(vms))
+        self.pl.emit_state_changes(vms, state="stopped")
+
+    def start_vms(self, vms: list[Any], *, announce: bool = True) -> None:
+        """Start stopped VMs; ``announce=False`` leaves their events to :meth:`announce_start` (late)."""
+        self.pl.ec2.start_instances(InstanceIds=list(vms))
+        if announce:
+            self.announce_start(vms)
+
+    def announce_start(self, vms: list[Any]) -> None:
+        self.pl.emit_state_changes(vms, state="running")
+
     def reconcile(self) -> None:
         self.pl.request_reconcile()
 
@@ -183,6 +196,28 @@ class GcpCloud:
         for attrs, data in deletes:
             data["protoPayload"]["methodName"] = attrs["methodname"] = "v1.compute.instances.delete"
         self.pl.emit(deletes)
+
+    def _audit(self, vms: list[Any], method: str) -> list[Any]:
+        """The completing audit entries of ``method`` (``v1.compute.instances.stop``...) for each VM."""
+        entries = self.pl.insert_events(vms)[1::2]
+        for attrs, data in entries:
+            data["protoPayload"]["methodName"] = attrs["methodname"] = method
+        return entries
+
+    def stop_vms(self, vms: list[Any]) -> None:
+        for inst in vms:
+            self.pl.compute.set_status(str(inst["zone"]).rsplit("/", 1)[-1], inst["name"], "TERMINATED")
+        self.pl.emit(self._audit(vms, "v1.compute.instances.stop"))
+
+    def start_vms(self, vms: list[Any], *, announce: bool = True) -> None:
+        """Start stopped VMs; ``announce=False`` leaves their events to :meth:`announce_start` (late)."""
+        for inst in vms:
+            self.pl.compute.set_status(str(inst["zone"]).rsplit("/", 1)[-1], inst["name"], "RUNNING")
+        if announce:
+            self.announce_start(vms)
+
+    def announce_start(self, vms: list[Any]) -> None:
+        self.pl.emit(self._audit(vms, "v1.compute.instances.start"))
 
     def reconcile(self) -> None:
         self.pl.reconcile()

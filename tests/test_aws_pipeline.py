@@ -423,3 +423,39 @@ def test_events_of_subscribed_sources_it_does_not_act_on_are_acknowledged_not_de
     assert discover_batch({"Records": records}, pl.runtime) == {"batchItemFailures": []}
     reasons = [m["MessageAttributes"]["topocast-reject-reason"]["StringValue"] for m in pl.dlq_messages()]
     assert len(reasons) == 1 and "source='aws.rds'" in reasons[0]  # only the source it does not subscribe to
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("apart", [False, True], ids=["one-batch", "reconcile-during-debounce"])
+def test_a_reconcile_meeting_a_loss_before_its_publish_confirms_it(pipeline: LocalAwsPipeline, apart: bool) -> None:
+    """Six of 40 stop (15 %, over the guard's limit) and the reconcile comes before their publish: in the
+    same discover batch as their events, or after their incremental read while the render waits. The
+    events (or that read) and the reconcile's full read agree: nothing is held, the map is right."""
+    pl = pipeline
+    ids = launch(pl, 40)
+    pl.emit_state_changes(ids)
+    assert pl.run_until_idle(timeout=30)
+    pl.ec2.stop_instances(InstanceIds=ids[:6])
+    pl.emit_state_changes(ids[:6], state="stopped")
+    if apart:
+        assert pl.pump_discover() == 6  # the incremental read; its timer waits out the quiet window
+    pl.request_reconcile()
+    assert pl.run_until_idle(timeout=30)
+    names = set(graph_names(pl))
+    assert (pl.runtime.counters.held, len(names), pl.runtime.publish_state.load_published().nodes) == (
+        0, 34, sorted(names),
+    )  # fmt: skip
+
+
+@pytest.mark.slow
+def test_a_reconcile_that_suddenly_reads_half_the_cluster_is_held(pipeline: LocalAwsPipeline) -> None:
+    """No event explains it and no earlier read saw it: the guard still stops an unexplained mass loss."""
+    pl = pipeline
+    ids = launch(pl, 40)
+    pl.emit_state_changes(ids)
+    assert pl.run_until_idle(timeout=30)
+    first = published_tree(pl)
+    pl.ec2.delete_tags(Resources=ids[:20], Tags=[{"Key": TAG[0]}])  # the filters now match half, silently
+    pl.request_reconcile()
+    assert pl.run_until_idle(timeout=30)
+    assert (pl.runtime.counters.held, published_tree(pl).content, len(graph_names(pl))) == (1, first.content, 20)

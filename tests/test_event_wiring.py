@@ -56,11 +56,15 @@ def tf_blocks(module: Path) -> dict[str, Any]:
 
 
 def matches(pattern: dict[str, Any], event: dict[str, Any]) -> bool:
-    """EventBridge matching for the pattern forms the table generates (lists of exact values, nested)."""
+    """EventBridge matching for the pattern forms the table generates (lists of exact values, nested; an
+    array in the event matches when any of its values is listed)."""
     for key, want in pattern.items():
         have = event.get(key)
         if isinstance(want, dict):
             if not isinstance(have, dict) or not matches(want, have):
+                return False
+        elif isinstance(have, list):
+            if not set(have) & set(want):
                 return False
         elif have not in want:
             return False
@@ -85,6 +89,7 @@ def sample(kind: str) -> dict[str, Any]:
     base, _, variant = kind.partition("#")
     source, _, detail_type = base.partition("/")
     detail: dict[str, Any] = {"instance-id": "i-0123456789abcdef0"}
+    resources: list[str] = []
     if detail_type == "EC2 Instance State-change Notification":
         detail["state"] = variant
     elif source == "aws.autoscaling":
@@ -93,10 +98,15 @@ def sample(kind: str) -> dict[str, Any]:
             detail |= {"Origin": "EC2", "Destination": "WarmPool"}
         elif variant:
             detail["Action"] = variant
+    elif source == "aws.tag":  # the Tag Editor user guide's sample, on the membership key
+        detail = {"changed-tag-keys": ["topocast:cluster"], "service": "ec2", "resource-type": "instance",
+                  "version": 3, "tags": {"topocast:cluster": "c1"}}  # fmt: skip
+        resources = ["arn:aws:ec2:us-east-1:123456789012:instance/i-0123456789abcdef0"]
     elif detail_type.startswith("Capacity Block"):
         detail = {"capacity-reservation-id": "cr-0123456789abcdef0", "end-date": "2026-12-07T11:30:00Z"}
     return {"version": "0", "id": "e1", "source": source, "detail-type": detail_type, "account": "123456789012",
-            "time": "2026-11-30T10:00:00Z", "region": "us-east-1", "resources": [], "detail": detail}  # fmt: skip
+            "time": "2026-11-30T10:00:00Z", "region": "us-east-1", "resources": resources,
+            "detail": detail}  # fmt: skip
 
 
 @pytest.mark.parametrize(

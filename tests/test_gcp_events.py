@@ -104,7 +104,7 @@ def test_bulk_insert_asks_for_a_reconcile() -> None:
 @pytest.mark.parametrize(
     ("change", "reason"),
     [
-        ({"protoPayload.methodName": "v1.compute.instances.setLabels"}, "does not change cluster membership"),
+        ({"protoPayload.methodName": "v1.compute.instances.setMetadata"}, "does not change cluster membership"),
         ({"protoPayload.serviceName": "storage.googleapis.com"}, "not compute.googleapis.com"),
         ({"protoPayload.status": {"code": 8, "message": "ZONE_RESOURCE_POOL_EXHAUSTED"}}, "failed (code 8"),
     ],

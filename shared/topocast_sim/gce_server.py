@@ -30,7 +30,7 @@ What it implements, as the Compute API reference documents it:
 
 Not implemented: ``orderBy``, ``fields``, ``returnPartialSuccess`` (accepted,
 ignored), writes (tests change :attr:`FakeCompute.instances` directly through
-:meth:`add`, :meth:`remove`, :meth:`set_status`), quota semantics of its own.
+:meth:`add`, :meth:`remove`, :meth:`set_status`, :meth:`set_labels`), quota semantics of its own.
 """
 
 from __future__ import annotations
@@ -161,6 +161,11 @@ class FakeCompute(LocalServer):
     def set_status(self, zone: str, name: str, status: str) -> None:
         with self.lock:
             self.instances[(zone, name)]["status"] = status
+
+    def set_labels(self, zone: str, name: str, labels: dict[str, str]) -> None:
+        """What ``instances.setLabels`` does: the VM's labels become ``labels`` (the whole set)."""
+        with self.lock:
+            self.instances[(zone, name)]["labels"] = dict(labels)
 
     def inject_faults(self, fraction: float, *, status: int = 429, operations: Iterable[str] | None = None) -> None:
         """Fail ``fraction`` of the calls (of ``operations`` if given: ``list``, ``aggregatedList``, ``get``)."""

@@ -11,8 +11,10 @@ Policies (docs/architecture.md, "Who decides what"):
   discovery replaces it (:meth:`~topocast.pipeline.store.ObjectGraphStore.replace_unreadable`
   restores the damaged generation in place when the content is the same).
 * Any failure: ``retry`` - nothing was written, the platform redelivers the whole batch.
-* After a full discovery a pending guard hold that the cluster confirms is released and the
-  latest manifest handed to publish.
+* After a full discovery the published nodes it sees gone that an earlier read saw gone too (a
+  held publish, the stored graph it replaces, a removal event in its batch) are confirmed, node by
+  node (:func:`~topocast.app.publish.confirm_on_reconcile`), and the latest manifest is handed to
+  publish; a reconcile hands it on also while a hold stands.
 * ``InstanceChange.follow`` (host maintenance, restarts) is **followed** until steady: an instance
   the provider reports ``unsettled`` (starting, stopping, stopped by the host with a restart
   expected) keeps its last place and is re-read after ``follow_interval`` seconds through the
@@ -134,6 +136,7 @@ def discover(ports: DiscoverPorts, events: Sequence[EventOutcome]) -> Outcome:
 def _run(ports: DiscoverPorts, provider: Provider, changes: list[InstanceChange], reconcile: bool) -> Outcome:
     full = reconcile or not provider.incremental or len(changes) > ports.full_scan_threshold
     results: list[tuple[DiscoveryResult, bool]] = []
+    earlier: list[TopologyGraph | None] = []  # per build, the stored graph it replaces
 
     def build(current: StoredGraph | None, *, scan: bool = full) -> TopologyGraph:
         previous = current.graph if current else None
@@ -146,6 +149,7 @@ def _run(ports: DiscoverPorts, provider: Provider, changes: list[InstanceChange]
         except InvalidGraphError as exc:  # the provider's graph, not the store's: not a reason to heal
             raise ProviderError(str(exc)) from None
         results.append((res, whole))
+        earlier.append(previous)
         ports.metrics.count(m.DISCOVER_RUNS)
         ports.metrics.count(m.API_CALLS, sum(res.api_calls.values()))
         check_set_aside(res.graph, ports.set_aside_limit, ports.metrics)  # before anything is written
@@ -163,7 +167,7 @@ def _run(ports: DiscoverPorts, provider: Provider, changes: list[InstanceChange]
         ports.metrics.count(m.HEALED)
         healed = True
     result, was_full = results[-1]
-    return _after_commit(ports, result, written, was_full, healed, changes, reconcile)
+    return _after_commit(ports, result, written, was_full, healed, changes, reconcile, earlier[-1])
 
 
 def _after_commit(
@@ -174,6 +178,7 @@ def _after_commit(
     healed: bool,
     changes: list[InstanceChange],
     reconcile: bool = False,
+    earlier: TopologyGraph | None = None,
 ) -> Outcome:
     graph = result.graph
     for w in result.warnings:
@@ -208,22 +213,46 @@ def _after_commit(
     if any(c.follow for c in changes):
         detail["follow"] = _follow_up(ports, result, changes, full)
     if full:
-        hold = confirm_on_reconcile(ports.publish_state, graph)
+        hold = confirm_on_reconcile(
+            ports.publish_state,
+            graph,
+            _seen_gone(earlier, changes),
+            written.generation,
+            max_loss_fraction=ports.set_aside_limit,
+        )
         manifest = ports.artifacts.latest_manifest() if hold is not None else None
         if hold is not None and manifest is not None:
-            log.warning("the full discovery confirms the held loss of %d node(s); publishing", len(hold.lost))
+            log.warning(
+                "the full discovery confirms %d of the %d held node(s) gone; publishing",
+                len(hold.confirmed_gone), len(hold.lost),
+            )  # fmt: skip
             ports.handoff.request_publish(manifest.generation, "hold confirmed", f"confirmed-{hold.confirmed_at}")
             detail["hold_confirmed"] = hold.generation
+            detail["confirmed_gone"] = len(hold.confirmed_gone)
         elif hold is None and reconcile:  # the reconcile, not every full scan (GCP reads every VM each time)
             detail["catch_up_publish"] = _catch_up_publish(ports)
     return Outcome.done(f"generation {written.generation}{' (new)' if written.changed else ''}", **detail)
 
 
+def _seen_gone(earlier: TopologyGraph | None, changes: list[InstanceChange]) -> list[str] | None:
+    """The node names an earlier read kept: the stored graph the full discovery replaced, less the nodes a
+    removal event of this batch names (a stop or termination the cloud reported: the event is the other
+    read when a reconcile shares the batch). None without a stored graph."""
+    if earlier is None:
+        return None
+    removed = {c.instance for c in changes if c.action == "remove"}
+    vm_names = {k.rpartition("/")[2] for k in removed if "/" in k}  # AWS keys are instance IDs, GCP project/zone/name
+    return [n.name for n in earlier.nodes if n.id not in removed and n.name not in vm_names]
+
+
 def _catch_up_publish(ports: DiscoverPorts) -> int | None:
     """A reconcile asks again for the publish of a rendered generation that is not what is published
-    (its publish died or was lost), unless a hold is waiting on it; the generation asked for, or None."""
+    (its publish died or was lost, or the guard held it); the generation asked for, or None.
+
+    A standing hold does not stop it: the guard decides again, with what the reconcile confirmed, so
+    a hold never keeps a stale map beyond the reconcile that explains it."""
     manifest = ports.artifacts.latest_manifest()
-    if manifest is None or ports.publish_state.load_hold() is not None:
+    if manifest is None:
         return None
     last = ports.publish_state.load_published()
     if last is not None and (last.generation, last.graph_sha256) == (manifest.generation, manifest.graph_sha256):

@@ -36,6 +36,7 @@ __all__ = [
     "AWS_RULES",
     "GCP_RECHECK",
     "TABLE",
+    "TAG_CHANGE",
     "Cloud",
     "EventKind",
     "Route",
@@ -81,6 +82,8 @@ def _gcp(kind: str, action: EventAction, reason: str, route: Route | None, follo
 
 STATE = "aws.ec2/EC2 Instance State-change Notification"
 ASG = "aws.autoscaling"
+#: EventBridge's tag events (Tag Editor, the Tagging API, every service's own tagging calls)
+TAG_CHANGE = "aws.tag/Tag Change on Resource"
 _ADMIN: Route = "eventarc-audit-log"
 _SYSTEM: Route = "log-sink"
 _REREAD = "a new host may mean a new place in the fabric: re-read the VM"
@@ -158,6 +161,12 @@ TABLE: tuple[EventKind, ...] = (
         "noted",
         "instances of the block terminate in about 10 minutes; their terminations remove them",
     ),
+    _aws(
+        TAG_CHANGE,
+        "upsert",
+        "an EC2 instance's tags changed; membership is a tag (TOPOCAST_FILTERS tag:KEY=...): re-read it, in or out"
+        " of the cluster. The rule delivers only changes of the membership keys; discover ignores the others",
+    ),
     _aws("aws.events/Scheduled Event", "reconcile", "an EventBridge schedule rule", None),
     _aws("topocast/Reconcile", "reconcile", "the reconcile schedule or an operator", "schedule"),
     _aws(AWS_RECHECK, "upsert", _RECHECK, "recheck", True),
@@ -204,6 +213,12 @@ TABLE: tuple[EventKind, ...] = (
         "an EC2 event that moves no instance in or out of the cluster (e.g. an AMI state change, a CloudTrail call)",
         None,
     ),
+    _aws(
+        "aws.tag/*",
+        "ignored",
+        "a tag event of another resource than an EC2 instance (or an effective tag policy notice)",
+        None,
+    ),
     _aws("aws/*", "rejected", "a source topocast does not subscribe to", None),
     # ----- GCP: Admin Activity audit logs (Eventarc, one trigger per methodName) -------------------------------
     *(
@@ -215,6 +230,16 @@ TABLE: tuple[EventKind, ...] = (
     *(_gcp(f"{v}compute.instances.delete", "remove", "VM deleted", _ADMIN) for v in ("v1.", "beta.", "")),
     *(_gcp(f"{v}compute.instances.stop", "remove", "VM stopped", _ADMIN) for v in ("v1.", "beta.", "")),
     *(_gcp(f"{v}compute.instances.suspend", "remove", "VM suspended", _ADMIN) for v in ("v1.", "beta.", "")),
+    *(
+        _gcp(
+            f"{v}compute.instances.setLabels",
+            "upsert",
+            "labels are cluster membership (TOPOCAST_GCP_LABEL): re-read the VM, in or out of the cluster (the entry"
+            " carries the new labels only, so any relabelling is re-read; the read decides)",
+            _ADMIN,
+        )
+        for v in ("v1.", "beta.")
+    ),
     *(
         _gcp(f"{v}compute.instances.bulkInsert", "reconcile", "creates many VMs at once", _ADMIN)
         for v in ("v1.", "beta.")
@@ -314,14 +339,21 @@ def gcp_methods(route: Route) -> list[str]:
 
 #: EventBridge rules of the AWS module (name -> source), each matching the table's ``eventbridge`` rows;
 #: an event of these sources the table does not name takes the source's ``<source>/*`` row (ignored)
-AWS_RULES: dict[str, str] = {"ec2-state": "aws.ec2", "ec2-notices": "aws.ec2", "autoscaling": ASG}
+AWS_RULES: dict[str, str] = {
+    "ec2-state": "aws.ec2",
+    "ec2-notices": "aws.ec2",
+    "autoscaling": ASG,
+    "tag-change": TAG_CHANGE.partition("/")[0],
+}
 
 
 def aws_rule_patterns() -> dict[str, dict[str, Any]]:
     """The EventBridge event patterns that deliver exactly the table's ``eventbridge`` rows.
 
     ``ec2-state`` carries the instance states (``detail.state``), ``ec2-notices`` the warnings and
-    capacity notices, ``autoscaling`` the group events (the module adds ``detail.AutoScalingGroupName``).
+    capacity notices, ``autoscaling`` the group events (the module adds ``detail.AutoScalingGroupName``),
+    ``tag-change`` the tag changes of EC2 instances (the module adds ``detail.changed-tag-keys``: the
+    membership tag keys of its ``ec2_filters``).
     """
     rows = [k for k in TABLE if k.cloud == "aws" and k.route == "eventbridge"]
     states = [k.kind.partition("#")[2] for k in rows if k.kind.startswith(f"{STATE}#")]
@@ -335,6 +367,11 @@ def aws_rule_patterns() -> dict[str, dict[str, Any]]:
         },
         "ec2-notices": {"source": ["aws.ec2"], "detail-type": notices},
         "autoscaling": {"source": [ASG], "detail-type": asg},
+        "tag-change": {
+            "source": [TAG_CHANGE.partition("/")[0]],
+            "detail-type": [TAG_CHANGE.partition("/")[2]],
+            "detail": {"service": ["ec2"], "resource-type": ["instance"]},
+        },
     }
 
 

@@ -20,15 +20,16 @@ last *published* one (the :class:`~topocast.pipeline.publish_state.PublishedReco
 node names, so the comparison never depends on old generations still existing), holds the publish
 when the guard says so (recording a :class:`~topocast.pipeline.guard.HoldRecord`), and records the
 new published state only when every publisher succeeded. :func:`confirm_on_reconcile` is for the
-reconcile (full discovery) path: if it still sees the held nodes gone, the hold is confirmed and
-the next :func:`publish_manifest` lets that loss through.
+reconcile (full discovery) path: it confirms, node by node, the held nodes it still sees gone, and
+the next :func:`publish_manifest` counts only the rest of the loss against the limit (a held node
+the reconcile sees again is simply present again).
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass, replace
 
 from topocast.app import metrics as m
 from topocast.app.outcome import Outcome
@@ -41,9 +42,11 @@ from topocast.pipeline.guard import (
     HoldRecord,
     check,
     confirm,
-    hold_covers,
+    confirmed_gone,
     override_allows,
     reconcile_confirms,
+    rehold,
+    seen_gone_twice,
 )
 from topocast.pipeline.publish_state import PublishedRecord
 
@@ -137,14 +140,13 @@ def publish_manifest(
         previous,
         new_nodes,
         max_loss_fraction,
-        confirmed_by_reconcile=hold_covers(hold, lost),
+        confirmed_gone=confirmed_gone(hold, lost),
         override=override_allows(override, manifest.generation),
     )
     if not decision.allow:
         if hold is None or (hold.generation, hold.lost) != (manifest.generation, decision.lost):
-            state.save_hold(
-                HoldRecord(manifest.generation, decision.lost, last.generation if last else None, decision.reason)
-            )
+            new = HoldRecord(manifest.generation, decision.lost, last.generation if last else None, decision.reason)
+            state.save_hold(rehold(hold, new))
         return PublishOutcome(False, True, decision, {}, decision.reason)
     results = {p.name: p.publish(manifest, files) for p in publishers}
     done = all(r.published for r in results.values())
@@ -153,20 +155,57 @@ def publish_manifest(
             PublishedRecord(manifest.generation, manifest.graph_sha256, sorted(new_nodes), publishers=list(results))
         )
         if hold is not None:
-            state.clear_hold()
+            _after_publish(state, hold, manifest.generation, new_nodes)
     summary = "; ".join(f"{name}: {r.detail}" for name, r in results.items()) or "no publishers configured"
     return PublishOutcome(done, False, decision, results, f"{decision.reason}. {summary}")
 
 
-def confirm_on_reconcile(state: PublishState, reconcile_graph: TopologyGraph) -> HoldRecord | None:
-    """After a full discovery: confirm a pending hold if the held nodes are still gone.
+def _after_publish(state: PublishState, hold: HoldRecord, generation: int, published: set[str]) -> None:
+    """The hold is released. Only when the generation published is older than the hold's (a manifest
+    rendered before the reconcile went first) do the confirmations of nodes it still holds stay, for its
+    successor, which loses them."""
+    still = sorted(set(hold.confirmed_gone) & published)
+    if not still or generation >= hold.generation:
+        state.clear_hold()
+        return
+    reason = f"not held: {len(still)} published node(s) a reconcile confirmed gone, for the next publish"
+    state.save_hold(replace(hold, lost=still, confirmed_gone=still, reason=reason))
 
-    Returns the confirmed hold (the caller then re-runs :func:`publish_manifest`
-    on the latest manifest), or None when there is nothing to confirm.
+
+def confirm_on_reconcile(
+    state: PublishState,
+    reconcile_graph: TopologyGraph,
+    earlier: Collection[str] | None = None,
+    generation: int | None = None,
+    max_loss_fraction: float = DEFAULT_MAX_LOSS_FRACTION,
+) -> HoldRecord | None:
+    """After a full discovery: confirm, node by node, the published nodes it sees gone that an earlier read
+    saw gone too: the held ones (the held generation's read) and, with ``earlier`` (the node names of the
+    stored graph this discovery replaced), the ones that graph already lacked.
+
+    Returns the hold when this read confirmed a held node not confirmed before (the caller then asks for
+    the publish of the latest manifest), or None when there is nothing new to confirm. For a loss no
+    publish held yet, but larger than ``max_loss_fraction`` (its publish, still to come, would be held),
+    the confirmations are written as a record of their own (``generation``: the full discovery's) and
+    None is returned: that publish finds them. Held nodes the read sees again are left unconfirmed: they
+    are present again and drop out of the next check.
     """
     hold = state.load_hold()
-    if hold is None or hold.confirmed or not reconcile_confirms(hold, set(reconcile_graph.node_names())):
+    last = state.load_published()
+    seen = set(reconcile_graph.node_names())
+    gone = set(reconcile_confirms(hold, seen)) if hold is not None else set()
+    twice = set(seen_gone_twice(last.nodes, earlier, seen)) if last is not None else set()
+    if hold is None:
+        lost = sorted(set(last.nodes) - seen) if last is not None else []
+        if last is None or not twice or len(lost) <= max_loss_fraction * len(last.nodes):
+            return None
+        reason = f"not held yet: {len(twice)} published node(s) gone in two reads (the stored graph and a full one)"
+        state.save_hold(confirm(HoldRecord(generation or last.generation, lost, last.generation, reason), twice))
         return None
-    confirmed = confirm(hold)
+    if not twice <= set(hold.lost):  # gone in two reads since the held attempt: part of the loss too
+        hold = replace(hold, lost=sorted(set(hold.lost) | twice))
+    if gone | twice <= set(hold.confirmed_gone):
+        return None
+    confirmed = confirm(hold, gone | twice)
     state.save_hold(confirmed)
     return confirmed

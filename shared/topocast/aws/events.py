@@ -5,7 +5,9 @@ One SQS message body (or the dict it decodes to) is one of:
 * an **EventBridge envelope** (``version, id, detail-type, source, account, time, region,
   resources, detail``): EC2 state changes, Auto Scaling group events, Spot / rebalance /
   capacity-reservation warnings, Capacity Block notices, S3 "Object Created", a schedule rule's
-  "Scheduled Event", or topocast's own ``{"source": "topocast", "detail-type": "Reconcile"}`` and
+  "Scheduled Event", a tag change of an EC2 instance (``aws.tag`` "Tag Change on Resource": cluster
+  membership is a tag; the instance is re-read, ``detail["changed-tag-keys"]`` lets the provider ignore
+  changes of other keys), or topocast's own ``{"source": "topocast", "detail-type": "Reconcile"}`` and
   ``"Recheck"`` (discover's delayed re-read of followed instances, :class:`~topocast.model.changes.Recheck`);
 * an **S3 event notification** (``{"Records": [{"eventSource": "aws:s3", ...}]}``, the bucket's
   uploads notification) or S3's one-off ``s3:TestEvent``;
@@ -23,6 +25,7 @@ A body that is none of these raises :class:`MalformedEvent` naming the field pat
 
 from __future__ import annotations
 
+import re
 from datetime import datetime
 from typing import Any, Literal
 from urllib.parse import unquote_plus
@@ -41,6 +44,9 @@ ASG_TERMINATE_HOOK = "EC2 Instance-terminate Lifecycle Action"
 #: failed group activities: well-formed, nothing joins or leaves (``EC2InstanceId`` may be empty)
 ASG_FAILURES = ("EC2 Instance Launch Unsuccessful", "EC2 Instance Terminate Unsuccessful")
 SCHEDULED = "Scheduled Event"
+TAG_SOURCE, _, TAG_CHANGE = table.TAG_CHANGE.partition("/")
+#: ``arn:<partition>:ec2:<region>:<account>:instance/<id>`` (the resource of an EC2 instance's tag change)
+_INSTANCE_ARN = re.compile(r"^arn:[a-z-]+:ec2:[a-z0-9-]*:\d*:instance/(?P<id>i-[0-9a-f]{8,17})$")
 RECONCILE = "Reconcile"
 RECHECK = table.AWS_RECHECK.partition("/")[2]
 #: instance warnings: noted with the instance ID, the state change that follows moves the node
@@ -155,6 +161,14 @@ class InstanceNoticeDetail(_Model):
 class CapacityDetail(_Model):
     capacity_reservation_id: str | None = Field(None, alias="capacity-reservation-id")
     end_date: str | None = Field(None, alias="end-date")
+
+
+class TagChangeDetail(_Model):
+    """``detail`` of "Tag Change on Resource" (Tag Editor user guide, "Monitor tag changes ... with EventBridge")."""
+
+    service: str = Field(min_length=1)
+    resource_type: str = Field(alias="resource-type", min_length=1)
+    changed_tag_keys: list[str] = Field(alias="changed-tag-keys", max_length=50)  # at most 50 tags per resource
 
 
 class _Named(_Model):
@@ -310,6 +324,20 @@ def _capacity_notice(env: Envelope, kind: str) -> changes.EventOutcome:
     return table.outcome_of(row, reason=reason, time=env.time, event_id=env.id)
 
 
+def _tag_change(env: Envelope, kind: str) -> changes.EventOutcome:
+    t: TagChangeDetail = _validate(TagChangeDetail, env.detail, "detail", kind)
+    if (t.service, t.resource_type) != ("ec2", "instance"):
+        return changes.Ignored(
+            kind, f"tag change of a {t.service} {t.resource_type}: {_row(f'{TAG_SOURCE}/*').reason}", env.id
+        )
+    ids = [m["id"] for r in env.resources if (m := _INSTANCE_ARN.match(r))]
+    if len(ids) != 1:
+        raise MalformedEvent(f"{kind} event: resources: expected one EC2 instance ARN, got {env.resources[:3]!r}")
+    # the changed keys ride along: the provider ignores a change of keys that do not decide membership
+    facts = {**_detail(region=env.region), "changed-tag-keys": ",".join(sorted(t.changed_tag_keys))}
+    return table.outcome_of(_row(kind), instance=ids[0], time=env.time, event_id=env.id, detail=facts)
+
+
 def _object_created(env: Envelope, kind: str, uploads: str | None) -> changes.EventOutcome:
     o: ObjectCreatedDetail = _validate(ObjectCreatedDetail, env.detail, "detail", kind)
     if not _under(uploads, o.bucket.name, o.object.key):
@@ -359,6 +387,8 @@ def _parse_event(body: dict[str, Any] | str | bytes, uploads: str | None) -> cha
         return _instance_notice(env, kind)
     if env.source == "aws.ec2" and env.detail_type in CAPACITY_NOTICES:
         return _capacity_notice(env, kind)
+    if env.source == TAG_SOURCE and env.detail_type == TAG_CHANGE:
+        return _tag_change(env, kind)
     if env.source == "aws.s3" and env.detail_type == "Object Created":
         return _object_created(env, kind, uploads)
     if env.source == "aws.events" and env.detail_type == SCHEDULED:

@@ -487,6 +487,11 @@ def discover(a: Namespace) -> None:
 @option("--burst", type=int, help="Client-side burst (default 100).")
 @option("--concurrency", type=int, help="Node PATCHes in flight (default 8).")
 @option("--json", dest="as_json", flag=True, help="Print the full report as JSON.")
+@option(
+    "--min-node-share",
+    type=float,
+    help="Refuse, applying nothing, when the cluster holds fewer of the graph's nodes (default 0.9; 0: off).",
+)
 def publish(a: Namespace) -> int:
     """Publish a graph (or a deployment's latest generation) to Kubernetes with your kubeconfig."""
     from topocast.cli.publish import PublishArgs, run_publish
@@ -509,6 +514,7 @@ def publish(a: Namespace) -> int:
             a.burst,
             a.concurrency,
             a.as_json,
+            a.min_node_share,
         )
     )
 

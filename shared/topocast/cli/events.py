@@ -54,6 +54,9 @@ def _line(cloud: str, kind: str, action: str, instances: list[str], reason: str)
 def _from_outcome(cloud: str, outcome: Any) -> Line:
     if isinstance(outcome, changes.InstanceChange):
         reason = outcome.detail.get("state") or outcome.detail.get("method") or outcome.kind
+        if "changed-tag-keys" in outcome.detail:  # whether a key decides membership needs the function's filters
+            keys = outcome.detail["changed-tag-keys"].replace(",", ", ") or "none"
+            reason = f"tag keys changed: {keys}; re-read only when one is a membership tag (TOPOCAST_FILTERS tag:...)"
         if outcome.follow:
             reason += "; re-read until it runs again or is gone (bounded)"
         return _line(cloud, outcome.kind, outcome.action, [outcome.instance], reason)

@@ -25,8 +25,9 @@ on stderr (a bar on a terminal, else a line every 5 s or 10 %).
 
 Exit codes: 0 the cluster matches the graph (or the plan was printed), 1 the
 publish is incomplete (an outage or an error, printed: run it again), 2 bad input
-or configuration, 3 done with refusals: every node the API server accepts is
-labelled, the nodes it refused (admission policy, validation) are printed one
+or configuration (also a cluster holding fewer than ``--min-node-share``, default 90 %, of
+the graph's nodes: one line with the counts, nothing applied), 3 done with refusals:
+every node the API server accepts is labelled, the nodes it refused (admission policy, validation) are printed one
 line per refusal class (running it again gets the same answer: fix the cause).
 """
 
@@ -71,6 +72,7 @@ class PublishArgs:
     burst: int | None = None
     concurrency: int | None = None
     as_json: bool = False
+    min_node_share: float | None = None
 
 
 def _read_mapping(path: Path, what: str) -> dict[str, Any]:
@@ -114,6 +116,8 @@ def publisher_config(args: PublishArgs, render_options: RenderOptions) -> Any:
     data["client"] = client
     if args.concurrency is not None:
         data["concurrency"] = args.concurrency
+    if args.min_node_share is not None:
+        data["min_node_share"] = args.min_node_share
     if args.formats:
         unknown = sorted(set(args.formats) - set(K8S_FORMATS))
         if unknown:
@@ -416,6 +420,8 @@ def run_publish(args: PublishArgs, out: TextIO | None = None, err: TextIO | None
     except Exception as exc:  # the command line shows one line, never a traceback
         raise TopocastError(f"publishing to Kubernetes failed: {type(exc).__name__}: {exc}") from None
     report = result.report
+    if report.refused_cluster:  # another cluster than the graph's: a configuration to fix, nothing was applied
+        raise TopocastError(report.refused_cluster)
     for warning in report.warnings:
         print(f"topocast: warning: {warning}", file=err)
     if args.as_json:

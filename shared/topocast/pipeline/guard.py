@@ -6,8 +6,13 @@ Slurm schedule as if those nodes had no topology. So a publish that loses more
 than ``max_loss_fraction`` of the nodes of the last *published* graph is held
 until either
 
-* a **reconcile** confirms it: a later full discovery sees the same nodes gone
-  (:func:`reconcile_confirms`, recorded in the :class:`HoldRecord`), or
+* a **reconcile** confirms it, node by node: a later full discovery sees those nodes gone too
+  (:func:`reconcile_confirms`, recorded in :attr:`HoldRecord.confirmed_gone`), so two reads agree
+  on every node let through; a held node the reconcile sees again is simply present again and
+  no longer part of the loss, so stop/start churn (one held node back in every reconcile period)
+  never keeps a stale map. A full discovery also confirms the published nodes the stored graph it
+  replaces already lacked (:func:`seen_gone_twice`), so a loss whose publish is still waiting
+  (debounce) when the reconcile runs is not held afterwards; or
 * an **operator override** names the generation to let through
   (:func:`override_allows`; e.g. SSM parameter ``/topocast/<cluster>/guard/allow-generation``
   or env ``TOPOCAST_GUARD_ALLOW_GENERATION``).
@@ -18,6 +23,7 @@ The hold record is persisted by the cloud shell (:mod:`topocast.aws.publish_stat
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
@@ -37,10 +43,14 @@ def check(
     previous_published_nodes: set[str] | None,
     new_nodes: set[str],
     max_loss_fraction: float = DEFAULT_MAX_LOSS_FRACTION,
-    confirmed_by_reconcile: bool = False,
+    confirmed_gone: Collection[str] = (),
     override: bool = False,
 ) -> GuardDecision:
-    """May a graph with ``new_nodes`` replace the last published one?"""
+    """May a graph with ``new_nodes`` replace the last published one?
+
+    ``confirmed_gone``: nodes a reconcile's full read confirmed gone (:attr:`HoldRecord.confirmed_gone`);
+    only the rest of the loss counts against ``max_loss_fraction``.
+    """
     if not 0 <= max_loss_fraction <= 1:
         raise ValueError(f"max_loss_fraction must be within 0..1, got {max_loss_fraction}")
     previous = previous_published_nodes or set()
@@ -49,15 +59,18 @@ def check(
         return GuardDecision(False, lost, "the new graph has no nodes; an empty topology is never published")
     if not previous:
         return GuardDecision(True, [], "first publish")
-    fraction = len(lost) / len(previous)
-    summary = f"{len(lost)} of {len(previous)} published nodes ({fraction:.0%}) would disappear"
+    confirmed = set(confirmed_gone)
+    unconfirmed = [n for n in lost if n not in confirmed]
+    fraction = len(unconfirmed) / len(previous)
+    summary = f"{len(lost)} of {len(previous)} published nodes ({len(lost) / len(previous):.0%}) would disappear"
+    if len(unconfirmed) < len(lost):
+        confirmed_count = len(lost) - len(unconfirmed)
+        summary += f", {confirmed_count} of them confirmed gone by a reconcile ({fraction:.0%} unconfirmed)"
     if fraction <= max_loss_fraction:
         return GuardDecision(True, lost, f"{summary}; within the {max_loss_fraction:.0%} limit")
     if override:
         return GuardDecision(True, lost, f"{summary}; allowed by operator override")
-    if confirmed_by_reconcile:
-        return GuardDecision(True, lost, f"{summary}; confirmed by a reconcile")
-    examples = ", ".join(lost[:5]) + (", ..." if len(lost) > 5 else "")
+    examples = ", ".join(unconfirmed[:5]) + (", ..." if len(unconfirmed) > 5 else "")
     return GuardDecision(
         False,
         lost,
@@ -83,8 +96,14 @@ class HoldRecord:
     previous_generation: int | None
     reason: str
     held_at: str = field(default_factory=lambda: datetime.now(UTC).isoformat())
-    confirmed: bool = False
+    #: the held nodes a later full read saw gone too (sorted); they no longer count against the limit
+    confirmed_gone: list[str] = field(default_factory=list)
     confirmed_at: str | None = None
+
+    @property
+    def confirmed(self) -> bool:
+        """Has a full read confirmed every node of the loss?"""
+        return bool(self.lost) and set(self.lost) <= set(self.confirmed_gone)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -94,34 +113,62 @@ class HoldRecord:
             "reason": self.reason,
             "held_at": self.held_at,
             "confirmed": self.confirmed,
+            "confirmed_gone": self.confirmed_gone,
             "confirmed_at": self.confirmed_at,
         }
 
     @classmethod
     def from_json(cls, data: Any, source: str = "hold record") -> HoldRecord:
         try:
+            lost = [str(n) for n in data["lost"]]
+            # a record written before node-by-node confirmation: "confirmed" covered the whole loss
+            gone = data.get("confirmed_gone", lost if data.get("confirmed") else [])
             return cls(
                 generation=int(data["generation"]),
-                lost=[str(n) for n in data["lost"]],
+                lost=lost,
                 previous_generation=data.get("previous_generation"),
                 reason=str(data.get("reason", "")),
                 held_at=str(data.get("held_at", "")),
-                confirmed=bool(data.get("confirmed", False)),
+                confirmed_gone=sorted(str(n) for n in gone),
                 confirmed_at=data.get("confirmed_at"),
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise ValueError(f"{source}: malformed guard hold record ({exc!r})") from None
 
 
-def reconcile_confirms(hold: HoldRecord, reconcile_nodes: set[str]) -> bool:
-    """A full discovery confirms a hold when every node the hold would lose is still gone."""
-    return bool(reconcile_nodes) and not (set(hold.lost) & reconcile_nodes)
+def reconcile_confirms(hold: HoldRecord, reconcile_nodes: set[str]) -> list[str]:
+    """The held nodes a full discovery sees gone too: confirmed one by one (empty for an empty read)."""
+    if not reconcile_nodes:
+        return []
+    return sorted(set(hold.lost) - reconcile_nodes)
 
 
-def confirm(hold: HoldRecord) -> HoldRecord:
-    return replace(hold, confirmed=True, confirmed_at=datetime.now(UTC).isoformat())
+def seen_gone_twice(
+    published: Collection[str], earlier: Collection[str] | None, reconcile_nodes: set[str]
+) -> list[str]:
+    """Published nodes that both an earlier read (the stored graph a full discovery replaces) and the full
+    read lack: two reads agree, so the loss is confirmed even before any publish of it was held."""
+    if not reconcile_nodes or not earlier:
+        return []
+    return sorted(set(published) - set(earlier) - reconcile_nodes)
 
 
-def hold_covers(hold: HoldRecord | None, lost: list[str]) -> bool:
-    """Does a confirmed hold vouch for this loss? Only for nodes the reconcile saw gone."""
-    return hold is not None and hold.confirmed and set(lost) <= set(hold.lost)
+def confirm(hold: HoldRecord, gone: Collection[str] | None = None) -> HoldRecord:
+    """``hold`` with ``gone`` (default: its whole loss) confirmed, on top of what was confirmed before."""
+    more = set(hold.lost) if gone is None else set(gone) & set(hold.lost)
+    return replace(
+        hold, confirmed_gone=sorted(set(hold.confirmed_gone) | more), confirmed_at=datetime.now(UTC).isoformat()
+    )
+
+
+def confirmed_gone(hold: HoldRecord | None, lost: Collection[str]) -> set[str]:
+    """The part of ``lost`` a reconcile confirmed (the nodes it saw gone); nothing without a hold."""
+    return set() if hold is None else set(lost) & set(hold.confirmed_gone)
+
+
+def rehold(previous: HoldRecord | None, hold: HoldRecord) -> HoldRecord:
+    """A new hold keeps what a reconcile confirmed of the old one's nodes that are still lost."""
+    if previous is None:
+        return hold
+    kept = sorted(set(previous.confirmed_gone) & set(hold.lost))
+    return replace(hold, confirmed_gone=kept, confirmed_at=previous.confirmed_at if kept else None)

@@ -242,6 +242,10 @@ class AwsDiscoveryConfig(Options, ClusterConfig):
 
     SOURCE = "AWS discovery config"
 
+    def membership_tag_keys(self) -> set[str]:
+        """The tag keys the cluster filters select on (``tag:topocast:cluster=c1`` -> ``topocast:cluster``)."""
+        return {f.Name.removeprefix("tag:") for f in self.filters if f.Name.startswith("tag:")}
+
     def describe_filters(self) -> list[dict[str, Any]]:
         """The cluster selection as DescribeInstances filters (without the state filter)."""
         out = [f.model_dump() for f in self.filters]
@@ -554,7 +558,17 @@ class AwsProvider:
         return discover_instances(self._client("ec2"), self.config, previous, changes)
 
     def scope(self, change: InstanceChange) -> str | None:
-        return None  # the EventBridge rule and the cluster filters (checked by DescribeInstances) scope it
+        # the EventBridge rules and the cluster filters (checked by DescribeInstances) scope the rest
+        if "changed-tag-keys" not in change.detail:  # only a tag change (aws.tag) names the keys it changed
+            return None
+        changed = {k for k in change.detail["changed-tag-keys"].split(",") if k}
+        members = self.config.membership_tag_keys()
+        if changed & members:
+            return None
+        return (
+            f"tag change of {', '.join(sorted(changed)) or 'no key'}: not a membership tag "
+            f"({', '.join(sorted(members)) or 'the cluster filters name no tag'})"
+        )
 
 
 def provider(inputs: ProviderInputs) -> AwsProvider:

@@ -46,6 +46,7 @@ from topocast.k8s.labels import (
     DEFAULT_INSTANCE_ANNOTATION,
     DEFAULT_MATCH,
     DesiredNode,
+    LabelPlan,
     MatchBy,
     NodeRefusal,
     PatchOutcome,
@@ -57,6 +58,7 @@ from topocast.k8s.labels import (
 from topocast.k8s.objects import KINDS, DryRun, ObjectPublisher, ObjectReport, PendingObject
 from topocast.model.graph import TopologyGraph
 from topocast.model.hostlist import compact_str
+from topocast.pipeline.guard import DEFAULT_MAX_LOSS_FRACTION
 from topocast.publish.base import PublishResult
 from topocast.renderers.base import Artifact, LabelScheme, RenderOptions
 
@@ -67,6 +69,7 @@ __all__ = [
     "KubernetesPublishReport",
     "KubernetesPublisher",
     "KubernetesPublisherConfig",
+    "foreign_cluster",
     "from_inputs",
     "from_settings",
     "sample_names",
@@ -105,6 +108,13 @@ class KubernetesPublisherConfig(BaseModel):
     max_conflict_retries: int = Field(3, ge=0)
     recreate_immutable_topology: bool = True
     discovery_ttl: float = Field(600.0, ge=0, description="Seconds to reuse API discovery between publishes.")
+    min_node_share: float | None = Field(
+        None,
+        ge=0,
+        le=1,
+        description="Share of the graph's nodes the cluster must hold, or the publish is refused before anything is "
+        "applied (a kubeconfig pointing at another cluster); None: 1 - TOPOCAST_GUARD_MAX_LOSS (0.9); 0 turns it off.",
+    )
     dry_run: DryRun = Field(
         "off",
         description="client: read and plan, write nothing; server: send every write with dryRun=All (validated, "
@@ -127,6 +137,8 @@ class KubernetesPublishReport:
     nodes_not_attempted: list[str] = field(default_factory=list)
     nodes_missing_in_cluster: list[str] = field(default_factory=list)
     nodes_missing_in_graph: list[str] = field(default_factory=list)
+    #: why nothing was applied: the cluster holds too few of the graph's nodes (another cluster?)
+    refused_cluster: str | None = None
     labels_set: int = 0
     labels_removed: int = 0
     matched_by: dict[str, int] = field(default_factory=dict)
@@ -152,7 +164,9 @@ class KubernetesPublishReport:
     def ok(self) -> bool:
         """True when nothing is left that a retry could do: the cluster matches the desired state except for
         the nodes the server refused (warnings allowed; :attr:`state` tells the two apart)."""
-        return not (self.errors or self.nodes_failed or self.nodes_not_attempted or self.objects_held)
+        return not (
+            self.errors or self.nodes_failed or self.nodes_not_attempted or self.objects_held or self.refused_cluster
+        )
 
     @property
     def state(self) -> str:
@@ -218,6 +232,8 @@ class KubernetesPublishReport:
         for kind, nodes, message in self.refusals()[:3]:
             text += f"; refused {kind}: {len(nodes)} node(s) {sample_names(nodes, 60)}"
             text += f" ({nodes[0]}: {message[:160]})" if message else ""
+        if self.refused_cluster:
+            text += f"; {self.refused_cluster}"
         for problem in (*self.errors[:3], *(f"{n}: {e}" for n, e in list(self.nodes_failed.items())[:3])):
             text += f"; {problem}"
         return text
@@ -417,6 +433,14 @@ class KubernetesPublisher:
                 cfg.recreate_immutable_topology,
                 cfg.dry_run,
             )
+            # The node LIST and the label plan come first: they are reads, and they tell whether this is the
+            # cluster the graph describes before any object is applied.
+            plan: LabelPlan | None = None
+            if "k8s-labels" in arts:
+                annotations = self._node_annotations(node_annotations, graph, report)
+                plan = self._plan_labels(kc, arts["k8s-labels"], annotations, report)
+                if plan is not None and self._refuse_cluster(plan, report):
+                    return report
             pending: list[PendingObject] = []
             for fmt in OBJECT_FORMATS:
                 if fmt in arts:
@@ -424,10 +448,9 @@ class KubernetesPublisher:
             for obj in pending:
                 if obj.before_labels:
                     objects.apply(obj)
-            labels_ok = True
-            if "k8s-labels" in arts:
-                annotations = self._node_annotations(node_annotations, graph, report)
-                labels_ok = self._publish_labels(kc, arts["k8s-labels"], annotations, report)
+            labels_ok = plan is not None or "k8s-labels" not in arts
+            if plan is not None:
+                labels_ok = self._send_labels(kc, plan, report)
             after: list[PendingObject] = []
             for obj in pending:
                 if obj.before_labels:
@@ -487,27 +510,49 @@ class KubernetesPublisher:
 
         return node_annotations(graph, self._render_options)
 
-    def _publish_labels(
+    def _plan_labels(
         self,
         kc: KubeClient,
         artifact: Artifact,
         annotations: Mapping[str, Mapping[str, str]],
         report: KubernetesPublishReport,
-    ) -> bool:
+    ) -> LabelPlan | None:
+        """The node LIST and the label plan (reads only); None, with the error reported, when either fails."""
         cfg = self.config
         try:
             desired = [DesiredNode.from_object(o, annotations.get(str(o.get("node")))) for o in artifact.objects]
         except ValueError as exc:
             report.errors.append(str(exc))
-            return False
+            return None
         ann_keys = {cfg.instance_annotation} | {k for a in annotations.values() for k in a}
         try:
             cluster = list_cluster_nodes(kc, ann_keys, cfg.node_selector, cfg.list_page_size)
         except (ApiError, httpx2.HTTPError) as exc:
             detail = f"{exc.status.code} {exc.status.message}" if isinstance(exc, ApiError) else str(exc)
             report.errors.append(f"listing nodes failed: {detail}")
+            return None
+        return plan_labels(cluster, desired, self._owns(), cfg.match_by, cfg.instance_annotation)
+
+    def _refuse_cluster(self, plan: LabelPlan, report: KubernetesPublishReport) -> bool:
+        """Refuse (report it, apply nothing) when the cluster holds too few of the graph's nodes: a kubeconfig
+        pointing at another cluster must not receive this graph's Topologies, HyperNodes and ConfigMap.
+        A client dry run only warns (it writes nothing and its plan shows what would happen)."""
+        share = self.config.min_node_share
+        share = 1 - DEFAULT_MAX_LOSS_FRACTION if share is None else share
+        matched = len(plan.patches) + len(plan.unchanged)  # graph nodes paired with a cluster node
+        reason = foreign_cluster(matched + len(plan.missing_in_cluster), matched, share)
+        if reason is None:
             return False
-        plan = plan_labels(cluster, desired, self._owns(), cfg.match_by, cfg.instance_annotation)
+        report.nodes_missing_in_cluster = plan.missing_in_cluster
+        report.nodes_missing_in_graph = plan.missing_in_graph
+        if self.config.dry_run == "client":
+            report.warnings.append(reason)
+            return False
+        report.refused_cluster = reason
+        return True
+
+    def _send_labels(self, kc: KubeClient, plan: LabelPlan, report: KubernetesPublishReport) -> bool:
+        cfg = self.config
         if cfg.dry_run == "client":
             outcome = PatchOutcome(patched=sorted(p.node for p in plan.patches))
         else:
@@ -557,12 +602,30 @@ class KubernetesPublisher:
         return not (outcome.failed or outcome.not_attempted)
 
 
+#: how an operator publishes to a cluster holding few of the graph's nodes anyway (both ways named in the refusal)
+MIN_NODE_SHARE_OVERRIDE = "--min-node-share 0 (TOPOCAST_K8S_OPTIONS: min_node_share)"
+
+
+def foreign_cluster(wanted: int, matched: int, min_share: float) -> str | None:
+    """Why a cluster holding ``matched`` of the graph's ``wanted`` nodes is not the one the graph describes,
+    or None when it holds at least ``min_share`` of them (an empty graph has nothing to compare)."""
+    if wanted == 0 or matched >= min_share * wanted:
+        return None
+    return (
+        f"the cluster holds {matched} of the graph's {wanted} nodes ({matched / wanted:.0%}, fewer than "
+        f"{min_share:.0%}): not the cluster this graph describes? nothing was applied; "
+        f"{MIN_NODE_SHARE_OVERRIDE} publishes anyway"
+    )
+
+
 def from_settings(settings: Any, graph_source: Callable[[int], Any]) -> KubernetesPublisher:
     """``TOPOCAST_K8S_OPTIONS`` (KubernetesPublisherConfig as JSON); the connection may instead come from
     ``TOPOCAST_K8S_<FIELD>`` variables. The label scheme is the render stage's, so ownership agrees."""
     options = dict(settings.k8s_options)
     options.setdefault("labels", settings.render_options.labels.model_dump())
     options["connection"] = connection_from_options(options)
+    if options.get("min_node_share") is None:  # the guard's share, unless given
+        options["min_node_share"] = 1 - settings.guard_max_loss
     return KubernetesPublisher(
         KubernetesPublisherConfig.model_validate(options),
         render_options=settings.render_options,

@@ -5,12 +5,17 @@
 # discover function keeps only instances matching TOPOCAST_FILTERS. Auto Scaling events are filtered to
 # the cluster's groups here. "pending" is left out: topology is only known once an instance runs.
 # Interruption warnings are region-wide too; discover notes them (they change nothing).
+# Cluster membership is a tag (ec2_filters tag:KEY=...): a tag change of an EC2 instance on one of those
+# keys (EventBridge's aws.tag "Tag Change on Resource") re-reads that instance, in or out of the cluster.
 
 locals {
   # The event patterns come from the event table (shared/topocast/app/event_table.py, aws_rule_patterns):
   # event-patterns.json is generated from it and tests/test_event_wiring.py keeps the two equal, so
   # every kind the parser acts on is delivered and nothing it would reject is.
   event_patterns = jsondecode(file("${path.module}/event-patterns.json"))
+
+  # the tag keys that decide membership (tag:topocast:cluster=c1 -> topocast:cluster); none: no tag rule
+  membership_tag_keys = [for f in local.ec2_filters : trimprefix(split("=", f)[0], "tag:") if startswith(f, "tag:")]
 
   event_rules = merge(
     # with topology_source = ibnetdiscover or netq, EC2 events say nothing about the fabric (and every
@@ -39,6 +44,16 @@ locals {
         schedule    = var.reconcile_schedule
         # A Reconcile envelope (shared/topocast/aws/events.py) naming the cluster.
         input = jsonencode({ source = "topocast", "detail-type" = "Reconcile", detail = { cluster = var.cluster } })
+      }
+    },
+    !local.ec2_source || length(local.membership_tag_keys) == 0 ? {} : {
+      tag-change = {
+        description = "EC2 instances tagged into or out of cluster ${var.cluster} (${join(", ", local.membership_tag_keys)})"
+        pattern = jsonencode(merge(local.event_patterns["tag-change"], {
+          detail = merge(local.event_patterns["tag-change"].detail, { "changed-tag-keys" = local.membership_tag_keys })
+        }))
+        schedule = null
+        input    = null
       }
     },
     !local.ec2_source || length(var.autoscaling_group_names) == 0 ? {} : {

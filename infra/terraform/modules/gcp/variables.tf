@@ -249,6 +249,8 @@ variable "audit_log_methods" {
     "v1.compute.instances.suspend",
     "beta.compute.instances.suspend",
     "compute.instances.suspend",
+    "v1.compute.instances.setLabels",
+    "beta.compute.instances.setLabels",
     "v1.compute.instances.bulkInsert",
     "beta.compute.instances.bulkInsert",
     "compute.instances.repair.recreateInstance",

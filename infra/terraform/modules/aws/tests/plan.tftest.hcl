@@ -41,8 +41,8 @@ run "defaults_plan_the_priced_inventory" {
     error_message = "the debounce table is on-demand"
   }
   assert {
-    condition     = keys(aws_cloudwatch_event_rule.this) == ["ec2-notices", "ec2-state", "reconcile"]
-    error_message = "three EventBridge rules on the default bus (no Auto Scaling rule without autoscaling_group_names)"
+    condition     = keys(aws_cloudwatch_event_rule.this) == ["ec2-notices", "ec2-state", "reconcile", "tag-change"]
+    error_message = "four EventBridge rules on the default bus (no Auto Scaling rule without autoscaling_group_names)"
   }
   assert {
     condition     = aws_cloudwatch_event_rule.this["reconcile"].schedule_expression == "rate(15 minutes)"

@@ -75,6 +75,10 @@ run "event_rules_route_the_cluster_events_to_the_events_queue" {
     error_message = "the notices rule must deliver Spot interruption warnings and delivered Capacity Blocks (noted / reconcile)"
   }
   assert {
+    condition     = jsondecode(aws_cloudwatch_event_rule.this["tag-change"].event_pattern) == { source = ["aws.tag"], "detail-type" = ["Tag Change on Resource"], detail = { service = ["ec2"], "resource-type" = ["instance"], "changed-tag-keys" = ["topocast:cluster"] } }
+    error_message = "the tag rule must deliver tag changes of EC2 instances on the membership key (tag:topocast:cluster=c1 by default) only"
+  }
+  assert {
     condition     = aws_cloudwatch_event_rule.this["reconcile"].schedule_expression == "rate(15 minutes)"
     error_message = "the reconcile schedule defaults to 15 minutes"
   }
@@ -95,7 +99,7 @@ run "event_rules_route_the_cluster_events_to_the_events_queue" {
     error_message = "the events queue carries the EventBridge policy"
   }
   assert {
-    condition     = one(one([for s in data.aws_iam_policy_document.events_queue.statement : s.condition if s.sid == "EventBridgeRules"])).values == tolist(["arn:aws:events:eu-west-1:111122223333:rule/topocast-c1-ec2-notices", "arn:aws:events:eu-west-1:111122223333:rule/topocast-c1-ec2-state", "arn:aws:events:eu-west-1:111122223333:rule/topocast-c1-reconcile"])
+    condition     = one(one([for s in data.aws_iam_policy_document.events_queue.statement : s.condition if s.sid == "EventBridgeRules"])).values == tolist(["arn:aws:events:eu-west-1:111122223333:rule/topocast-c1-ec2-notices", "arn:aws:events:eu-west-1:111122223333:rule/topocast-c1-ec2-state", "arn:aws:events:eu-west-1:111122223333:rule/topocast-c1-reconcile", "arn:aws:events:eu-west-1:111122223333:rule/topocast-c1-tag-change"])
     error_message = "the events queue accepts messages only from this module's rules"
   }
 }
