@@ -48,7 +48,11 @@ class WireNode(msgspec.Struct, forbid_unknown_fields=True, gc=False):
 
 
 class WireGraph(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
-    """:class:`topocast.model.graph.TopologyGraph`'s fields; UNSET marks those absent from the JSON."""
+    """:class:`topocast.model.graph.TopologyGraph`'s fields; UNSET marks those absent from the JSON.
+
+    ``health`` is left out on purpose: a graph with health records (a few per broken object) is an
+    unknown field here and is validated by pydantic, which checks each record.
+    """
 
     schema_version: Literal[1] | msgspec.UnsetType = msgspec.UNSET
     cluster: str
