@@ -688,6 +688,48 @@ def package(a: Namespace) -> None:
         print(f"{name}: {path} ({path.stat().st_size / 1e6:.1f} MB)")
 
 
+group("health", "Fabric health on the map: what is broken, what it affects, and the scheduler told (docs/health.md).")
+
+
+@command("health show")
+@option("graph", metavar="GRAPH", help="A graph: a file, '-' (stdin), or s3://, gs://, file:// URI.")
+@option("--json", dest="as_json", flag=True, help="Print JSON.")
+def health_show(a: Namespace) -> int:
+    """List each fabric object that is not ok, its source, reason and since when, and the nodes it affects."""
+    from topocast.cli.health import run_show
+
+    return run_show(a.graph, a.as_json)
+
+
+@command("health apply")
+@option("graph", metavar="GRAPH", help="A graph: a file, '-' (stdin), or s3://, gs://, file:// URI.")
+@option("--target", choices=["slurm"], default="slurm", help="The scheduler to tell.")
+@option("--state-file", type=Path, required=True, help="The damper's state between runs (JSON; created).")
+@option("--scontrol", default="scontrol", help="scontrol, or a command prefix ('chroot /srv/sid scontrol').")
+@option("--slurm-conf", type=Path, help="slurm.conf of the controller (SLURM_CONF).")
+@option("--act-from", choices=["degraded", "impaired"], default="degraded", help="Least severe state acted on.")
+@option("--act-after", type=int, default=1, help="Observations in a row an object must be bad before acting.")
+@option("--undo-after", type=int, default=1, help="Observations in a row an object must be good before undoing.")
+@option("--max-share", type=_share, default=0.1, help="Most of the cluster topocast holds drained (0-1).")
+@option("--exclude", many=True, help="Nodes (hostlist) never drained or resumed; repeatable.")
+@option("--pause-file", type=Path, help="While this file exists, plan and report but change nothing.")
+@option("--dry-run", flag=True, help="Plan and report; change nothing, keep the state file as it was.")
+@option("--json", dest="as_json", flag=True, help="Print the report as JSON.")
+def health_apply(a: Namespace) -> int:
+    """Drain the nodes a broken fabric object affects (reason 'topocast: ...'), resume only topocast's own."""
+    from topocast.cli.health import run_apply
+    from topocast.model.health_plan import HealthPolicy
+
+    try:
+        policy = HealthPolicy(a.act_from, a.act_after, a.undo_after, a.max_share)
+    except ValueError as exc:
+        raise fail(str(exc)) from None
+    return run_apply(
+        a.graph, target=a.target, state_file=a.state_file, policy=policy, scontrol=a.scontrol,
+        slurm_conf=a.slurm_conf, exclude=a.exclude, pause_file=a.pause_file, dry_run=a.dry_run, as_json=a.as_json,
+    )  # fmt: skip
+
+
 @command("diff", fast_exit=True)
 @option("old", metavar="OLD", help="The earlier graph: a file, '-' (stdin), or s3://, gs://, file:// URI.")
 @option("new", metavar="NEW", help="The later graph, the same ways.")
