@@ -141,3 +141,77 @@ def test_bad_state_file_is_one_line_naming_it(tmp_path: Path) -> None:
     assert result.exit_code == 2
     assert result.stderr.startswith(f"topocast: error: --state-file {state}")
     assert len(result.stderr.splitlines()) == 1
+
+
+# ----- the block-file variant: a degraded NVLink domain leaves topology/block instead of being drained ---------
+
+BLOCK_NODES = [f"n{i}" for i in range(1, 13)]
+
+
+def block_graph(tmp_path: Path, health: list[dict]) -> Path:
+    # three NVLink domains of four nodes: nvl-a = n[1-4], nvl-b = n[5-8], nvl-c = n[9-12]
+    nodes = [
+        {"name": n, "fabric": ["leaf1", "spine"], "accelerator": "nvl-" + "abc"[i // 4]}
+        for i, n in enumerate(BLOCK_NODES)
+    ]
+    data = {"schema_version": 1, "cluster": "c1", "provider": "test", "nodes": nodes, "health": health}
+    path = tmp_path / "g.json"
+    path.write_text(json.dumps(data))
+    return path
+
+
+def domain(id_: str, state: str, kind: str = "domain") -> dict:
+    return {"kind": kind, "id": id_, "state": state, "source": "nvlink", "reason": "fabric Degraded",
+            "observed_at": "2026-12-04T15:00:00Z"}  # fmt: skip
+
+
+def render_block(tmp_path: Path, health: list[dict], least: str | None) -> tuple[int, str, str]:
+    options = tmp_path / "options.json"
+    options.write_text(json.dumps({"leave_out_domains_from": least}))
+    result = invoke(["render", "--graph", block_graph(tmp_path, health), "-f", "slurm-block", "--options", options,
+                     "-o", tmp_path / "out"])  # fmt: skip
+    out = tmp_path / "out" / "topology-block.conf"
+    return result.exit_code, out.read_text() if out.exists() else "", result.stderr
+
+
+def block_nodes(text: str) -> list[str]:
+    """The blocks' hostlists, sorted (the file's order follows the fabric walk)."""
+    return sorted(line.split("Nodes=")[1] for line in text.splitlines() if line.startswith("BlockName="))
+
+
+def test_a_degraded_domain_leaves_the_block_file_and_says_so(tmp_path: Path) -> None:
+    code, text, err = render_block(tmp_path, [domain("nvl-b", "degraded")], "degraded")
+    assert code == 0, err
+    assert block_nodes(text) == ["n[1-4]", "n[9-12]"]
+    assert "domain nvl-b left out of the blocks: domain degraded (fabric Degraded)" in err
+
+
+def test_without_the_option_or_below_its_threshold_every_domain_stays(tmp_path: Path) -> None:
+    assert block_nodes(render_block(tmp_path, [domain("nvl-b", "degraded")], None)[1]) == [
+        "n[1-4]",
+        "n[5-8]",
+        "n[9-12]",
+    ]
+    kept = render_block(tmp_path, [domain("nvl-b", "degraded")], "impaired")[1]
+    assert block_nodes(kept) == ["n[1-4]", "n[5-8]", "n[9-12]"]
+    gone = render_block(tmp_path, [domain("nvl-c", "impaired", kind="capacity_block")], "impaired")[1]
+    assert block_nodes(gone) == ["n[1-4]", "n[5-8]"]
+
+
+def test_every_domain_bad_is_refused_not_an_empty_file(tmp_path: Path) -> None:
+    code, text, err = render_block(tmp_path, [domain(d, "impaired") for d in ("nvl-a", "nvl-b", "nvl-c")], "degraded")
+    assert code == 2 and text == ""
+    assert err.startswith("topocast: error: ") and "every accelerator domain of cluster 'c1' is degraded" in err
+
+
+@pytest.mark.slurm_current
+def test_on_slurm_26_05_the_block_file_without_the_degraded_domain_loads(
+    sid_controller_factory: ControllerFactory, tmp_path: Path
+) -> None:
+    code, text, err = render_block(tmp_path, [domain("nvl-b", "degraded")], "degraded")
+    assert code == 0, err
+    ctl = sid_controller_factory(BLOCK_NODES, text, topology_plugin="topology/block")
+    # the controller's own words: the left-out domain's nodes are outside every block
+    assert ctl.log_lines() == ["warning: Blocks lack access to 4 nodes: n[5-8]"]
+    shown = sorted(sorted(b.nodes) for b in ctl.show_blocks().values() if b.nodes)
+    assert shown == [["n1", "n2", "n3", "n4"], ["n10", "n11", "n12", "n9"]]

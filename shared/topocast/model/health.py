@@ -40,6 +40,7 @@ __all__ = [
     "HealthState",
     "NodeHealth",
     "ObjectRef",
+    "bad_domains",
     "carry_forward",
     "node_health",
     "objects_of",
@@ -174,3 +175,15 @@ def carry_forward(previous: Iterable[HealthRecord], current: Iterable[HealthReco
             rec = rec.model_copy(update={"observed_at": old.observed_at})
         out.append(rec)
     return sorted(out, key=lambda r: r.ref)
+
+
+def bad_domains(records: Iterable[HealthRecord], least: str) -> dict[str, HealthRecord]:
+    """Accelerator domains with a ``domain`` or ``capacity_block`` record at least as bad as ``least``
+    (domain -> the worse record): the ones a block topology can leave out instead of draining their nodes."""
+    out: dict[str, HealthRecord] = {}
+    for rec in records:
+        if rec.kind in ("domain", "capacity_block") and SEVERITY[rec.state] >= SEVERITY[least]:
+            old = out.get(rec.id)
+            if old is None or SEVERITY[rec.state] > SEVERITY[old.state]:
+                out[rec.id] = rec
+    return out

@@ -113,6 +113,11 @@ class RenderOptions(BaseModel):
     topograph_compat: bool = Field(
         False, description="Topograph's rules where topocast differs on purpose (BlockSizes base = smallest block)."
     )
+    leave_out_domains_from: Literal["degraded", "impaired"] | None = Field(
+        None,
+        description="Block topologies leave out the accelerator domains whose health (a domain or capacity_block "
+        "record) is this bad or worse, instead of draining their nodes (docs/health.md); None = keep every domain.",
+    )
 
     @field_validator("block_sizes")
     @classmethod
