@@ -92,7 +92,7 @@ def drive(ctl: SlurmController, tmp_path: Path) -> None:
 
     done = invoke(["health", "apply", bad, *args, "--max-share", "0.5"])
     assert done.exit_code == 0, done.output
-    assert "left alone (drained by someone else or excluded): n2" in done.stdout
+    assert "left alone (held by someone else or excluded): n2" in done.stdout
     assert reasons(ctl) == {**dict.fromkeys(NODES), "n1": LEAF1, "n2": "ops: bad DIMM", "n3": LEAF1, "n4": LEAF1}
 
     # another operator takes over n3's drain: from now on it is theirs

@@ -703,10 +703,11 @@ def health_show(a: Namespace) -> int:
 
 @command("health apply")
 @option("graph", metavar="GRAPH", help="A graph: a file, '-' (stdin), or s3://, gs://, file:// URI.")
-@option("--target", choices=["slurm"], default="slurm", help="The scheduler to tell.")
+@option("--target", choices=["slurm", "kubernetes"], default="slurm", help="The scheduler to tell.")
 @option("--state-file", type=Path, required=True, help="The damper's state between runs (JSON; created).")
 @option("--scontrol", default="scontrol", help="scontrol, or a command prefix ('chroot /srv/sid scontrol').")
 @option("--slurm-conf", type=Path, help="slurm.conf of the controller (SLURM_CONF).")
+@option("--kubeconfig", type=Path, help="kubernetes: this kubeconfig (default: TOPOCAST_K8S_* settings).")
 @option("--act-from", choices=["degraded", "impaired"], default="degraded", help="Least severe state acted on.")
 @option("--act-after", type=int, default=1, help="Observations in a row an object must be bad before acting.")
 @option("--undo-after", type=int, default=1, help="Observations in a row an object must be good before undoing.")
@@ -716,7 +717,7 @@ def health_show(a: Namespace) -> int:
 @option("--dry-run", flag=True, help="Plan and report; change nothing, keep the state file as it was.")
 @option("--json", dest="as_json", flag=True, help="Print the report as JSON.")
 def health_apply(a: Namespace) -> int:
-    """Drain the nodes a broken fabric object affects (reason 'topocast: ...'), resume only topocast's own."""
+    """Drain (Slurm) or taint (Kubernetes) the nodes a broken fabric object affects; undo only topocast's own."""
     from topocast.cli.health import run_apply
     from topocast.model.health_plan import HealthPolicy
 
@@ -724,9 +725,12 @@ def health_apply(a: Namespace) -> int:
         policy = HealthPolicy(a.act_from, a.act_after, a.undo_after, a.max_share)
     except ValueError as exc:
         raise fail(str(exc)) from None
+    from topocast.cli.health import KubernetesScheduler, SlurmScheduler
+
+    scheduler = SlurmScheduler(a.scontrol, a.slurm_conf) if a.target == "slurm" else KubernetesScheduler(a.kubeconfig)
     return run_apply(
-        a.graph, target=a.target, state_file=a.state_file, policy=policy, scontrol=a.scontrol,
-        slurm_conf=a.slurm_conf, exclude=a.exclude, pause_file=a.pause_file, dry_run=a.dry_run, as_json=a.as_json,
+        a.graph, scheduler, state_file=a.state_file, policy=policy, exclude=a.exclude, pause_file=a.pause_file,
+        dry_run=a.dry_run, as_json=a.as_json,
     )  # fmt: skip
 
 

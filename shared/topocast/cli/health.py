@@ -2,10 +2,11 @@
 
 ``show`` lists each object that is not ``ok`` (state, source, reason, since when) and the nodes that depend
 on it. ``apply`` is one observation: it takes the graph's health records through the damper (kept in
-``--state-file``), works out the blast radius and drains / resumes Slurm nodes to match it (see
-:mod:`topocast.model.health_plan` and :mod:`topocast.slurm.drain`; docs/health.md).
+``--state-file``), works out the blast radius and drains / resumes Slurm nodes, or taints / untaints
+Kubernetes nodes, to match it (see :mod:`topocast.model.health_plan`, :mod:`topocast.slurm.drain`,
+:mod:`topocast.k8s.taints`; docs/health.md).
 
-Exit codes of ``apply``: 0 done (or nothing to do), 3 when the share guard held new drains or a node did
+Exit codes of ``apply``: 0 done (or nothing to do), 3 when the share guard held new marks or a node did
 not end up as asked, 2 for bad input (one line).
 """
 
@@ -17,12 +18,21 @@ import shlex
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from topocast.errors import TopocastError
 from topocast.model.graph import TopologyGraph
 from topocast.model.health import SEVERITY, NodeHealth, ObjectRef, node_health, objects_of
-from topocast.model.health_plan import DampingState, HealthPolicy, observe, plan, slurm_reason
+from topocast.model.health_plan import (
+    ApplyOutcome,
+    DampingState,
+    HealthPlan,
+    HealthPolicy,
+    Holding,
+    observe,
+    plan,
+    slurm_reason,
+)
 from topocast.model.hostlist import compact_str, expand
 from topocast.safeio.limits import read_capped
 from topocast.safeio.validation import validate
@@ -95,35 +105,109 @@ def _load_state(path: Path) -> DampingState:
     return validate(DampingState, data, f"--state-file {path}", TopocastError)
 
 
+class Scheduler(Protocol):
+    """One scheduler as ``health apply`` sees it: its nodes and marks, and how to change them."""
+
+    def read(self, exclude: Sequence[str]) -> tuple[set[str], Holding]: ...
+
+    def mark_text(self, health: NodeHealth) -> str: ...
+
+    def apply(self, plan: HealthPlan) -> ApplyOutcome: ...
+
+    def close(self) -> None: ...
+
+
+class SlurmScheduler:
+    def __init__(self, scontrol: str, slurm_conf: Path | None) -> None:
+        self.command = shlex.split(scontrol)
+        self.env = {**os.environ, "SLURM_CONF": str(slurm_conf)} if slurm_conf else None
+
+    def read(self, exclude: Sequence[str]) -> tuple[set[str], Holding]:
+        from topocast.slurm.drain import holding, read_nodes
+
+        nodes = read_nodes(self.command, self.env)
+        return set(nodes), holding(nodes, exclude)
+
+    def mark_text(self, health: NodeHealth) -> str:
+        return slurm_reason(health)
+
+    def apply(self, plan: HealthPlan) -> ApplyOutcome:
+        from topocast.slurm.drain import apply_plan
+
+        return apply_plan(plan, self.command, self.env)
+
+    def close(self) -> None:
+        pass
+
+
+class KubernetesScheduler:
+    def __init__(self, kubeconfig: Path | None) -> None:
+        from topocast.k8s.client import K8sConnection, build_client
+
+        conn = K8sConnection(auth="kubeconfig", kubeconfig=str(kubeconfig)) if kubeconfig else K8sConnection.from_env()
+        self.kc = build_client(conn)
+        self.nodes: dict[str, Any] = {}
+
+    def read(self, exclude: Sequence[str]) -> tuple[set[str], Holding]:
+        from topocast.k8s.taints import holding, read_nodes
+
+        self.nodes = read_nodes(self.kc)
+        return set(self.nodes), holding(self.nodes, exclude)
+
+    def mark_text(self, health: NodeHealth) -> str:
+        from topocast.k8s.taints import taint_value
+
+        return taint_value(health)
+
+    def apply(self, plan: HealthPlan) -> ApplyOutcome:
+        from topocast.k8s.taints import apply_plan
+
+        return apply_plan(self.kc, plan, self.nodes)
+
+    def close(self) -> None:
+        self.kc.close()
+
+
 def run_apply(
     source: str,
+    scheduler: Scheduler,
     *,
-    target: str,
     state_file: Path,
     policy: HealthPolicy,
-    scontrol: str = "scontrol",
-    slurm_conf: Path | None = None,
     exclude: Sequence[str] = (),
     pause_file: Path | None = None,
     dry_run: bool = False,
     as_json: bool = False,
 ) -> int:
-    """One observation of ``source``'s health, acted on in the scheduler (module doc)."""
+    """One observation of ``source``'s health, acted on in ``scheduler`` (module doc)."""
     from topocast.cli.diff import load_source
-    from topocast.safeio.files import write_out
-    from topocast.slurm.drain import apply_plan, holding, read_nodes
 
-    if target != "slurm":
-        raise TopocastError(f"--target {target}: only slurm is supported by `health apply`")
-    graph = load_source(source)
-    state = _load_state(state_file)
-    damping = observe(state, graph.health, state.seq + 1, policy)
-    command: list[str] = shlex.split(scontrol)
-    env = {**os.environ, "SLURM_CONF": str(slurm_conf)} if slurm_conf else None
-    slurm = read_nodes(command, env)
-    skip = [n for expr in exclude for n in expand(expr)]
-    radius = {n: h for n, h in node_health(_rows(graph), damping.confirmed()).items() if n in slurm}
-    the_plan = plan(len(slurm), radius, holding(slurm, skip), policy, slurm_reason)
+    try:
+        graph = load_source(source)
+        state = _load_state(state_file)
+        damping = observe(state, graph.health, state.seq + 1, policy)
+        return _apply(graph, damping, scheduler, state_file, policy, exclude, pause_file, dry_run, as_json)
+    finally:
+        scheduler.close()
+
+
+def _apply(
+    graph: TopologyGraph,
+    damping: DampingState,
+    scheduler: Scheduler,
+    state_file: Path,
+    policy: HealthPolicy,
+    exclude: Sequence[str],
+    pause_file: Path | None,
+    dry_run: bool,
+    as_json: bool,
+) -> int:
+    from topocast.safeio.files import write_out
+
+    known, held_now = scheduler.read([n for expr in exclude for n in expand(expr)])
+    every = node_health(_rows(graph), damping.confirmed())
+    radius = {n: h for n, h in every.items() if n in known}
+    the_plan = plan(len(known), radius, held_now, policy, scheduler.mark_text)
     paused = pause_file is not None and pause_file.exists()
     report: dict[str, Any] = {
         "cluster": graph.cluster,
@@ -133,11 +217,11 @@ def run_apply(
         "confirmed": [str(r.ref) for r in damping.confirmed()],
         "pending": [str(t.record.ref) for t in damping.objects if not t.confirmed],
         "plan": the_plan.to_json(),
-        "not_in_slurm": sorted(n for n in node_health(_rows(graph), damping.confirmed()) if n not in slurm),
+        "not_in_scheduler": sorted(every.keys() - known),
     }
     code = EXIT_HELD if the_plan.held else 0
     if not dry_run and not paused:
-        outcome = apply_plan(the_plan, command, env)
+        outcome = scheduler.apply(the_plan)
         report |= {"drained": outcome.drained, "resumed": outcome.resumed, "left": outcome.left,
                    "errors": outcome.errors}  # fmt: skip
         write_out(state_file, damping.model_dump_json(indent=2) + "\n", "--state-file")
@@ -159,17 +243,17 @@ def _print_report(r: dict[str, Any]) -> None:
     if r["pending"]:
         print(f"bad, not acted on yet (damped): {', '.join(r['pending'])}")
     print(f"blast radius: {len(p['radius'])} node(s){': ' + compact_str(p['radius']) if p['radius'] else ''}")
-    for node, reason in p["mark"].items():
-        print(f"drain {node}: {reason}")
+    for node, text in p["mark"].items():
+        print(f"mark {node}: {text}")
     if p["unmark"]:
-        print(f"resume {compact_str(p['unmark'])}")
+        print(f"unmark {compact_str(p['unmark'])}")
     if p["foreign"]:
-        print(f"left alone (drained by someone else or excluded): {compact_str(p['foreign'])}")
+        print(f"left alone (held by someone else or excluded): {compact_str(p['foreign'])}")
     if p["held"]:
         print(f"held: {p['held_reason']}: {compact_str(p['held'])}", file=sys.stderr)
-    if r["not_in_slurm"]:
-        print(f"not in Slurm: {compact_str(r['not_in_slurm'])}")
+    if r["not_in_scheduler"]:
+        print(f"not in the scheduler: {compact_str(r['not_in_scheduler'])}")
     for line in r.get("errors", []):
         print(f"topocast: warning: {line}", file=sys.stderr)
     if "drained" in r:
-        print(f"summary: {len(r['drained'])} drained, {len(r['resumed'])} resumed")
+        print(f"summary: {len(r['drained'])} marked, {len(r['resumed'])} unmarked")

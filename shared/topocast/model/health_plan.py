@@ -27,6 +27,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from topocast.model.health import SEVERITY, HealthRecord, NodeHealth
 
 __all__ = [
+    "ApplyOutcome",
     "DampingState",
     "HealthPlan",
     "HealthPolicy",
@@ -189,6 +190,17 @@ def plan(
         held=held,
         held_reason=reason,
     )
+
+
+@dataclass
+class ApplyOutcome:
+    """What an applier did: nodes marked (drained / tainted) and unmarked, as read back from the scheduler."""
+
+    drained: list[str] = field(default_factory=list)
+    resumed: list[str] = field(default_factory=list)
+    #: nodes of the plan's unmark whose mark changed under us (someone else's now): left as they are
+    left: list[str] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
 
 
 def slurm_reason(health: NodeHealth) -> str:

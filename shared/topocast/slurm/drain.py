@@ -16,14 +16,14 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from itertools import groupby
 
-from topocast.model.health_plan import HealthPlan, Holding, is_ours
+from topocast.model.health_plan import ApplyOutcome, HealthPlan, Holding, is_ours
 from topocast.model.hostlist import compact_str
 from topocast.slurm.scontrol import Command, SlurmControllerError, run_scontrol
 
-__all__ = ["ApplyOutcome", "SlurmNode", "apply_plan", "holding", "parse_show_nodes", "read_nodes"]
+__all__ = ["SlurmNode", "apply_plan", "holding", "parse_show_nodes", "read_nodes"]
 
 
 @dataclass(frozen=True)
@@ -85,15 +85,6 @@ def holding(nodes: Mapping[str, SlurmNode], exclude: Iterable[str] = ()) -> Hold
     return Holding(
         {k: v for k, v in ours.items() if k not in skip and v is not None}, frozenset(foreign | (skip & nodes.keys()))
     )
-
-
-@dataclass
-class ApplyOutcome:
-    drained: list[str] = field(default_factory=list)
-    resumed: list[str] = field(default_factory=list)
-    #: nodes of the plan's unmark whose reason changed under us (someone else's now): not resumed
-    left: list[str] = field(default_factory=list)
-    errors: list[str] = field(default_factory=list)
 
 
 def _update(scontrol: Command, env: dict[str, str] | None, timeout: float, args: list[str]) -> list[str]:
