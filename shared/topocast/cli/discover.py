@@ -161,6 +161,10 @@ def _clients(a: DiscoverArgs, options: Mapping[str, Any]) -> Callable[[str], Any
             from topocast.gcp.clients import compute_client
 
             return compute_client(a.compute_endpoint)
+        if service == "compute-sub-blocks":
+            from topocast.gcp.clients import sub_blocks_client
+
+            return sub_blocks_client(a.compute_endpoint)
         if service == "k8s-nodes":
             from topocast.k8s.client import K8sConnection
             from topocast.k8s.node_source import node_lister
