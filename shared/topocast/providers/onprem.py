@@ -97,6 +97,11 @@ class IbnetdiscoverOptions(_FabricOptions):
             env_help="the compute fabric's HCA node/port GUIDs (';', '!' excludes)",
         ),
     ] = Field(default_factory=list, description="Compute HCA node/port GUIDs, '!' excludes.")  # fmt: skip
+    fabric_health: bool = Field(
+        False,
+        description="Read a leaf that vanished, or a switch that lost every uplink, against the last graph as an "
+        "outage (nodes kept, an impaired health record), not as a new topology (model/health_fabric.py).",
+    )
 
 
 class NetqOptions(_FabricOptions):
@@ -160,7 +165,7 @@ class IbnetdiscoverProvider(_FullOnly):
                 f"no ibnetdiscover uploads for cluster {self.inputs.cluster}: run `topocast collect` first"
             )
         kwargs: dict[str, Any] = {"host_regex": o["host_regex"]} if o.get("host_regex") else {}
-        return ibnetdiscover.discover(
+        result = ibnetdiscover.discover(
             texts=texts,
             cluster=self.inputs.cluster,
             nodes=o.get("nodes"),
@@ -169,6 +174,13 @@ class IbnetdiscoverProvider(_FullOnly):
             selection=PortSelection.from_options(o),
             **kwargs,
         )
+        if o.get("fabric_health") and previous is not None:
+            from datetime import UTC, datetime
+
+            from topocast.model.health_fabric import fabric_outages
+
+            result.graph = fabric_outages(previous, result.graph, "ibnetdiscover", datetime.now(UTC))
+        return result
 
 
 class NetqProvider(_FullOnly):
