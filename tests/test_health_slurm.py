@@ -76,11 +76,16 @@ def reasons(ctl: SlurmController) -> dict[str, str | None]:
     return {n.name: n.reason for n in parse_show_nodes(out).values()}
 
 
+def scontrol_arg(ctl: SlurmController) -> str:
+    """``--scontrol`` for this controller: a path, or the chroot prefix as one shell word list."""
+    command = ctl.install.scontrol_command
+    return command if isinstance(command, str) else shlex.join(command)
+
+
 def drive(ctl: SlurmController, tmp_path: Path) -> None:
     """The whole story against one controller: guard, drain, another operator, heal, resume."""
-    args = ["--scontrol", shlex.join(ctl.install.scontrol_command if not isinstance(ctl.install.scontrol_command, str)
-                                      else [ctl.install.scontrol_command]),
-            "--slurm-conf", ctl.install.inside(ctl.conf_path), "--state-file", tmp_path / "state.json"]  # fmt: skip
+    args = ["--scontrol", scontrol_arg(ctl), "--slurm-conf", ctl.install.inside(ctl.conf_path), "--state-file",
+            tmp_path / "state.json"]  # fmt: skip
     bad, healed = graph_file(tmp_path, "bad.json", leaf1("impaired")), graph_file(tmp_path, "ok.json", [])
     assert ctl.scontrol("update", "NodeName=n2", "State=DRAIN", "Reason=ops: bad DIMM")[0] == 0
 
@@ -215,3 +220,22 @@ def test_on_slurm_26_05_the_block_file_without_the_degraded_domain_loads(
     assert ctl.log_lines() == ["warning: Blocks lack access to 4 nodes: n[5-8]"]
     shown = sorted(sorted(b.nodes) for b in ctl.show_blocks().values() if b.nodes)
     assert shown == [["n1", "n2", "n3", "n4"], ["n10", "n11", "n12", "n9"]]
+
+
+@pytest.mark.slurm_current
+def test_pause_and_exclude_change_nothing_they_cover(sid_controller_factory: ControllerFactory, tmp_path: Path) -> None:
+    ctl = sid_controller_factory(NODES, TREE)
+    args = ["--scontrol", scontrol_arg(ctl), "--slurm-conf", ctl.install.inside(ctl.conf_path), "--state-file",
+            tmp_path / "state.json", "--max-share", "0.5"]  # fmt: skip
+    bad = graph_file(tmp_path, "bad.json", leaf1("impaired"))
+    pause = tmp_path / "pause"
+    pause.touch()
+    paused = invoke(["health", "apply", bad, *args, "--pause-file", pause, "--json"])
+    assert paused.exit_code == 0, paused.output
+    assert json.loads(paused.stdout)["paused"] is True
+    assert reasons(ctl) == dict.fromkeys(NODES) and not (tmp_path / "state.json").exists()
+
+    pause.unlink()
+    done = invoke(["health", "apply", bad, *args, "--pause-file", pause, "--exclude", "n[3-4]"])
+    assert done.exit_code == 0, done.output
+    assert reasons(ctl) == {**dict.fromkeys(NODES), "n1": LEAF1, "n2": LEAF1}
