@@ -65,7 +65,11 @@ class HealthRecord(BaseModel):
         description="The object's ID as the graph carries it: a switch ID, an accelerator domain, a capacity "
         "block ID; for a link, its lower end (a node name or switch ID)."
     )
-    peer: str | None = Field(None, description="A link's upper end (the switch above `id`); None for other kinds.")
+    peer: str | None = Field(
+        None,
+        description="A link's upper end (the switch above `id`, or for a node's NVLink attachment its accelerator "
+        "domain); None for other kinds.",
+    )
     state: HealthState
     source: str = Field(description="Who reported it: aws-capacity-block, gcp-sub-block, ibnetdiscover, nvlink...")
     reason: str = Field("", description="The source's words, one line.")
@@ -119,8 +123,9 @@ class NodeHealth:
 def objects_of(name: str, fabric: Iterable[str], accelerator: str | None, labels: Mapping[str, str]) -> list[ObjectRef]:
     """The fabric objects a node depends on, nearest first (the order that breaks ties in blame).
 
-    Its link to the leaf, then each switch and the link above it, then its accelerator domain and its
-    capacity block (the accelerator domain itself on AWS UltraServers, else the ``capacity-block`` label).
+    Its link to the leaf, then each switch and the link above it, then its NVLink attachment (a link from
+    the node to its accelerator domain), the domain and its capacity block (the accelerator domain itself
+    on AWS UltraServers, else the ``capacity-block`` label).
     """
     refs: list[ObjectRef] = []
     below = name
@@ -128,7 +133,9 @@ def objects_of(name: str, fabric: Iterable[str], accelerator: str | None, labels
         refs += [ObjectRef("link", below, switch), ObjectRef("switch", switch)]
         below = switch
     if accelerator is not None:
-        refs += [ObjectRef("domain", accelerator), ObjectRef("capacity_block", accelerator)]
+        # the node's NVLink attachment (a link whose peer is the domain), then the domain itself
+        refs += [ObjectRef("link", name, accelerator), ObjectRef("domain", accelerator)]
+        refs.append(ObjectRef("capacity_block", accelerator))
     block = labels.get(CAPACITY_BLOCK_LABEL)
     if block is not None and block != accelerator:
         refs.append(ObjectRef("capacity_block", block))
