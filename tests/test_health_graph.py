@@ -164,3 +164,20 @@ def test_diff_of_a_reworded_but_equal_state_is_the_same(tmp_path: Path) -> None:
     old.write_text(json.dumps(graph([rec("switch", "leaf-2", "degraded", "3 of 4 uplinks", at=T0)])))
     new.write_text(json.dumps(graph([rec("switch", "leaf-2", "degraded", "3 of 4 uplinks", at=T1)])))
     assert invoke(["diff", old, new]).exit_code == 0
+
+
+def test_the_view_lists_each_unhealthy_object_coloured_with_the_nodes_it_affects(tmp_path: Path) -> None:
+    path = tmp_path / "g.json"
+    path.write_text(
+        json.dumps(graph([rec("switch", "leaf-2", "impaired", "gone"), rec("domain", "nvl-a", "degraded")]))
+    )
+    page = invoke(["render", "--graph", path, "-f", "html"]).stdout
+    box = page.split('id="fabric-health"', 1)[1].split("</details>", 1)[0]
+    assert "2 fabric object(s) not ok" in box
+    items = box.split("<li>")[1:]  # worst first
+    assert "impaired</b> <code>switch leaf-2</code>: gone (test); 2 node(s): gpu-[3-4]" in items[0]
+    assert "background:#b3261e" in items[0] and "background:#b26a00" in items[1]
+    assert "<b>4</b><span>nodes on unhealthy fabric</span>" in page
+    healthy = tmp_path / "ok.json"
+    healthy.write_text(json.dumps(graph()))
+    assert "fabric-health" not in invoke(["render", "--graph", healthy, "-f", "html"]).stdout
