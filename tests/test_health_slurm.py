@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import shlex
 from pathlib import Path
+from typing import Any
 
 import pytest
 from cli_runner import invoke
@@ -17,7 +18,7 @@ from slurm_fixtures import ControllerFactory, requires_slurm
 
 from topocast.model.health_plan import HealthPlan
 from topocast.slurm.controller import SlurmController
-from topocast.slurm.drain import SlurmNode, apply_plan, parse_show_nodes
+from topocast.slurm.drain import ScontrolControl, SlurmNode, apply_plan, parse_show_nodes
 
 NODES = [f"n{i}" for i in range(1, 9)]
 TREE = "SwitchName=leaf1 Nodes=n[1-4]\nSwitchName=leaf2 Nodes=n[5-8]\nSwitchName=spine Switches=leaf[1-2]\n"
@@ -133,7 +134,7 @@ def test_a_drain_taken_over_between_plan_and_apply_is_not_resumed(
     ctl = sid_controller_factory(NODES, TREE)
     command, env = ctl.install.scontrol_command, ctl.env()
     assert ctl.scontrol("update", "NodeName=n5", "State=DRAIN", "Reason=ops: mine now")[0] == 0
-    outcome = apply_plan(HealthPlan(mark={}, unmark=["n5"], radius={}, foreign=[]), command, env)
+    outcome = apply_plan(HealthPlan(mark={}, unmark=["n5"], radius={}, foreign=[]), ScontrolControl(command, env))
     assert (outcome.resumed, outcome.left, outcome.errors) == ([], ["n5"], [])
     assert reasons(ctl)["n5"] == "ops: mine now"
 
@@ -239,3 +240,24 @@ def test_pause_and_exclude_change_nothing_they_cover(sid_controller_factory: Con
     done = invoke(["health", "apply", bad, *args, "--pause-file", pause, "--exclude", "n[3-4]"])
     assert done.exit_code == 0, done.output
     assert reasons(ctl) == {**dict.fromkeys(NODES), "n1": LEAF1, "n2": LEAF1}
+
+
+# ----- through slurmrestd (26.05, JWT) -------------------------------------------------------------------------
+
+
+@pytest.mark.slurm_current
+def test_through_slurmrestd_drains_resumes_and_leaves_other_drains(rest_cluster_factory: Any, tmp_path: Path) -> None:
+    ctl = rest_cluster_factory(NODES, TREE)
+    args = ["--via", "slurmrestd", ctl.url, "--token-from", ctl.write_token(tmp_path / "jwt"), "--state-file",
+            tmp_path / "state.json", "--max-share", "0.5"]  # fmt: skip
+    bad, healed = graph_file(tmp_path, "bad.json", leaf1("impaired")), graph_file(tmp_path, "ok.json", [])
+    assert ctl.scontrol("update", "NodeName=n2", "State=DRAIN", "Reason=ops: bad DIMM")[0] == 0
+    done = invoke(["health", "apply", bad, *args, "--json"])
+    assert done.exit_code == 0, done.output
+    assert json.loads(done.stdout)["drained"] == ["n1", "n3", "n4"]
+    assert reasons(ctl) == {**dict.fromkeys(NODES), "n1": LEAF1, "n2": "ops: bad DIMM", "n3": LEAF1, "n4": LEAF1}
+    back = invoke(["health", "apply", healed, *args, "--json"])
+    assert back.exit_code == 0, back.output
+    assert json.loads(back.stdout)["resumed"] == ["n1", "n3", "n4"]
+    assert reasons(ctl) == {**dict.fromkeys(NODES), "n2": "ops: bad DIMM"}
+    assert ctl.token not in done.output + back.output

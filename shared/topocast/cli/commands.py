@@ -707,6 +707,8 @@ def health_show(a: Namespace) -> int:
 @option("--state-file", type=Path, required=True, help="The damper's state between runs (JSON; created).")
 @option("--scontrol", default="scontrol", help="scontrol, or a command prefix ('chroot /srv/sid scontrol').")
 @option("--slurm-conf", type=Path, help="slurm.conf of the controller (SLURM_CONF).")
+@option("--via", nargs=2, metavar=("slurmrestd", "URL"), help="slurm: drain and resume through slurmrestd at URL.")
+@option("--token-from", help="With --via: the Slurm JWT (file, ssm:///, secretsmanager://, ARN, gsm://projects/..).")
 @option("--kubeconfig", type=Path, help="kubernetes: this kubeconfig (default: TOPOCAST_K8S_* settings).")
 @option("--act-from", choices=["degraded", "impaired"], default="degraded", help="Least severe state acted on.")
 @option("--act-after", type=int, default=1, help="Observations in a row an object must be bad before acting.")
@@ -727,7 +729,13 @@ def health_apply(a: Namespace) -> int:
         raise fail(str(exc)) from None
     from topocast.cli.health import KubernetesScheduler, SlurmScheduler
 
-    scheduler = SlurmScheduler(a.scontrol, a.slurm_conf) if a.target == "slurm" else KubernetesScheduler(a.kubeconfig)
+    if a.target == "slurm":
+        from topocast.slurm.rest import updater_from_cli
+
+        rest = updater_from_cli(a.via, a.token_from)
+        scheduler: Any = SlurmScheduler(a.scontrol, a.slurm_conf, rest.client if rest is not None else None)
+    else:
+        scheduler = KubernetesScheduler(a.kubeconfig)
     return run_apply(
         a.graph, scheduler, state_file=a.state_file, policy=policy, exclude=a.exclude, pause_file=a.pause_file,
         dry_run=a.dry_run, as_json=a.as_json,

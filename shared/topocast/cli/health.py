@@ -118,14 +118,24 @@ class Scheduler(Protocol):
 
 
 class SlurmScheduler:
-    def __init__(self, scontrol: str, slurm_conf: Path | None) -> None:
-        self.command = shlex.split(scontrol)
-        self.env = {**os.environ, "SLURM_CONF": str(slurm_conf)} if slurm_conf else None
+    """Slurm through ``scontrol`` (``scontrol``, ``slurm_conf``) or slurmrestd (``via``: a connected client)."""
+
+    def __init__(self, scontrol: str = "scontrol", slurm_conf: Path | None = None, via: Any = None) -> None:
+        from topocast.slurm.drain import NodeControl, ScontrolControl
+
+        self.control: NodeControl
+        if via is not None:
+            from topocast.slurm.drain_rest import RestControl
+
+            self.control = RestControl(via)
+        else:
+            env = {**os.environ, "SLURM_CONF": str(slurm_conf)} if slurm_conf else None
+            self.control = ScontrolControl(shlex.split(scontrol), env)
 
     def read(self, exclude: Sequence[str]) -> tuple[set[str], Holding]:
-        from topocast.slurm.drain import holding, read_nodes
+        from topocast.slurm.drain import holding
 
-        nodes = read_nodes(self.command, self.env)
+        nodes = self.control.read()
         return set(nodes), holding(nodes, exclude)
 
     def mark_text(self, health: NodeHealth) -> str:
@@ -134,7 +144,7 @@ class SlurmScheduler:
     def apply(self, plan: HealthPlan) -> ApplyOutcome:
         from topocast.slurm.drain import apply_plan
 
-        return apply_plan(plan, self.command, self.env)
+        return apply_plan(plan, self.control)
 
     def close(self) -> None:
         pass

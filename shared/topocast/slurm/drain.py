@@ -4,9 +4,10 @@
   the controller speaks JSON, 23.02 and later; the one-line text form otherwise).
 * :func:`holding` says which drains are topocast's own (the reason starts ``topocast:``) and which are
   someone else's (any other reason: an operator, Slurm itself for a node not responding, another tool).
-* :func:`apply_plan` drains with ``scontrol update NodeName=<hostlist> State=DRAIN Reason=<reason>``
-  (one call per reason) and resumes with ``State=RESUME``, but only nodes whose reason, read again right
-  before, is still topocast's: a node an operator re-drained in between is left alone.
+* :func:`apply_plan` drains (one call per reason) and resumes through a :class:`NodeControl`: ``scontrol
+  update NodeName=<hostlist> State=DRAIN Reason=<reason>`` / ``State=RESUME`` (:class:`ScontrolControl`), or
+  slurmrestd's bulk ``POST nodes/`` (:mod:`topocast.slurm.drain_rest`); it resumes only nodes whose reason,
+  read again right before, is still topocast's: a node an operator re-drained in between is left alone.
 
 Draining lets running jobs finish and keeps new jobs off the node; resuming makes it schedulable again.
 """
@@ -18,12 +19,13 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from itertools import groupby
+from typing import Protocol
 
 from topocast.model.health_plan import ApplyOutcome, HealthPlan, Holding, is_ours
 from topocast.model.hostlist import compact_str
 from topocast.slurm.scontrol import Command, SlurmControllerError, run_scontrol
 
-__all__ = ["SlurmNode", "apply_plan", "holding", "parse_show_nodes", "read_nodes"]
+__all__ = ["NodeControl", "ScontrolControl", "SlurmNode", "apply_plan", "holding", "parse_show_nodes", "read_nodes"]
 
 
 @dataclass(frozen=True)
@@ -87,33 +89,58 @@ def holding(nodes: Mapping[str, SlurmNode], exclude: Iterable[str] = ()) -> Hold
     )
 
 
-def _update(scontrol: Command, env: dict[str, str] | None, timeout: float, args: list[str]) -> list[str]:
-    """``scontrol update ARGS``; what it complained about (nothing when it exited 0)."""
-    code, out, err = run_scontrol(scontrol, ["update", *args], env, timeout)
-    if code != 0:
-        return [f"scontrol update {' '.join(args[:2])}: {(err or out).strip() or f'exit status {code}'}"]
-    return []
+class NodeControl(Protocol):
+    """How one controller is read and told: ``scontrol`` (:class:`ScontrolControl`) or slurmrestd
+    (:class:`topocast.slurm.drain_rest.RestControl`). ``drain`` / ``resume`` return what the controller
+    complained about (nothing on success); the state read back afterwards decides."""
+
+    def read(self) -> dict[str, SlurmNode]: ...
+
+    def drain(self, names: list[str], reason: str) -> list[str]: ...
+
+    def resume(self, names: list[str]) -> list[str]: ...
 
 
-def apply_plan(
-    plan: HealthPlan, scontrol: Command = "scontrol", env: dict[str, str] | None = None, timeout: float = 30.0
-) -> ApplyOutcome:
+@dataclass(frozen=True)
+class ScontrolControl:
+    """``scontrol show node`` / ``scontrol update NodeName=<hostlist> State=DRAIN|RESUME``."""
+
+    scontrol: Command = "scontrol"
+    env: dict[str, str] | None = None
+    timeout: float = 30.0
+
+    def read(self) -> dict[str, SlurmNode]:
+        return read_nodes(self.scontrol, self.env, self.timeout)
+
+    def drain(self, names: list[str], reason: str) -> list[str]:
+        return self._update([f"NodeName={compact_str(names)}", "State=DRAIN", f"Reason={reason}"])
+
+    def resume(self, names: list[str]) -> list[str]:
+        # Slurm 22.05 answers "Invalid node state specified" for a node that never registered, yet
+        # clears its drain: the state read back decides
+        return self._update([f"NodeName={compact_str(names)}", "State=RESUME"])
+
+    def _update(self, args: list[str]) -> list[str]:
+        code, out, err = run_scontrol(self.scontrol, ["update", *args], self.env, self.timeout)
+        if code != 0:
+            return [f"scontrol update {' '.join(args[:2])}: {(err or out).strip() or f'exit status {code}'}"]
+        return []
+
+
+def apply_plan(plan: HealthPlan, control: NodeControl) -> ApplyOutcome:
     """Drain and resume what ``plan`` says; what counts is what the controller reports afterwards."""
     outcome = ApplyOutcome()
-    said: list[str] = []  # scontrol's complaints, quoted when a node did not end up as asked
+    said: list[str] = []  # the controller's complaints, quoted when a node did not end up as asked
     by_reason = sorted(plan.mark.items(), key=lambda kv: (kv[1], kv[0]))
     for reason, group in groupby(by_reason, key=lambda kv: kv[1]):
-        names = [n for n, _ in group]
-        said += _update(scontrol, env, timeout, [f"NodeName={compact_str(names)}", "State=DRAIN", f"Reason={reason}"])
+        said += control.drain([n for n, _ in group], reason)
     if plan.unmark:
-        now = read_nodes(scontrol, env, timeout)
+        now = control.read()
         still = [n for n in plan.unmark if n in now and is_ours(now[n].reason)]
         outcome.left = sorted(set(plan.unmark) - set(still))
         if still:
-            # Slurm 22.05 answers "Invalid node state specified" for a node that never registered, yet
-            # clears its drain: the state read back below decides
-            said += _update(scontrol, env, timeout, [f"NodeName={compact_str(still)}", "State=RESUME"])
-    after = read_nodes(scontrol, env, timeout)
+            said += control.resume(still)
+    after = control.read()
     failed: list[str] = []
     for node, reason in plan.mark.items():
         ok = node in after and after[node].reason == reason and "DRAIN" in after[node].state
