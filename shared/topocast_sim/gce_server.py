@@ -32,7 +32,10 @@ What it implements, as the Compute API reference documents it:
 reservationSubBlocks[/{s}]``, the URIs of google-cloud-compute's REST transport): sub-blocks added with
 :meth:`FakeCompute.add_sub_block` are built as ``compute_v1.ReservationSubBlock`` (the client's own type) and
 served in its JSON form, wrapped as ``ReservationSubBlocksGetResponse`` (``resource``) and
-``ReservationSubBlocksListResponse`` (``items``, one page); an unknown one is 404. A fault or its repair is
+``ReservationSubBlocksListResponse`` (``items``, one page); an unknown one is 404. ``POST .../reportFaulty``
+takes a ``ReservationSubBlocksReportFaultyRequest`` (a ``failureComponent`` of
+:data:`FAILURE_COMPONENTS`, else 400), records it in :attr:`FakeCompute.faulty_reports` and answers a
+finished zonal ``Operation``. A fault or its repair is
 :meth:`FakeCompute.set_sub_block_health`; a VM runs in one when :meth:`add_sub_block` names it (its
 ``resourceStatus.reservationConsumptionInfo.consumedReservationSubBlock``).
 
@@ -64,6 +67,12 @@ _SUB_BLOCKS = re.compile(
     r"^/compute/(?:v1|beta)/projects/(?P<project>[^/]+)/zones/(?P<zone>[^/]+)/reservations/(?P<reservation>[^/]+)"
     r"/reservationBlocks/(?P<block>[^/]+)/reservationSubBlocks(?:/(?P<name>[^/]+))?$"
 )
+_REPORT_FAULTY = re.compile(
+    r"^/compute/(?:v1|beta)/projects/(?P<project>[^/]+)/zones/(?P<zone>[^/]+)/reservations/(?P<reservation>[^/]+)"
+    r"/reservationBlocks/(?P<block>[^/]+)/reservationSubBlocks/(?P<name>[^/]+)/reportFaulty$"
+)
+#: ``ReservationSubBlocksReportFaultyRequest.FailureComponent`` values a report may name
+FAILURE_COMPONENTS = ("MULTIPLE_FAULTY_HOSTS", "NVLINK_SWITCH")
 _EXPR = re.compile(
     r"\(?\s*(?P<field>[A-Za-z][\w.\-]*)\s*(?P<op>!=|=|\beq\b|\bne\b)\s*"
     r"(?:\"(?P<quoted>[^\"]*)\"|(?P<bare>[^\s()\"]+))\s*\)?"
@@ -142,6 +151,12 @@ class _Faults:
         self.debt = Fraction(0)
 
 
+def _error_body(exc: ApiError) -> dict[str, Any]:
+    reason = _REASON.get(exc.code, "backendError")
+    return {"error": {"code": exc.code, "message": exc.message, "status": _STATUS_TEXT[exc.code],
+                      "errors": [{"message": exc.message, "domain": "global", "reason": reason}]}}  # fmt: skip
+
+
 class FakeCompute(LocalServer):
     """The in-memory project and its HTTP server (see the module docstring)."""
 
@@ -159,6 +174,8 @@ class FakeCompute(LocalServer):
         self.requests: list[tuple[str, dict[str, str]]] = []
         #: (zone, reservation, block, sub-block name) -> ReservationSubBlock JSON
         self.sub_blocks: dict[tuple[str, str, str, str], dict[str, Any]] = {}
+        #: every accepted reportFaulty: (zone, reservation, block, sub-block, request body)
+        self.faulty_reports: list[tuple[str, str, str, str, dict[str, Any]]] = []
         self._faults = _Faults()
 
     # ----- the project's content -----------------------------------------------------------------
@@ -288,6 +305,30 @@ class FakeCompute(LocalServer):
             items = [v for (z, r, b, _), v in sorted(self.sub_blocks.items()) if (z, r, b) == key]
         return {"kind": "compute#reservationSubBlocksListResponse", "items": items}
 
+    def report_faulty(self, path: str, body: Any) -> dict[str, Any]:
+        """``reservationSubBlocks.reportFaulty``: the body must name a known ``failureComponent`` (400
+        otherwise, as the API refuses an unspecified one); answered with a finished zonal ``Operation``."""
+        m = _REPORT_FAULTY.match(path)
+        if not m:
+            raise ApiError(404, f"The requested URL {path} was not found on this server.")
+        key = (m["zone"], m["reservation"], m["block"], m["name"])
+        with self.lock:
+            self.calls["reservationSubBlocks.reportFaulty"] = self.calls.get("reservationSubBlocks.reportFaulty", 0) + 1
+            known = key in self.sub_blocks
+        if unquote(m["project"]) not in (self.project, self.project_number) or not known:
+            raise ApiError(404, f"The resource '{path.removesuffix('/reportFaulty')}' was not found")
+        component = body.get("failureComponent") if isinstance(body, dict) else None
+        if component not in FAILURE_COMPONENTS:
+            raise ApiError(400, f"Invalid value for field 'failureComponent': {component!r}")
+        with self.lock:
+            self.faulty_reports.append((*key, dict(body)))
+            number = len(self.faulty_reports)
+        target = f"https://www.googleapis.com/compute/v1/projects/{self.project}/zones/{m['zone']}/reservations/"
+        target += f"{m['reservation']}/reservationBlocks/{m['block']}/reservationSubBlocks/{m['name']}"
+        return {"kind": "compute#operation", "id": str(1000 + number), "name": f"operation-report-faulty-{number}",
+                "operationType": "reportFaulty", "status": "DONE", "progress": 100, "targetLink": target,
+                "zone": f"https://www.googleapis.com/compute/v1/projects/{self.project}/zones/{m['zone']}"}  # fmt: skip
+
     def handle(self, path: str, query: dict[str, str]) -> dict[str, Any]:
         sub = _SUB_BLOCKS.match(path)
         if sub:
@@ -375,6 +416,17 @@ class FakeCompute(LocalServer):
         fake = self
 
         class Handler(QuietHandler):
+            def do_POST(self) -> None:
+                url = urlparse(self.path)
+                raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                try:
+                    status, body = 200, fake.report_faulty(url.path, json.loads(raw or b"{}"))
+                except ApiError as exc:
+                    status, body = exc.code, _error_body(exc)
+                except ValueError:
+                    status, body = 400, _error_body(ApiError(400, "the request body is not JSON"))
+                self.send_json(status, body)
+
             def do_GET(self) -> None:
                 url = urlparse(self.path)
                 query = {k: v[-1] for k, v in parse_qs(url.query, keep_blank_values=True).items()}

@@ -742,6 +742,25 @@ def health_apply(a: Namespace) -> int:
     )  # fmt: skip
 
 
+@command("health report-faulty")
+@option("graph", metavar="GRAPH", help="A graph: a file, '-' (stdin), or s3://, gs://, file:// URI.")
+@option("--project", required=True, help="The GCP project of the reservations.")
+@option("--state-file", type=Path, required=True, help="What was reported (for the rate limit; JSON, created).")
+@option("--send", flag=True, help="Really call reportFaulty (default: dry run, audit lines only).")
+@option("--max-per-hour", type=int, default=2, help="Most reports in any hour.")
+@option("--cooldown-hours", type=float, default=24.0, help="One sub-block is reported at most once per this.")
+@option("--audit-log", type=Path, help="Append each audit line (JSON) to this file too.")
+@option("--compute-endpoint", help="Compute API endpoint (private endpoint, or a local fake).")
+def health_report_faulty(a: Namespace) -> int:
+    """GCP: report the graph's unhealthy reservation sub-blocks as faulty (opt-in, rate-limited, audited)."""
+    from topocast.cli.health import run_report_faulty
+
+    return run_report_faulty(
+        a.graph, project=a.project, state_file=a.state_file, send=a.send, max_per_hour=a.max_per_hour,
+        cooldown_hours=a.cooldown_hours, audit_log=a.audit_log, compute_endpoint=a.compute_endpoint,
+    )  # fmt: skip
+
+
 @command("diff", fast_exit=True)
 @option("old", metavar="OLD", help="The earlier graph: a file, '-' (stdin), or s3://, gs://, file:// URI.")
 @option("new", metavar="NEW", help="The later graph, the same ways.")

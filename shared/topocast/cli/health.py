@@ -18,7 +18,9 @@ import shlex
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
+
+from pydantic import BaseModel
 
 from topocast.errors import TopocastError
 from topocast.model.graph import TopologyGraph
@@ -37,9 +39,10 @@ from topocast.model.hostlist import compact_str, expand
 from topocast.safeio.limits import read_capped
 from topocast.safeio.validation import validate
 
-__all__ = ["run_apply", "run_show"]
+__all__ = ["run_apply", "run_report_faulty", "run_show"]
 
 MAX_STATE_BYTES = 4 * 1024 * 1024
+StateModel = TypeVar("StateModel", bound=BaseModel)
 EXIT_HELD = 3
 
 
@@ -90,19 +93,20 @@ def _node_json(h: NodeHealth) -> dict[str, Any]:
     return {"state": h.state, "object": str(h.blame), "reason": h.reason}
 
 
-def _load_state(path: Path) -> DampingState:
+def _load_json_state(path: Path, model: type[StateModel]) -> StateModel:
+    """A state file as ``model``; a missing file is a fresh state, a bad one a one-line error naming it."""
     try:
         with path.open("rb") as fh:
             text = read_capped(fh, MAX_STATE_BYTES, str(path), TopocastError)
     except FileNotFoundError:
-        return DampingState()
+        return model()
     except OSError as exc:
         raise TopocastError(f"--state-file {path}: cannot read ({exc.strerror})") from None
     try:
         data = json.loads(text)
     except ValueError as exc:
         raise TopocastError(f"--state-file {path}: not JSON ({exc}); remove it to start afresh") from None
-    return validate(DampingState, data, f"--state-file {path}", TopocastError)
+    return validate(model, data, f"--state-file {path}", TopocastError)
 
 
 class Scheduler(Protocol):
@@ -194,7 +198,7 @@ def run_apply(
 
     try:
         graph = load_source(source)
-        state = _load_state(state_file)
+        state = _load_json_state(state_file, DampingState)
         damping = observe(state, graph.health, state.seq + 1, policy)
         return _apply(graph, damping, scheduler, state_file, policy, exclude, pause_file, dry_run, as_json)
     finally:
@@ -267,3 +271,54 @@ def _print_report(r: dict[str, Any]) -> None:
         print(f"topocast: warning: {line}", file=sys.stderr)
     if "drained" in r:
         print(f"summary: {len(r['drained'])} marked, {len(r['resumed'])} unmarked")
+
+
+def run_report_faulty(
+    source: str,
+    *,
+    project: str,
+    state_file: Path,
+    send: bool = False,
+    max_per_hour: int = 2,
+    cooldown_hours: float = 24.0,
+    audit_log: Path | None = None,
+    compute_endpoint: str | None = None,
+) -> int:
+    """GCP repair reporting for the graph's unhealthy sub-blocks (:mod:`topocast.gcp.repair`); dry run unless
+    ``send``. Exit 0, or 3 when the rate limit held a report back or a call failed."""
+    from datetime import UTC, datetime, timedelta
+
+    from topocast.cli.diff import load_source
+    from topocast.gcp.repair import RepairLimits, RepairState, plan_reports, send_reports
+    from topocast.safeio.files import write_out
+
+    if max_per_hour < 1 or cooldown_hours < 0:
+        raise TopocastError("--max-per-hour is at least 1 and --cooldown-hours not negative")
+    graph = load_source(source)
+    state = _load_json_state(state_file, RepairState)
+    now = datetime.now(UTC)
+    reports = plan_reports(graph, state, RepairLimits(max_per_hour, timedelta(hours=cooldown_hours)), now)
+    lines: list[str] = []
+
+    def audit(line: str) -> None:
+        print(line)
+        lines.append(line)
+
+    client = None
+    if send and any(r.held is None for r in reports):
+        from topocast.gcp.clients import sub_blocks_client
+
+        client = sub_blocks_client(compute_endpoint)
+    new = send_reports(client, project, reports, state, now, send=send, audit=audit)
+    if audit_log is not None and lines:
+        try:
+            with audit_log.open("a") as fh:
+                fh.write("".join(line + "\n" for line in lines))
+        except OSError as exc:
+            raise TopocastError(f"--audit-log {audit_log}: cannot append ({exc.strerror})") from None
+    if send:
+        write_out(state_file, new.model_dump_json(indent=2) + "\n", "--state-file")
+    if not reports:
+        print(f"{graph.cluster}: no unhealthy sub-block to report", file=sys.stderr)
+    failed = any('"error"' in line or '"held"' in line for line in lines)
+    return EXIT_HELD if failed else 0

@@ -367,6 +367,21 @@ class _Paths:
         return list(reversed(final)), topo.get("subblock"), topo.get("block")
 
 
+#: node label holding the reservation sub-block a VM runs in (``sub_block_health``), for repair reports
+SUB_BLOCK_LABEL = "gcp-sub-block"
+
+
+def _labels(vm: Vm, naming: Naming, config: GcpDiscoveryConfig) -> dict[str, str]:
+    labels = {WANTED_NAME_LABEL: naming.wanted[vm.id]} if vm.id in naming.wanted else {}
+    ref = parse_sub_block(vm.sub_block) if config.sub_block_health and vm.sub_block else None
+    if ref is not None:
+        zone, reservation, block, sub = ref
+        labels[SUB_BLOCK_LABEL] = (
+            f"zones/{zone}/reservations/{reservation}/reservationBlocks/{block}/reservationSubBlocks/{sub}"
+        )
+    return labels
+
+
 def _nodes(
     vms: Sequence[Vm], naming: Naming, config: GcpDiscoveryConfig, paths: _Paths
 ) -> tuple[list[Node], list[str], dict[str, str]]:
@@ -398,7 +413,7 @@ def _nodes(
                 accelerator=domain,
                 zone=vm.zone,
                 instance_type=vm.machine_type,
-                labels={WANTED_NAME_LABEL: naming.wanted[vm.id]} if vm.id in naming.wanted else {},
+                labels=_labels(vm, naming, config),
             )
         )
     warnings = [summary(f"VM(s) without topology ({why}), kept as no-topology", n) for why, n in without.items()]
