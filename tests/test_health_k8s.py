@@ -149,3 +149,22 @@ def test_the_fake_refuses_taints_the_real_server_refuses(fake: FakeKubeApiServer
     node["spec"]["taints"] = [THEIRS, dict(THEIRS, value="other")]
     with pytest.raises(ApiFailure, match="unique by key and effect"):
         fake.put(NODES, node)
+
+
+def test_the_cronjob_runs_a_command_the_cli_has_with_the_rights_it_needs() -> None:
+    import re
+
+    import yaml
+
+    infra = Path(__file__).resolve().parent.parent / "infra" / "k8s"
+    docs = [d for d in yaml.safe_load_all((infra / "health-cronjob.yaml").read_text()) if d]
+    role = next(d for d in docs if d["kind"] == "ClusterRole")
+    assert role["rules"] == [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "patch"]}]
+    job = next(d for d in docs if d["kind"] == "CronJob")
+    pod = job["spec"]["jobTemplate"]["spec"]["template"]["spec"]
+    assert pod["serviceAccountName"] == "topocast-health"
+    script = pod["containers"][0]["args"][0]
+    assert script.startswith("topocast health apply")
+    help_text = invoke(["health", "apply", "--help"], {"COLUMNS": "200"}).output
+    for flag in re.findall(r"(--[a-z][a-z-]+)", script):
+        assert flag in help_text, flag
