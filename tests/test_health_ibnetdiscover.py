@@ -7,14 +7,20 @@ hosts are cabled to which leaf, so the expected blast radius is its ground truth
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Iterable
+from pathlib import Path
 
+import pytest
+from cli_runner import invoke
 from ib_fabric_gen import IbFabric, fat_tree
+from slurm_fixtures import ControllerFactory
 
 from topocast.model.graph import TopologyGraph
 from topocast.model.health import node_health
 from topocast.providers.base import ProviderInputs
 from topocast.providers.onprem import ibnetdiscover_provider
+from topocast.slurm.drain import parse_show_nodes
 
 
 def discover(fab: IbFabric, previous: TopologyGraph | None, fabric_health: bool = True) -> TopologyGraph:
@@ -99,3 +105,41 @@ def test_without_the_option_a_vanished_leaf_is_a_smaller_topology() -> None:
     drop(fab, [dead, *(i for i, n in fab.nodes.items() if n.kind == "Ca" and n.desc.split()[0] in victims)])
     smaller = discover(fab, good, fabric_health=False)
     assert smaller.health == [] and set(smaller.node_names()) == set(good.node_names()) - set(victims)
+
+
+@pytest.mark.slurm_current
+def test_from_the_command_line_a_dead_leaf_drains_its_hosts_and_healing_resumes_them(
+    sid_controller_factory: ControllerFactory, tmp_path: Path
+) -> None:
+    fab = fat_tree(units=4, hosts_per_unit=4, rails=1)
+    good_dump, bad_dump = tmp_path / "good.out", tmp_path / "bad.out"
+    good_dump.write_text(fab.text())
+    dead = leaves(fab)[3]
+    victims = hosts_of(fab, dead)
+    drop(fab, [dead, *(i for i, n in fab.nodes.items() if n.kind == "Ca" and n.desc.split()[0] in victims)])
+    bad_dump.write_text(fab.text())
+
+    def discover_cli(dump: Path, out: Path, previous: Path | None) -> None:
+        args = ["discover", "--provider", "ibnetdiscover", "--cluster", "c1", "--input", dump, "--option",
+                "fabric_health=true", "--out", out, *(["--previous", previous] if previous else [])]  # fmt: skip
+        result = invoke(args)
+        assert result.exit_code == 0, result.output
+
+    g0, g1, g2 = tmp_path / "g0.json", tmp_path / "g1.json", tmp_path / "g2.json"
+    discover_cli(good_dump, g0, None)
+    discover_cli(bad_dump, g1, g0)
+    discover_cli(good_dump, g2, g1)
+
+    tree = invoke(["render", "--graph", g0, "-f", "slurm-tree"]).stdout  # 26.05 starts only with a topology
+    ctl = sid_controller_factory(sorted(fab.cabled), tree)
+    command = ctl.install.scontrol_command
+    scontrol = command if isinstance(command, str) else shlex.join(command)
+    args = ["--scontrol", scontrol, "--slurm-conf", ctl.install.inside(ctl.conf_path), "--state-file",
+            tmp_path / "state.json", "--max-share", "0.5"]  # fmt: skip
+    assert invoke(["health", "apply", g1, *args]).exit_code == 0
+    out = ctl.scontrol("show", "node", "-o")[1]
+    drained = {n.name: n.reason for n in parse_show_nodes(out).values() if n.reason}
+    assert set(drained) == set(victims)
+    assert all(r and r.startswith(f"topocast: switch {dead} impaired") for r in drained.values())
+    assert invoke(["health", "apply", g2, *args]).exit_code == 0
+    assert not any(n.reason for n in parse_show_nodes(ctl.scontrol("show", "node", "-o")[1]).values())

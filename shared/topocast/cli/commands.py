@@ -409,6 +409,7 @@ def _provider_flags() -> list[tuple[tuple[str, ...], dict[str, Any]]]:
 @option("--option", many=True, metavar="KEY=VALUE", help="A provider option (repeatable; JSON values parse).")
 @option("--list-options", flag=True, help="Print every provider's options and exit.")
 @option("--overlay", dest="overlays", many=True, help="Merge a second source: SOURCE:FIELD=VALUE,... (repeatable).")
+@option("--previous", metavar="GRAPH", help="The last graph to build on (health record times; ibnetdiscover outages).")
 @option("--out", type=Path, metavar="FILE", help="Write the graph JSON to this file instead of stdout.")
 def discover(a: Namespace) -> None:
     """One-shot discovery with your own credentials: prints the normalized graph JSON.
