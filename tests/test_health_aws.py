@@ -152,3 +152,16 @@ def test_the_simulator_pages_and_filters_in_the_models_shape(blocks: Any) -> Non
     one = ec2.describe_capacity_block_status(CapacityBlockIds=["cb-a"])["CapacityBlockStatuses"][0]
     assert one["TotalCapacity"] == 4 and one["TotalUnavailableCapacity"] == 0
     assert [r["CapacityReservationId"] for r in one["CapacityReservationStatuses"]] == ["cr-a1", "cr-a2"]
+
+
+def test_from_the_command_line_the_option_reads_the_status(ec2: Any, tmp_path: Path) -> None:
+    sim.set_capacity_block_status("cb-a", "impaired")
+    first, second = tmp_path / "g0.json", tmp_path / "g1.json"
+    args = ["discover", "--provider", "aws", "--cluster", "c1", "--filter", "tag:topocast:cluster=c1",
+            "--name-from", "tag:Name", "--option", "capacity_block_health=true"]  # fmt: skip
+    assert invoke([*args, "--out", first]).exit_code == 0
+    assert invoke([*args, "--previous", first, "--out", second]).exit_code == 0
+    data = json.loads(invoke(["health", "show", "--json", second]).stdout)
+    assert sorted(data["nodes"]) == [f"gpu-{i}" for i in range(4)]
+    # seen twice: the record keeps the time it was first seen, so the graph is the same
+    assert first.read_text() == second.read_text()
