@@ -24,7 +24,7 @@ from pydantic import BaseModel
 
 from topocast.errors import TopocastError
 from topocast.model.graph import TopologyGraph
-from topocast.model.health import SEVERITY, NodeHealth, ObjectRef, node_health, objects_of
+from topocast.model.health import SEVERITY, NodeHealth, dependents, node_health
 from topocast.model.health_plan import (
     ApplyOutcome,
     DampingState,
@@ -50,22 +50,11 @@ def _rows(graph: TopologyGraph) -> list[tuple[str, list[str], str | None, dict[s
     return [(n.name, n.fabric, n.accelerator, n.labels) for n in graph.nodes]
 
 
-def affected(graph: TopologyGraph) -> dict[ObjectRef, list[str]]:
-    """Each object with a health record -> the graph's nodes that depend on it (sorted)."""
-    wanted = {r.ref for r in graph.health}
-    out: dict[ObjectRef, list[str]] = {ref: [] for ref in sorted(wanted)}
-    for name, fabric, accelerator, labels in _rows(graph):
-        for ref in objects_of(name, fabric, accelerator, labels):
-            if ref in wanted:
-                out[ref].append(name)
-    return {ref: sorted(names) for ref, names in out.items()}
-
-
 def run_show(source: str, as_json: bool) -> int:
     from topocast.cli.diff import load_source
 
     graph = load_source(source)
-    users = affected(graph)
+    users = dependents(_rows(graph), (r.ref for r in graph.health))
     records = sorted(graph.health, key=lambda r: (-SEVERITY[r.state], r.ref))
     nodes = node_health(_rows(graph), graph.health)
     if as_json:

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from topocast.model.graph import Node, TopologyGraph
-from topocast.model.health import ObjectRef, objects_of
+from topocast.model.health import ObjectRef, dependents
 from topocast.model.hostlist import compact_str
 
 __all__ = ["DomainChange", "GraphDiff", "HealthChange", "Move", "diff_graphs", "format_text"]
@@ -161,20 +161,15 @@ def _health_changes(old: TopologyGraph, new: TopologyGraph) -> list[HealthChange
     )
     if not changed:
         return []
-    wanted = set(changed)
-    users: dict[ObjectRef, set[str]] = {ref: set() for ref in changed}
-    for graph in (new, old):
-        for n in graph.nodes:
-            for ref in objects_of(n.name, n.fabric, n.accelerator, n.labels):
-                if ref in wanted:
-                    users[ref].add(n.name)
+    rows = [(n.name, n.fabric, n.accelerator, n.labels) for n in (*new.nodes, *old.nodes)]
+    users = dependents(rows, changed)  # in the new graph, or in the old one for nodes that left
     return [
         HealthChange(
             ref,
             before[ref].state if ref in before else "ok",
             after[ref].state if ref in after else "ok",
             after[ref].reason if ref in after else "",
-            sorted(users[ref]),
+            sorted(set(users[ref])),
         )
         for ref in changed
     ]

@@ -42,6 +42,7 @@ __all__ = [
     "ObjectRef",
     "bad_domains",
     "carry_forward",
+    "dependents",
     "node_health",
     "objects_of",
 ]
@@ -140,6 +141,19 @@ def objects_of(name: str, fabric: Iterable[str], accelerator: str | None, labels
     if block is not None and block != accelerator:
         refs.append(ObjectRef("capacity_block", block))
     return refs
+
+
+def dependents(
+    nodes: Iterable[tuple[str, Iterable[str], str | None, Mapping[str, str]]], wanted: Iterable[ObjectRef]
+) -> dict[ObjectRef, list[str]]:
+    """Each object of ``wanted`` -> the names of the nodes (``(name, fabric, accelerator, labels)`` rows) that
+    depend on it, sorted: what ``health show``, ``diff`` and the view list under a broken object."""
+    out: dict[ObjectRef, list[str]] = {ref: [] for ref in wanted}
+    for name, fabric, accelerator, labels in nodes:
+        for ref in objects_of(name, fabric, accelerator, labels):
+            if ref in out:
+                out[ref].append(name)
+    return {ref: sorted(names) for ref, names in out.items()}
 
 
 def node_health(

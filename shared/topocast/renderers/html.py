@@ -48,7 +48,7 @@ from topocast.errors import RenderError
 from topocast.model.diff import GraphDiff, diff_graphs, format_text
 from topocast.model.fabric import FabricTree, build_domains, build_tree, node_columns
 from topocast.model.graph import TopologyGraph
-from topocast.model.health import SEVERITY, ObjectRef, node_health, objects_of
+from topocast.model.health import SEVERITY, dependents, node_health
 from topocast.model.hostlist import compact_str
 from topocast.model.placement import set_aside_count
 from topocast.renderers.base import Artifact, RenderOptions
@@ -318,11 +318,9 @@ _HEALTH_COLOURS = {"impaired": "#b3261e", "degraded": "#b26a00", "unknown": "#5f
 
 def _health_box(graph: TopologyGraph) -> str:
     """Each fabric object that is not ok, coloured by its state, with the nodes it affects (docs/health.md)."""
-    users: dict[ObjectRef, list[str]] = {r.ref: [] for r in graph.health}
-    for n in graph.nodes:
-        for ref in objects_of(n.name, n.fabric, n.accelerator, n.labels):
-            if ref in users:
-                users[ref].append(n.name)
+    users = dependents(
+        ((n.name, n.fabric, n.accelerator, n.labels) for n in graph.nodes), (r.ref for r in graph.health)
+    )
     rows = []
     for r in sorted(graph.health, key=lambda r: (-SEVERITY[r.state], r.ref))[:SET_ASIDE_SHOWN]:
         colour = _HEALTH_COLOURS.get(r.state, "#5f6368")
