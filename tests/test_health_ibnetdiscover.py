@@ -143,3 +143,25 @@ def test_from_the_command_line_a_dead_leaf_drains_its_hosts_and_healing_resumes_
     assert all(r and r.startswith(f"topocast: switch {dead} impaired") for r in drained.values())
     assert invoke(["health", "apply", g2, *args]).exit_code == 0
     assert not any(n.reason for n in parse_show_nodes(ctl.scontrol("show", "node", "-o")[1]).values())
+
+
+def test_a_leaf_short_of_its_peers_uplinks_is_degraded_and_heals() -> None:
+    # every leaf of the generator has two cables to each of two spines: four up
+    fab = fat_tree(units=4, hosts_per_unit=4, rails=1)
+    good = discover(fab, None)
+    assert good.health == []
+    weak = leaves(fab)[0]
+    spine = sorted(fab.spines)[0]
+    port = next(p for p, (remote, _) in fab.nodes[weak].ports.items() if remote == spine)
+    remote_port = fab.nodes[weak].ports[port][1]
+    del fab.nodes[weak].ports[port], fab.nodes[spine].ports[remote_port]  # one cable of four down
+
+    broken = discover(fab, good)
+    [rec] = broken.health
+    parent = next(n.fabric[1] for n in good.nodes if n.fabric[0] == weak)
+    assert (rec.kind, rec.id, rec.peer, rec.state) == ("link", weak, parent, "degraded")
+    assert rec.reason == "3 of 4 uplinks up (its peers have 4)"
+    assert radius(broken) == dict.fromkeys(hosts_of(fab, weak), f"link {weak}>{parent}")
+    fresh = discover(fab, None).health  # no previous graph needed to see it
+    assert [(r.ref, r.state, r.reason) for r in fresh] == [(rec.ref, rec.state, rec.reason)]
+    assert discover(fat_tree(units=4, hosts_per_unit=4, rails=1), broken).health == []

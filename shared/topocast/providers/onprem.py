@@ -174,12 +174,16 @@ class IbnetdiscoverProvider(_FullOnly):
             selection=PortSelection.from_options(o),
             **kwargs,
         )
-        if o.get("fabric_health") and previous is not None:
+        if o.get("fabric_health"):  # without a previous graph only the uplink counts can tell
             from datetime import UTC, datetime
 
             from topocast.model.health_fabric import fabric_outages
 
-            result.graph = fabric_outages(previous, result.graph, "ibnetdiscover", datetime.now(UTC))
+            fabric = ibnetdiscover.merge_fabrics([ibnetdiscover.parse(t, uri) for uri, t in texts.items()])
+            leaves = {n.fabric[0] for n in result.graph.nodes if n.fabric}
+            counts = ibnetdiscover.uplinks(fabric, leaves)
+            last = previous if previous is not None else result.graph
+            result.graph = fabric_outages(last, result.graph, "ibnetdiscover", datetime.now(UTC), counts)
         return result
 
 
