@@ -246,14 +246,17 @@ def _print_report(r: dict[str, Any]) -> None:
     if r["pending"]:
         print(f"bad, not acted on yet (damped): {', '.join(r['pending'])}")
     print(f"blast radius: {len(p['radius'])} node(s){': ' + compact_str(p['radius']) if p['radius'] else ''}")
+    by_text: dict[str, list[str]] = {}
     for node, text in p["mark"].items():
-        print(f"mark {node}: {text}")
+        by_text.setdefault(text, []).append(node)
+    for text, nodes in sorted(by_text.items()):
+        print(f"mark {compact_str(nodes)}: {text}")
     if p["unmark"]:
         print(f"unmark {compact_str(p['unmark'])}")
     if p["foreign"]:
         print(f"left alone (held by someone else or excluded): {compact_str(p['foreign'])}")
     if p["held"]:
-        print(f"held: {p['held_reason']}: {compact_str(p['held'])}", file=sys.stderr)
+        print(f"topocast: warning: held: {p['held_reason']}: {compact_str(p['held'])}", file=sys.stderr)
     if r["not_in_scheduler"]:
         print(f"not in the scheduler: {compact_str(r['not_in_scheduler'])}")
     for line in r.get("errors", []):
