@@ -36,7 +36,8 @@ What it implements
   change something (a no-op apply leaves it alone); a write whose body carries a
   stale ``metadata.resourceVersion`` gets 409 Conflict. ``uid``,
   ``creationTimestamp`` and, for custom resources, ``generation`` are filled in.
-* Label key/value validation on every write (422 Invalid, like the real server).
+* Label key/value validation on every write, and a Node's ``spec.taints`` (key, value, effect, unique by
+  key and effect) (422 Invalid, like the real server).
 * Errors are ``Status`` JSON bodies with the real reasons (NotFound, Conflict,
   AlreadyExists, BadRequest, Invalid, UnsupportedMediaType, MethodNotAllowed,
   TooManyRequests, InternalError, ServiceUnavailable, Unauthorized) and
@@ -276,6 +277,35 @@ def label_errors(labels: Any) -> list[str]:
                 f'metadata.labels: Invalid value: "{value}": a valid label must consist of alphanumeric '
                 "characters, '-', '_' or '.', and must start and end with an alphanumeric character"
             )
+    return errs
+
+
+#: the effects a taint may have (core/v1 ``TaintEffect``)
+TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
+
+
+def taint_errors(taints: Any) -> list[str]:
+    """Why a Node's ``spec.taints`` would be rejected (Kubernetes ``validateNodeTaints``, pkg/apis/core/validation):
+    the key a qualified name, the value a label value, the effect one of :data:`TAINT_EFFECTS`, and no two taints
+    with the same key and effect ("taints must be unique by key and effect pair")."""
+    if taints is None:
+        return []
+    if not isinstance(taints, list):
+        return ["spec.taints: must be a list"]
+    errs: list[str] = []
+    seen: set[tuple[str, str]] = set()
+    for i, taint in enumerate(taints):
+        where = f"spec.taints[{i}]"
+        if not isinstance(taint, dict) or not isinstance(taint.get("key"), str):
+            errs.append(f"{where}.key: Required value")
+            continue
+        key, value, effect = taint["key"], taint.get("value", ""), taint.get("effect")
+        errs += [e.replace("metadata.labels", where) for e in label_errors({key: value if value is not None else ""})]
+        if effect not in TAINT_EFFECTS:
+            errs.append(f'{where}.effect: Unsupported value: "{effect}": supported values: {", ".join(TAINT_EFFECTS)}')
+        if (key, str(effect)) in seen:
+            errs.append(f"{where}: Duplicate value: taints must be unique by key and effect pair")
+        seen.add((key, str(effect)))
     return errs
 
 
@@ -724,6 +754,8 @@ class FakeKubeApiServer:
         meta = new.setdefault("metadata", {})
         meta.pop("managedFields", None)  # the server keeps ownership itself; clients can't overwrite it here
         errs = label_errors(meta.get("labels"))
+        if rtype.kind == "Node":
+            errs += taint_errors((new.get("spec") or {}).get("taints"))
         if errs:
             raise ApiFailure(
                 422,

@@ -15,6 +15,7 @@ UNITS = [
     (INFRA / "onprem", "topocast-collect", ["collect", "ibnetdiscover"]),
     (INFRA / "slurm", "topocast-pull", ["pull"]),
     (INFRA / "slurm", "topocast-pull-watch", ["pull"]),  # a long-running service, no timer
+    (INFRA / "slurm", "topocast-health", ["health", "apply"]),
 ]
 
 

@@ -48,6 +48,10 @@ the state is ``active`` or ``pending`` and the type reports topology (as documen
 ``CapacityBlockId`` as registered. The error codes for unknown IDs and for IDs with
 ``MaxResults`` are our reading (the reference names neither).
 
+``DescribeCapacityBlockStatus`` answers from blocks registered with :func:`add_capacity_block` (a fault is
+:func:`set_capacity_block_status`); an instance tagged :data:`CAPACITY_RESERVATION_TAG` reports that
+``CapacityReservationId`` in ``DescribeInstances``, which ties it to its block.
+
 Not implemented: per-account hashing of node IDs, instance types added after
 :data:`SUPPORTED_FAMILIES` was written, ``DescribeCapacityReservations`` (reservations live
 only in this simulator), and throttling of its own (use the fault injector).
@@ -329,6 +333,112 @@ def _describe_capacity_reservation_topology(self: Any) -> Any:
     return ActionResult(result)
 
 
+# ----- the DescribeCapacityBlockStatus action -------------------------------------------------
+_CAPACITY_BLOCKS: dict[str, dict[str, Any]] = {}
+#: interconnectStatus values (botocore ec2 model, ``CapacityBlockInterconnectStatus``)
+INTERCONNECT_STATES = ("ok", "impaired", "insufficient-data")
+#: Instance tag holding the capacity reservation an instance runs in (DescribeInstances ``CapacityReservationId``).
+CAPACITY_RESERVATION_TAG = "topocast:sim:capacity-reservation"
+
+
+def add_capacity_block(
+    block_id: str, reservations: dict[str, int], *, interconnect: str = "ok", unavailable: dict[str, int] | None = None
+) -> None:
+    """Register a capacity block: its reservations (ID -> instance count), its interconnect status and how
+    many instances of each reservation are unavailable (failed a system status check)."""
+    if interconnect not in INTERCONNECT_STATES:
+        raise ValueError(f"interconnect {interconnect!r} is not one of {INTERCONNECT_STATES}")
+    with _INSTALL_LOCK:
+        _CAPACITY_BLOCKS[block_id] = {
+            "reservations": dict(reservations),
+            "interconnect": interconnect,
+            "unavailable": dict(unavailable or {}),
+        }
+
+
+def set_capacity_block_status(block_id: str, interconnect: str, unavailable: dict[str, int] | None = None) -> None:
+    """A fault (or its repair) on a registered block: the next DescribeCapacityBlockStatus reports it."""
+    if interconnect not in INTERCONNECT_STATES:
+        raise ValueError(f"interconnect {interconnect!r} is not one of {INTERCONNECT_STATES}")
+    with _INSTALL_LOCK:
+        block = _CAPACITY_BLOCKS[block_id]
+        block["interconnect"] = interconnect
+        if unavailable is not None:
+            block["unavailable"] = dict(unavailable)
+
+
+def clear_capacity_blocks() -> None:
+    with _INSTALL_LOCK:
+        _CAPACITY_BLOCKS.clear()
+
+
+def _totals(total: int, unavailable: int) -> dict[str, int]:
+    # in a running block every instance is launched, so nothing is "available" to launch into
+    return {"TotalCapacity": total, "TotalAvailableCapacity": 0, "TotalUnavailableCapacity": unavailable}
+
+
+def _describe_capacity_block_status(self: Any) -> Any:
+    """moto ``EC2Response`` method: ``DescribeCapacityBlockStatus`` (EC2 API reference; botocore ec2 model).
+
+    ``CapacityBlockIds`` (unknown ones -> ``InvalidCapacityBlockId.NotFound``, our reading), ``MaxResults``
+    1-1000 (``InvalidParameterValue`` otherwise), ``NextToken``, ``DryRun`` and ``Filters`` with the one
+    documented name ``interconnect-status`` (others -> ``InvalidParameterValue``). Sorted by block ID, paged.
+    """
+    from moto.core.responses import ActionResult
+    from moto.ec2.exceptions import DryRunClientError, EC2ClientError, InvalidParameterValue
+
+    if self._get_param("DryRun"):
+        raise DryRunClientError()
+    ids: list[str] = list(self._get_param("CapacityBlockIds", []) or [])
+    max_results = self._get_param("MaxResults")
+    page_size = 1000 if max_results is None else int(max_results)
+    if not 1 <= page_size <= 1000:
+        raise InvalidParameterValue(f"Value ( {page_size} ) for parameter maxResults is invalid. Expecting 1-1000.")
+    wanted_status: set[str] | None = None
+    for flt in self._get_param("Filters", []) or []:
+        if flt.get("Name") != "interconnect-status":
+            raise InvalidParameterValue(f"The filter '{flt.get('Name')}' is invalid")
+        wanted_status = (wanted_status or set()) | set(flt.get("Values") or [])
+    token = self._get_param("NextToken")
+    after = _untoken(token) if token else None
+    if token and after is None:
+        raise InvalidParameterValue(f"The token '{token}' is invalid.")
+    with _INSTALL_LOCK:
+        known = {k: {**v, "reservations": dict(v["reservations"]), "unavailable": dict(v["unavailable"])}
+                 for k, v in _CAPACITY_BLOCKS.items()}  # fmt: skip
+    unknown = [i for i in ids if i not in known]
+    if unknown:
+        raise EC2ClientError("InvalidCapacityBlockId.NotFound", f"The capacity block ID '{unknown[0]}' does not exist")
+    selected = [b for b in sorted(ids or known) if wanted_status is None or known[b]["interconnect"] in wanted_status]
+    if after is not None:
+        selected = [b for b in selected if b > after]
+    page = selected[:page_size]
+    out = []
+    for block_id in page:
+        block = known[block_id]
+        per = [
+            {"CapacityReservationId": cr, **_totals(n, block["unavailable"].get(cr, 0))}
+            for cr, n in sorted(block["reservations"].items())
+        ]
+        out.append(
+            {
+                "CapacityBlockId": block_id,
+                "InterconnectStatus": block["interconnect"],
+                **_totals(sum(block["reservations"].values()), sum(block["unavailable"].values())),
+                "CapacityReservationStatuses": per,
+            }
+        )
+    result: dict[str, Any] = {"CapacityBlockStatuses": out}
+    if len(selected) > len(page):
+        result["NextToken"] = _token(page[-1])
+    return ActionResult(result)
+
+
+def _capacity_reservation_id(self: Any) -> str | None:
+    """moto ``Instance.capacity_reservation_id``: DescribeInstances' ``CapacityReservationId``, from the tag."""
+    return self.ec2_backend.tags.get(self.id, {}).get(CAPACITY_RESERVATION_TAG)
+
+
 # ----- fault injection and call counting -------------------------------------------------------
 class _Faults:
     """Shared by every request thread of the server, hence the lock."""
@@ -469,6 +579,10 @@ def install() -> None:
         moto_responses.method_names_from_class.cache_clear()  # type: ignore[attr-defined]
         EC2Response.describe_instance_topology = _describe_instance_topology  # type: ignore[attr-defined]
         EC2Response.describe_capacity_reservation_topology = _describe_capacity_reservation_topology  # type: ignore[attr-defined]
+        EC2Response.describe_capacity_block_status = _describe_capacity_block_status  # type: ignore[attr-defined]
+        from moto.ec2.models.instances import Instance
+
+        Instance.capacity_reservation_id = property(_capacity_reservation_id)  # type: ignore[attr-defined]
         if not getattr(EC2Response.call_action, "_topocast_sim", False):
             EC2Response.call_action = _wrap_call_action(EC2Response.call_action)  # type: ignore[method-assign]
         TaggedEC2Resource.get_tags = _fast_get_tags  # type: ignore[method-assign]

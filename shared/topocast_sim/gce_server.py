@@ -28,6 +28,17 @@ What it implements, as the Compute API reference documents it:
   429 ``rateLimitExceeded`` / 5xx / 403 (:meth:`FakeCompute.inject_faults`,
   spread evenly over the calls so retries always recover).
 
+``reservationSubBlocks`` ``get`` and ``list`` (``GET .../zones/{zone}/reservations/{r}/reservationBlocks/{b}/
+reservationSubBlocks[/{s}]``, the URIs of google-cloud-compute's REST transport): sub-blocks added with
+:meth:`FakeCompute.add_sub_block` are built as ``compute_v1.ReservationSubBlock`` (the client's own type) and
+served in its JSON form, wrapped as ``ReservationSubBlocksGetResponse`` (``resource``) and
+``ReservationSubBlocksListResponse`` (``items``, one page); an unknown one is 404. ``POST .../reportFaulty``
+takes a ``ReservationSubBlocksReportFaultyRequest`` (a ``failureComponent`` of
+:data:`FAILURE_COMPONENTS`, else 400), records it in :attr:`FakeCompute.faulty_reports` and answers a
+finished zonal ``Operation``. A fault or its repair is
+:meth:`FakeCompute.set_sub_block_health`; a VM runs in one when :meth:`add_sub_block` names it (its
+``resourceStatus.reservationConsumptionInfo.consumedReservationSubBlock``).
+
 Not implemented: ``orderBy``, ``fields``, ``returnPartialSuccess`` (accepted,
 ignored), writes (tests change :attr:`FakeCompute.instances` directly through
 :meth:`add`, :meth:`remove`, :meth:`set_status`, :meth:`set_labels`), quota semantics of its own.
@@ -37,6 +48,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import json
 import re
 import threading
 from collections.abc import Iterable
@@ -51,6 +63,16 @@ _PATH = re.compile(
     r"^/compute/(?:v1|beta)/projects/(?P<project>[^/]+)/"
     r"(?:aggregated/instances|zones/(?P<zone>[^/]+)/instances(?:/(?P<name>[^/]+))?)$"
 )
+_SUB_BLOCKS = re.compile(
+    r"^/compute/(?:v1|beta)/projects/(?P<project>[^/]+)/zones/(?P<zone>[^/]+)/reservations/(?P<reservation>[^/]+)"
+    r"/reservationBlocks/(?P<block>[^/]+)/reservationSubBlocks(?:/(?P<name>[^/]+))?$"
+)
+_REPORT_FAULTY = re.compile(
+    r"^/compute/(?:v1|beta)/projects/(?P<project>[^/]+)/zones/(?P<zone>[^/]+)/reservations/(?P<reservation>[^/]+)"
+    r"/reservationBlocks/(?P<block>[^/]+)/reservationSubBlocks/(?P<name>[^/]+)/reportFaulty$"
+)
+#: ``ReservationSubBlocksReportFaultyRequest.FailureComponent`` values a report may name
+FAILURE_COMPONENTS = ("MULTIPLE_FAULTY_HOSTS", "NVLINK_SWITCH")
 _EXPR = re.compile(
     r"\(?\s*(?P<field>[A-Za-z][\w.\-]*)\s*(?P<op>!=|=|\beq\b|\bne\b)\s*"
     r"(?:\"(?P<quoted>[^\"]*)\"|(?P<bare>[^\s()\"]+))\s*\)?"
@@ -129,6 +151,12 @@ class _Faults:
         self.debt = Fraction(0)
 
 
+def _error_body(exc: ApiError) -> dict[str, Any]:
+    reason = _REASON.get(exc.code, "backendError")
+    return {"error": {"code": exc.code, "message": exc.message, "status": _STATUS_TEXT[exc.code],
+                      "errors": [{"message": exc.message, "domain": "global", "reason": reason}]}}  # fmt: skip
+
+
 class FakeCompute(LocalServer):
     """The in-memory project and its HTTP server (see the module docstring)."""
 
@@ -144,6 +172,10 @@ class FakeCompute(LocalServer):
         self.injected: dict[str, int] = {}
         #: every request: (operation, query parameters)
         self.requests: list[tuple[str, dict[str, str]]] = []
+        #: (zone, reservation, block, sub-block name) -> ReservationSubBlock JSON
+        self.sub_blocks: dict[tuple[str, str, str, str], dict[str, Any]] = {}
+        #: every accepted reportFaulty: (zone, reservation, block, sub-block, request body)
+        self.faulty_reports: list[tuple[str, str, str, str, dict[str, Any]]] = []
         self._faults = _Faults()
 
     # ----- the project's content -----------------------------------------------------------------
@@ -157,6 +189,64 @@ class FakeCompute(LocalServer):
     def remove(self, zone: str, name: str) -> dict[str, Any] | None:
         with self.lock:
             return self.instances.pop((zone, name), None)
+
+    def add_sub_block(
+        self,
+        zone: str,
+        reservation: str,
+        block: str,
+        name: str,
+        *,
+        topology: tuple[str, str, str],
+        vms: Iterable[str] = (),
+        health: str = "HEALTHY",
+        hosts: tuple[int, int] = (18, 0),
+        infra: tuple[int, int] = (1, 0),
+    ) -> None:
+        """A reservation sub-block whose ``physicalTopology`` is ``topology`` (cluster, block, subBlock) and
+        ``healthInfo`` ``health`` with (healthy, degraded) ``hosts`` and ``infra``; the ``vms`` (names in
+        ``zone``) run in it."""
+        from google.cloud import compute_v1
+
+        sub = compute_v1.ReservationSubBlock(
+            name=name,
+            zone=zone,
+            kind="compute#reservationSubBlock",
+            count=sum(hosts),
+            physical_topology=compute_v1.ReservationSubBlockPhysicalTopology(
+                cluster=topology[0], block=topology[1], sub_block=topology[2]
+            ),
+            health_info=compute_v1.ReservationSubBlockHealthInfo(
+                health_status=health, healthy_host_count=hosts[0], degraded_host_count=hosts[1],
+                healthy_infra_count=infra[0], degraded_infra_count=infra[1],
+            ),
+        )  # fmt: skip
+        full = (
+            f"projects/{self.project}/zones/{zone}/reservations/{reservation}/reservationBlocks/{block}"
+            f"/reservationSubBlocks/{name}"
+        )
+        with self.lock:
+            self.sub_blocks[(zone, reservation, block, name)] = json.loads(compute_v1.ReservationSubBlock.to_json(sub))
+            for vm in vms:
+                status = self.instances[(zone, vm)].setdefault("resourceStatus", {})
+                status["reservationConsumptionInfo"] = {
+                    "consumedReservation": full.split("/reservationBlocks/")[0],
+                    "consumedReservationBlock": full.split("/reservationSubBlocks/")[0],
+                    "consumedReservationSubBlock": full,
+                }
+
+    def set_sub_block_health(
+        self, zone: str, reservation: str, block: str, name: str, health: str, *, degraded_hosts: int = 0,
+        degraded_infra: int = 0,
+    ) -> None:  # fmt: skip
+        """A fault on a sub-block (or its repair): the next get reports ``health`` and the degraded counts."""
+        with self.lock:
+            info = self.sub_blocks[(zone, reservation, block, name)]["healthInfo"]
+            total_hosts = int(info.get("healthyHostCount", 0)) + int(info.get("degradedHostCount", 0))
+            total_infra = int(info.get("healthyInfraCount", 0)) + int(info.get("degradedInfraCount", 0))
+            info.update(healthStatus=health, degradedHostCount=degraded_hosts, healthyHostCount=total_hosts -
+                        degraded_hosts, degradedInfraCount=degraded_infra, healthyInfraCount=total_infra -
+                        degraded_infra)  # fmt: skip
 
     def set_status(self, zone: str, name: str, status: str) -> None:
         with self.lock:
@@ -199,7 +289,55 @@ class FakeCompute(LocalServer):
             return f.status
         return None
 
+    def _sub_block_request(self, m: re.Match[str]) -> dict[str, Any]:
+        op = "reservationSubBlocks." + ("get" if m.group("name") else "list")
+        project = unquote(m.group("project"))
+        with self.lock:
+            self.calls[op] = self.calls.get(op, 0) + 1
+            self.requests.append((op, {}))
+            status = self._fault(op)
+        if status is not None:
+            raise ApiError(status, "injected fault")
+        if project not in (self.project, self.project_number):
+            raise ApiError(404, f"The resource 'projects/{project}' was not found")
+        key = tuple(unquote(m.group(k)) for k in ("zone", "reservation", "block"))
+        with self.lock:
+            if m.group("name"):
+                sub = self.sub_blocks.get((*key, unquote(m.group("name"))))  # type: ignore[arg-type]
+                if sub is None:
+                    raise ApiError(404, f"The resource '{m.group(0)}' was not found")
+                return {"resource": sub}
+            items = [v for (z, r, b, _), v in sorted(self.sub_blocks.items()) if (z, r, b) == key]
+        return {"kind": "compute#reservationSubBlocksListResponse", "items": items}
+
+    def report_faulty(self, path: str, body: Any) -> dict[str, Any]:
+        """``reservationSubBlocks.reportFaulty``: the body must name a known ``failureComponent`` (400
+        otherwise, as the API refuses an unspecified one); answered with a finished zonal ``Operation``."""
+        m = _REPORT_FAULTY.match(path)
+        if not m:
+            raise ApiError(404, f"The requested URL {path} was not found on this server.")
+        key = (m["zone"], m["reservation"], m["block"], m["name"])
+        with self.lock:
+            self.calls["reservationSubBlocks.reportFaulty"] = self.calls.get("reservationSubBlocks.reportFaulty", 0) + 1
+            known = key in self.sub_blocks
+        if unquote(m["project"]) not in (self.project, self.project_number) or not known:
+            raise ApiError(404, f"The resource '{path.removesuffix('/reportFaulty')}' was not found")
+        component = body.get("failureComponent") if isinstance(body, dict) else None
+        if component not in FAILURE_COMPONENTS:
+            raise ApiError(400, f"Invalid value for field 'failureComponent': {component!r}")
+        with self.lock:
+            self.faulty_reports.append((*key, dict(body)))
+            number = len(self.faulty_reports)
+        target = f"https://www.googleapis.com/compute/v1/projects/{self.project}/zones/{m['zone']}/reservations/"
+        target += f"{m['reservation']}/reservationBlocks/{m['block']}/reservationSubBlocks/{m['name']}"
+        return {"kind": "compute#operation", "id": str(1000 + number), "name": f"operation-report-faulty-{number}",
+                "operationType": "reportFaulty", "status": "DONE", "progress": 100, "targetLink": target,
+                "zone": f"https://www.googleapis.com/compute/v1/projects/{self.project}/zones/{m['zone']}"}  # fmt: skip
+
     def handle(self, path: str, query: dict[str, str]) -> dict[str, Any]:
+        sub = _SUB_BLOCKS.match(path)
+        if sub:
+            return self._sub_block_request(sub)
         m = _PATH.match(path)
         if not m:
             raise ApiError(404, f"The requested URL {path} was not found on this server.")
@@ -283,6 +421,17 @@ class FakeCompute(LocalServer):
         fake = self
 
         class Handler(QuietHandler):
+            def do_POST(self) -> None:
+                url = urlparse(self.path)
+                raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                try:
+                    status, body = 200, fake.report_faulty(url.path, json.loads(raw or b"{}"))
+                except ApiError as exc:
+                    status, body = exc.code, _error_body(exc)
+                except ValueError:
+                    status, body = 400, _error_body(ApiError(400, "the request body is not JSON"))
+                self.send_json(status, body)
+
             def do_GET(self) -> None:
                 url = urlparse(self.path)
                 query = {k: v[-1] for k, v in parse_qs(url.query, keep_blank_values=True).items()}

@@ -36,6 +36,7 @@ CALLS: dict[str, frozenset[str]] = {
             "ec2:DescribeInstances",  # providers.aws (Ec2Calls.pages); topology_source = aws only
             "ec2:DescribeInstanceTopology",
             "ec2:DescribeCapacityReservationTopology",  # topology before launch (reserved_nodes)
+            "ec2:DescribeCapacityBlockStatus",  # capacity block health (capacity_block_health)
             "s3:GetObject",  # graphs/ (store), rendered/ + state/ (reconcile confirms a held publish), uploads/
             "s3:PutObject",  # graphs/, state/guard-hold.json; on-prem: last-good/, quarantine/ (bad uploads)
             "s3:DeleteObject",  # on-prem only: a bad upload moved out of uploads/ into quarantine/
@@ -94,6 +95,9 @@ CONDITIONAL: dict[str, dict[str, Conditional]] = {
         ),
         "ec2:DescribeCapacityReservationTopology": Conditional(
             frozenset({"topology_source"}), "EC2 discovery (topology_source = aws): topology before launch"
+        ),
+        "ec2:DescribeCapacityBlockStatus": Conditional(
+            frozenset({"topology_source"}), "EC2 discovery (topology_source = aws): capacity block health"
         ),
         "secretsmanager:GetSecretValue": Conditional(
             frozenset({"netq_credentials_arn"}), "NetQ credentials in a Secrets Manager secret"

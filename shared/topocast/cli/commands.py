@@ -453,6 +453,7 @@ def _provider_flags() -> list[tuple[tuple[str, ...], dict[str, Any]]]:
 @option("--option", many=True, metavar="KEY=VALUE", help="A provider option (repeatable; JSON values parse).")
 @option("--list-options", flag=True, help="Print every provider's options and exit.")
 @option("--overlay", dest="overlays", many=True, help="Merge a second source: SOURCE:FIELD=VALUE,... (repeatable).")
+@option("--previous", metavar="GRAPH", help="The last graph to build on (health record times; ibnetdiscover outages).")
 @option("--out", type=Path, metavar="FILE", help="Write the graph JSON to this file instead of stdout.")
 def discover(a: Namespace) -> None:
     """One-shot discovery with your own credentials: prints the normalized graph JSON.
@@ -823,6 +824,79 @@ def package(a: Namespace) -> None:
 
     for name, path in build_packages(a.out, a.cloud, a.python_version, a.platform).items():
         print(f"{name}: {path} ({path.stat().st_size / 1e6:.1f} MB)")
+
+
+group("health", "Fabric health on the map: what is broken, what it affects, and the scheduler told (docs/health.md).")
+
+
+@command("health show")
+@option("graph", metavar="GRAPH", help="A graph: a file, '-' (stdin), or s3://, gs://, file:// URI.")
+@option("--json", dest="as_json", flag=True, help="Print JSON.")
+def health_show(a: Namespace) -> int:
+    """List each fabric object that is not ok, its source, reason and since when, and the nodes it affects."""
+    from topocast.cli.health import run_show
+
+    return run_show(a.graph, a.as_json)
+
+
+@command("health apply")
+@option("graph", metavar="GRAPH", help="A graph: a file, '-' (stdin), or s3://, gs://, file:// URI.")
+@option("--target", choices=["slurm", "kubernetes"], default="slurm", help="The scheduler to tell.")
+@option("--state-file", type=Path, required=True, help="The damper's state between runs (JSON; created).")
+@option("--scontrol", default="scontrol", help="scontrol, or a command prefix ('chroot /srv/sid scontrol').")
+@option("--slurm-conf", type=Path, help="slurm.conf of the controller (SLURM_CONF).")
+@option("--via", nargs=2, metavar=("slurmrestd", "URL"), help="slurm: drain and resume through slurmrestd at URL.")
+@option("--token-from", help="With --via: the Slurm JWT (file, ssm:///, secretsmanager://, ARN, gsm://projects/..).")
+@option("--kubeconfig", type=Path, help="kubernetes: this kubeconfig (default: TOPOCAST_K8S_* settings).")
+@option("--act-from", choices=["degraded", "impaired"], default="degraded", help="Least severe state acted on.")
+@option("--act-after", type=int, default=1, help="Observations in a row an object must be bad before acting.")
+@option("--undo-after", type=int, default=1, help="Observations in a row an object must be good before undoing.")
+@option("--max-share", type=_share, default=0.1, help="Most of the cluster topocast holds drained (0-1).")
+@option("--exclude", many=True, help="Nodes (hostlist) never drained or resumed; repeatable.")
+@option("--pause-file", type=Path, help="While this file exists, plan and report but change nothing.")
+@option("--dry-run", flag=True, help="Plan and report; change nothing, keep the state file as it was.")
+@option("--json", dest="as_json", flag=True, help="Print the report as JSON.")
+def health_apply(a: Namespace) -> int:
+    """Drain (Slurm) or taint (Kubernetes) the nodes a broken fabric object affects; undo only topocast's own."""
+    from topocast.cli.health import run_apply
+    from topocast.model.health_plan import HealthPolicy
+
+    try:
+        policy = HealthPolicy(a.act_from, a.act_after, a.undo_after, a.max_share)
+    except ValueError as exc:
+        raise fail(str(exc)) from None
+    from topocast.cli.health import KubernetesScheduler, SlurmScheduler
+
+    if a.target == "slurm":
+        from topocast.slurm.rest import updater_from_cli
+
+        rest = updater_from_cli(a.via, a.token_from)
+        scheduler: Any = SlurmScheduler(a.scontrol, a.slurm_conf, rest.client if rest is not None else None)
+    else:
+        scheduler = KubernetesScheduler(a.kubeconfig)
+    return run_apply(
+        a.graph, scheduler, state_file=a.state_file, policy=policy, exclude=a.exclude, pause_file=a.pause_file,
+        dry_run=a.dry_run, as_json=a.as_json,
+    )  # fmt: skip
+
+
+@command("health report-faulty")
+@option("graph", metavar="GRAPH", help="A graph: a file, '-' (stdin), or s3://, gs://, file:// URI.")
+@option("--project", required=True, help="The GCP project of the reservations.")
+@option("--state-file", type=Path, required=True, help="What was reported (for the rate limit; JSON, created).")
+@option("--send", flag=True, help="Really call reportFaulty (default: dry run, audit lines only).")
+@option("--max-per-hour", type=int, default=2, help="Most reports in any hour.")
+@option("--cooldown-hours", type=float, default=24.0, help="One sub-block is reported at most once per this.")
+@option("--audit-log", type=Path, help="Append each audit line (JSON) to this file too.")
+@option("--compute-endpoint", help="Compute API endpoint (private endpoint, or a local fake).")
+def health_report_faulty(a: Namespace) -> int:
+    """GCP: report the graph's unhealthy reservation sub-blocks as faulty (opt-in, rate-limited, audited)."""
+    from topocast.cli.health import run_report_faulty
+
+    return run_report_faulty(
+        a.graph, project=a.project, state_file=a.state_file, send=a.send, max_per_hour=a.max_per_hour,
+        cooldown_hours=a.cooldown_hours, audit_log=a.audit_log, compute_endpoint=a.compute_endpoint,
+    )  # fmt: skip
 
 
 @command("diff", fast_exit=True)

@@ -39,6 +39,8 @@ class DiscoverArgs:
     kubeconfig: str | None = None
     compute_endpoint: str | None = None
     overlays: list[str] = field(default_factory=list)
+    #: the last graph (a file, '-' or a stored generation URI) the discovery builds on, or None
+    previous: str | None = None
     # every provider: --option KEY=VALUE (its Options model validates them); --list-options prints them
     option: list[str] = field(default_factory=list)
     list_options: bool = False
@@ -161,6 +163,10 @@ def _clients(a: DiscoverArgs, options: Mapping[str, Any]) -> Callable[[str], Any
             from topocast.gcp.clients import compute_client
 
             return compute_client(a.compute_endpoint)
+        if service == "compute-sub-blocks":
+            from topocast.gcp.clients import sub_blocks_client
+
+            return sub_blocks_client(a.compute_endpoint)
         if service == "k8s-nodes":
             from topocast.k8s.client import K8sConnection
             from topocast.k8s.node_source import node_lister
@@ -250,7 +256,12 @@ def run_discover(args: DiscoverArgs, out: Path | None) -> DiscoveryResult | None
     if args.list_options:
         sys.stdout.write(list_options())
         return None
-    result = build_provider(args.provider, provider_inputs(args), args.overlays).discover_full(None)
+    previous = None
+    if args.previous:
+        from topocast.cli.diff import load_source
+
+        previous = load_source(args.previous)
+    result = build_provider(args.provider, provider_inputs(args), args.overlays).discover_full(previous)
     for warning in result.warnings:
         print(f"topocast: warning: {warning}", file=sys.stderr)
     print_set_aside(result.graph)

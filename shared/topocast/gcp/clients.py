@@ -68,6 +68,14 @@ def compute_client(endpoint: str | None = None) -> Any:
     return compute_v1.InstancesClient(transport="rest", **_client_kwargs(_endpoint(endpoint, COMPUTE_ENDPOINT_ENV)))
 
 
+def sub_blocks_client(endpoint: str | None = None) -> Any:
+    """``compute_v1.ReservationSubBlocksClient`` over REST, at the same endpoint as :func:`compute_client`."""
+    from google.cloud import compute_v1
+
+    kwargs = _client_kwargs(_endpoint(endpoint, COMPUTE_ENDPOINT_ENV))
+    return compute_v1.ReservationSubBlocksClient(transport="rest", **kwargs)
+
+
 def storage_client(project: str | None = None, endpoint: str | None = None) -> Any:
     from google.cloud import storage  # type: ignore[attr-defined]
 

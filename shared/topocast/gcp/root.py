@@ -187,6 +187,10 @@ class GcpRuntime(CompositionRoot):
     def _client(self, service: str) -> Any:
         if service == "compute":
             return self.compute()
+        if service == "compute-sub-blocks":  # providers.gcp SUB_BLOCKS_CLIENT (sub_block_health)
+            from topocast.gcp import clients
+
+            return clients.sub_blocks_client(self.settings.compute_endpoint)
         raise TopocastError(f"the GCP functions supply no {service!r} client")
 
     def _read_text(self, uri: str) -> str:

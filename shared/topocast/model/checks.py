@@ -66,6 +66,8 @@ def looks_consistent(graph: TopologyGraph) -> bool:
         return False
     if graph.notes and _unplaced_error(graph.notes, "notes") is not None:
         return False
+    if graph.health and len({r.ref for r in graph.health}) != len(graph.health):
+        return False  # two records for one object
     # The node columns (C-level passes over the nodes, kept for the renderers when a render call
     # loads the graph inside fabric.shared_views); everything after works on sets of distinct values.
     if not graph.nodes:

@@ -48,7 +48,11 @@ class WireNode(msgspec.Struct, forbid_unknown_fields=True, gc=False):
 
 
 class WireGraph(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
-    """:class:`topocast.model.graph.TopologyGraph`'s fields; UNSET marks those absent from the JSON."""
+    """:class:`topocast.model.graph.TopologyGraph`'s fields; UNSET marks those absent from the JSON.
+
+    ``health`` records (a few, one per broken object) are decoded as plain objects and validated one by
+    one by :class:`~topocast.model.health.HealthRecord` (safe IDs, one-line reasons, aware times).
+    """
 
     schema_version: Literal[1] | msgspec.UnsetType = msgspec.UNSET
     cluster: str
@@ -57,6 +61,7 @@ class WireGraph(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     switch_names: dict[str, str] | msgspec.UnsetType = msgspec.UNSET
     unplaced: dict[str, str] | msgspec.UnsetType = msgspec.UNSET
     notes: dict[str, str] | msgspec.UnsetType = msgspec.UNSET
+    health: list[dict[str, Any]] | msgspec.UnsetType = msgspec.UNSET
 
 
 _DECODER = msgspec.json.Decoder(WireGraph)
@@ -83,6 +88,15 @@ def decode_graph(text: str | bytes, graph_model: type[TopologyGraph], node_model
         return None
     given = {f for f in wire.__struct_fields__ if getattr(wire, f) is not msgspec.UNSET}
     values: dict[str, Any] = {f: getattr(wire, f) for f in given}
+    if wire.health:
+        from pydantic import TypeAdapter, ValidationError
+
+        from topocast.model.health import HealthRecord
+
+        try:  # as JSON, so the records are read exactly as pydantic reads the file; one per object: checks
+            values["health"] = TypeAdapter(list[HealthRecord]).validate_json(msgspec.json.encode(wire.health))
+        except (ValidationError, ValueError):
+            return None  # pydantic words the error
     values["nodes"] = _models(node_model, wire.nodes or [])
     graph = graph_model.model_construct(_fields_set=given, **values)
     return graph if looks_consistent(graph) else None

@@ -11,7 +11,9 @@ for any two graphs (two files, two generations in the store) as plain data; the 
 * **domain changed**: a node in both whose accelerator domain or sub-domain changed;
 * **domains added / removed**: accelerator domains present in only one graph;
 * **newly set aside / no longer set aside**: entries of the graphs' ``unplaced`` (what discovery set
-  aside, with the reason) only in the new graph (or with another reason there), or only in the old one.
+  aside, with the reason) only in the new graph (or with another reason there), or only in the old one;
+* **health changed**: a fabric object (switch, link, domain, capacity block) whose health state differs
+  (no record = ``ok``), with the new reason and the nodes that depend on it (``docs/health.md``).
 
 Pure and deterministic: every list is sorted by node (or domain) name.
 """
@@ -22,9 +24,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from topocast.model.graph import Node, TopologyGraph
+from topocast.model.health import ObjectRef, dependents
 from topocast.model.hostlist import compact_str
 
-__all__ = ["DomainChange", "GraphDiff", "Move", "diff_graphs", "format_text"]
+__all__ = ["DomainChange", "GraphDiff", "HealthChange", "Move", "diff_graphs", "format_text"]
 
 
 @dataclass(frozen=True)
@@ -46,6 +49,17 @@ class DomainChange:
 
 
 @dataclass(frozen=True)
+class HealthChange:
+    """A fabric object whose health state changed (``ok`` = no record); ``nodes`` depend on it."""
+
+    object: ObjectRef
+    old: str
+    new: str
+    reason: str
+    nodes: list[str]
+
+
+@dataclass(frozen=True)
 class GraphDiff:
     old_nodes: int
     new_nodes: int
@@ -58,12 +72,13 @@ class GraphDiff:
     #: name or record -> reason: set aside in the new graph, not (or for another reason) in the old one
     newly_set_aside: dict[str, str] = field(default_factory=dict)
     no_longer_set_aside: list[str] = field(default_factory=list)
+    health_changed: list[HealthChange] = field(default_factory=list)
 
     @property
     def same(self) -> bool:
         """True when nothing differs: no node or domain change of any kind, nothing newly (or no longer) set aside."""
         changes = (self.added, self.removed, self.moved, self.domain_changed, self.domains_added, self.domains_removed,
-                   self.newly_set_aside, self.no_longer_set_aside)  # fmt: skip
+                   self.newly_set_aside, self.no_longer_set_aside, self.health_changed)  # fmt: skip
         return not any(changes)
 
     def changed_nodes(self) -> set[str]:
@@ -91,7 +106,14 @@ class GraphDiff:
             "domains_removed": self.domains_removed,
             "newly_set_aside": self.newly_set_aside,
             "no_longer_set_aside": self.no_longer_set_aside,
+            "health_changed": [_health_json(h) for h in self.health_changed],
         }
+
+
+def _health_json(h: HealthChange) -> dict[str, Any]:
+    ref = h.object
+    return {"object": str(ref), "kind": ref.kind, "id": ref.id, "peer": ref.peer, "old": h.old, "new": h.new,
+            "reason": h.reason, "nodes": h.nodes}  # fmt: skip
 
 
 def _domain(node: Node) -> tuple[str | None, str | None]:
@@ -123,7 +145,34 @@ def diff_graphs(old: TopologyGraph, new: TopologyGraph) -> GraphDiff:
         domains_removed=sorted(old_domains - new_domains),
         newly_set_aside={k: v for k, v in sorted(new.unplaced.items()) if old.unplaced.get(k) != v},
         no_longer_set_aside=sorted(old.unplaced.keys() - new.unplaced.keys()),
+        health_changed=_health_changes(old, new),
     )
+
+
+def _health_changes(old: TopologyGraph, new: TopologyGraph) -> list[HealthChange]:
+    """Objects whose state differs between the graphs, in object order, with the nodes depending on each
+    (in the new graph, or in the old one for nodes that left)."""
+    before = {r.ref: r for r in old.health}
+    after = {r.ref: r for r in new.health}
+    changed = sorted(
+        ref
+        for ref in before.keys() | after.keys()
+        if (before[ref].state if ref in before else "ok") != (after[ref].state if ref in after else "ok")
+    )
+    if not changed:
+        return []
+    rows = [(n.name, n.fabric, n.accelerator, n.labels) for n in (*new.nodes, *old.nodes)]
+    users = dependents(rows, changed)  # in the new graph, or in the old one for nodes that left
+    return [
+        HealthChange(
+            ref,
+            before[ref].state if ref in before else "ok",
+            after[ref].state if ref in after else "ok",
+            after[ref].reason if ref in after else "",
+            sorted(set(users[ref])),
+        )
+        for ref in changed
+    ]
 
 
 def _root_first(path: tuple[str, ...]) -> list[str]:
@@ -174,6 +223,13 @@ def format_text(d: GraphDiff, old_label: str = "old", new_label: str = "new", li
         listed(f"newly set aside {len(d.newly_set_aside)}", rows)
     if d.no_longer_set_aside:
         listed(f"no longer set aside {len(d.no_longer_set_aside)}", d.no_longer_set_aside)
+    if d.health_changed:
+        rows = [
+            f"{h.object}: {h.old} -> {h.new}" + (f" ({h.reason})" if h.reason else "")
+            + (f", {len(h.nodes)} node(s): {compact_str(h.nodes)}" if h.nodes else ", no node")
+            for h in d.health_changed
+        ]  # fmt: skip
+        listed(f"health changed for {len(d.health_changed)} object(s)", rows)
     counts = [
         f"{len(d.added)} added",
         f"{len(d.removed)} removed",
@@ -182,5 +238,7 @@ def format_text(d: GraphDiff, old_label: str = "old", new_label: str = "new", li
     ]
     if d.newly_set_aside or d.no_longer_set_aside:
         counts += [f"{len(d.newly_set_aside)} newly set aside", f"{len(d.no_longer_set_aside)} no longer set aside"]
+    if d.health_changed:
+        counts.append(f"{len(d.health_changed)} health changed")
     lines.append("summary: " + ", ".join(counts))
     return "\n".join(lines) + "\n"

@@ -29,6 +29,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from topocast.errors import InvalidGraphError, TopocastError
 from topocast.model.checks import check_graph
 from topocast.model.gc_pause import paused_gc
+from topocast.model.health import HealthRecord
 from topocast.model.names import check_node_name
 from topocast.safeio.limits import MAX_GRAPH_BYTES, check_size, read_capped
 from topocast.safeio.validation import check_json_depth, validate
@@ -94,6 +95,25 @@ class TopologyGraph(BaseModel):
         ),
     )
 
+    health: list[HealthRecord] = Field(
+        default_factory=list,
+        description=(
+            "Fabric health: one record per switch, link, accelerator domain or capacity block a source reported "
+            "on (no record = ok), with its state, source, reason and since when (docs/health.md). Each node's "
+            "fabric health is derived from these: the worst state on its path or in its domain."
+        ),
+    )
+
+    @field_validator("health")
+    @classmethod
+    def _one_record_per_object(cls, v: list[HealthRecord]) -> list[HealthRecord]:
+        seen: set[object] = set()
+        for rec in v:
+            if rec.ref in seen:
+                raise ValueError(f"two health records for {rec.ref}")
+            seen.add(rec.ref)
+        return v
+
     @field_validator("cluster")
     @classmethod
     def _cluster(cls, v: str) -> str:
@@ -126,8 +146,10 @@ def canonical_json(graph: TopologyGraph) -> str:
     """Deterministic JSON (nodes sorted by name, keys sorted, no whitespace)."""
     data = graph.model_dump(mode="json")
     data["nodes"] = sorted(data["nodes"], key=lambda n: n["name"])
-    if not data["unplaced"]:  # graphs with nothing set aside hash as they did before the field existed
-        del data["unplaced"]
+    # graphs with nothing set aside and no health records hash as they did before the fields existed
+    for key in ("unplaced", "health"):
+        if not data[key]:
+            del data[key]
     return json.dumps(data, sort_keys=True, separators=(",", ":"))
 
 
@@ -139,8 +161,9 @@ def dump_graph(graph: TopologyGraph, indent: int | None = 2) -> str:
     indenting), which prints the same bytes whenever the text is ASCII.
     """
     ordered = sorted(graph.nodes, key=_by_name)
-    # an empty `unplaced` / `notes` is left out: the file is byte for byte what it was before the field existed
-    exclude = {k for k in ("unplaced", "notes") if not getattr(graph, k)} or None
+    # an empty `unplaced` / `notes` / `health` is left out: the file is byte for byte what it was before the
+    # field existed
+    exclude = {k for k in ("unplaced", "notes", "health") if not getattr(graph, k)} or None
     if indent is not None:
         with paused_gc():
             text = graph.model_copy(update={"nodes": ordered}).model_dump_json(indent=indent, exclude=exclude)

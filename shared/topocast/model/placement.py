@@ -30,6 +30,7 @@ from pydantic import ValidationError
 from topocast.errors import TopocastError, UnsafeNameError
 from topocast.model.checks import MAX_UNPLACED_KEY, MAX_UNPLACED_REASON
 from topocast.model.graph import Node, TopologyGraph
+from topocast.model.health import HealthRecord
 from topocast.model.names import check_domain_name, check_node_name, check_switch_name
 
 __all__ = [
@@ -67,20 +68,22 @@ def place_nodes(
     switch_names: Mapping[str, str] | None = None,
     unplaced: Mapping[str, str] | None = None,
     notes: Mapping[str, str] | None = None,
+    health: Sequence[HealthRecord] = (),
 ) -> TopologyGraph:
     """The graph of ``nodes``, with every node that breaks a rule set aside (see the module doc).
 
     ``unplaced`` carries what the source itself already set aside (a record it could not parse). Raises
     only for what is not a node's fault: an unsafe cluster name. ``notes``: per-node notes kept with the
-    graph (:attr:`TopologyGraph.notes`), bounded like the reasons.
+    graph (:attr:`TopologyGraph.notes`), bounded like the reasons. ``health``: the fabric health records.
     """
     aside: dict[str, str] = {k: _reason(v) for k, v in (unplaced or {}).items()}
     kept_notes = {k[:MAX_UNPLACED_KEY]: _reason(v) for k, v in (notes or {}).items() if k and v}
     names = dict(switch_names or {})
     try:  # the usual case: the graph's own check (at C speed) passes, and runs once
         return TopologyGraph(
-            cluster=cluster, provider=provider, nodes=list(nodes), switch_names=names, unplaced=aside, notes=kept_notes
-        )
+            cluster=cluster, provider=provider, nodes=list(nodes), switch_names=names, unplaced=aside,
+            notes=kept_notes, health=list(health),
+        )  # fmt: skip
     except (ValidationError, TopocastError):
         pass  # some node breaks a rule: find it below
     kept = _drop_unnameable(nodes, aside)
@@ -100,8 +103,9 @@ def place_nodes(
         except UnsafeNameError as exc:
             aside[f"{SWITCH_PREFIX}{sw}"] = _reason(f"display name dropped: {exc}")
     return TopologyGraph(
-        cluster=cluster, provider=provider, nodes=final, switch_names=safe_names, unplaced=aside, notes=kept_notes
-    )
+        cluster=cluster, provider=provider, nodes=final, switch_names=safe_names, unplaced=aside, notes=kept_notes,
+        health=list(health),
+    )  # fmt: skip
 
 
 def _drop_unnameable(nodes: Iterable[Node], aside: dict[str, str]) -> list[Node]:

@@ -52,8 +52,9 @@ what to do; a discovery never returns a partial graph.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Annotated, Any, Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
@@ -61,10 +62,13 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from topocast.errors import ProviderError, TopocastError
 from topocast.model.changes import InstanceChange
 from topocast.model.graph import Node, TopologyGraph
+from topocast.model.health import CAPACITY_BLOCK_LABEL, HealthRecord, carry_forward
 from topocast.model.names import check_node_name
 from topocast.model.placement import carry_unplaced, place_nodes
 from topocast.providers import base
 from topocast.providers.aws_capacity import parse_reserved_nodes, reserved_nodes
+from topocast.providers.aws_health import SOURCE as HEALTH_SOURCE
+from topocast.providers.aws_health import block_records, reservation_blocks
 from topocast.providers.base import ProviderInputs
 from topocast.providers.ec2_calls import Ec2Calls
 from topocast.providers.naming import WANTED_NAME_LABEL, NameRequest, Naming, assign_names, claim_freed_names, summary
@@ -196,6 +200,12 @@ class Options(BaseModel):
         default_factory=dict,
         description="Capacity reservation / block ID -> Slurm node names (hostlists) placed before launch "
         "from DescribeCapacityReservationTopology (providers/aws_capacity.py).",
+    )
+
+    capacity_block_health: bool = Field(
+        False,
+        description="Read DescribeCapacityBlockStatus on every discovery: a capacity block whose interconnect "
+        "is impaired becomes a health record of the graph (providers/aws_health.py, docs/health.md).",
     )
 
     @field_validator("reserved_nodes", mode="before")
@@ -331,7 +341,10 @@ def _build_nodes(
     config: AwsDiscoveryConfig,
     previous: TopologyGraph | None,
     wanted: dict[str, str] | None = None,
+    blocks: Mapping[str, str] | None = None,
 ) -> tuple[list[Node], list[str]]:
+    """``blocks``: capacity reservation -> capacity block (capacity_block_health), kept as the node's
+    ``capacity-block`` label when the block is not already its accelerator domain."""
     prev_by_id = {n.id: n for n in previous.nodes if n.id} if previous else {}
     no_topology: list[str] = []
     pending_domain: list[str] = []
@@ -358,6 +371,9 @@ def _build_nodes(
             labels["placement-group"] = group
         if wanted and iid in wanted:
             labels[WANTED_NAME_LABEL] = wanted[iid]
+        in_block = (blocks or {}).get(inst.get("CapacityReservationId") or "")
+        if in_block and in_block != accelerator:
+            labels[CAPACITY_BLOCK_LABEL] = in_block
         try:
             nodes.append(
                 Node(
@@ -403,6 +419,7 @@ def _graph(
     warnings: list[str],
     *,
     reread: list[Node] | None = None,
+    health: Sequence[HealthRecord] = (),
 ) -> TopologyGraph:
     """The graph, an instance whose data breaks a rule set aside with the reason (``placement``);
     adds to ``warnings``.
@@ -423,11 +440,30 @@ def _graph(
             sorted(nodes, key=lambda n: n.id or n.name),
             switch_names=dict(previous.switch_names) if previous else {},
             unplaced=carried,
+            health=health,
         )
     except ValidationError as exc:
         raise ProviderError(
             f"AWS topology of cluster {config.cluster!r} is not a valid graph: {describe(exc)}"
         ) from None
+
+
+def _health(
+    config: AwsDiscoveryConfig, statuses: list[dict[str, Any]], nodes: list[Node], previous: TopologyGraph | None
+) -> list[HealthRecord]:
+    """The graph's health records: the capacity blocks of ``nodes`` (capacity_block_health), each keeping
+    the time it was first seen in its state, and what other sources reported in ``previous``."""
+    before = previous.health if previous is not None else []
+    others = [r for r in before if r.source != HEALTH_SOURCE]  # other sources' records stay as they are
+    if not config.capacity_block_health:
+        return others
+    used = {n.accelerator for n in nodes if n.accelerator} | {
+        n.labels[CAPACITY_BLOCK_LABEL] for n in nodes if CAPACITY_BLOCK_LABEL in n.labels
+    }
+    now = datetime.now(UTC)
+    current = block_records(statuses, used, now)
+    # this source's records are replaced (a healed block leaves the graph)
+    return others + carry_forward([r for r in before if r.source == HEALTH_SOURCE], current)
 
 
 # ----- public entry points ---------------------------------------------------------------------
@@ -449,14 +485,17 @@ def discover_full(ec2: Any, config: AwsDiscoveryConfig, previous: TopologyGraph 
         instances = {k: v for k, v in instances.items() if k not in gone}
     naming = _names(dict(sorted(instances.items())), config.name_from, {}, previous)
     names, name_warnings = naming.names, naming.warnings
-    nodes, node_warnings = _build_nodes(instances, topo, names, config, previous, naming.wanted)
+    statuses = api.capacity_block_status() if config.capacity_block_health else []
+    blocks = reservation_blocks(statuses)
+    nodes, node_warnings = _build_nodes(instances, topo, names, config, previous, naming.wanted, blocks)
     if config.reserved_nodes:  # topology before launch: reserved names no running instance carries yet
         reservations, unknown = api.capacity_topology(sorted(config.reserved_nodes))
         placed, reserve_warnings = reserved_nodes(reservations, unknown, config.reserved_nodes, set(names.values()))
         nodes += placed
         warnings += reserve_warnings
+    health = _health(config, statuses, nodes, previous)
     return DiscoveryResult(
-        _graph(config, nodes, previous, warnings),
+        _graph(config, nodes, previous, warnings, health=health),
         api.calls,
         warnings + name_warnings + node_warnings,
         api.retries,
@@ -526,14 +565,18 @@ def discover_instances(
         by_id.pop(iid, None)
     taken = {n.name: i for i, n in by_id.items() if i not in live}
     naming = _names(live, config.name_from, taken, previous)
-    nodes, node_warnings = _build_nodes(live, topo, naming.names, config, previous, naming.wanted)
+    statuses = api.capacity_block_status() if config.capacity_block_health else []
+    blocks = reservation_blocks(statuses)
+    nodes, node_warnings = _build_nodes(live, topo, naming.names, config, previous, naming.wanted, blocks)
     for node in nodes:
         by_id[node.id] = node  # type: ignore[index]
     name_warnings = naming.warnings + claim_freed_names(by_id, "instance(s)")
     # a launched instance replaces the before-launch placeholder of its name (providers/aws_capacity.py)
     launched = {n.name for n in by_id.values()}
     keep = [n for n in keep if n.name not in launched]
-    graph = _graph(config, keep + list(by_id.values()), previous, warnings, reread=nodes)
+    everyone = keep + list(by_id.values())
+    health = _health(config, statuses, everyone, previous)
+    graph = _graph(config, everyone, previous, warnings, reread=nodes, health=health)
     return DiscoveryResult(
         graph, api.calls, warnings + name_warnings + node_warnings, api.retries, "ids", unsettled=waiting
     )

@@ -324,6 +324,7 @@ class AzureProvider(FullScanOnly):
             warnings += [f"SHARP: {why}" for why in list(sharp.ambiguous.values())[:5]]
         result = graph_from_listing(self.inputs.cluster, scale_sets, vms, o, records, sharp, previous,
                                     views=views, failed=failed)  # fmt: skip
+        result.graph = _with_fabric_health(result.graph, records, previous)
         result.warnings[:0] = warnings
         result.api_calls.update(compute.calls)
         return result
@@ -333,6 +334,22 @@ def _keep_vm(vm: Mapping[str, Any], include_vms: bool, flexible: set[str]) -> bo
     """A VM of the plain listing: one of a chosen Flexible scale set, or (``include_vms``) one of no scale set."""
     scale_set = _last(_get(vm, "properties", "virtualMachineScaleSet", "id"))
     return scale_set in flexible if scale_set else include_vms
+
+
+def _with_fabric_health(graph: TopologyGraph, records: HostDomains, previous: TopologyGraph | None) -> TopologyGraph:
+    """The hosts' NVLink fabric state (``collect nvlink``) as health records, each keeping the time it was
+    first seen in its state (docs/health.md)."""
+    from datetime import UTC, datetime
+
+    from topocast.model.health import carry_forward
+    from topocast.providers.nvlink import fabric_records
+
+    before = [r for r in (previous.health if previous else []) if r.source == "nvlink"]
+    found = fabric_records(records.fabric, {n.name: n.accelerator for n in graph.nodes}, datetime.now(UTC))
+    if not found and not before:
+        return graph
+    health = [r for r in graph.health if r.source != "nvlink"] + carry_forward(before, found)
+    return TopologyGraph.model_validate({**graph.model_dump(), "health": [r.model_dump() for r in health]})
 
 
 def provider(inputs: ProviderInputs) -> AzureProvider:

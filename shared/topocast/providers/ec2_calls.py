@@ -27,6 +27,7 @@ IAM_ACTIONS = {
     "DescribeInstances": "ec2:DescribeInstances",
     "DescribeInstanceTopology": "ec2:DescribeInstanceTopology",
     "DescribeCapacityReservationTopology": "ec2:DescribeCapacityReservationTopology",
+    "DescribeCapacityBlockStatus": "ec2:DescribeCapacityBlockStatus",
 }
 RESERVATION_BATCH = 10  # DescribeCapacityReservationTopology CapacityReservationIds limit
 _INSTANCE_ID = re.compile(r"\bi-[0-9a-f]{8,17}\b")
@@ -224,6 +225,11 @@ class Ec2Calls:
                         else:
                             raise
         return found, missing
+
+    def capacity_block_status(self) -> list[dict[str, Any]]:
+        """DescribeCapacityBlockStatus: every capacity block of the account in the region (paged, 1,000 a page)."""
+        op = "DescribeCapacityBlockStatus"
+        return [item for page in self.pages(op, MaxResults=1000) for item in page.get("CapacityBlockStatuses", [])]
 
     def _collect(self, op: str, kwargs: dict[str, Any], items: Any, into: dict[str, dict]) -> set[str]:
         """Run one (paginated) request; return IDs named by InvalidInstanceID.NotFound, else empty."""

@@ -52,6 +52,7 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Annotated, Any, Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
@@ -59,11 +60,14 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from topocast.errors import InvalidGraphError, ProviderError, TopocastError
 from topocast.model.changes import InstanceChange
 from topocast.model.graph import Node, TopologyGraph
+from topocast.model.health import HealthRecord, carry_forward
 from topocast.model.names import check_domain_name, check_node_name, check_switch_name
 from topocast.model.placement import carry_unplaced, place_nodes
 from topocast.providers import base
 from topocast.providers.base import NeedsFullScan, ProviderInputs
 from topocast.providers.gcp_api import ComputeCalls, InstanceRef, Vm
+from topocast.providers.gcp_health import SOURCE as HEALTH_SOURCE
+from topocast.providers.gcp_health import parse_sub_block, sub_block_record
 from topocast.providers.gcp_sdk import RetryPolicy
 from topocast.providers.naming import WANTED_NAME_LABEL, NameRequest, Naming, assign_names, claim_freed_names, summary
 from topocast.providers.options import ClusterConfig, OptionSpec
@@ -145,6 +149,11 @@ class Options(BaseModel):
         default_factory=lambda: list(LEVELS), description="The physicalHostTopology levels of the fabric path."
     )
     page_size: int = Field(MAX_PAGE, ge=1, le=MAX_PAGE, description="VMs per listing page.")
+    sub_block_health: bool = Field(
+        False,
+        description="On a full discovery, read the healthInfo of the reservation sub-blocks the VMs run in "
+        "(one reservationSubBlocks.get each) into the graph's health records (providers/gcp_health.py).",
+    )
     read: Annotated[
         Literal["auto", "list", "get"],
         OptionSpec(
@@ -358,6 +367,21 @@ class _Paths:
         return list(reversed(final)), topo.get("subblock"), topo.get("block")
 
 
+#: node label holding the reservation sub-block a VM runs in (``sub_block_health``), for repair reports
+SUB_BLOCK_LABEL = "gcp-sub-block"
+
+
+def _labels(vm: Vm, naming: Naming, config: GcpDiscoveryConfig) -> dict[str, str]:
+    labels = {WANTED_NAME_LABEL: naming.wanted[vm.id]} if vm.id in naming.wanted else {}
+    ref = parse_sub_block(vm.sub_block) if config.sub_block_health and vm.sub_block else None
+    if ref is not None:
+        zone, reservation, block, sub = ref
+        labels[SUB_BLOCK_LABEL] = (
+            f"zones/{zone}/reservations/{reservation}/reservationBlocks/{block}/reservationSubBlocks/{sub}"
+        )
+    return labels
+
+
 def _nodes(
     vms: Sequence[Vm], naming: Naming, config: GcpDiscoveryConfig, paths: _Paths
 ) -> tuple[list[Node], list[str], dict[str, str]]:
@@ -389,7 +413,7 @@ def _nodes(
                 accelerator=domain,
                 zone=vm.zone,
                 instance_type=vm.machine_type,
-                labels={WANTED_NAME_LABEL: naming.wanted[vm.id]} if vm.id in naming.wanted else {},
+                labels=_labels(vm, naming, config),
             )
         )
     warnings = [summary(f"VM(s) without topology ({why}), kept as no-topology", n) for why, n in without.items()]
@@ -401,20 +425,56 @@ def _nodes(
 
 
 def _graph(
-    config: GcpDiscoveryConfig, nodes: Iterable[Node], unplaced: Mapping[str, str] | None = None
+    config: GcpDiscoveryConfig,
+    nodes: Iterable[Node],
+    unplaced: Mapping[str, str] | None = None,
+    health: Sequence[HealthRecord] = (),
 ) -> TopologyGraph:
     # a VM whose data breaks a rule of the graph is set aside with the reason; the others are placed
     try:
-        return place_nodes(config.cluster, "gcp", sorted(nodes, key=lambda n: n.name), unplaced=unplaced)
+        return place_nodes(config.cluster, "gcp", sorted(nodes, key=lambda n: n.name), unplaced=unplaced, health=health)
     except (ValidationError, TopocastError) as exc:  # not one VM's fault (the cluster name is checked first)
         message = describe(exc) if isinstance(exc, ValidationError) else str(exc)
         raise InvalidGraphError(f"GCP discovery of {config.cluster}: {message}") from None
 
 
+def _sub_block_health(
+    api: ComputeCalls,
+    sub_blocks: Any,
+    config: GcpDiscoveryConfig,
+    vms: Sequence[Vm],
+    nodes: Sequence[Node],
+    previous: TopologyGraph | None,
+) -> list[HealthRecord]:
+    """The sub-blocks' records (``sub_block_health``), each keeping the time first seen in its state; the
+    other sources' records of ``previous`` stay."""
+    before = list(previous.health) if previous is not None else []
+    others = [r for r in before if r.source != HEALTH_SOURCE]
+    if not config.sub_block_health or sub_blocks is None:
+        return others
+    kind = "domain" if config.domain_tier == "subblock" else "switch"
+    known = {n.accelerator for n in nodes if n.accelerator} | {sw for n in nodes for sw in n.fabric}
+    refs = sorted({ref for vm in vms if vm.sub_block and (ref := parse_sub_block(vm.sub_block)) is not None})
+    now = datetime.now(UTC)
+    current: list[HealthRecord] = []
+    for ref in refs:
+        sub = api.sub_block(sub_blocks, *ref)
+        rec = sub_block_record(sub, kind, known, now) if sub is not None else None
+        if rec is not None and all(r.ref != rec.ref for r in current):
+            current.append(rec)
+    return others + carry_forward([r for r in before if r.source == HEALTH_SOURCE], current)
+
+
 def discover_full(
-    client: Any, config: GcpDiscoveryConfig, previous: TopologyGraph | None = None, *, retry: RetryPolicy | None = None
+    client: Any,
+    config: GcpDiscoveryConfig,
+    previous: TopologyGraph | None = None,
+    *,
+    retry: RetryPolicy | None = None,
+    sub_blocks: Any = None,
 ) -> DiscoveryResult:
-    """Discover the whole cluster. ``previous`` only keeps qualified switch IDs stable."""
+    """Discover the whole cluster. ``previous`` only keeps qualified switch IDs stable (and health record
+    times). ``sub_blocks``: a ``ReservationSubBlocksClient`` (``sub_block_health``)."""
     api = ComputeCalls(client, config.project, retry)
     warnings: list[str] = []
     if not config.labels:
@@ -432,7 +492,8 @@ def discover_full(
     naming = _names(vms, config.name_from, {}, previous)
     nodes, node_warnings, aside = _nodes(vms, naming, config, paths)
     name_warnings = naming.warnings
-    graph = _graph(config, nodes, aside)
+    health = _sub_block_health(api, sub_blocks, config, vms, nodes, previous)
+    graph = _graph(config, nodes, aside, health)
     return DiscoveryResult(
         graph, api.calls, warnings + name_warnings + node_warnings, api.retries, upserted=graph.node_names()
     )
@@ -496,7 +557,8 @@ def discover_instances(
     if previous is not None:
         carried = carry_unplaced(previous, reread=[n.name for n in nodes], nodes=[n.name for n in [*kept, *nodes]])
     try:
-        graph = _graph(config, [*kept, *nodes], {**carried, **aside})
+        # sub-block health is read on full discoveries (the reconcile): an event window keeps the last records
+        graph = _graph(config, [*kept, *nodes], {**carried, **aside}, previous.health if previous else ())
     except InvalidGraphError as exc:
         raise NeedsFullScan(
             f"incremental update does not fit the stored graph ({exc}); a full scan is needed"
@@ -538,6 +600,10 @@ def _ref(change: InstanceChange) -> InstanceRef:
     return InstanceRef(zone, name, change.detail.get("instance_id") or None)
 
 
+#: the service name the provider asks its ``sdk_client`` for: a ``compute_v1.ReservationSubBlocksClient``
+SUB_BLOCKS_CLIENT = "compute-sub-blocks"
+
+
 class GcpProvider:
     """:class:`~topocast.providers.base.Provider` over the shell's Compute client (``sdk_client("compute")``)."""
 
@@ -549,8 +615,11 @@ class GcpProvider:
         self.config = GcpDiscoveryConfig.from_data(data, "TOPOCAST_GCP_* configuration")
         self._client = inputs.sdk_client
 
+    def _sub_blocks(self) -> Any:
+        return self._client(SUB_BLOCKS_CLIENT) if self.config.sub_block_health else None
+
     def discover_full(self, previous: TopologyGraph | None) -> DiscoveryResult:
-        return discover_full(self._client("compute"), self.config, previous)
+        return discover_full(self._client("compute"), self.config, previous, sub_blocks=self._sub_blocks())
 
     def discover_changes(self, previous: TopologyGraph, changes: Sequence[InstanceChange]) -> DiscoveryResult:
         refs = [_ref(c) for c in changes]
@@ -560,7 +629,7 @@ class GcpProvider:
                 followed[(r.zone, r.name)] = c
         mode = self.config.read
         if mode == "list" or (mode == "auto" and prefer_listing(self.config, previous, refs)):
-            full = discover_full(self._client("compute"), self.config, previous)
+            full = discover_full(self._client("compute"), self.config, previous, sub_blocks=self._sub_blocks())
             if followed:
                 full = self._follow_after_listing(previous, full, refs, followed)
             before = set(previous.node_names())

@@ -19,7 +19,8 @@ from topocast.safeio.paging import PageGuard
 __all__ = ["IAM_PERMISSIONS", "ComputeCalls", "InstanceRef", "Vm", "vm_of"]
 
 #: the permission each kind of call needs (named in a 403's error)
-IAM_PERMISSIONS = {"list": "compute.instances.list", "get": "compute.instances.get"}
+IAM_PERMISSIONS = {"list": "compute.instances.list", "get": "compute.instances.get",
+                   "sub-block": "compute.reservations.get"}  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -46,6 +47,9 @@ class Vm:
     physical_host: str
     #: ``scheduling.automaticRestart`` (Compute's default: true): Compute restarts it after a host event
     automatic_restart: bool = True
+    #: ``resourceStatus.reservationConsumptionInfo.consumedReservationSubBlock``: the full resource name of
+    #: the reservation sub-block the VM runs in ("" when none)
+    sub_block: str = ""
 
 
 def _last(url: str) -> str:
@@ -55,9 +59,12 @@ def _last(url: str) -> str:
 def vm_of(inst: Any) -> Vm:
     topo: dict[str, str] | None = None
     physical_host = ""
+    sub_block = ""
     if "resource_status" in inst:
         rs = inst.resource_status
         physical_host = rs.physical_host or ""
+        if "reservation_consumption_info" in rs:
+            sub_block = rs.reservation_consumption_info.consumed_reservation_sub_block or ""
         if "physical_host_topology" in rs:
             pht = rs.physical_host_topology
             topo = {k: v for k in ("cluster", "block", "subblock", "host") if (v := getattr(pht, k, "") or "")}
@@ -74,6 +81,7 @@ def vm_of(inst: Any) -> Vm:
         topology=topo,
         physical_host=physical_host,
         automatic_restart=restarts,
+        sub_block=sub_block,
     )
 
 
@@ -100,7 +108,8 @@ class ComputeCalls:
     def error(self, op: str, where: str, exc: Exception) -> ProviderError:
         from google.api_core import exceptions as gexc
 
-        perm = IAM_PERMISSIONS["get" if op.endswith(".get") else "list"]
+        kind = "sub-block" if "reservation" in op else "get" if op.endswith(".get") else "list"
+        perm = IAM_PERMISSIONS[kind]
         if isinstance(exc, gexc.Forbidden | gexc.Unauthorized):
             return ProviderError(
                 f"{op} on {where} was denied ({exc.message if hasattr(exc, 'message') else exc}); the caller needs "
@@ -166,6 +175,22 @@ class ComputeCalls:
             if not guard.more(ids, page.next_page_token):
                 break
         return vms
+
+    def sub_block(self, client: Any, zone: str, reservation: str, block: str, sub_block: str) -> Any:
+        """``reservationSubBlocks.get`` (a ``ReservationSubBlocksClient``): the sub-block, None when gone (404)."""
+        from google.api_core import exceptions as gexc
+
+        op = "compute.reservationSubBlocks.get"
+        self._count(op)
+        parent = f"reservations/{reservation}/reservationBlocks/{block}"
+        try:
+            got = client.get(project=self.project, zone=zone, parent_name=parent, reservation_sub_block=sub_block,
+                             retry=self.retry)  # fmt: skip
+        except gexc.NotFound:
+            return None
+        except (gexc.GoogleAPICallError, gexc.RetryError) as exc:
+            raise self.error(op, f"{self.project}/{zone}/{parent}/{sub_block}", exc) from None
+        return got.resource
 
     def get(self, ref: InstanceRef) -> Vm | None:
         """One VM, None when it is gone (404)."""

@@ -82,6 +82,7 @@ __all__ = [
     "load_domains",
     "parse",
     "parse_domains",
+    "uplinks",
 ]
 
 PROVIDER = "ibnetdiscover"
@@ -681,6 +682,24 @@ def _shown(fabric: Fabric, switches: Iterable[str]) -> list[str]:
     for sw in switches:
         m = _SWITCH_NAME.match(fabric.nodes[sw].desc)
         out.append(f"{sw} ({m.group(1)})" if m else sw)
+    return out
+
+
+def uplinks(fabric: Fabric, leaves: Iterable[str]) -> dict[str, int]:
+    """Each leaf's cables up: ports to a switch that is not itself a leaf (for fabric health)."""
+    leaf_set = set(leaves)
+    out: dict[str, int] = {}
+    for leaf in leaf_set:
+        node = fabric.nodes.get(leaf)
+        if node is None:
+            continue
+        out[leaf] = sum(
+            1
+            for port in node.ports.values()
+            if (remote := fabric.nodes.get(port.remote)) is not None
+            and remote.kind == "Switch"
+            and port.remote not in leaf_set
+        )
     return out
 
 

@@ -24,11 +24,13 @@ import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from topocast.errors import ProviderError, TopocastError
+from topocast.model.health import SEVERITY, HealthRecord
 from topocast.model.names import check_node_name
 from topocast.safeio.validation import check_json_depth, validate
 
@@ -40,6 +42,7 @@ __all__ = [
     "NvlinkRecord",
     "build_record",
     "check_record",
+    "fabric_records",
     "host_domains",
     "normalize_guid",
     "parse_ibstat_guids",
@@ -54,6 +57,7 @@ RECORD_KIND: Literal["topocast.nvlink/v1"] = "topocast.nvlink/v1"
 _GPU = re.compile(r"^GPU ([0-9A-Fa-f]+:[0-9A-Fa-f]+:[0-9A-Fa-f]+\.[0-9A-Fa-f]+)\s*$")
 _UUID = re.compile(r"^\s*ClusterUUID\s*:\s*(\S+)\s*$")
 _CLIQUE = re.compile(r"^\s*CliqueId\s*:\s*(\S+)\s*$")
+_FABRIC_FIELD = re.compile(r"^\s*(State|Status|Bandwidth)\s*:\s*(.*?)\s*$")
 _PORT_GUID = re.compile(r"^\s*Port GUID\s*:\s*(0x[0-9A-Fa-f]+)\s*$")
 #: a record is a few KiB; anything this large is not one
 MAX_RECORD_BYTES = 1 << 20
@@ -68,6 +72,24 @@ class GpuFabric(BaseModel):
     gpu: str = Field(max_length=64, description="The GPU's PCI bus ID (nvidia-smi's 'GPU <bus id>' header).")
     cluster_uuid: str = Field(max_length=64)
     clique_id: str = Field(max_length=32)
+    #: the Fabric section's ``State`` (``Completed``, ``In Progress``, ``Not Started``, ``N/A``), ``Status``
+    #: (``Success`` or the error) and ``Health`` / ``Bandwidth`` (``Full``, ``Degraded``); "" in older records
+    state: str = Field("", max_length=64)
+    status: str = Field("", max_length=128)
+    bandwidth: str = Field("", max_length=64)
+
+    def health(self) -> tuple[str, str]:
+        """(state, reason) of this GPU's NVLink fabric: ``ok``, ``unknown`` (not registered yet),
+        ``degraded`` (bandwidth degraded) or ``impaired`` (registration failed)."""
+        if self.state in _NO_VALUE or self.state == "Not Supported":
+            return "ok", ""
+        if self.state != "Completed":
+            return "unknown", f"GPU {self.gpu} fabric state {self.state}"
+        if self.status not in _NO_VALUE and self.status != "Success":
+            return "impaired", f"GPU {self.gpu} fabric status {self.status}"
+        if self.bandwidth == "Degraded":
+            return "degraded", f"GPU {self.gpu} fabric bandwidth Degraded"
+        return "ok", ""
 
     def domain(self) -> str | None:
         if self.cluster_uuid in _NO_VALUE or self.clique_id in _NO_VALUE:
@@ -89,9 +111,20 @@ class NvlinkRecord(BaseModel):
 def parse_smi_gpus(text: str, source: str = "nvidia-smi -q") -> list[GpuFabric]:
     """Each GPU section's ``ClusterUUID`` / ``CliqueId`` from one host's ``nvidia-smi -q`` output."""
     sections: list[dict[str, str]] = []
+    fabric_indent: int | None = None  # the indentation of the GPU's "Fabric" header while inside it
     for number, line in enumerate(text.splitlines(), 1):
         if m := _GPU.match(line.strip()):
             sections.append({"gpu": m.group(1), "cluster_uuid": "N/A", "clique_id": "N/A"})
+            fabric_indent = None
+            continue
+        indent = len(line) - len(line.lstrip())
+        if fabric_indent is not None and line.strip() and indent <= fabric_indent:
+            fabric_indent = None
+        if line.strip() == "Fabric" and sections:
+            fabric_indent = indent
+            continue
+        if fabric_indent is not None and (m := _FABRIC_FIELD.match(line)):
+            sections[-1][m.group(1).lower()] = m.group(2)[:64]
             continue
         for key, pattern in (("cluster_uuid", _UUID), ("clique_id", _CLIQUE)):
             if m := pattern.match(line):
@@ -163,6 +196,8 @@ class HostDomains:
     guids: dict[str, list[str]] = field(default_factory=dict)
     #: host (or ``record '<uri>'``) -> reason; the host stays in the cluster without a domain
     set_aside: dict[str, str] = field(default_factory=dict)
+    #: host -> (state, reason) of its NVLink fabric when not ok: the worst of its GPUs (newest record)
+    fabric: dict[str, tuple[str, str]] = field(default_factory=dict)
 
 
 def host_domains(uploads: Mapping[str, bytes]) -> HostDomains:
@@ -179,6 +214,10 @@ def host_domains(uploads: Mapping[str, bytes]) -> HostDomains:
             continue
         domains = {g.domain() for g in record.gpus} - {None}
         out.guids.setdefault(record.host, record.port_guids)  # the newest record's ports place the host
+        if record.host not in seen:  # the newest record says how the fabric is now
+            worst = max((g.health() for g in record.gpus), key=lambda h: SEVERITY[h[0]], default=("ok", ""))
+            if worst[0] != "ok":
+                out.fabric[record.host] = worst
         if len(domains) > 1:
             out.set_aside[record.host] = (
                 f"{uri}: GPUs of {record.host!r} are in {len(domains)} NVLink domains "
@@ -199,4 +238,19 @@ def host_domains(uploads: Mapping[str, bytes]) -> HostDomains:
         seen[record.host] = (domain, uri)
         if domain is not None:
             out.domains[record.host] = domain
+    return out
+
+
+def fabric_records(
+    fabric: Mapping[str, tuple[str, str]], domain_of: Mapping[str, str | None], now: datetime
+) -> list[HealthRecord]:
+    """One ``link`` record per host whose NVLink fabric is not ok: the host's attachment to its NVLink domain
+    (``id`` = the host, ``peer`` = its domain), so only that host is in the blast radius. Hosts without a
+    domain in the graph have no NVLink link to blame and get no record."""
+    out = []
+    for host, (state, reason) in sorted(fabric.items()):
+        domain = domain_of.get(host)
+        if domain is not None:
+            out.append(HealthRecord(kind="link", id=host, peer=domain, state=state, source="nvlink",  # type: ignore[arg-type]
+                                    reason=reason, observed_at=now))  # fmt: skip
     return out

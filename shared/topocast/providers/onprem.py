@@ -106,6 +106,11 @@ class IbnetdiscoverOptions(_FabricOptions):
             env_help="the compute fabric's HCA node/port GUIDs (';', '!' excludes)",
         ),
     ] = Field(default_factory=list, description="Compute HCA node/port GUIDs, '!' excludes.")  # fmt: skip
+    fabric_health: bool = Field(
+        False,
+        description="Read a leaf that vanished, or a switch that lost every uplink, against the last graph as an "
+        "outage (nodes kept, an impaired health record), not as a new topology (model/health_fabric.py).",
+    )
 
 
 class NetqOptions(_FabricOptions):
@@ -190,6 +195,16 @@ class IbnetdiscoverProvider(_FullOnly):
             selection=PortSelection.from_options(o),
             **kwargs,
         )
+        if o.get("fabric_health"):  # without a previous graph only the uplink counts can tell
+            from datetime import UTC, datetime
+
+            from topocast.model.health_fabric import fabric_outages
+
+            fabric = ibnetdiscover.merge_fabrics([ibnetdiscover.parse(t, uri) for uri, t in texts.items()])
+            leaves = {n.fabric[0] for n in result.graph.nodes if n.fabric}
+            counts = ibnetdiscover.uplinks(fabric, leaves)
+            last = previous if previous is not None else result.graph
+            result.graph = fabric_outages(last, result.graph, "ibnetdiscover", datetime.now(UTC), counts)
         return _named(self.inputs, o, result)
 
 

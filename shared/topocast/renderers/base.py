@@ -140,6 +140,11 @@ class RenderOptions(BaseModel):
         description="slurm-tree: list nodes without fabric information under a pseudo-switch 'no-topology' "
         "(a second root) instead of leaving them out; always on with topograph_compat.",
     )
+    leave_out_domains_from: Literal["degraded", "impaired"] | None = Field(
+        None,
+        description="Block topologies leave out the accelerator domains whose health (a domain or capacity_block "
+        "record) is this bad or worse, instead of draining their nodes (docs/health.md); None = keep every domain.",
+    )
 
     @field_validator("block_sizes")
     @classmethod

@@ -52,6 +52,7 @@ from topocast.errors import RenderError
 from topocast.model.diff import GraphDiff, diff_graphs, format_text
 from topocast.model.fabric import FabricTree, build_domains, build_tree, node_columns
 from topocast.model.graph import TopologyGraph
+from topocast.model.health import SEVERITY, dependents, node_health
 from topocast.model.hostlist import compact_str
 from topocast.model.placement import set_aside_count
 from topocast.renderers.base import Artifact, RenderOptions
@@ -315,6 +316,30 @@ def _notes_box(graph: TopologyGraph) -> str:
     )
 
 
+#: the colour of each health state in the view (the fabric health box)
+_HEALTH_COLOURS = {"impaired": "#b3261e", "degraded": "#b26a00", "unknown": "#5f6368"}
+
+
+def _health_box(graph: TopologyGraph) -> str:
+    """Each fabric object that is not ok, coloured by its state, with the nodes it affects (docs/health.md)."""
+    users = dependents(
+        ((n.name, n.fabric, n.accelerator, n.labels) for n in graph.nodes), (r.ref for r in graph.health)
+    )
+    rows = []
+    for r in sorted(graph.health, key=lambda r: (-SEVERITY[r.state], r.ref))[:SET_ASIDE_SHOWN]:
+        colour = _HEALTH_COLOURS.get(r.state, "#5f6368")
+        badge = f'<b style="color:#fff;background:{colour};padding:0 .4em;border-radius:3px">{escape(r.state)}</b>'
+        affected = escape(compact_str(users[r.ref])) if users[r.ref] else "no node"
+        reason = f": {escape(r.reason)}" if r.reason else ""
+        rows.append(f"<li>{badge} <code>{escape(str(r.ref))}</code>{reason} ({escape(r.source)}); "
+                    f"{len(users[r.ref])} node(s): {affected}</li>")  # fmt: skip
+    return (
+        f'<details class="alertbox health" id="fabric-health" open><summary><b>{len(graph.health)} fabric '
+        f"object(s) not ok</b> and the nodes they affect (<code>topocast health show</code>)</summary>"
+        f"<ul>{''.join(rows)}</ul></details>"
+    )
+
+
 def render_page(
     graph: TopologyGraph,
     previous: TopologyGraph | None = None,
@@ -353,6 +378,11 @@ def render_page(
                      f"this graph's topology files)</summary><ul>{rows}</ul></details>")  # fmt: skip
     if graph.unplaced:
         notes.append(_set_aside_note(graph))
+    if graph.health:
+        node_rows = [(n.name, n.fabric, n.accelerator, n.labels) for n in graph.nodes]
+        hurt = node_health(node_rows, graph.health)
+        cards.append(_card(len(hurt), "nodes on unhealthy fabric", alert=bool(hurt)))
+        notes.append(_health_box(graph))
     if graph.notes:
         cards.append(_card(len(graph.notes), "node notes", alert=True))
         notes.append(_notes_box(graph))

@@ -20,8 +20,10 @@ numbered as Topograph does, alphabetically by domain. With ``block_sizes`` (or s
 the blocks are complemented with placeholders (see :mod:`topocast.renderers.blockplan`).
 ``block_name`` renames blocks from their node names. Skeleton mode drops ``Nodes=``.
 
-Nodes without an accelerator domain never appear. A graph without any domain is
-an error, never an empty file: slurmctld would silently lose block scheduling.
+Nodes without an accelerator domain never appear, nor (with ``leave_out_domains_from``) the nodes of a
+domain whose health record is that bad: its nodes stay schedulable for jobs that do not ask for a block.
+A graph without any domain is an error, never an empty file: slurmctld would silently lose block
+scheduling.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from functools import cached_property
 from topocast.errors import NotApplicableError, RenderError
 from topocast.model.fabric import FabricTree, build_domains, build_tree, node_columns, shared
 from topocast.model.graph import TopologyGraph
+from topocast.model.health import bad_domains
 from topocast.model.hostlist import compact_str
 from topocast.renderers.base import Artifact, BlockNameOptions, RenderOptions
 from topocast.renderers.blockplan import (
@@ -139,12 +142,20 @@ def cluster_layout(graph: TopologyGraph, options: RenderOptions) -> BlockLayout:
     domains = build_domains(graph)
     if not domains.members:
         raise no_domains_error(graph)
+    least = options.leave_out_domains_from
+    left_out = bad_domains(graph.health, least) if least and graph.health else {}
+    members = {d: m for d, m in domains.members.items() if d not in left_out}
+    if not members:
+        raise RenderError(
+            f"every accelerator domain of cluster {graph.cluster!r} is {least} or worse: a block topology "
+            "without blocks is not rendered (the last good one stays)"
+        )
 
     def build() -> BlockLayout:
         sizes, name = options.block_sizes, options.block_name
-        return layout(
-            domains.members,
-            domain_order(graph),
+        lay = layout(
+            members,
+            [d for d in domain_order(graph) if d not in left_out],
             sizes,
             name,
             "block%03d",
@@ -153,6 +164,12 @@ def cluster_layout(graph: TopologyGraph, options: RenderOptions) -> BlockLayout:
             positional=options.positional_block_names,
             release=options.slurm_release,
         )
+        lay.warnings += [
+            f"domain {d} left out of the blocks: {r.kind} {r.state}" + (f" ({r.reason})" if r.reason else "")
+            for d, r in sorted(left_out.items())
+            if d in domains.members
+        ]
+        return lay
 
     key = (
         "cluster_layout",
@@ -161,6 +178,7 @@ def cluster_layout(graph: TopologyGraph, options: RenderOptions) -> BlockLayout:
         options.topograph_compat,
         options.positional_block_names,
         options.slurm_release,
+        tuple(sorted(left_out)),
     )
     return shared(graph, key, build)
 

@@ -93,8 +93,12 @@ data "aws_iam_policy_document" "discover" {
     content {
       sid = "DescribeCluster"
       # None of these supports resource-level permissions. DescribeCapacityReservationTopology places
-      # reserved, not-yet-launched nodes (TOPOCAST_RESERVED_NODES).
-      actions   = ["ec2:DescribeInstances", "ec2:DescribeInstanceTopology", "ec2:DescribeCapacityReservationTopology"]
+      # reserved, not-yet-launched nodes (TOPOCAST_RESERVED_NODES); DescribeCapacityBlockStatus reads
+      # capacity block health (provider option capacity_block_health).
+      actions = [
+        "ec2:DescribeInstances", "ec2:DescribeInstanceTopology", "ec2:DescribeCapacityReservationTopology",
+        "ec2:DescribeCapacityBlockStatus",
+      ]
       resources = ["*"]
     }
   }
