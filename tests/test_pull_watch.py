@@ -269,3 +269,39 @@ def test_the_gcp_waker_drains_a_backlog_and_a_hostile_message_costs_no_ack(caplo
     assert line.startswith("notified: 120 message(s)") and len(line) < 400
     waker.done()
     assert posts[-1][1] == {"ackIds": [f"a{i}" for i in range(120)]}
+
+
+def test_watch_a_local_file_installs_each_new_version_within_a_second(tmp_path: Path) -> None:
+    """``pull --watch --source file://...``: no queue, no cloud; the agent polls the file and installs each change."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    etc = tmp_path / "etc"
+    etc.mkdir(mode=0o755)
+    dest = etc / "topology.conf"
+    src = tmp_path / "published.conf"
+    src.write_text("SwitchName=leaf1 Nodes=gpu-[01-04]\n")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "topocast.cli", "pull", "--watch", "--source", f"file://{src}", "--dest", str(dest),
+         "--no-validate", "--fallback-seconds", "3600"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 20
+        while not dest.exists() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert dest.read_text() == "SwitchName=leaf1 Nodes=gpu-[01-04]\n"
+        new = tmp_path / "next.conf"
+        new.write_text("SwitchName=leaf1 Nodes=gpu-[01-05]\n")
+        new.replace(src)  # how a publisher writes: a rename
+        deadline = time.monotonic() + 20
+        while "gpu-[01-05]" not in dest.read_text() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert dest.read_text() == "SwitchName=leaf1 Nodes=gpu-[01-05]\n"
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=20)
+    assert proc.returncode == 0, err
+    assert out.count("installed") == 2, out

@@ -82,6 +82,7 @@ __all__ = [
 #: error (bad flags, a source that cannot be read, missing credentials)
 EXIT_CODES = {
     "installed": 0,
+    "would_install": 0,
     "unchanged": 0,
     "skipped": 0,
     "failed": 1,
@@ -96,6 +97,7 @@ EXIT_CODES = {
 #: journal priority (sd-daemon ``<N>`` prefix) per outcome: 3 err, 4 warning, 5 notice, 7 debug
 PRIORITIES = {
     "installed": 5,
+    "would_install": 5,
     "unchanged": 7,
     "skipped": 4,
     "failed": 3,

@@ -25,12 +25,15 @@ enabled as well (the pull is idempotent and serialised by the destination's lock
 from __future__ import annotations
 
 import logging
+import os
 import signal
 import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Protocol
+from urllib.parse import unquote, urlparse
 
 from topocast.errors import TopocastError
 from topocast.safeio.validation import load_json
@@ -182,6 +185,44 @@ def describe_finalize(message: dict[str, Any]) -> str:
 
 
 @dataclass
+class FileWaker:
+    """A local ``file://`` source: wakes when the file changes (its inode, size or modification time), read by
+    polling every ``interval`` seconds, so watch mode can be tried without a cloud queue. A file replaced by a
+    rename (how every writer here installs one) is a new inode: seen as a change even within one second."""
+
+    path: Path
+    interval: float = 0.5
+    sleep: Callable[[float], None] = time.sleep
+    clock: Callable[[], float] = time.monotonic
+    _seen: tuple[int, int, int] | None = None
+
+    def __post_init__(self) -> None:
+        self._seen = self._stamp()
+
+    def _stamp(self) -> tuple[int, int, int] | None:
+        try:
+            st = os.stat(self.path)
+        except OSError:
+            return None  # not there (yet): its appearance is the change
+        return (st.st_ino, st.st_size, st.st_mtime_ns)
+
+    def wait(self, timeout: float) -> int:
+        until = self.clock() + min(timeout, 1.0)  # back within a second: a stop request is seen in time
+        while True:
+            now = self._stamp()
+            if now != self._seen:
+                self._seen = now
+                return 1
+            left = until - self.clock()
+            if left <= 0:
+                return 0
+            self.sleep(min(self.interval, left))
+
+    def done(self) -> None:
+        pass
+
+
+@dataclass
 class WatchStats:
     pulls: int = 0
     notified: int = 0
@@ -234,17 +275,19 @@ def watch(
     return code
 
 
-def waker_from_args(queue_url: str | None, subscription: str | None, pubsub_endpoint: str | None = None) -> Waker:
-    """The waker for ``--queue-url`` (AWS) or ``--subscription`` (GCP)."""
+def waker_from_args(
+    queue_url: str | None, subscription: str | None, pubsub_endpoint: str | None = None, source: str | None = None
+) -> Waker:
+    """The waker for ``--queue-url`` (AWS), ``--subscription`` (GCP) or, without either, a ``file://`` source."""
     if queue_url and subscription:
         raise ValueError("pull --watch: give --queue-url (AWS) or --subscription (GCP), not both")
+    if not queue_url and not subscription and source and source.startswith("file://"):
+        return FileWaker(Path(unquote(urlparse(source).path)))
     if queue_url:
         import boto3
 
         return SqsWaker(queue_url, boto3.client("sqs"))
     if subscription:
-        import os
-
         import google.auth
         from google.auth.transport.requests import AuthorizedSession
 
@@ -257,15 +300,21 @@ def waker_from_args(queue_url: str | None, subscription: str | None, pubsub_endp
         return PubSubWaker(
             subscription, AuthorizedSession(credentials), pubsub_endpoint or "https://pubsub.googleapis.com"
         )
-    raise ValueError("pull --watch needs --queue-url (AWS: the head node's SQS queue) or --subscription (GCP)")
+    raise ValueError(
+        "pull --watch needs --queue-url (AWS: the head node's SQS queue), --subscription (GCP) or a file:// source"
+    )
 
 
 def run_watch(
-    queue_url: str | None, subscription: str | None, fallback_seconds: float, pull_once: Callable[[], int]
+    queue_url: str | None,
+    subscription: str | None,
+    fallback_seconds: float,
+    pull_once: Callable[[], int],
+    source: str | None = None,
 ) -> int:
     """The ``pull --watch`` command: build the waker, stop cleanly on SIGTERM / SIGINT."""
     try:
-        waker = waker_from_args(queue_url, subscription)
+        waker = waker_from_args(queue_url, subscription, source=source)
     except ValueError as exc:
         raise TopocastError(str(exc)) from None
     stopping = {"now": False}
@@ -303,6 +352,7 @@ class _StderrHandler(logging.StreamHandler):
 
 
 __all__ = [
+    "FileWaker",
     "PubSubWaker",
     "SqsWaker",
     "Waker",

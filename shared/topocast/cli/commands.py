@@ -682,6 +682,7 @@ def _share(text: str) -> float:
 @option("--stale-after", type=int, default=10, help="Fail (exit 7) after this many runs in a row behind.")
 @option("--json", dest="as_json", flag=True, help="One JSON object per run on stdout (docs/slurm-pull.md).")
 @option("--verbose", flag=True, help="Also print `unchanged` (journal priority debug).")
+@option("--check", "--dry-run", dest="check", flag=True, help="Say what a run would do; write nothing, change nothing.")
 @option("--watch", flag=True, help="Keep running: pull on each publish notification (--queue-url / --subscription).")
 @option("--queue-url", help="With --watch (AWS): the head node's SQS queue of Parameter Store change events.")
 @option("--subscription", help="With --watch (GCP): projects/<p>/subscriptions/<s> of the bucket's notifications.")
@@ -698,14 +699,17 @@ def pull(a: Namespace) -> int:
 
     Exit status: 0 installed/unchanged/skipped, 1 failed, 2 usage or source error, 3 refused, 4 held,
     5 rolled back, 6 installed but state not saved, 7 source stale, 8 controller drift repaired,
-    9 controller left inconsistent with the file (docs/slurm-pull.md)."""
+    9 controller left inconsistent with the file (docs/slurm-pull.md). With --check: the exit status the
+    run would have (0 would install or nothing to do, 3 would refuse, 4 would hold)."""
     from topocast.cli.pull import run_pull
 
+    if a.check and a.watch:
+        raise fail("--check runs once: not with --watch")
     if a.watch:  # topocast.agents.pull_watch: this command's single pull, run on each notification
         from topocast.agents.pull_watch import run_watch
 
         once = Namespace(**{**vars(a), "watch": False})
-        return run_watch(a.queue_url, a.subscription, a.fallback_seconds, lambda: run_pull(once))
+        return run_watch(a.queue_url, a.subscription, a.fallback_seconds, lambda: run_pull(once), a.source)
     return run_pull(a)
 
 

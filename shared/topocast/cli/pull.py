@@ -107,9 +107,12 @@ def run_pull(a: Any) -> int:
     journal = Journal()
     where = str(Path(a.dest).resolve())
     started = time.monotonic()
+    run = pull
+    if getattr(a, "check", False):
+        from topocast.agents.pull_check import check as run
     with Progress(journal, where) as progress, steps_to(progress.step):
         try:
-            outcome = pull(
+            outcome = run(
                 a.source,
                 a.dest,
                 reconfigure=a.reconfigure,
@@ -128,7 +131,8 @@ def run_pull(a: Any) -> int:
             )
         except PullError as exc:
             return _cannot_read(journal, a, where, str(exc))
-    report(outcome, journal, as_json=a.as_json, verbose=a.verbose, seconds=time.monotonic() - started)
+    verbose = a.verbose or getattr(a, "check", False)  # a check always answers, "unchanged" included
+    report(outcome, journal, as_json=a.as_json, verbose=verbose, seconds=time.monotonic() - started)
     return outcome.exit_code
 
 
