@@ -38,14 +38,17 @@ def config(**kw: Any) -> AwsDiscoveryConfig:
 
 
 def launch(ec2: Any, name: str, path: list[str], block: str | None = None) -> str:
-    [iid] = sim.generate_cluster(ec2, 1, cluster_tag=("topocast:cluster", "c1"), name_prefix=None, block_size=None)
+    # an UltraServer type: EC2 reports a CapacityBlockId for UltraServer instances only (botocore's model)
+    [iid] = sim.generate_cluster(ec2, 1, cluster_tag=("topocast:cluster", "c1"), name_prefix=None, block_size=None,
+                                 instance_type=sim.ULTRASERVER_TYPE)  # fmt: skip
     tags = {"Name": name, sim.NETWORK_NODES_TAG: ",".join(path), **({sim.CAPACITY_BLOCK_TAG: block} if block else {})}
     ec2.create_tags(Resources=[iid], Tags=[{"Key": k, "Value": v} for k, v in tags.items()])
     return iid
 
 
 def test_reserved_nodes_are_placed_before_launch_then_launched_with_their_real_topology(ec2: Any) -> None:
-    sim.add_capacity_reservation(CR, network_nodes=RESERVED_PATH, capacity_block_id=BLOCK)
+    sim.add_capacity_reservation(CR, instance_type=sim.ULTRASERVER_TYPE, network_nodes=RESERVED_PATH,
+                                 capacity_block_id=BLOCK)  # fmt: skip
     first = launch(ec2, "gpu-000", RESERVED_PATH, BLOCK)  # the first instance already runs in the block
     cfg = config(reserved_nodes={CR: "gpu-[000-003]"})
 

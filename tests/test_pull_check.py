@@ -8,15 +8,9 @@ from pathlib import Path
 
 from cli_runner import invoke
 
-OLD = (
-    "SwitchName=leaf1 Nodes=gpu-[01-04]\n"
-    "SwitchName=leaf2 Nodes=gpu-[05-08]\n"
-    "SwitchName=spine Switches=leaf[1-2]\n"
-)
+OLD = "SwitchName=leaf1 Nodes=gpu-[01-04]\nSwitchName=leaf2 Nodes=gpu-[05-08]\nSwitchName=spine Switches=leaf[1-2]\n"
 NEW = (  # gpu-04 moves to leaf2, gpu-09 joins leaf2
-    "SwitchName=leaf1 Nodes=gpu-[01-03]\n"
-    "SwitchName=leaf2 Nodes=gpu-[04-09]\n"
-    "SwitchName=spine Switches=leaf[1-2]\n"
+    "SwitchName=leaf1 Nodes=gpu-[01-03]\nSwitchName=leaf2 Nodes=gpu-[04-09]\nSwitchName=spine Switches=leaf[1-2]\n"
 )
 
 
@@ -55,7 +49,7 @@ def test_check_says_what_would_move_and_join_and_writes_nothing(tmp_path: Path) 
 
 
 def test_check_of_the_installed_file_is_unchanged(tmp_path: Path) -> None:
-    etc, dest, src = setup(tmp_path, OLD)
+    _, dest, src = setup(tmp_path, OLD)
     result = invoke(["pull", "--check", "--source", f"file://{src}", "--dest", dest, "--no-validate"])
     assert result.exit_code == 0
     assert "unchanged" in result.stdout + result.stderr

@@ -218,7 +218,7 @@ def run_demo(
                     SqsWaker(queue, sqs),
                 ).start()
                 prog.step(f"head node: pull --watch on {queue.rsplit('/', 1)[-1]} (Parameter Store change events)")
-            prog.step(f"launching {nodes} p5.48xlarge instances (3-level fabric, capacity blocks of 18)")
+            prog.step(f"launching {nodes} {ec2_sim.ULTRASERVER_TYPE} instances (3-level fabric, UltraServers of 18)")
             ids = ec2_sim.generate_cluster(pipeline.ec2, nodes, cluster_tag=("topocast:cluster", CLUSTER))
             if cpu_nodes:  # login/CPU nodes: members of the cluster, but EC2 has no topology for them
                 ids += ec2_sim.generate_cluster(

@@ -106,6 +106,13 @@ SUPPORTED_FAMILIES: frozenset[str] = frozenset(
         "trn1", "trn1n", "trn2", "trn2u",
     }
 )  # fmt: skip
+#: UltraServer families: the only ones whose topology carries a ``CapacityBlockId`` (botocore's ec2 model,
+#: ``InstanceTopology.CapacityBlockId`` and ``CapacityReservationTopology.CapacityBlockId``: "only supported
+#: for UltraServer instances and identifies instances within the UltraServer domain").
+ULTRASERVER_FAMILIES: frozenset[str] = frozenset({"p6e-gb200", "p6e-gb300", "trn2u"})
+#: what :func:`generate_cluster` launches: an UltraServer type with capacity blocks, p5 without
+ULTRASERVER_TYPE = "p6e-gb200.36xlarge"
+PLAIN_GPU_TYPE = "p5.48xlarge"
 #: Families whose topology has four network nodes instead of three.
 FOUR_LEVEL_FAMILIES: frozenset[str] = frozenset({"p6-b200", "p6-b300"})
 
@@ -216,7 +223,7 @@ def _describe_instance_topology(self: Any) -> Any:
         if inst.placement.group_name:
             item["GroupName"] = inst.placement.group_name
         lag = int(tags.get(CAPACITY_BLOCK_LAG_TAG, "0") or 0)
-        if tags.get(CAPACITY_BLOCK_TAG) and seen >= lag:
+        if tags.get(CAPACITY_BLOCK_TAG) and seen >= lag and family(inst.instance_type) in ULTRASERVER_FAMILIES:
             item["CapacityBlockId"] = tags[CAPACITY_BLOCK_TAG]
         out.append(item)
     result: dict[str, Any] = {"Instances": out}
@@ -322,7 +329,7 @@ def _describe_capacity_reservation_topology(self: Any) -> Any:
         }
         if reports and cr["NetworkNodes"]:
             item["NetworkNodes"] = cr["NetworkNodes"]
-        if cr["CapacityBlockId"]:
+        if cr["CapacityBlockId"] and family(cr["InstanceType"]) in ULTRASERVER_FAMILIES:
             item["CapacityBlockId"] = cr["CapacityBlockId"]
         if cr["GroupName"]:
             item["GroupName"] = cr["GroupName"]
@@ -616,7 +623,7 @@ def generate_cluster(
     leaves_per_spine: int = 8,
     upper_fanout: int = 4,
     block_size: int | None = 18,
-    instance_type: str = "p5.48xlarge",
+    instance_type: str | None = None,
     cluster_tag: tuple[str, str] = ("topocast:cluster", "demo"),
     name_prefix: str | None = "gpu-",
     zone: str | None = None,
@@ -630,7 +637,8 @@ def generate_cluster(
     Node ``i`` hangs under leaf ``i // nodes_per_leaf``, leaves group by
     ``leaves_per_spine`` and every higher tier by ``upper_fanout``;
     ``levels`` is 3 or 4 (NetworkNodes per instance). Consecutive groups of
-    ``block_size`` nodes share a capacity block (``None``: no blocks). Names
+    ``block_size`` nodes share a capacity block (``None``: no blocks); only UltraServer types report it, so
+    ``instance_type`` defaults to :data:`ULTRASERVER_TYPE` with blocks and :data:`PLAIN_GPU_TYPE` without. Names
     are ``<name_prefix><i>`` zero-padded to a common width (``None``: no Name
     tag). Network node IDs depend on the cluster tag value, so two generated
     clusters never share switches.
@@ -641,6 +649,8 @@ def generate_cluster(
         raise ValueError("n must be >= 0 and fan-outs/batch_size >= 1")
     if block_size is not None and block_size < 1:
         raise ValueError(f"block_size must be >= 1 or None, got {block_size}")
+    if instance_type is None:
+        instance_type = ULTRASERVER_TYPE if block_size else PLAIN_GPU_TYPE
     seed = cluster_tag[1]
     width = max(3, len(str(max(n - 1, 0))))
     common = {cluster_tag[0]: cluster_tag[1], **(extra_tags or {})}
