@@ -392,7 +392,7 @@ def validate_slurm(a: Namespace) -> int:
 
 @command("node-topology")
 @option("--region", help="AWS region (default: AWS_REGION, AWS_DEFAULT_REGION, the profile, the instance metadata).")
-@option("--source", required=True, help="The published topology file: ssm:///..., s3://, gcs://, file://.")
+@option("--source", required=True, help="The published topology file: ssm:///..., s3://, gs://, file://.")
 @option("--hostname", help="Slurm node name (default: this host's short name).")
 @option("--instance-id", help="Find the node by cloud instance ID (needs --graph).")
 @option("--graph", help="The rendered graph.json (for --instance-id); '{generation}' = the source's generation.")
@@ -628,7 +628,7 @@ def _share(text: str) -> float:
 @option("--slurm-conf", type=Path, help="slurm.conf (node list for validation, SLURM_CONF).")
 @option("--state-file", type=Path, help="Remember the installed generation here.")
 @option("--live", flag=True, help="Apply by scontrol update when only nodes are added or moved (Slurm >= 25.05).")
-@option("--forbid-reconfigure", flag=True, help="With --live: never reconfigure; hold and exit 1 with an ALARM.")
+@option("--forbid-reconfigure", flag=True, help="With --live: never reconfigure; hold and exit 4 (held) with an ALARM.")
 @option("--live-max-share", type=_share, default=0.1, help="With --live: most nodes (share) that may move live.")
 @option("--slurm-root", type=Path, help=_SLURM_ROOT_HELP)
 @option("--pointer-bucket", help="The only bucket an SSM envelope may point at (the publisher's).")

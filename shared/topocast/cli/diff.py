@@ -22,7 +22,7 @@ __all__ = ["load_source", "run_diff"]
 
 
 def load_source(source: str) -> TopologyGraph:
-    """A graph file, ``-`` for stdin, or an ``s3://``, ``gs://``/``gcs://`` or ``file://`` URI."""
+    """A graph file, ``-`` for stdin, or an ``s3://``, ``gs://`` or ``file://`` URI."""
     if source == "-":
         return graph_from_json(sys.stdin.buffer.read(), "<stdin>")
     if "://" in source:
