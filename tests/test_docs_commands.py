@@ -123,7 +123,7 @@ def _split(doc: DocCommand) -> tuple[tuple[str, ...], list[str]]:
 
 
 def _known(path: tuple[str, ...], word: str) -> bool:
-    flags = COMMANDS[path].parser()._option_string_actions  # noqa: SLF001 - argparse keeps no public list
+    flags = COMMANDS[path].parser()._option_string_actions  # argparse keeps no public list
     return word.split("=", 1)[0] in flags
 
 

@@ -779,11 +779,16 @@ def package(a: Namespace) -> None:
 
 @command("diff", fast_exit=True)
 @option("--region", help="AWS region (default: AWS_REGION, AWS_DEFAULT_REGION, the profile, the instance metadata).")
-@option("old", metavar="OLD", help="The earlier graph: a file, '-' (stdin), or s3://, gs://, file:// URI.")
-@option("new", metavar="NEW", help="The later graph, the same ways.")
+@option(
+    "old",
+    metavar="OLD",
+    help="The earlier graph JSON, topology.conf or topology.yaml: a file, '-' (stdin), or s3://, gs://, file:// URI.",
+)
+@option("new", metavar="NEW", help="The later one, of the same kind, the same ways.")
 @option("--json", dest="as_json", flag=True, help="Print the differences as JSON.")
 def diff(a: Namespace) -> int:
-    """Show nodes added, removed, moved (old -> new switches) and domains changed; exit 1 if they differ."""
+    """Show nodes added, removed, moved (old -> new switches) and domains changed between two graphs or two Slurm
+    topology files (topology.conf tree or block, topology.yaml); exit 1 if they differ."""
     from topocast.cli.diff import run_diff
 
     return run_diff(a.old, a.new, a.as_json)

@@ -18,13 +18,14 @@ Pure and deterministic: every list is sorted by node (or domain) name.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from topocast.model.graph import Node, TopologyGraph
 from topocast.model.hostlist import compact_str
 
-__all__ = ["DomainChange", "GraphDiff", "Move", "diff_graphs", "format_text"]
+__all__ = ["DomainChange", "GraphDiff", "Move", "diff_graphs", "diff_placements", "format_text"]
 
 
 @dataclass(frozen=True)
@@ -123,6 +124,19 @@ def diff_graphs(old: TopologyGraph, new: TopologyGraph) -> GraphDiff:
         domains_removed=sorted(old_domains - new_domains),
         newly_set_aside={k: v for k, v in sorted(new.unplaced.items()) if old.unplaced.get(k) != v},
         no_longer_set_aside=sorted(old.unplaced.keys() - new.unplaced.keys()),
+    )
+
+
+def diff_placements(old: Mapping[str, tuple[str, ...]], new: Mapping[str, tuple[str, ...]]) -> GraphDiff:
+    """Nodes added, removed and moved between two placements (node -> path, closest first): what a Slurm
+    topology file says, which has no domains and nothing set aside."""
+    moved = [Move(name, old[name], new[name]) for name in sorted(old.keys() & new.keys()) if old[name] != new[name]]
+    return GraphDiff(
+        old_nodes=len(old),
+        new_nodes=len(new),
+        added=sorted(new.keys() - old.keys()),
+        removed=sorted(old.keys() - new.keys()),
+        moved=moved,
     )
 
 
