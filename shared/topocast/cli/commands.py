@@ -368,7 +368,28 @@ def render(a: Namespace) -> None:
 
     sizes = _parse_sizes(a.block_sizes)
     fmts = a.fmt or ["slurm-tree"]
+    # before any rendering: a 10k-node render takes seconds and warns per format, then could not be written
+    if a.out is None and (len(fmts) > 1 or "all" in fmts):
+        raise fail(f"{len(fmts) if 'all' not in fmts else 'all'} formats need --out DIR (one file per format)")
+    if a.out is not None:
+        _check_out_dir(a.out)
     run_render(a.graph, a.model, fmts, sizes, a.options_file, a.skeleton, a.out, a.topograph_compat, a.previous)
+
+
+def _check_out_dir(out: Path) -> None:
+    """Make sure ``--out DIR`` can be one before rendering: not a file, created (safely) if missing, writable."""
+    from topocast.safeio.files import UnsafePathError, out_directory
+
+    if out.exists() and not out.is_dir():
+        raise fail(f"--out {out}: is a file, not a directory (give a directory for the rendered files)")
+    try:
+        out_directory(out)  # what the render would do after the work: done first
+    except OSError as exc:
+        raise fail(f"--out {out}: cannot create it ({exc.strerror or exc}); choose a directory you can write") from None
+    except UnsafePathError as exc:
+        raise fail(f"--out {out}: {exc}") from None
+    if not os.access(out, os.W_OK | os.X_OK):
+        raise fail(f"--out {out}: cannot write in it (permission denied); choose a directory you can write")
 
 
 _SLURM_ROOT_HELP = "Use the Slurm in this chroot/prefix (e.g. /var/cache/topocast/slurm-sid for 26.05)."
@@ -435,7 +456,7 @@ def _provider_flags() -> list[tuple[tuple[str, ...], dict[str, Any]]]:
 @option("--compute-endpoint", help="gcp: Compute API endpoint override (tests, private endpoints).")
 @option("--kubeconfig", help="k8s-labels: kubeconfig (default $KUBECONFIG).")
 @option("--option", many=True, metavar="KEY=VALUE", help="A provider option (repeatable; JSON values parse).")
-@option("--list-options", flag=True, help="Print every provider's options and exit.")
+@option("--list-options", flag=True, help="Print the options of --provider (without it: every provider's) and exit.")
 @option("--overlay", dest="overlays", many=True, help="Merge a second source: SOURCE:FIELD=VALUE,... (repeatable).")
 @option("--out", type=Path, metavar="FILE", help="Write the graph JSON to this file instead of stdout.")
 def discover(a: Namespace) -> None:

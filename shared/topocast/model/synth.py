@@ -1,7 +1,7 @@
 """Synthetic clusters: a regular fat tree as a graph or as a Topograph model (test data, benches, demos).
 
 ``levels`` switch tiers, ``nodes_per_leaf`` nodes under each leaf switch, ``fanout`` children per
-upper switch, NVLink domains of ``domain_size`` consecutive nodes (72 = one GB200 NVL72 rack; 0 or
+upper switch below the top tier, which is one switch (the one root; it takes every switch of the tier below), NVLink domains of ``domain_size`` consecutive nodes (72 = one GB200 NVL72 rack; 0 or
 None = no domains). Node ``i`` is named by ``name_pattern`` (``str.format`` with ``i``; default
 ``gpu-<i>`` zero-padded to at least 6 digits) and has instance ID ``i-<i:017x>``. Pure: no cloud, no
 randomness unless ``missing_fraction`` asks for nodes without topology (seeded).
@@ -68,7 +68,9 @@ def synthetic_data(
         path = [f"leaf-{leaf:05d}"]
         up = leaf
         for tier in range(1, levels):
-            up //= fanout
+            # the top tier is one core switch above everything, however many children it gets: a fabric with
+            # one root, as a real one is (10,000 nodes under 8-way tiers would otherwise leave 9 unjoined roots)
+            up = 0 if tier == levels - 1 else up // fanout
             path.append(f"t{tier}-{up:05d}")
         node: dict[str, Any] = {"name": name, "id": f"i-{i:017x}"}
         node["instance_type"] = "p6e-gb200.36xlarge"
