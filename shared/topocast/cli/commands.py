@@ -764,7 +764,11 @@ def demo(a: Namespace) -> int:
 
 @command("synth")
 @option("--nodes", type=_count(1), required=True, help="How many nodes (N).")
-@option("--tiers", type=_count(1), default=3, help="Switch tiers above the nodes (1 = leaves only).")
+@option(
+    "--tiers",
+    type=_count(1),
+    help="Switch tiers above the nodes (1 = leaves only; default: 3, or as many as give one root switch).",
+)
 @option("--nodes-per-leaf", type=_count(1), default=18, help="Nodes under each leaf switch.")
 @option("--fanout", type=_count(1), default=8, help="Children of each upper switch.")
 @option("--domain-size", type=_count(0), default=72, help="Nodes per NVLink domain (0 = no domains).")
@@ -779,7 +783,10 @@ def synth(a: Namespace) -> None:
     YAML (render --model): test data at any size."""
     from topocast.cli.synth import run_synth
 
-    shape = {"levels": a.tiers, "nodes_per_leaf": a.nodes_per_leaf, "fanout": a.fanout}
+    from topocast.model.synth import tiers_for_one_root
+
+    tiers = a.tiers or tiers_for_one_root(a.nodes, a.nodes_per_leaf, a.fanout)
+    shape = {"levels": tiers, "nodes_per_leaf": a.nodes_per_leaf, "fanout": a.fanout}
     shape |= {"domain_size": a.domain_size, "name_pattern": a.name_pattern, "missing_fraction": a.missing}
     shape |= {"seed": a.seed, "cluster": a.cluster}
     print(run_synth(a.nodes, shape, a.fmt, a.out), file=sys.stderr)

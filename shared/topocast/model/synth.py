@@ -1,7 +1,7 @@
 """Synthetic clusters: a regular fat tree as a graph or as a Topograph model (test data, benches, demos).
 
 ``levels`` switch tiers, ``nodes_per_leaf`` nodes under each leaf switch, ``fanout`` children per
-upper switch below the top tier, which is one switch (the one root; it takes every switch of the tier below), NVLink domains of ``domain_size`` consecutive nodes (72 = one GB200 NVL72 rack; 0 or
+upper switch, NVLink domains of ``domain_size`` consecutive nodes (72 = one GB200 NVL72 rack; 0 or
 None = no domains). Node ``i`` is named by ``name_pattern`` (``str.format`` with ``i``; default
 ``gpu-<i>`` zero-padded to at least 6 digits) and has instance ID ``i-<i:017x>``. Pure: no cloud, no
 randomness unless ``missing_fraction`` asks for nodes without topology (seeded).
@@ -20,7 +20,7 @@ from typing import Any
 from topocast.errors import TopocastError
 from topocast.model.hostlist import compact
 
-__all__ = ["graph_data", "model_data", "node_names", "synthetic_data"]
+__all__ = ["graph_data", "model_data", "node_names", "synthetic_data", "tiers_for_one_root"]
 
 #: the Topograph model's annotation of a block's NVLink domain (as :mod:`topocast.providers.model` reads it)
 DOMAIN_KEY = "accelerator.topology.test/domain"
@@ -46,6 +46,17 @@ def node_names(n: int, name_pattern: str | None = None) -> Iterator[str]:
         yield name
 
 
+def tiers_for_one_root(n: int, nodes_per_leaf: int, fanout: int, *, at_least: int = 3) -> int:
+    """The fewest switch tiers (``at_least`` or more) under which ``n`` nodes have one root switch: each tier
+    above the leaves joins ``fanout`` switches of the one below (a fan-out of 1 never joins: ``at_least``)."""
+    switches = -(-n // nodes_per_leaf)  # leaves
+    tiers = 1
+    while switches > 1 and fanout > 1:
+        switches = -(-switches // fanout)
+        tiers += 1
+    return max(tiers, at_least)
+
+
 def synthetic_data(
     n: int,
     *,
@@ -68,9 +79,7 @@ def synthetic_data(
         path = [f"leaf-{leaf:05d}"]
         up = leaf
         for tier in range(1, levels):
-            # the top tier is one core switch above everything, however many children it gets: a fabric with
-            # one root, as a real one is (10,000 nodes under 8-way tiers would otherwise leave 9 unjoined roots)
-            up = 0 if tier == levels - 1 else up // fanout
+            up //= fanout
             path.append(f"t{tier}-{up:05d}")
         node: dict[str, Any] = {"name": name, "id": f"i-{i:017x}"}
         node["instance_type"] = "p6e-gb200.36xlarge"
