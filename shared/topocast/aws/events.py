@@ -237,7 +237,8 @@ def _load(raw: dict[str, Any] | str | bytes) -> dict[str, Any]:
         and records[0].get("eventSource") == "aws:sqs"
     ):
         raise MalformedEvent("this is an SQS batch, not one message body: pass each record['body']")
-    source = records[0].get("eventSource") if isinstance(records, list) and records and isinstance(records[0], dict) else None
+    first = records[0] if isinstance(records, list) and records else None
+    source = first.get("eventSource") if isinstance(first, dict) else None
     if isinstance(source, str) and source.endswith(".amazonaws.com"):
         # CloudTrail's own record shape (a log file in S3, a CloudTrail Lake row), not an S3 notification
         raise MalformedEvent(

@@ -782,7 +782,6 @@ def synth(a: Namespace) -> None:
     """Write a synthetic fat-tree cluster as a graph JSON (render --graph, diff, publish) or a Topograph model
     YAML (render --model): test data at any size."""
     from topocast.cli.synth import run_synth
-
     from topocast.model.synth import tiers_for_one_root
 
     tiers = a.tiers or tiers_for_one_root(a.nodes, a.nodes_per_leaf, a.fanout)
