@@ -796,8 +796,24 @@ def synth(a: Namespace) -> None:
 @option("--cloud", default="all", help="aws, gcp or all.")
 @option("--python-version", default="3.12", help="Function runtime Python (Terraform: lambda_runtime).")
 @option("--platform", default="x86_64", help="Lambda architecture x86_64 or arm64, or a pip platform tag.")
+@option(
+    "--agent",
+    flag=True,
+    help="Build the head-node agent instead: OUT/topocast-agent.pyz, one file from this installation, "
+    "no package index (--cloud: the SDKs of its sources).",
+)
 def package(a: Namespace) -> None:
-    """Build one deployable archive per function: dist/aws/<stage>.zip (Lambda), dist/gcp/<stage>.zip (sources)."""
+    """Build one deployable archive per function: dist/aws/<stage>.zip (Lambda), dist/gcp/<stage>.zip (sources);
+    with --agent, the head node's agent as one file: dist/topocast-agent.pyz."""
+    if a.agent:
+        from topocast.cli.agent_package import build_agent
+
+        path = build_agent(a.out, a.cloud)
+        print(
+            f"agent: {path} ({path.stat().st_size / 1e6:.1f} MB; runs with python{sys.version_info[0]}."
+            f"{sys.version_info[1]} on {sys.platform})"
+        )
+        return
     from topocast.cli.package import build_packages
 
     for name, path in build_packages(a.out, a.cloud, a.python_version, a.platform).items():
