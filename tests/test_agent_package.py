@@ -91,11 +91,15 @@ def test_an_agent_for_another_python_says_which_in_one_line(agent: Path, tmp_pat
 
 @pytest.mark.slow
 @pytest.mark.skipif(shutil.which("systemd-analyze") is None, reason="systemd-analyze is not installed")
-@pytest.mark.parametrize("unit", ["topocast-pull.service", "topocast-pull-watch.service"])
+@pytest.mark.parametrize("unit", ["slurm/topocast-pull.service", "slurm/topocast-pull-watch.service",
+                                  "onprem/topocast-collect.service"])  # fmt: skip
 def test_the_units_verify_with_the_agent_as_their_binary(agent: Path, tmp_path: Path, unit: str) -> None:
-    text = (REPO / "infra" / "slurm" / unit).read_text().replace("/opt/topocast/bin/topocast", str(agent))
+    path = REPO / "infra" / unit
+    unit = path.name
+    text = path.read_text().replace("/opt/topocast/bin/topocast", str(agent))
+    assert "CacheDirectory=topocast-agent" in text  # ProtectSystem=strict: the agent's only place to unpack
     (tmp_path / unit).write_text(text)
-    timer = REPO / "infra" / "slurm" / unit.replace(".service", ".timer")
+    timer = path.with_suffix(".timer")
     if timer.exists():
         shutil.copy(timer, tmp_path / timer.name)
     result = subprocess.run(
