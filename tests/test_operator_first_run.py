@@ -4,6 +4,7 @@ answer the truth (a file no slurmctld judged is not called valid, an unchanged p
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -72,7 +73,16 @@ def test_an_out_that_cannot_be_created_fails_before_rendering(graph_file: Path, 
     (tmp_path / "taken").write_text("mine\n")
     result = invoke(["render", "--graph", graph_file, "-f", "kueue", "-f", "kai", "--out", under_a_file])
     assert result.exit_code == 2
-    assert f"--out {under_a_file}: cannot create it (Not a directory)" in one_error_line(result.stderr)
+    assert f"--out {under_a_file}: cannot create it: {tmp_path / 'taken'} is a file" in one_error_line(result.stderr)
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root may write any directory")
+def test_an_out_this_user_cannot_write_fails_before_rendering(graph_file: Path, tmp_path: Path) -> None:
+    locked = tmp_path / "locked"
+    locked.mkdir(mode=0o555)
+    result = invoke(["render", "--graph", graph_file, "-f", "kueue", "-f", "kai", "--out", locked / "out"])
+    assert result.exit_code == 2
+    assert f"cannot create it in {locked} (permission denied)" in one_error_line(result.stderr)
 
 
 def test_list_options_of_one_provider_lists_only_its_options() -> None:

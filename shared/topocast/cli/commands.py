@@ -370,26 +370,24 @@ def render(a: Namespace) -> None:
     fmts = a.fmt or ["slurm-tree"]
     # before any rendering: a 10k-node render takes seconds and warns per format, then could not be written
     if a.out is None and (len(fmts) > 1 or "all" in fmts):
-        raise fail(f"{len(fmts) if 'all' not in fmts else 'all'} formats need --out DIR (one file per format)")
+        raise fail("several formats need --out DIR (one file per format)")
     if a.out is not None:
         _check_out_dir(a.out)
     run_render(a.graph, a.model, fmts, sizes, a.options_file, a.skeleton, a.out, a.topograph_compat, a.previous)
 
 
 def _check_out_dir(out: Path) -> None:
-    """Make sure ``--out DIR`` can be one before rendering: not a file, created (safely) if missing, writable."""
-    from topocast.safeio.files import UnsafePathError, out_directory
-
+    """Refuse, before rendering, an ``--out DIR`` that cannot be one: a file there, a file on the way, or a
+    directory this user may not write. Nothing is created here (a bad input later must leave nothing behind);
+    what only the write can tell (a read-only file system for root) is the render's own one-line error."""
     if out.exists() and not out.is_dir():
         raise fail(f"--out {out}: is a file, not a directory (give a directory for the rendered files)")
-    try:
-        out_directory(out)  # what the render would do after the work: done first
-    except OSError as exc:
-        raise fail(f"--out {out}: cannot create it ({exc.strerror or exc}); choose a directory you can write") from None
-    except UnsafePathError as exc:
-        raise fail(f"--out {out}: {exc}") from None
-    if not os.access(out, os.W_OK | os.X_OK):
-        raise fail(f"--out {out}: cannot write in it (permission denied); choose a directory you can write")
+    existing = next(p for p in (out, *out.parents) if p.exists() or p == p.parent)
+    if not existing.is_dir():
+        raise fail(f"--out {out}: cannot create it: {existing} is a file, not a directory")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        where = "write in it" if existing == out else f"create it in {existing}"
+        raise fail(f"--out {out}: cannot {where} (permission denied); choose a directory you can write")
 
 
 _SLURM_ROOT_HELP = "Use the Slurm in this chroot/prefix (e.g. /var/cache/topocast/slurm-sid for 26.05)."
