@@ -161,3 +161,18 @@ def test_documented_command_parses(doc: DocCommand) -> None:
     if reason is not None:
         pytest.skip(reason)
     _check(doc)
+
+
+@pytest.mark.parametrize(
+    "doc",
+    [
+        DocCommand("x.md:1", "topocast render graph.json --format slurm-tree", inline=False),  # the onprem.md slip
+        DocCommand("x.md:1", "topocast pull --source s --dest d --forbid-reconfiguration", inline=False),
+        DocCommand("x.md:1", "topocast diff --json --colour", inline=True),
+        DocCommand("x.md:1", "topocast renders --graph g.json", inline=True),
+    ],
+    ids=["positional", "misspelt-flag", "inline-flag", "no-command"],
+)
+def test_a_wrong_line_is_caught(doc: DocCommand) -> None:
+    with pytest.raises(AssertionError):
+        _check(doc)
