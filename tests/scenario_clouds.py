@@ -117,6 +117,10 @@ class AwsCloud:
         key = self.pl.runtime.graphs.generation_key(generation)
         self.pl.s3.put_object(Bucket=self.pl.bucket, Key=key, Body=b'{"schema_version": 1, "cluster": "c1", "no')
 
+    def expire(self, generation: int) -> None:
+        """What the bucket's lifecycle rule (generation_retention_days) does to an old generation."""
+        self.pl.s3.delete_object(Bucket=self.pl.bucket, Key=self.pl.runtime.graphs.generation_key(generation))
+
     def damage_debounce_state(self) -> None:
         """Overwrite the cluster's debounce state item with one the code cannot read (a hand edit)."""
         item = {"cluster": {"S": CLUSTER}, "version": {"N": "7"}, "latest_generation": {"S": "lots"}}
@@ -251,6 +255,11 @@ class GcpCloud:
     def corrupt(self, generation: int) -> None:
         rt = self.runtime
         rt.objects.put(rt.graphs.generation_key(generation), b'{"schema_version": 1, "cluster": "c1", "no')
+
+    def expire(self, generation: int) -> None:
+        """What the bucket's lifecycle rule (generation_retention_days) does to an old generation."""
+        rt = self.runtime
+        rt.objects.delete(rt.graphs.generation_key(generation))
 
     def damage_debounce_state(self) -> None:
         """Overwrite the cluster's debounce state object with one the code cannot read (a hand edit)."""

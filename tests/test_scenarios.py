@@ -146,6 +146,27 @@ def test_corrupt_latest_is_healed_from_a_fresh_discovery(cloud: str, make_cloud:
 
 
 @pytest.mark.parametrize("cloud", CLOUDS)
+def test_an_expired_latest_generation_is_healed_from_a_fresh_discovery(cloud: str, make_cloud: Any) -> None:
+    """generation_retention_days expires generations by age: on a cluster quiet for longer, the latest too."""
+    c = make_cloud(quiet=0.5, max_wait=3.0, pool=20)
+    c.launch(20)
+    c.reconcile()
+    settle(c)
+    good, before = c.published(), c.runtime.graphs.latest()
+    c.expire(before.generation)
+    c.reconcile()  # the same 20 VMs: the expired generation is written again in place
+    settle(c)
+    healed = c.runtime.graphs.latest()
+    assert {
+        "same generation": healed.generation == before.generation,
+        "same graph": healed.graph == before.graph,
+        "healed": c.counts()["healed"],
+        "last publish kept": c.published().content == good.content,
+        "dead letters": c.dead_letters(),
+    } == {"same generation": True, "same graph": True, "healed": 1, "last publish kept": True, "dead letters": []}
+
+
+@pytest.mark.parametrize("cloud", CLOUDS)
 def test_failed_render_is_retried_then_dead_lettered_and_recovers(cloud: str, make_cloud: Any) -> None:
     c = make_cloud(quiet=0.5, max_wait=3.0, pool=24)
     c.launch(20)

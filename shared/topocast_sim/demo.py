@@ -283,7 +283,8 @@ def run_demo(
                 "pull": {
                     "action": pulled.action,
                     "ok": pulled.ok,
-                    "validated_by_slurmctld": slurmctld,
+                    # only an install is validated: an unchanged file was checked when it was installed
+                    "validated_by_slurmctld": slurmctld and pulled.action == "installed",
                     "sha256": pulled.sha256,
                     "mode": "watch" if watched else "once",
                     **({"watch": watched} if watched else {}),

@@ -125,7 +125,7 @@ def _run(
     ):  # fmt: skip
         from topocast.gcp.clients import storage_client
 
-        source = f"gcs://{p.bucket}/topocast/{CLUSTER}/slurm/topology-tree.conf"
+        source = f"gs://{p.bucket}/topocast/{CLUSTER}/slurm/topology-tree.conf"
         slurmctld = shutil.which("slurmctld") is not None
         agent: Any = None
         prog.step(f"simulated GCP project: Compute on {p.compute.url}, Cloud Storage on {p.gcs.url}")
@@ -228,7 +228,8 @@ def _run(
             "pull": {
                 "action": pulled.action,
                 "ok": pulled.ok,
-                "validated_by_slurmctld": slurmctld,
+                # only an install is validated: an unchanged file was checked when it was installed
+                "validated_by_slurmctld": slurmctld and pulled.action == "installed",
                 "sha256": pulled.sha256,
                 "mode": "watch" if watched else "once",
                 **({"watch": watched} if watched else {}),

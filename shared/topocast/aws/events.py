@@ -251,6 +251,14 @@ def _load(raw: dict[str, Any] | str | bytes) -> dict[str, Any]:
         and records[0].get("eventSource") == "aws:sqs"
     ):
         raise MalformedEvent("this is an SQS batch, not one message body: pass each record['body']")
+    first = records[0] if isinstance(records, list) and records else None
+    source = first.get("eventSource") if isinstance(first, dict) else None
+    if isinstance(source, str) and source.endswith(".amazonaws.com"):
+        # CloudTrail's own record shape (a log file in S3, a CloudTrail Lake row), not an S3 notification
+        raise MalformedEvent(
+            f"this is a CloudTrail record ({source}), not an event the functions receive: EC2 changes arrive "
+            "as EventBridge events (detail-type, source aws.ec2) on the events queue; see docs/events.md"
+        )
     if "detail-type" not in body and "detail_type" in body:
         # the Capacity Block samples in the EC2 docs spell the envelope this way
         body = {**body, "detail-type": body["detail_type"], "id": body.get("id") or body.get("customer_event_id")}

@@ -383,8 +383,27 @@ def render(a: Namespace) -> None:
 
     sizes = _parse_sizes(a.block_sizes)
     fmts = a.fmt or ["slurm-tree"]
+    # before any rendering: a 10k-node render takes seconds and warns per format, then could not be written
+    if a.out is None and (len(fmts) > 1 or "all" in fmts):
+        raise fail("several formats need --out DIR (one file per format)")
+    if a.out is not None:
+        _check_out_dir(a.out)
     target = TargetFlags(a.slurm_version, a.block_names, a.no_topology_switch)
     run_render(a.graph, a.model, fmts, sizes, a.options_file, a.skeleton, a.out, a.topograph_compat, a.previous, target)
+
+
+def _check_out_dir(out: Path) -> None:
+    """Refuse, before rendering, an ``--out DIR`` that cannot be one: a file there, a file on the way, or a
+    directory this user may not write. Nothing is created here (a bad input later must leave nothing behind);
+    what only the write can tell (a read-only file system for root) is the render's own one-line error."""
+    if out.exists() and not out.is_dir():
+        raise fail(f"--out {out}: is a file, not a directory (give a directory for the rendered files)")
+    existing = next(p for p in (out, *out.parents) if p.exists() or p == p.parent)
+    if not existing.is_dir():
+        raise fail(f"--out {out}: cannot create it: {existing} is a file, not a directory")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        where = "write in it" if existing == out else f"create it in {existing}"
+        raise fail(f"--out {out}: cannot {where} (permission denied); choose a directory you can write")
 
 
 _SLURM_ROOT_HELP = "Use the Slurm in this chroot/prefix (e.g. /var/cache/topocast/slurm-sid for 26.05)."
@@ -408,7 +427,7 @@ def validate_slurm(a: Namespace) -> int:
 
 @command("node-topology")
 @option("--region", help="AWS region (default: AWS_REGION, AWS_DEFAULT_REGION, the profile, the instance metadata).")
-@option("--source", required=True, help="The published topology file: ssm:///..., s3://, gcs://, file://.")
+@option("--source", required=True, help="The published topology file: ssm:///..., s3://, gs://, file://.")
 @option("--hostname", help="Slurm node name (default: this host's short name).")
 @option("--instance-id", help="Find the node by cloud instance ID (needs --graph).")
 @option("--graph", help="The rendered graph.json (for --instance-id); '{generation}' = the source's generation.")
@@ -451,7 +470,7 @@ def _provider_flags() -> list[tuple[tuple[str, ...], dict[str, Any]]]:
 @option("--compute-endpoint", help="gcp: Compute API endpoint override (tests, private endpoints).")
 @option("--kubeconfig", help="k8s-labels: kubeconfig (default $KUBECONFIG).")
 @option("--option", many=True, metavar="KEY=VALUE", help="A provider option (repeatable; JSON values parse).")
-@option("--list-options", flag=True, help="Print every provider's options and exit.")
+@option("--list-options", flag=True, help="Print the options of --provider (without it: every provider's) and exit.")
 @option("--overlay", dest="overlays", many=True, help="Merge a second source: SOURCE:FIELD=VALUE,... (repeatable).")
 @option("--previous", metavar="GRAPH", help="The last graph to build on (health record times; ibnetdiscover outages).")
 @option("--out", type=Path, metavar="FILE", help="Write the graph JSON to this file instead of stdout.")
@@ -673,7 +692,7 @@ def _share(text: str) -> float:
 @option("--slurm-conf", type=Path, help="slurm.conf (node list for validation, SLURM_CONF).")
 @option("--state-file", type=Path, help="Remember the installed generation here.")
 @option("--live", flag=True, help="Apply by scontrol update when only nodes are added or moved (Slurm >= 25.05).")
-@option("--forbid-reconfigure", flag=True, help="With --live: never reconfigure; hold and exit 1 with an ALARM.")
+@option("--forbid-reconfigure", flag=True, help="With --live: never reconfigure; hold and exit 4 (held) with an ALARM.")
 @option("--live-max-share", type=_share, default=0.1, help="With --live: most nodes (share) that may move live.")
 @option("--slurm-root", type=Path, help=_SLURM_ROOT_HELP)
 @option("--pointer-bucket", help="The only bucket an SSM envelope may point at (the publisher's).")
@@ -796,7 +815,11 @@ def demo(a: Namespace) -> int:
 
 @command("synth")
 @option("--nodes", type=_count(1), required=True, help="How many nodes (N).")
-@option("--tiers", type=_count(1), default=3, help="Switch tiers above the nodes (1 = leaves only).")
+@option(
+    "--tiers",
+    type=_count(1),
+    help="Switch tiers above the nodes (1 = leaves only; default: 3, or as many as give one root switch).",
+)
 @option("--nodes-per-leaf", type=_count(1), default=18, help="Nodes under each leaf switch.")
 @option("--fanout", type=_count(1), default=8, help="Children of each upper switch.")
 @option("--domain-size", type=_count(0), default=72, help="Nodes per NVLink domain (0 = no domains).")
@@ -810,8 +833,10 @@ def synth(a: Namespace) -> None:
     """Write a synthetic fat-tree cluster as a graph JSON (render --graph, diff, publish) or a Topograph model
     YAML (render --model): test data at any size."""
     from topocast.cli.synth import run_synth
+    from topocast.model.synth import tiers_for_one_root
 
-    shape = {"levels": a.tiers, "nodes_per_leaf": a.nodes_per_leaf, "fanout": a.fanout}
+    tiers = a.tiers or tiers_for_one_root(a.nodes, a.nodes_per_leaf, a.fanout)
+    shape = {"levels": tiers, "nodes_per_leaf": a.nodes_per_leaf, "fanout": a.fanout}
     shape |= {"domain_size": a.domain_size, "name_pattern": a.name_pattern, "missing_fraction": a.missing}
     shape |= {"seed": a.seed, "cluster": a.cluster}
     print(run_synth(a.nodes, shape, a.fmt, a.out), file=sys.stderr)
@@ -822,8 +847,24 @@ def synth(a: Namespace) -> None:
 @option("--cloud", default="all", help="aws, gcp or all.")
 @option("--python-version", default="3.12", help="Function runtime Python (Terraform: lambda_runtime).")
 @option("--platform", default="x86_64", help="Lambda architecture x86_64 or arm64, or a pip platform tag.")
+@option(
+    "--agent",
+    flag=True,
+    help="Build the head-node agent instead: OUT/topocast-agent.pyz, one file from this installation, "
+    "no package index (--cloud: the SDKs of its sources).",
+)
 def package(a: Namespace) -> None:
-    """Build one deployable archive per function: dist/aws/<stage>.zip (Lambda), dist/gcp/<stage>.zip (sources)."""
+    """Build one deployable archive per function: dist/aws/<stage>.zip (Lambda), dist/gcp/<stage>.zip (sources);
+    with --agent, the head node's agent as one file: dist/topocast-agent.pyz."""
+    if a.agent:
+        from topocast.cli.agent_package import build_agent
+
+        path = build_agent(a.out, a.cloud)
+        print(
+            f"agent: {path} ({path.stat().st_size / 1e6:.1f} MB; runs with python{sys.version_info[0]}."
+            f"{sys.version_info[1]} on {sys.platform})"
+        )
+        return
     from topocast.cli.package import build_packages
 
     for name, path in build_packages(a.out, a.cloud, a.python_version, a.platform).items():
@@ -905,11 +946,16 @@ def health_report_faulty(a: Namespace) -> int:
 
 @command("diff", fast_exit=True)
 @option("--region", help="AWS region (default: AWS_REGION, AWS_DEFAULT_REGION, the profile, the instance metadata).")
-@option("old", metavar="OLD", help="The earlier graph: a file, '-' (stdin), or s3://, gs://, file:// URI.")
-@option("new", metavar="NEW", help="The later graph, the same ways.")
+@option(
+    "old",
+    metavar="OLD",
+    help="The earlier graph JSON, topology.conf or topology.yaml: a file, '-' (stdin), or s3://, gs://, file:// URI.",
+)
+@option("new", metavar="NEW", help="The later one, of the same kind, the same ways.")
 @option("--json", dest="as_json", flag=True, help="Print the differences as JSON.")
 def diff(a: Namespace) -> int:
-    """Show nodes added, removed, moved (old -> new switches) and domains changed; exit 1 if they differ."""
+    """Show nodes added, removed, moved (old -> new switches) and domains changed between two graphs or two Slurm
+    topology files (topology.conf tree or block, topology.yaml); exit 1 if they differ."""
     from topocast.cli.diff import run_diff
 
     return run_diff(a.old, a.new, a.as_json)

@@ -236,10 +236,12 @@ def print_set_aside(graph: TopologyGraph) -> None:
         print("\n".join(lines[1:]), file=sys.stderr)
 
 
-def list_options() -> str:
-    """Every registered provider's options, from its ``Options`` model."""
+def list_options(provider: str | None = None) -> str:
+    """The options of ``provider`` (default: every registered provider), from its ``Options`` model."""
+    if provider is not None and provider not in PROVIDERS:
+        raise ProviderError(f"--provider {provider!r} is not a provider; choose one of: {', '.join(sorted(PROVIDERS))}")
     lines: list[str] = []
-    for name in sorted(PROVIDERS):
+    for name in [provider] if provider is not None else sorted(PROVIDERS):
         try:
             model = registered_options_model(name)
         except ImportError as exc:
@@ -254,7 +256,7 @@ def list_options() -> str:
 
 def run_discover(args: DiscoverArgs, out: Path | None) -> DiscoveryResult | None:
     if args.list_options:
-        sys.stdout.write(list_options())
+        sys.stdout.write(list_options(args.provider))
         return None
     previous = None
     if args.previous:

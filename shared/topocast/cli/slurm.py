@@ -39,6 +39,14 @@ def run_validate_slurm(
     result = validate_topology_file(topology, slurm_conf, install=install, controller=True if chosen else None)
     for warning in result.warnings:
         print(f"warning: {warning}", file=sys.stderr)
+    if result.ok and not result.controller_checked:
+        # only our structural checks ran (no controller here, or one too old for this format): say so on
+        # stdout too, where a script reads the verdict, not just in the stderr warning
+        print(
+            f"{topology}: structure valid, not judged by slurmctld ({result.summary}); "
+            "use --slurm-root or --slurmctld with a Slurm that reads this format for a full check"
+        )
+        return 0
     if result.ok:
         print(f"{topology}: valid ({result.summary})")
         return 0

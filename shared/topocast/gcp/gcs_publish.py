@@ -1,4 +1,4 @@
-"""Publish Slurm files as Cloud Storage objects for the head node's pull agent (``topocast pull --source gcs://...``).
+"""Publish Slurm files as Cloud Storage objects for the head node's pull agent (``topocast pull --source gs://...``).
 
 One object per Slurm artifact, named like the SSM parameters on AWS:
 ``gs://<bucket>/<prefix>/<cluster>/slurm/topology-tree.conf``, ``topology-block.conf``

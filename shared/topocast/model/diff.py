@@ -20,6 +20,7 @@ Pure and deterministic: every list is sorted by node (or domain) name.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -27,7 +28,7 @@ from topocast.model.graph import Node, TopologyGraph
 from topocast.model.health import ObjectRef, dependents
 from topocast.model.hostlist import compact_str
 
-__all__ = ["DomainChange", "GraphDiff", "HealthChange", "Move", "diff_graphs", "format_text"]
+__all__ = ["DomainChange", "GraphDiff", "HealthChange", "Move", "diff_graphs", "diff_placements", "format_text"]
 
 
 @dataclass(frozen=True)
@@ -173,6 +174,19 @@ def _health_changes(old: TopologyGraph, new: TopologyGraph) -> list[HealthChange
         )
         for ref in changed
     ]
+
+
+def diff_placements(old: Mapping[str, tuple[str, ...]], new: Mapping[str, tuple[str, ...]]) -> GraphDiff:
+    """Nodes added, removed and moved between two placements (node -> path, closest first): what a Slurm
+    topology file says, which has no domains and nothing set aside."""
+    moved = [Move(name, old[name], new[name]) for name in sorted(old.keys() & new.keys()) if old[name] != new[name]]
+    return GraphDiff(
+        old_nodes=len(old),
+        new_nodes=len(new),
+        added=sorted(new.keys() - old.keys()),
+        removed=sorted(old.keys() - new.keys()),
+        moved=moved,
+    )
 
 
 def _root_first(path: tuple[str, ...]) -> list[str]:

@@ -187,8 +187,20 @@ def graph_from_data(data: Any, source: str = "graph") -> TopologyGraph:
         raise InvalidGraphError(
             f"{source}: schema_version {version!r} is not supported (this topocast reads {SCHEMA_VERSION})"
         )
+    if version is None and _before_schema_1(data):
+        raise InvalidGraphError(
+            f"{source}: this is a graph from before schema version 1 (its nodes have 'switches', not 'fabric'): "
+            "re-run 'topocast discover' to write a current graph"
+        )
     with paused_gc():
         return validate(TopologyGraph, data, source, InvalidGraphError)
+
+
+def _before_schema_1(data: dict[str, Any]) -> bool:
+    """A graph written before ``schema_version`` existed: node paths were called ``switches``."""
+    nodes = data.get("nodes")
+    first = nodes[0] if isinstance(nodes, list) and nodes else None
+    return isinstance(first, dict) and "switches" in first and "fabric" not in first
 
 
 def graph_from_json(text: str | bytes, source: str = "graph") -> TopologyGraph:

@@ -20,7 +20,7 @@ from typing import Any
 from topocast.errors import TopocastError
 from topocast.model.hostlist import compact
 
-__all__ = ["graph_data", "model_data", "node_names", "synthetic_data"]
+__all__ = ["graph_data", "model_data", "node_names", "synthetic_data", "tiers_for_one_root"]
 
 #: the Topograph model's annotation of a block's NVLink domain (as :mod:`topocast.providers.model` reads it)
 DOMAIN_KEY = "accelerator.topology.test/domain"
@@ -44,6 +44,17 @@ def node_names(n: int, name_pattern: str | None = None) -> Iterator[str]:
             raise TopocastError(f"--name-pattern {name_pattern!r} names two nodes {name!r}: use {{i}} in it")
         seen.add(name)
         yield name
+
+
+def tiers_for_one_root(n: int, nodes_per_leaf: int, fanout: int, *, at_least: int = 3) -> int:
+    """The fewest switch tiers (``at_least`` or more) under which ``n`` nodes have one root switch: each tier
+    above the leaves joins ``fanout`` switches of the one below (a fan-out of 1 never joins: ``at_least``)."""
+    switches = -(-n // nodes_per_leaf)  # leaves
+    tiers = 1
+    while switches > 1 and fanout > 1:
+        switches = -(-switches // fanout)
+        tiers += 1
+    return max(tiers, at_least)
 
 
 def synthetic_data(

@@ -175,7 +175,12 @@ class ObjectGraphStore:
         current = self._read_pointer()
         if current is None:
             return None
-        self._last_read = self._read_generation(current[0]["generation"], current[0]["sha256"])
+        try:
+            self._last_read = self._read_generation(current[0]["generation"], current[0]["sha256"])
+        except GenerationNotFoundError as exc:
+            # the pointer names a generation that is gone (a lifecycle rule, generation_retention_days, expired
+            # it while nothing changed; or a hand deletion): damaged like an unreadable one, so discover heals it
+            raise InvalidGraphError(f"{exc}, but latest.json points at it (expired or deleted)") from None
         return self._last_read
 
     def get(self, generation: int) -> StoredGraph:

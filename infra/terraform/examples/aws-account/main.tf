@@ -30,5 +30,20 @@ module "topocast" {
   alarm_topic_arn         = var.alarm_topic_arn
   bucket_force_destroy    = var.bucket_force_destroy
 
+
+  # what an operator tunes (variables.tf: the module's own descriptions and defaults)
+  topology_source           = var.topology_source
+  overlays                  = var.overlays
+  pull_watch_head_nodes     = var.pull_watch_head_nodes
+  debounce_quiet_seconds    = var.debounce_quiet_seconds
+  debounce_max_wait_seconds = var.debounce_max_wait_seconds
+  debounce_leading_edge     = var.debounce_leading_edge
+  generation_retention_days = var.generation_retention_days
+  noncurrent_version_days   = var.noncurrent_version_days
+  lambda_architecture       = var.lambda_architecture
+  formats                   = var.formats
+  guard_max_loss            = var.guard_max_loss
+  reconcile_schedule        = var.reconcile_schedule
+
   create_pull_agent_policy = true
 }

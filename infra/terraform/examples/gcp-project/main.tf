@@ -40,5 +40,18 @@ module "topocast" {
   gke_cluster        = var.gke_cluster
   pull_agent_members = var.pull_agent_members
 
+
+  # what an operator tunes (variables.tf: the module's own descriptions and defaults)
+  zones                     = var.zones
+  pull_watch_subscribers    = var.pull_watch_subscribers
+  debounce_quiet_seconds    = var.debounce_quiet_seconds
+  debounce_max_wait_seconds = var.debounce_max_wait_seconds
+  debounce_leading_edge     = var.debounce_leading_edge
+  generation_retention_days = var.generation_retention_days
+  noncurrent_version_days   = var.noncurrent_version_days
+  formats                   = var.formats
+  guard_max_loss            = var.guard_max_loss
+  reconcile_schedule        = var.reconcile_schedule
+
   depends_on = [google_project_service.apis]
 }

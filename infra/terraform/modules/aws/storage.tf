@@ -59,6 +59,39 @@ resource "aws_s3_bucket_lifecycle_configuration" "this" {
     }
   }
 
+  # generation_retention_days: each generation's graph (graphs/<12 digits>.json) and rendered files
+  # (rendered/<12 digits>/) expire that many days after they were written; the prefix ends in "0" so the
+  # pointers graphs/latest.json and rendered/latest.json never match. Expiring a current version leaves a
+  # delete marker; the rule above removes the old version after noncurrent_version_days.
+  dynamic "rule" {
+    for_each = var.generation_retention_days == null ? {} : { graphs = "graphs/0", rendered = "rendered/0" }
+    content {
+      id     = "expire-old-${rule.key}"
+      status = "Enabled"
+      filter {
+        prefix = "${local.key_base}/${rule.value}"
+      }
+      expiration {
+        days = var.generation_retention_days
+      }
+    }
+  }
+
+  # the delete markers those expirations leave, once no version is behind them
+  dynamic "rule" {
+    for_each = var.generation_retention_days == null ? [] : ["markers"]
+    content {
+      id     = "remove-expired-delete-markers"
+      status = "Enabled"
+      filter {
+        prefix = "${local.key_base}/"
+      }
+      expiration {
+        expired_object_delete_marker = true
+      }
+    }
+  }
+
   depends_on = [aws_s3_bucket_versioning.this]
 }
 

@@ -177,6 +177,17 @@ variable "noncurrent_version_days" {
   }
 }
 
+variable "generation_retention_days" {
+  description = "Days each generation's stored graph and rendered files are kept (<prefix>/<cluster>/graphs/<generation>.json and rendered/<generation>/; the latest.json pointers are never expired), by the bucket's own lifecycle rule. About 8 MB a generation at 10,000 nodes: the one storage cost that grows (docs/cost.md). Null: keep every generation. Keep it longer than the longest time the cluster may go without a change: when the latest generation itself expires, the next discovery finds the store damaged and heals it with a full discovery (docs/architecture.md)."
+  type        = number
+  default     = null
+
+  validation {
+    condition     = var.generation_retention_days == null || try(var.generation_retention_days >= 1 && floor(var.generation_retention_days) == var.generation_retention_days, false)
+    error_message = "generation_retention_days must be a whole number of days, at least 1 (or null: keep every generation)."
+  }
+}
+
 variable "kms_key_arn" {
   description = "Customer managed KMS key for the bucket, queues, table, logs and function environments. Null: AWS managed encryption. The key policy must allow events.amazonaws.com (SQS targets) and logs.<region>.amazonaws.com."
   type        = string

@@ -24,6 +24,23 @@ resource "google_storage_bucket" "data" {
     }
   }
 
+  # generation_retention_days: each generation's graph and rendered files are deleted that many days
+  # after they were written (the prefixes end in "0": the latest.json pointers never match); the
+  # version left behind goes by the rule above
+  dynamic "lifecycle_rule" {
+    for_each = var.generation_retention_days == null ? [] : [var.generation_retention_days]
+    content {
+      condition {
+        age            = lifecycle_rule.value
+        with_state     = "LIVE"
+        matches_prefix = ["${local.key_base}/graphs/0", "${local.key_base}/rendered/0"]
+      }
+      action {
+        type = "Delete"
+      }
+    }
+  }
+
   dynamic "encryption" {
     for_each = var.kms_key_name == null ? [] : [var.kms_key_name]
     content {
