@@ -8,7 +8,7 @@ Sources:
   the pull fails naming the parameter, before anything is written.
 * ``s3://bucket/key``: the object itself (verified against its ``sha256``
   metadata when present).
-* ``gcs://bucket/key`` (or ``gs://``): a Cloud Storage object as the GCP
+* ``gs://bucket/key`` (or ``gcs://``): a Cloud Storage object as the GCP
   publisher writes it (:mod:`topocast.gcp.gcs_publish`), verified against its
   ``sha256`` metadata; ``generation`` metadata orders it. Credentials:
   application-default (``STORAGE_EMULATOR_HOST`` points it at an emulator).
@@ -278,7 +278,7 @@ def _gcs_get(uri: str, gcs: Any) -> tuple[bytes, dict[str, str]]:
     parsed = urlparse(uri)
     key = unquote(parsed.path.lstrip("/"))
     if not parsed.netloc or not key:
-        raise PullError(f"{uri}: not a gcs://bucket/key URI")
+        raise PullError(f"{uri}: not a gs://bucket/key URI")
     if gcs is None:
         from topocast.gcp.clients import storage_client
 
@@ -308,7 +308,7 @@ def fetch(
     pointer_bucket: str | None = None,
     pointer_prefix: str | None = None,
 ) -> PulledArtifact:
-    """Fetch and verify ``source`` (ssm://, s3://, gcs:// or file://). Clients default to the SDKs' own.
+    """Fetch and verify ``source`` (ssm://, s3://, gs:// or file://). Clients default to the SDKs' own.
 
     An SSM envelope that points at S3 must point at its own generation and file,
     in ``pointer_bucket`` under ``pointer_prefix`` when those are given
@@ -352,7 +352,7 @@ def fetch(
             raise PullError(f"{source}: cannot read ({exc.strerror})") from None
         return PulledArtifact(content, hashlib.sha256(content).hexdigest(), None, source)
     raise PullError(
-        f"{source}: unsupported source (use ssm:///name, s3://bucket/key, gcs://bucket/key or file:///path)"
+        f"{source}: unsupported source (use ssm:///name, s3://bucket/key, gs://bucket/key or file:///path)"
     )
 
 
