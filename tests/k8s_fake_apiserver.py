@@ -551,7 +551,7 @@ class FakeKubeApiServer:
     # ----- lifecycle ---------------------------------------------------------------------------------
     def start(self) -> FakeKubeApiServer:
         handler = type("Handler", (_Handler,), {"fake": self})
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        self._httpd = _Server(("127.0.0.1", 0), handler)
         self._httpd.daemon_threads = True
         if self.tls is not None:
             ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
@@ -1266,6 +1266,12 @@ def _content(obj: JSON) -> JSON:
 
 def _spec(obj: JSON) -> JSON:
     return {k: v for k, v in obj.items() if k not in ("apiVersion", "kind", "metadata", "status")}
+
+
+class _Server(ThreadingHTTPServer):
+    # socketserver listens with a backlog of 5: 32 PATCHes in flight on a loaded machine overflow it, the
+    # kernel resets connections and the client's retries show up as extra requests. A real API server's is large.
+    request_queue_size = 1024
 
 
 class _Handler(BaseHTTPRequestHandler):
