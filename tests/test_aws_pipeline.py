@@ -90,6 +90,7 @@ def test_churn_still_publishes_at_least_every_max_wait(pipeline: LocalAwsPipelin
     assert max(gaps) <= 4.0 + 1.0 + 2 * longest_round, (gaps, longest_round)
 
 
+@pytest.mark.slow  # botocore's adaptive limiter sleeps for real after throttles; test_aws_discovery keeps the rule
 def test_throttled_ec2_still_yields_the_right_graph(pipeline: LocalAwsPipeline) -> None:
     pl = pipeline
     ids = launch(pl, 250)
