@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
+import random
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -30,6 +31,51 @@ def conformance_dir() -> Path:
     return CONFORMANCE
 
 
+#: ``TOPOCAST_TEST_ORDER=random`` (or a seed) runs the files in a shuffled order and each file's tests in a
+#: shuffled order, so a test that passes only after another one fails (CI's isolation pass, ``.ci/run``)
+ORDER_VARIABLE = "TOPOCAST_TEST_ORDER"
+
+
+def _order_seed() -> int | None:
+    value = os.environ.get(ORDER_VARIABLE, "").strip()
+    if not value:
+        return None
+    if value == "random":
+        return random.SystemRandom().randrange(2**32)
+    try:
+        return int(value)
+    except ValueError:
+        raise pytest.UsageError(f"{ORDER_VARIABLE}={value!r}: expected 'random' or an integer seed") from None
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.stash[_SEED] = _order_seed()
+
+
+_SEED = pytest.StashKey[int | None]()
+
+
+def pytest_report_header(config: pytest.Config) -> str | None:
+    seed = config.stash.get(_SEED, None)
+    return None if seed is None else f"shuffled test order: {ORDER_VARIABLE}={seed} repeats it"
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Shuffle by file, then within each file (a file's module fixtures are still set up once)."""
+    seed = config.stash.get(_SEED, None)
+    if seed is None:
+        return
+    rng = random.Random(seed)
+    by_file: dict[str, list[pytest.Item]] = {}
+    for item in items:
+        by_file.setdefault(item.nodeid.split("::", 1)[0], []).append(item)
+    files = list(by_file.values())
+    rng.shuffle(files)
+    for group in files:
+        rng.shuffle(group)
+    items[:] = [item for group in files for item in group]
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> object:
     """Count passed tests of the real-Slurm tiers; remember a failed call for fixture teardown."""
@@ -48,6 +94,10 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> objec
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     from slurm_fixtures import TIER_COUNTS, current_slurm
+
+    seed = terminalreporter.config.stash.get(_SEED, None)
+    if seed is not None:
+        terminalreporter.write_line(f"shuffled test order: {ORDER_VARIABLE}={seed} repeats it")
 
     from topocast.slurm.validate import format_version
 

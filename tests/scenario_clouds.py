@@ -24,8 +24,10 @@ class AwsCloud:
 
     def __init__(
         self, *, quiet: float, max_wait: float, publishers: tuple[str, ...] = ("ssm",), pool: int = 0,
-        env: dict[str, str] | None = None,
+        env: dict[str, str] | None = None, real_time: bool = True,
     ) -> None:  # fmt: skip
+        """``real_time=False``: every wait, quiet windows included, is skipped on the simulated clock
+        (:class:`~topocast_sim.aws_pipeline.LocalAwsPipeline`); for rows that do not measure latency."""
         from topocast_sim.aws_pipeline import LocalAwsPipeline
 
         extra: dict[str, Any] = (
@@ -34,7 +36,7 @@ class AwsCloud:
         if env and "TOPOCAST_DEBOUNCE_LEADING_EDGE" in env:
             extra["debounce_leading_edge"] = env["TOPOCAST_DEBOUNCE_LEADING_EDGE"]
         self.pl = LocalAwsPipeline(CLUSTER, quiet=quiet, max_wait=max_wait, publishers=publishers,
-                                   extra_settings=extra)  # fmt: skip
+                                   extra_settings=extra, real_time=real_time)  # fmt: skip
         self.waves = 0
 
     def start(self) -> AwsCloud:

@@ -68,7 +68,7 @@ def test_a_registered_provider_and_publisher_run_the_pipeline(
 
     monkeypatch.setenv("POWERTOOLS_METRICS_DISABLED", "true")
     pl = LocalAwsPipeline("c1", quiet=0.5, max_wait=2.0, provider="dummy", publishers=("memory",),
-                          formats=("slurm-tree",))  # fmt: skip
+                          formats=("slurm-tree",), real_time=False)  # fmt: skip
     pl.request_reconcile()
     assert pl.run_until_idle(timeout=30)
     assert [n.name for n in pl.runtime.graphs.latest().graph.nodes] == [f"gpu-{i:04d}" for i in range(12)]

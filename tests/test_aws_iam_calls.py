@@ -41,7 +41,7 @@ def test_handlers_call_only_what_their_roles_grant(aws_env: str, monkeypatch: py
 
         for stage, name in (("discover", "discover_batch"), ("render", "render_batch"), ("publish", "publish_batch")):
             monkeypatch.setattr(aws_pipeline, name, attributed(stage, getattr(aws_pipeline, name)))
-        pl = aws_pipeline.LocalAwsPipeline("c1", quiet=0.5, max_wait=2.0)
+        pl = aws_pipeline.LocalAwsPipeline("c1", quiet=0.5, max_wait=2.0, real_time=False)
         ids = ec2_sim.generate_cluster(pl.ec2, 8, cluster_tag=("topocast:cluster", "c1"))
         pl.emit_state_changes(ids)
         assert pl.run_until_idle(timeout=30)

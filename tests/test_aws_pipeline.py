@@ -2,15 +2,15 @@
 
 The real Lambda handlers run, invoked the way Lambda's SQS event source mapping
 invokes them (:class:`topocast_sim.aws_pipeline.LocalAwsPipeline`); EC2's topology
-call is topocast's wire-compatible simulator inside moto. Debounce windows are
-short and the sleeps real.
+call is topocast's wire-compatible simulator inside moto. Debounce windows and
+visibility timeouts pass on the simulated clock (``real_time=False``: nothing here
+measures latency; ``bench/latency.py`` does).
 """
 
 from __future__ import annotations
 
 import json
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -19,6 +19,7 @@ from topocast.agents.pull import fetch, pull
 from topocast.model.graph import load_graph
 from topocast.model.hostlist import expand
 from topocast_sim import ec2 as ec2_sim
+from topocast_sim import simclock
 from topocast_sim.aws_pipeline import LocalAwsPipeline
 
 CLUSTER = "c1"
@@ -28,7 +29,7 @@ TAG = ("topocast:cluster", CLUSTER)
 @pytest.fixture
 def pipeline(aws_env: str, monkeypatch: pytest.MonkeyPatch) -> LocalAwsPipeline:
     monkeypatch.setenv("POWERTOOLS_METRICS_DISABLED", "true")
-    return LocalAwsPipeline(CLUSTER, quiet=1.0, max_wait=4.0)
+    return LocalAwsPipeline(CLUSTER, quiet=1.0, max_wait=4.0, real_time=False)
 
 
 def launch(pl: LocalAwsPipeline, n: int, **kw) -> list[str]:
@@ -47,7 +48,7 @@ def graph_names(pl: LocalAwsPipeline) -> list[str]:
 def test_launch_burst_becomes_one_render_and_one_publish(aws_env: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """1,000 launch events arriving in waves, discover running in between: one render, one publish."""
     monkeypatch.setenv("POWERTOOLS_METRICS_DISABLED", "true")
-    pl = LocalAwsPipeline(CLUSTER, quiet=4.0, max_wait=60.0)
+    pl = LocalAwsPipeline(CLUSTER, quiet=4.0, max_wait=60.0, real_time=False)
     emitted = 0
     for wave in range(10):  # instances keep launching: discover runs see new nodes and write generations
         ids = launch(pl, 20, name_prefix=f"w{wave}-gpu-")
@@ -68,10 +69,10 @@ def test_launch_burst_becomes_one_render_and_one_publish(aws_env: str, monkeypat
 def test_churn_still_publishes_at_least_every_max_wait(pipeline: LocalAwsPipeline) -> None:
     pl = pipeline  # quiet 1 s, max wait 4 s: a change every 0.5 s never goes quiet
     render_times: list[float] = []
-    start = time.monotonic()
+    start = simclock.now()  # the clock the debouncer and moto's SQS read: 15 s of churn without waiting them
     wave, longest_round = 0, 0.0
-    while time.monotonic() - start < 15:
-        round_start = time.monotonic()
+    while simclock.now() - start < 15:
+        round_start = simclock.now()
         pl.emit_state_changes(launch(pl, 2, name_prefix=f"c{wave}-"))
         wave += 1
         pl.pump_discover()
@@ -79,9 +80,9 @@ def test_churn_still_publishes_at_least_every_max_wait(pipeline: LocalAwsPipelin
         pl.pump_render()
         pl.pump_publish()
         if pl.runtime.counters.renders > before:
-            render_times.append(time.monotonic() - start)
-        time.sleep(0.5)
-        longest_round = max(longest_round, time.monotonic() - round_start)
+            render_times.append(simclock.now() - start)
+        simclock.advance(0.5)
+        longest_round = max(longest_round, simclock.now() - round_start)
     assert len(render_times) >= 2, render_times
     gaps = [b - a for a, b in zip([0.0, *render_times], render_times, strict=False)]
     # max wait, plus SQS's whole-second delays, plus a pump round to note the first change and one to
@@ -89,6 +90,7 @@ def test_churn_still_publishes_at_least_every_max_wait(pipeline: LocalAwsPipelin
     assert max(gaps) <= 4.0 + 1.0 + 2 * longest_round, (gaps, longest_round)
 
 
+@pytest.mark.slow  # botocore's adaptive limiter sleeps for real after throttles; test_aws_discovery keeps the rule
 def test_throttled_ec2_still_yields_the_right_graph(pipeline: LocalAwsPipeline) -> None:
     pl = pipeline
     ids = launch(pl, 250)
@@ -251,7 +253,7 @@ def test_kubernetes_publisher_is_wired_through_the_runtime(aws_env: str, monkeyp
     try:
         monkeypatch.setenv("TOPOCAST_K8S_ENDPOINT", fake.url)
         monkeypatch.setenv("TOPOCAST_K8S_TOKEN", "t0k")
-        pl = LocalAwsPipeline(CLUSTER, quiet=1.0, max_wait=4.0, publishers=("ssm", "kubernetes"))
+        pl = LocalAwsPipeline(CLUSTER, quiet=1.0, max_wait=4.0, publishers=("ssm", "kubernetes"), real_time=False)
         ids = launch(pl, 12, nodes_per_leaf=4)
         for i, iid in enumerate(ids):  # Kubernetes names differ from the Slurm names; providerID links them
             fake.add_node(f"ip-10-0-0-{i}", {"team": "ml"}, provider_id=f"aws:///us-east-1a/{iid}")
@@ -275,7 +277,7 @@ def test_onprem_upload_triggers_discover_render_publish(
     from topocast.agents.collect import collect_ibnetdiscover
 
     monkeypatch.setenv("POWERTOOLS_METRICS_DISABLED", "true")
-    pl = LocalAwsPipeline("dgx", quiet=1.0, max_wait=4.0, provider="ibnetdiscover")
+    pl = LocalAwsPipeline("dgx", quiet=1.0, max_wait=4.0, provider="ibnetdiscover", real_time=False)
     example = conformance_dir / "inputs" / "ibnetdiscover" / "example.out"
     uploads = pl.runtime.settings.uploads_uri
     assert collect_ibnetdiscover(example, uploads, host="ufm-01", s3_client=pl.s3).uploaded
@@ -313,7 +315,7 @@ def test_lambda_entry_point_logs_json_with_cluster_and_emits_emf_metrics(
     monkeypatch.setenv("POWERTOOLS_METRICS_NAMESPACE", "topocast")
     # Powertools binds the stream when its Logger is first built (maybe under another test's capture)
     handlers.tools().logger.registered_handler.stream = sys.stdout
-    pl = LocalAwsPipeline(CLUSTER, quiet=1.0, max_wait=4.0)
+    pl = LocalAwsPipeline(CLUSTER, quiet=1.0, max_wait=4.0, real_time=False)
     ids = launch(pl, 6)
     pl.emit_state_changes(ids)
     messages = pl._receive_batch(pl.queues.events, 100, 300.0)
@@ -349,7 +351,7 @@ def test_onprem_domains_file_gives_nodes_their_nvlink_domain(
     monkeypatch.setenv("POWERTOOLS_METRICS_DISABLED", "true")
     example = conformance_dir / "inputs" / "ibnetdiscover" / "example.out"
     csv = "host,domain,subdomain\na05-p1-dgx-01-c01,nvl72-a,rack1\na05-p1-dgx-01-c03,nvl72-a,rack1\n"
-    pl = LocalAwsPipeline("dgx", quiet=1.0, max_wait=4.0, provider="ibnetdiscover")
+    pl = LocalAwsPipeline("dgx", quiet=1.0, max_wait=4.0, provider="ibnetdiscover", real_time=False)
     if where == "ssm":
         pl.ssm.put_parameter(Name="/topocast/dgx/domains", Value=csv, Type="String")
         uri = "ssm:///topocast/dgx/domains"

@@ -15,6 +15,7 @@ reached a network or a slurmctld would time out here and fail).
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -94,6 +95,13 @@ NOT_WALKED = {
 }
 #: commands whose walk runs a whole pipeline (marked slow)
 SLOW = {("demo",)}
+#: cases that find a known bug, with where it is fixed (strict: the marker must go when the fix lands)
+KNOWN_BUGS = {
+    f"publish {flag}={kind}": "cli/publish.py _read_mapping: a binary file is an internal error, a YAML error "
+    "is several lines (fixed on branch hostile; drop this entry when it is merged)"
+    for flag in ("--options", "--k8s-options")
+    for kind in ("binary", "truncated")
+}
 #: positionals come first on the command line (their CONTEXT entry fills the others)
 POSITIONAL_FIRST = {("diff",): ("old", "new")}
 
@@ -176,13 +184,21 @@ def cases() -> Iterator[Case]:
 CASES = list(cases())
 
 
-@pytest.fixture(scope="module")
-def inputs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+@functools.cache
+def _fabric_text() -> str:
     from ib_fabric_gen import fat_tree
 
+    return fat_tree(units=1, hosts_per_unit=2, rails=1).text()
+
+
+@pytest.fixture
+def inputs(tmp_path: Path) -> dict[str, str]:
+    """Fresh files for every case: a case whose flag writes (``synth -o``, ``discover -o``) replaces the
+    file it names, so shared files would let a later case read valid JSON where it expects binary."""
     from topocast.model.graph import Node, TopologyGraph, dump_graph
 
-    root = tmp_path_factory.mktemp("contract")
+    root = tmp_path / "contract"
+    root.mkdir()
     values = {"d": str(root)}
     for kind, content in BAD_INPUTS.items():
         path = root / f"bad-{kind}"
@@ -194,7 +210,7 @@ def inputs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     graph = TopologyGraph(cluster="c1", provider="x", nodes=[Node(name="n1", id="i-1", fabric=["leaf0", "spine0"])])
     (root / "good.json").write_text(dump_graph(graph))
     (root / "topology.conf").write_text("SwitchName=leaf0 Nodes=n1\n")
-    (root / "fabric.ibnetdiscover").write_text(fat_tree(units=1, hosts_per_unit=2, rails=1).text())
+    (root / "fabric.ibnetdiscover").write_text(_fabric_text())
     (root / "creds").write_text(json.dumps({"username": "u", "password": "p"}))
     values |= {"good": str(root / "good.json"), "conf": str(root / "topology.conf")}
     values |= {"ib": str(root / "fabric.ibnetdiscover"), "creds": str(root / "creds")}
@@ -228,9 +244,14 @@ def test_every_command_is_walked() -> None:
     print(f"contract: {len(COMMANDS)} subcommands, {len(CASES)} cases")
 
 
-@pytest.mark.parametrize(
-    "case", [pytest.param(c, id=c.id, marks=[pytest.mark.slow] if c.path in SLOW else []) for c in CASES]
-)
+def _marks(case: Case) -> list[pytest.MarkDecorator]:
+    marks = [pytest.mark.slow] if case.path in SLOW else []
+    if case.id in KNOWN_BUGS:
+        marks.append(pytest.mark.xfail(reason=KNOWN_BUGS[case.id], strict=True))
+    return marks
+
+
+@pytest.mark.parametrize("case", [pytest.param(c, id=c.id, marks=_marks(c)) for c in CASES])
 def test_a_bad_input_or_a_bare_machine_is_a_few_lines_never_a_traceback(
     case: Case, inputs: dict[str, str], bare_machine: None
 ) -> None:

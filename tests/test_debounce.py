@@ -13,6 +13,7 @@ from pipeline_helpers import client, unique
 
 from topocast.aws.debounce import DynamoSqsDebouncer, create_state_table
 from topocast.pipeline.debounce import DebounceState, decide, on_change, on_rendered, on_timer
+from topocast_sim import moto_fast, simclock
 
 Q, MAX = 15.0, 120.0
 
@@ -144,6 +145,7 @@ def test_simulated_timeline(seed: int) -> None:
 
 @pytest.fixture
 def aws(moto_server) -> dict[str, Any]:
+    moto_fast.install()  # moto's SQS delays and visibility on the simulated clock
     ddb, sqs = client(moto_server, "dynamodb"), client(moto_server, "sqs")
     table = unique("debounce")
     create_state_table(ddb, table)
@@ -153,19 +155,31 @@ def aws(moto_server) -> dict[str, Any]:
     return {"ddb": ddb, "sqs": sqs, "table": table, "queue": queue_url, "sent": sent}
 
 
-def _poll(aws: dict[str, Any], deb: DynamoSqsDebouncer, seconds: float, on_render: Any) -> None:
-    """Act as the render function: consume timer messages for ``seconds``."""
-    end = time.time() + seconds
-    while time.time() < end:
+def _poll(
+    aws: dict[str, Any],
+    deb: DynamoSqsDebouncer,
+    seconds: float,
+    on_render: Any,
+    each: Any = lambda: None,
+    real_time: bool = False,
+) -> None:
+    """Act as the render function: consume timer messages for ``seconds`` of the simulated clock, which
+    the debouncer and moto's SQS delays read (``simclock``: 50 ms a round, nothing slept), or of the wall
+    clock with ``real_time``; ``each`` runs first in every round."""
+    clock = time.time if real_time else simclock.now
+    end = clock() + seconds
+    while clock() < end:
+        each()
         resp = aws["sqs"].receive_message(QueueUrl=aws["queue"], MaxNumberOfMessages=10, WaitTimeSeconds=0)
         for msg in resp.get("Messages", []):
             decision = deb.on_timer(msg)
             aws["sqs"].delete_message(QueueUrl=aws["queue"], ReceiptHandle=msg["ReceiptHandle"])
             if decision.render:
                 on_render(decision)
-        time.sleep(0.05)
+        time.sleep(0.05) if real_time else simclock.advance(0.05)
 
 
+@pytest.mark.slow  # 1,000 conditional writes racing on moto's DynamoDB; test_aws_pipeline's burst covers the rule
 def test_burst_of_1000_changes_is_one_timer_and_one_render(aws) -> None:
     deb = DynamoSqsDebouncer(aws["table"], aws["queue"], aws["ddb"], aws["sqs"], quiet=1, max_wait=60)
     counter = iter(range(1, 1001))
@@ -195,7 +209,7 @@ def test_burst_of_1000_changes_is_one_timer_and_one_render(aws) -> None:
         renders.append((time.time(), decision))
         deb.mark_rendered("c1", decision, decision.generation)
 
-    _poll(aws, deb, 3.5, on_render)
+    _poll(aws, deb, 3.5, on_render, real_time=True)  # the race runs on the wall clock, as before
     assert len(renders) == 1
     at, decision = renders[0]
     assert decision.generation == 1000 and decision.cluster == "c1"
@@ -210,29 +224,24 @@ def test_burst_of_1000_changes_is_one_timer_and_one_render(aws) -> None:
 
 def test_churn_renders_at_least_every_max_wait(aws) -> None:
     quiet, max_wait = 1.0, 3.0
-    deb = DynamoSqsDebouncer(aws["table"], aws["queue"], aws["ddb"], aws["sqs"], quiet=quiet, max_wait=max_wait)
+    deb = DynamoSqsDebouncer(
+        aws["table"], aws["queue"], aws["ddb"], aws["sqs"], quiet=quiet, max_wait=max_wait, clock=simclock.now
+    )
     renders: list[float] = []
-    stop = threading.Event()
+    changes = {"generation": 0, "next": simclock.now()}
 
     def churn() -> None:  # a change every 0.3 s: never quiet for 1 s
-        gen = 0
-        while not stop.is_set():
-            gen += 1
-            deb.note_change("c2", gen)
-            time.sleep(0.3)
+        if simclock.now() >= changes["next"]:
+            changes["generation"] += 1
+            deb.note_change("c2", changes["generation"])
+            changes["next"] += 0.3
 
     def on_render(decision: Any) -> None:
-        renders.append(time.time())
+        renders.append(simclock.now())
         deb.mark_rendered("c2", decision, decision.generation)
 
-    start = time.time()
-    worker = threading.Thread(target=churn)
-    worker.start()
-    try:
-        _poll(aws, deb, 10.0, on_render)
-    finally:
-        stop.set()
-        worker.join(5)
+    start = simclock.now()
+    _poll(aws, deb, 10.0, on_render, each=churn)
     assert len(renders) >= 2, renders
     # DelaySeconds are whole seconds and the poller sleeps between receives: allow ~1.5 s of slack
     gaps = [b - a for a, b in zip([start, *renders], renders, strict=False)]

@@ -36,7 +36,7 @@ def cloud(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> It
     monkeypatch.setenv("POWERTOOLS_METRICS_DISABLED", "true")
     if request.param == "aws":
         request.getfixturevalue("aws_env")
-        c: Cloud = AwsCloud(quiet=2.0, max_wait=30.0)
+        c: Cloud = AwsCloud(quiet=2.0, max_wait=30.0, real_time=False)
     else:
         c = GcpCloud(quiet=2.0, max_wait=30.0, pool=8)
     yield c.start()

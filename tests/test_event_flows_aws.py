@@ -16,7 +16,7 @@ TAG = ("topocast:cluster", CLUSTER)
 @pytest.fixture
 def pipeline(aws_env: str, monkeypatch: pytest.MonkeyPatch) -> LocalAwsPipeline:
     monkeypatch.setenv("POWERTOOLS_METRICS_DISABLED", "true")
-    return LocalAwsPipeline(CLUSTER, quiet=0.5, max_wait=2.0, guard_max_loss=0.5)
+    return LocalAwsPipeline(CLUSTER, quiet=0.5, max_wait=2.0, guard_max_loss=0.5, real_time=False)
 
 
 def graph(pl: LocalAwsPipeline) -> tuple[int, list[str]]:
@@ -104,7 +104,7 @@ def test_a_recheck_is_a_delayed_message_on_the_events_queue_and_follows_the_inst
 
     monkeypatch.setenv("POWERTOOLS_METRICS_DISABLED", "true")
     pl = LocalAwsPipeline(CLUSTER, quiet=0.5, max_wait=2.0, guard_max_loss=0.5,
-                          extra_settings={"follow_interval": 1.0, "follow_rechecks": 3})  # fmt: skip
+                          extra_settings={"follow_interval": 1.0, "follow_rechecks": 3}, real_time=False)  # fmt: skip
     ids = ec2_sim.generate_cluster(pl.ec2, 2, cluster_tag=TAG, name_prefix="gpu-")
     pl.emit_state_changes(ids)
     assert pl.run_until_idle(timeout=30)

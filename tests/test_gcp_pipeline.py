@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import time
 
+import pytest
 from gcp_pipeline_helpers import cluster, fresh_stats, names, published  # noqa: F401  (fresh_stats: autouse)
 
 from topocast.gcp import handlers
@@ -36,6 +37,7 @@ def test_insert_storm_becomes_one_render_and_one_publish() -> None:
         assert pl.compute.calls.get("get", 0) <= 1000
 
 
+@pytest.mark.slow  # real-time churn; the rule is checked on the simulated clock (test_debounce, test_aws_pipeline)
 def test_churn_still_publishes_at_least_every_max_wait() -> None:
     gen = cluster(60)
     vms, gen.instances = gen.instances, []  # VMs are created while the test runs
@@ -57,6 +59,7 @@ def test_churn_still_publishes_at_least_every_max_wait() -> None:
         assert max(gaps) <= 3.0 + 2.5, gaps  # max wait, plus a window and the render itself
 
 
+@pytest.mark.slow  # google-api-core's real backoff; test_gcp_provider retries 429/500/503 on a fast policy
 def test_throttled_compute_still_yields_the_right_graph() -> None:
     gen = cluster(250)
     vms, gen.instances = gen.instances, gen.instances[:10]  # a small cluster first, then 240 new VMs

@@ -404,14 +404,25 @@ def test_token_bucket_allows_the_burst_then_holds_qps() -> None:
 
 
 def test_rate_limit_applies_to_real_requests(fake: FakeKubeApiServer) -> None:
+    """Every request over the wire takes a token: on a simulated clock that moves only when the limiter
+    sleeps, 10 requests beyond a burst of 1 at 50/s wait 10 x 20 ms (no wall-clock bound: under load the
+    adaptive limiter and a busy machine change how long the real run takes, not what it must wait)."""
+    now = [0.0]
+    slept: list[float] = []
+
+    def sleep(seconds: float) -> None:
+        slept.append(seconds)
+        now[0] += seconds
+
     kc = build_client(K8sConnection(endpoint=fake.url, token="t"), ClientSettings(qps=50, burst=1))
-    started = time.monotonic()
+    kc.transport.limiter = TokenBucket(qps=50, burst=1, clock=lambda: now[0], sleep=sleep)
     try:
         for _ in range(11):
             kc.get_json("/version")
     finally:
         kc.close()
-    assert time.monotonic() - started >= 0.19  # 10 requests beyond the burst at 50/s
+    assert len(slept) == 10 and now[0] == pytest.approx(0.2)
+    assert kc.transport.stats.waited == pytest.approx(0.2)
 
 
 def test_retry_after_header_forms() -> None:

@@ -40,7 +40,7 @@ def test_aws_discover_handler_reads_topology_from_node_labels(
     eks_nodes(fake)  # 7 nodes; the selector keeps the two p6-b200 ones (4 network layers)
 
     pl = LocalAwsPipeline("c1", quiet=0.5, max_wait=2.0, provider="k8s-labels", formats=("slurm-tree",),
-                          extra_settings={"provider_settings": node_labels})  # fmt: skip
+                          extra_settings={"provider_settings": node_labels}, real_time=False)  # fmt: skip
     pl.request_reconcile()
     assert pl.run_until_idle(timeout=30)
 

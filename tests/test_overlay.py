@@ -226,7 +226,7 @@ def test_the_aws_functions_apply_the_overlay_of_their_settings(aws_env: str, mon
             fake.add_node(f"gpu-{i:03d}", {CLIQUE: "uuid-9.0"}, provider_id=f"aws:///us-east-1a/{iid}")
         overlays = settings_from_env({"TOPOCAST_CLUSTER": "c1", "TOPOCAST_OVERLAYS": SPEC.text}).overlays
         pl = LocalAwsPipeline("c1", quiet=0.5, max_wait=2.0, formats=("slurm-block",),
-                              extra_settings={"overlays": overlays})  # fmt: skip
+                              extra_settings={"overlays": overlays}, real_time=False)  # fmt: skip
         pl.request_reconcile()
         assert pl.run_until_idle(timeout=30)
     stored = pl.runtime.graphs.latest()

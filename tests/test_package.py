@@ -182,7 +182,7 @@ def test_a_missing_entry_point_is_named(project: Path, tmp_path: Path) -> None:
         build_packages(tmp_path, "gcp", project_root=project, installer=StubInstaller())
 
 
-@pytest.mark.slow
+@pytest.mark.infra  # a real pip build
 def test_real_lambda_package_imports_the_handler_from_the_zip_alone(tmp_path: Path) -> None:
     """Build discover with pip for *this* interpreter and import handler.handler from the unpacked zip only."""
     version = f"{sys.version_info.major}.{sys.version_info.minor}"

@@ -44,7 +44,23 @@ def publish(ssm: Any, events: Any, content: bytes, generation: int) -> None:
     assert resp["FailedEntryCount"] == 0
 
 
-def test_a_publish_is_installed_within_seconds_by_the_watching_agent(aws_env: str, tmp_path: Path) -> None:
+class _ShortPolls:
+    """The agent's SQS client with its long polls cut to 1 s: stopping the agent then takes a second,
+    not the 20 s of a long poll in progress. Everything else is the real client."""
+
+    def __init__(self, sqs: Any) -> None:
+        self._sqs = sqs
+
+    def receive_message(self, **kw: Any) -> dict[str, Any]:
+        return self._sqs.receive_message(**{**kw, "WaitTimeSeconds": min(1, kw.get("WaitTimeSeconds", 0))})
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._sqs, name)
+
+
+def test_a_publish_is_installed_by_the_notification_not_the_fallback(aws_env: str, tmp_path: Path) -> None:
+    """How many seconds the install takes is bench/latency.py's to measure; here the proof it was the
+    notification is that the fallback pull (600 s away) never ran."""
     ssm, sqs, events = (boto3.client(s, region_name="us-east-1") for s in ("ssm", "sqs", "events"))
     # the head node's queue and the rule that feeds it (what infra/terraform/modules/aws/pull_watch.tf creates)
     url = aws_watch_queue(events, sqs, name="topocast-c1", ssm_path="/topocast/c1/slurm")
@@ -52,20 +68,20 @@ def test_a_publish_is_installed_within_seconds_by_the_watching_agent(aws_env: st
     etc = tmp_path / "etc"
     etc.mkdir(mode=0o755)
     dest, state = etc / "topology.conf", tmp_path / "state.json"
-    installed: list[tuple[float, bytes]] = []
+    installed: list[bytes] = []
 
     def pull_once() -> int:
         out = pull(f"ssm://{PARAM}", dest, reconfigure=False, validate=False,
                    slurm_conf=None, state_file=state, ssm=ssm)  # fmt: skip
         if out.action == "installed":
-            installed.append((time.monotonic(), dest.read_bytes()))
+            installed.append(dest.read_bytes())
         return 0 if out.ok else 1
 
     stop = threading.Event()
     stats = WatchStats()
     # the fallback is far away: only the notification can explain a prompt install
     agent = threading.Thread(
-        target=watch, args=(pull_once, SqsWaker(url, sqs)),
+        target=watch, args=(pull_once, SqsWaker(url, _ShortPolls(sqs))),
         kwargs={"fallback_seconds": 600.0, "stop": stop.is_set, "stats": stats}, daemon=True,
     )  # fmt: skip
     agent.start()
@@ -73,20 +89,18 @@ def test_a_publish_is_installed_within_seconds_by_the_watching_agent(aws_env: st
         deadline = time.monotonic() + 30
         while not installed and time.monotonic() < deadline:
             time.sleep(0.05)
-        assert installed and installed[-1][1] == conf(2), "the start-up pull installs what is published"
-        delays = []
+        assert installed and installed[-1] == conf(2), "the start-up pull installs what is published"
         for generation in (2, 3):
             published_at = time.monotonic()
             publish(ssm, events, conf(generation + 2), generation)
-            while installed[-1][1] != conf(generation + 2) and time.monotonic() - published_at < 30:
+            while installed[-1] != conf(generation + 2) and time.monotonic() - published_at < 30:
                 time.sleep(0.02)
-            delays.append(installed[-1][0] - published_at)
-            assert installed[-1][1] == conf(generation + 2)
-        assert max(delays) < 5.0, delays
+            assert installed[-1] == conf(generation + 2)
         assert stats.notified >= 2 and stats.fallbacks == 0
     finally:
         stop.set()
-        agent.join(25.0)  # the long poll in progress returns within its 20 s
+        agent.join(5.0)  # the short poll in progress returns within its 1 s
+    assert not agent.is_alive()
 
 
 class _DeadQueue:

@@ -29,7 +29,7 @@ def make_cloud(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) 
     def make(**kw: Any) -> Cloud:
         if request.node.callspec.params["cloud"] == "aws":
             request.getfixturevalue("aws_env")
-            cloud: Cloud = AwsCloud(**kw)
+            cloud: Cloud = AwsCloud(real_time=False, **kw)  # windows on the simulated clock while settling
         else:
             cloud = GcpCloud(**kw)
         started.append(cloud.start())

@@ -235,7 +235,7 @@ def tamper() -> Iterator[Any]:
 
     def start(upstream: str, rewrite: Any) -> Tamper:
         server = Tamper(upstream, rewrite)
-        threading.Thread(target=server.serve_forever, daemon=True).start()
+        threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
         servers.append(server)
         return server
 

@@ -96,7 +96,13 @@ def test_tiers_and_round_trip(env, content: bytes, allow_advanced: bool, encodin
     pulled = fetch(f"ssm://{env['name']}", ssm=env["ssm"], s3=env["s3"])
     assert pulled.content == content and pulled.generation == 7 and pulled.encoding == encoding
     # the graph artifact is not a Slurm file: not published to SSM
-    names = [p["Name"] for p in env["ssm"].describe_parameters()["Parameters"] if p["Name"].startswith(env["prefix"])]
+    # filtered and paged: a page holds 10 parameters, and the session's moto holds other tests' ones too
+    pages = (
+        env["ssm"]
+        .get_paginator("describe_parameters")
+        .paginate(ParameterFilters=[{"Key": "Name", "Option": "BeginsWith", "Values": [env["prefix"]]}])
+    )
+    names = [p["Name"] for page in pages for p in page["Parameters"]]
     assert names == [env["name"]]
 
 

@@ -8,7 +8,8 @@ README's cost note prices), planned with no AWS account. The GCP module has the 
 ``plan.tftest.hcl`` under ``mock_provider "google"``, run only where a hashicorp/google
 mirror exists: mock_provider still needs the provider binary for its schema, and this
 machine has none, so here it skips with that reason and keeps fmt and hcl2/checkov checks.
-A full ``terraform test`` of the AWS module takes about 4 minutes on a loaded 2-core machine.
+A full ``terraform test`` of the AWS module takes about 4 minutes on a loaded 2-core machine, so
+init, validate and test are marked ``infra`` (CI's second tier); the fmt check stays in the default run.
 """
 
 from __future__ import annotations
@@ -45,6 +46,7 @@ def initialised(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     return tree, config
 
 
+@pytest.mark.infra
 @pytest.mark.parametrize("sub", ["modules/aws", "examples/aws-account"])
 def test_aws_configuration_is_valid(initialised: tuple[Path, Path], sub: str) -> None:
     tree, config = initialised
@@ -52,6 +54,7 @@ def test_aws_configuration_is_valid(initialised: tuple[Path, Path], sub: str) ->
     assert "The configuration is valid" in out
 
 
+@pytest.mark.infra
 def test_aws_module_wiring_under_mock_provider(initialised: tuple[Path, Path]) -> None:
     tree, config = initialised
     module = tree / "modules" / "aws"
@@ -64,6 +67,7 @@ def test_aws_module_wiring_under_mock_provider(initialised: tuple[Path, Path]) -
     assert "skipped" not in out.split("Success!")[-1], out
 
 
+@pytest.mark.infra
 def test_gcp_module_plans_under_mock_provider(tmp_path: Path) -> None:
     mirror = require_google_mirror()
     config = cli_config(tmp_path, mirror, GOOGLE_PROVIDER)

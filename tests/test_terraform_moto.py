@@ -32,7 +32,7 @@ import pytest
 from terraform_support import check, cli_config, copy_terraform, require_aws_mirror, require_terraform
 from terraform_support import run as tf
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.infra  # terraform apply against moto
 
 REGION = "us-east-1"
 CLUSTER = "tfmoto"  # unique: moto backends are shared by every moto server in this process

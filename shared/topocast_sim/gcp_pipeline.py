@@ -18,6 +18,7 @@ and the pipeline tests.
 
 from __future__ import annotations
 
+import functools
 import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
@@ -30,6 +31,7 @@ from topocast_sim.cloudtasks import FakeCloudTasks
 from topocast_sim.gce import GeneratedCluster
 from topocast_sim.gce_server import FakeCompute
 from topocast_sim.gcs import LocalGcs
+from topocast_sim.http import POLL_SECONDS
 
 FUNCTIONS = ("discover", "render", "publish")
 LOCATION = "us-central1"
@@ -51,7 +53,8 @@ class _Server:
         app = functions_framework.create_app(target=name, source=str(source), signature_type="cloudevent")
         self.httpd = make_server("127.0.0.1", 0, app, threaded=True)
         self.url = f"http://127.0.0.1:{self.httpd.server_port}/"
-        self.thread = threading.Thread(target=self.httpd.serve_forever, name=f"function-{name}", daemon=True)
+        serve = functools.partial(self.httpd.serve_forever, poll_interval=POLL_SECONDS)
+        self.thread = threading.Thread(target=serve, name=f"function-{name}", daemon=True)
         self.thread.start()
 
     def stop(self) -> None:

@@ -61,7 +61,7 @@ class WatchingAgent:
         self.dest = dest
         self.installs: list[Install] = []
         self.last: PullOutcome | None = None
-        #: the last pull that installed the published file or found it in place already
+        #: the last pull that installed the published file, else the first that found it in place already
         self.last_install: PullOutcome | None = None
         #: pulls that raised (before the first publish the source does not exist yet: expected)
         self.errors: list[str] = []
@@ -85,9 +85,12 @@ class WatchingAgent:
             return 1
         with self._changed:
             self.last = out
-            # "unchanged": the file in place is already the published one (a rerun into the same directory)
+            # "unchanged": the file in place is already the published one (a rerun into the same directory);
+            # a later notification for the same content (the leading edge's second publish) re-pulls it
+            # "unchanged", which must not hide the pull that installed it
             if out.action in ("installed", "unchanged"):
-                self.last_install = out
+                if out.action == "installed" or self.last_install is None:
+                    self.last_install = out
                 self.installs.append(Install(time.time(), frozenset(conf_node_names(self.dest.read_bytes()))))
             self._changed.notify_all()
         return 0 if out.ok else 1
