@@ -95,13 +95,6 @@ NOT_WALKED = {
 }
 #: commands whose walk runs a whole pipeline (marked slow)
 SLOW = {("demo",)}
-#: cases that find a known bug, with where it is fixed (strict: the marker must go when the fix lands)
-KNOWN_BUGS = {
-    f"publish {flag}={kind}": "cli/publish.py _read_mapping: a binary file is an internal error, a YAML error "
-    "is several lines (fixed on branch hostile; drop this entry when it is merged)"
-    for flag in ("--options", "--k8s-options")
-    for kind in ("binary", "truncated")
-}
 #: positionals come first on the command line (their CONTEXT entry fills the others)
 POSITIONAL_FIRST = {("diff",): ("old", "new")}
 
@@ -245,10 +238,7 @@ def test_every_command_is_walked() -> None:
 
 
 def _marks(case: Case) -> list[pytest.MarkDecorator]:
-    marks = [pytest.mark.slow] if case.path in SLOW else []
-    if case.id in KNOWN_BUGS:
-        marks.append(pytest.mark.xfail(reason=KNOWN_BUGS[case.id], strict=True))
-    return marks
+    return [pytest.mark.slow] if case.path in SLOW else []
 
 
 @pytest.mark.parametrize("case", [pytest.param(c, id=c.id, marks=_marks(c)) for c in CASES])

@@ -37,13 +37,18 @@ class QuietHandler(BaseHTTPRequestHandler):
         return
 
 
+class _Server(ThreadingHTTPServer):
+    # socketserver's listen backlog is 5: parallel clients on a loaded machine overflow it and see resets
+    request_queue_size = 1024
+
+
 class LocalServer:
     """A ``ThreadingHTTPServer`` serving on a daemon thread; subclasses call :meth:`_serve` from ``start``."""
 
     _httpd: ThreadingHTTPServer | None = None
 
     def _serve(self, handler: type[BaseHTTPRequestHandler], host: str, port: int, name: str) -> None:
-        self._httpd = ThreadingHTTPServer((host, port), handler)
+        self._httpd = _Server((host, port), handler)
         self._httpd.daemon_threads = True
         threading.Thread(
             target=self._httpd.serve_forever, kwargs={"poll_interval": POLL_SECONDS}, name=name, daemon=True
