@@ -351,9 +351,7 @@ def fetch(
         except OSError as exc:
             raise PullError(f"{source}: cannot read ({exc.strerror})") from None
         return PulledArtifact(content, hashlib.sha256(content).hexdigest(), None, source)
-    raise PullError(
-        f"{source}: unsupported source (use ssm:///name, s3://bucket/key, gs://bucket/key or file:///path)"
-    )
+    raise PullError(f"{source}: unsupported source (use ssm:///name, s3://bucket/key, gs://bucket/key or file:///path)")
 
 
 def _meta_generation(meta: dict[str, str], source: str) -> int | None:
