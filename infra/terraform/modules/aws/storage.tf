@@ -74,20 +74,25 @@ resource "aws_s3_bucket_lifecycle_configuration" "this" {
       expiration {
         days = var.generation_retention_days
       }
+      abort_incomplete_multipart_upload {
+        days_after_initiation = 1
+      }
     }
   }
 
-  # the delete markers those expirations leave, once no version is behind them
+  # the delete markers those expirations leave, once no version is behind them (the bucket is the module's
+  # own, so the whole bucket: a marker with nothing behind it is never worth keeping)
   dynamic "rule" {
     for_each = var.generation_retention_days == null ? [] : ["markers"]
     content {
       id     = "remove-expired-delete-markers"
       status = "Enabled"
-      filter {
-        prefix = "${local.key_base}/"
-      }
+      filter {}
       expiration {
         expired_object_delete_marker = true
+      }
+      abort_incomplete_multipart_upload {
+        days_after_initiation = 1
       }
     }
   }

@@ -225,7 +225,7 @@ run "roles_grant_only_what_each_function_calls" {
   command = apply
 
   assert {
-    condition     = toset(flatten([for s in data.aws_iam_policy_document.discover.statement : s.actions])) == toset(["ec2:DescribeInstances", "ec2:DescribeInstanceTopology", "ec2:DescribeCapacityReservationTopology", "s3:GetObject", "s3:PutObject", "s3:ListBucket", "dynamodb:GetItem", "dynamodb:PutItem", "sqs:SendMessage"])
+    condition     = toset(flatten([for s in data.aws_iam_policy_document.discover.statement : s.actions])) == toset(["ec2:DescribeInstances", "ec2:DescribeInstanceTopology", "ec2:DescribeCapacityReservationTopology", "ec2:DescribeCapacityBlockStatus", "s3:GetObject", "s3:PutObject", "s3:ListBucket", "dynamodb:GetItem", "dynamodb:PutItem", "sqs:SendMessage"])
     error_message = "discover's own statements"
   }
   assert {
