@@ -32,11 +32,7 @@ _PIPELINE = re.compile(r"\s(?:\|\||&&|\|)\s(?=(?:\S*/)?topocast\s)")
 _INLINE = re.compile(r"`((?:\S*/)?topocast\s[^`]+)`")
 
 #: (file, start of the command line) -> why it is not parsed: placeholders a reader fills in
-NOT_RUNNABLE: dict[tuple[str, str], str] = {
-    ("docs/onprem.md", "topocast discover --provider ibnetdiscover --input fabric.out [--input segment2.out]"): (
-        "--switch-names is being added by issue 28 (stable switch names); drop this entry when it lands"
-    ),
-}
+NOT_RUNNABLE: dict[tuple[str, str], str] = {}
 
 
 @dataclass(frozen=True)
