@@ -17,7 +17,22 @@ from slurm_fixtures import SID_ROOT
 from topocast.slurm.controller import SlurmInstall
 from topocast_sim.slurmrest import RestCluster
 
-__all__ = ["RestCluster", "RestFactory", "rest_cluster_factory", "rest_missing_reason"]
+__all__ = ["NODES", "TREE", "TREE_MOVED", "RestCluster", "RestFactory", "rest_cluster_factory", "rest_missing_reason"]
+
+#: the 12-node tree the REST tests start from, and the same with n1 -> leaf3 and n9 -> leaf1 (two destinations,
+#: two bulk POSTs, leaf1's first)
+NODES = [f"n{i}" for i in range(1, 13)]
+TREE = (
+    "SwitchName=root Switches=spine[1-2]\n"
+    "SwitchName=spine1 Switches=leaf[1-2]\n"
+    "SwitchName=spine2 Switches=leaf3\n"
+    "SwitchName=leaf1 Nodes=n[1-4]\n"
+    "SwitchName=leaf2 Nodes=n[5-8]\n"
+    "SwitchName=leaf3 Nodes=n[9-12]\n"
+)
+TREE_MOVED = TREE.replace("leaf1 Nodes=n[1-4]", "leaf1 Nodes=n[2-4,9]").replace(
+    "leaf3 Nodes=n[9-12]", "leaf3 Nodes=n[1,10-12]"
+)
 
 RestFactory = Callable[..., "RestCluster"]
 JWT_PLUGIN = "usr/lib/x86_64-linux-gnu/slurm-wlm/auth_jwt.so"

@@ -29,7 +29,7 @@ from typing import Any
 
 import pytest
 from slurm_fixtures import SID_ROOT
-from slurmrest_fixtures import RestCluster, RestFactory
+from slurmrest_fixtures import NODES, TREE, TREE_MOVED, RestCluster, RestFactory
 
 from topocast.model.hostlist import expand
 from topocast.slurm.controller import SlurmInstall
@@ -40,19 +40,6 @@ from topocast.slurm.rest_token import SlurmToken
 pytestmark = pytest.mark.slurm_current
 
 TOPOCAST = [sys.executable, "-m", "topocast.cli"]
-NODES = [f"n{i}" for i in range(1, 13)]
-TREE = (
-    "SwitchName=root Switches=spine[1-2]\n"
-    "SwitchName=spine1 Switches=leaf[1-2]\n"
-    "SwitchName=spine2 Switches=leaf3\n"
-    "SwitchName=leaf1 Nodes=n[1-4]\n"
-    "SwitchName=leaf2 Nodes=n[5-8]\n"
-    "SwitchName=leaf3 Nodes=n[9-12]\n"
-)
-# n1 -> leaf3 and n9 -> leaf1: two destinations, two bulk POSTs (leaf1's first)
-TREE_MOVED = TREE.replace("leaf1 Nodes=n[1-4]", "leaf1 Nodes=n[2-4,9]").replace(
-    "leaf3 Nodes=n[9-12]", "leaf3 Nodes=n[1,10-12]"
-)
 #: scontrol's wait for an answer: a reconfigure under load (26.05, auth/slurm) can take over the
 #: scratch controller's 2 s, and a lost answer would fail the install step, not what these tests check
 SLOW_REPLY = 10

@@ -24,7 +24,7 @@ from typing import Any
 
 import pytest
 from slurm_fixtures import SID_ROOT
-from slurmrest_fixtures import RestCluster, RestFactory
+from slurmrest_fixtures import NODES, TREE, TREE_MOVED, RestCluster, RestFactory
 
 from topocast.model.hostlist import expand
 from topocast.slurm.live import apply_topology
@@ -33,19 +33,6 @@ from topocast.slurm.rest import SUPPORTED, RestUpdater, connect
 pytestmark = pytest.mark.slurm_current
 
 TOPOCAST = [sys.executable, "-m", "topocast.cli"]
-NODES = [f"n{i}" for i in range(1, 13)]
-TREE = (
-    "SwitchName=root Switches=spine[1-2]\n"
-    "SwitchName=spine1 Switches=leaf[1-2]\n"
-    "SwitchName=spine2 Switches=leaf3\n"
-    "SwitchName=leaf1 Nodes=n[1-4]\n"
-    "SwitchName=leaf2 Nodes=n[5-8]\n"
-    "SwitchName=leaf3 Nodes=n[9-12]\n"
-)
-# n1 -> leaf3, n9 -> leaf1: two destinations, two bulk POSTs
-TREE_MOVED = TREE.replace("leaf1 Nodes=n[1-4]", "leaf1 Nodes=n[2-4,9]").replace(
-    "leaf3 Nodes=n[9-12]", "leaf3 Nodes=n[1,10-12]"
-)
 BLOCK = "BlockName=b1 Nodes=n[1-4]\nBlockName=b2 Nodes=n[5-8]\nBlockSizes=4,8\n"
 BLOCK_MOVED = "BlockName=b1 Nodes=n[1-3,5]\nBlockName=b2 Nodes=n[4,6-8]\nBlockSizes=4,8\n"
 

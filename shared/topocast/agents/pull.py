@@ -74,8 +74,10 @@ __all__ = [
     "PullRefused",
     "PulledArtifact",
     "fetch",
+    "file_changes",
     "node_loss",
     "pull",
+    "read_state",
 ]
 
 #: exit status of ``topocast pull`` per outcome (``docs/slurm-pull.md``); 2 stays a usage or environment
@@ -364,7 +366,7 @@ def _meta_generation(meta: dict[str, str], source: str) -> int | None:
     return int(raw)
 
 
-def _read_state(state_file: Path | None) -> dict[str, dict[str, Any]]:
+def read_state(state_file: Path | None) -> dict[str, dict[str, Any]]:
     """Resolved destination -> what was installed there (source, generation, sha256, behind)."""
     if state_file is None:
         return {}
@@ -526,7 +528,7 @@ def pull(
         return outcome(False, "refused", str(exc), step="write")
     announce(f"waiting for the lock on {dest.parent}")
     with dir_lock(dest.parent):
-        entries = _read_state(state_file)
+        entries = read_state(state_file)
         entry = entries.get(key)
         # what the controller part of each path cost on earlier runs here (whatever the source)
         costs = Costs.from_dict((entry or {}).get("costs"))
@@ -589,7 +591,7 @@ def pull(
             same = entry is not None and all(entry.get(k) == record[k] for k in ("source", "generation", "sha256"))
             if not same or "behind" in (entry or {}):  # written when it changed, or the source caught up again
                 extra["state_error"] = _write_state(state_file, {**entries, key: record})
-        changes = _changes(installed, pulled.content) if result.ok and result.action == "installed" else None
+        changes = file_changes(installed, pulled.content) if result.ok and result.action == "installed" else None
         if result.ok and result.action == "unchanged" and (reconfigure or live or updater is not None):
             # the file is in place: does the controller still place every node where it says?
             fixed = _converge(pulled.content, dest, slurm, slurm_conf, updater, live, allow_reconfigure, notes)
@@ -680,7 +682,7 @@ def _behind(
     return outcome(True, "skipped", f"{what}; kept (run {runs} of {stale_after} before this fails as stale)")
 
 
-def _changes(installed: bytes | None, new: bytes) -> NodeChanges | None:
+def file_changes(installed: bytes | None, new: bytes) -> NodeChanges | None:
     """What moved between the file that was installed and the new one (None if either does not parse)."""
     from topocast.slurm.live import node_changes
 

@@ -21,10 +21,10 @@ from typing import Any
 from topocast.agents.pull import (
     PullOutcome,
     PullRefused,
-    _changes,
-    _read_state,
     fetch,
+    file_changes,
     node_loss,
+    read_state,
     unreadable,
 )
 from topocast.errors import TopocastError
@@ -75,7 +75,7 @@ def check(
         installed = read_nofollow(dest, MAX_PUBLISHED_BYTES)
     except UnsafePathError as exc:
         return outcome(False, "refused", str(exc), step="write")
-    entry = _read_state(state_file).get(os.path.realpath(dest)) if state_file is not None else None
+    entry = read_state(state_file).get(os.path.realpath(dest)) if state_file is not None else None
     if entry is not None and entry.get("source") == source:
         was = entry.get("generation")
         if isinstance(was, int) and pulled.generation is not None and pulled.generation < was:
@@ -90,7 +90,7 @@ def check(
     held = node_loss(installed, pulled.content, max_node_loss, allow=allow_node_loss)
     if held is not None:
         return outcome(False, "held", held, step="node-loss")
-    changes = _changes(installed, pulled.content)
+    changes = file_changes(installed, pulled.content)
     if validate:
         from topocast.slurm.controller import SlurmInstall
         from topocast.slurm.validate import validate_topology_text
