@@ -47,9 +47,9 @@ from topocast.model import changes
 from topocast.safeio.validation import load_json, validate
 
 AUDIT_LOG = "google.cloud.audit.log.v1.written"
-PUBSUB = "google.cloud.pubsub.topic.v1.messagePublished"
+PUBSUB = table.GCP_PUBSUB
 GCS_FINALIZED = "google.cloud.storage.object.v1.finalized"
-RECONCILE = "dev.topocast.reconcile.v1"
+RECONCILE = table.GCP_RECONCILE
 DISCOVER_WINDOW = "dev.topocast.discover.window.v1"
 DEBOUNCE_TIMER = "dev.topocast.debounce.timer.v1"
 PUBLISH = "dev.topocast.publish.v1"
