@@ -371,8 +371,8 @@ def test_terraform_debounce_defaults_and_check_are_the_code_s(module_dir: Path) 
 
 def test_s3_areas_granted_are_where_the_stores_write() -> None:
     """Each role is scoped to <prefix>/<cluster>/<area>/*; the stores must write under those areas."""
-    from topocast.aws.handlers import AwsRuntime
     from topocast.aws.publish_state import S3PublishState
+    from topocast.aws.root import AwsRuntime
     from topocast.aws.s3_artifacts import S3ArtifactStore
     from topocast.aws.s3_store import S3GraphStore
     from topocast.config import Settings

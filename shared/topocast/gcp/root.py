@@ -22,11 +22,12 @@ from topocast.config import Settings
 from topocast.errors import TopocastError
 from topocast.gcp.gcs import GcsObjects
 from topocast.gcp.gcs_artifacts import GcsArtifactStore, GcsPublishState
-from topocast.gcp.gcs_store import GcsGraphStore, cluster_base
+from topocast.gcp.gcs_store import GcsGraphStore
 from topocast.gcp.tasks import TaskQueue, task_id
 from topocast.k8s.nodes_client import with_node_lister
 from topocast.pipeline.debounce import Decision
 from topocast.pipeline.debounce_runner import DebounceRunner
+from topocast.pipeline.objects import cluster_base
 from topocast.providers import Provider, ProviderInputs, build_provider
 from topocast.publish import PublisherInputs, build_publishers, register_publisher
 
