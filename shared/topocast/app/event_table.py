@@ -32,6 +32,7 @@ from topocast.model import changes
 from topocast.model.changes import EventAction
 
 __all__ = [
+    "API_VERSIONS",
     "ASG_FAILURES",
     "ASG_LAUNCH",
     "ASG_LAUNCH_HOOK",
@@ -184,6 +185,10 @@ TEXT_RECONCILE = "text/reconcile"
 GCP_RECHECK = "dev.topocast.recheck.v1"
 GCP_RECONCILE = "dev.topocast.reconcile.v1"
 GCP_PUBSUB = "google.cloud.pubsub.topic.v1.messagePublished"
+#: the version prefixes of audit-log methodNames written by API calls (``v1.compute.instances.insert``); a MIG,
+#: acting as the Google APIs service agent, and Compute Engine itself write them unversioned
+API_VERSIONS = ("v1.", "beta.")
+_ANY_VERSION = (*API_VERSIONS, "")
 _ADMIN: Route = "eventarc-audit-log"
 _SYSTEM: Route = "log-sink"
 _REREAD = "a new host may mean a new place in the fabric: re-read the VM"
@@ -327,13 +332,13 @@ TABLE: tuple[EventKind, ...] = (
     # ----- GCP: Admin Activity audit logs (Eventarc, one trigger per methodName) -------------------------------
     *(
         _gcp(f"{v}compute.instances.insert", "upsert", "VM created: re-read it", _ADMIN)
-        for v in ("v1.", "beta.", "")  # unversioned: what a MIG (the Google APIs service agent) writes
+        for v in _ANY_VERSION  # unversioned: what a MIG (the Google APIs service agent) writes
     ),
-    *(_gcp(f"{v}compute.instances.start", "upsert", _REREAD, _ADMIN) for v in ("v1.", "beta.", "")),
-    *(_gcp(f"{v}compute.instances.resume", "upsert", _REREAD, _ADMIN) for v in ("v1.", "beta.", "")),
-    *(_gcp(f"{v}compute.instances.delete", "remove", "VM deleted", _ADMIN) for v in ("v1.", "beta.", "")),
-    *(_gcp(f"{v}compute.instances.stop", "remove", "VM stopped", _ADMIN) for v in ("v1.", "beta.", "")),
-    *(_gcp(f"{v}compute.instances.suspend", "remove", "VM suspended", _ADMIN) for v in ("v1.", "beta.", "")),
+    *(_gcp(f"{v}compute.instances.start", "upsert", _REREAD, _ADMIN) for v in _ANY_VERSION),
+    *(_gcp(f"{v}compute.instances.resume", "upsert", _REREAD, _ADMIN) for v in _ANY_VERSION),
+    *(_gcp(f"{v}compute.instances.delete", "remove", "VM deleted", _ADMIN) for v in _ANY_VERSION),
+    *(_gcp(f"{v}compute.instances.stop", "remove", "VM stopped", _ADMIN) for v in _ANY_VERSION),
+    *(_gcp(f"{v}compute.instances.suspend", "remove", "VM suspended", _ADMIN) for v in _ANY_VERSION),
     *(
         _gcp(
             f"{v}compute.instances.setLabels",
@@ -342,12 +347,9 @@ TABLE: tuple[EventKind, ...] = (
             " carries the new labels only, so any relabelling is re-read; the read decides)",
             _ADMIN,
         )
-        for v in ("v1.", "beta.")
+        for v in API_VERSIONS
     ),
-    *(
-        _gcp(f"{v}compute.instances.bulkInsert", "reconcile", "creates many VMs at once", _ADMIN)
-        for v in ("v1.", "beta.")
-    ),
+    *(_gcp(f"{v}compute.instances.bulkInsert", "reconcile", "creates many VMs at once", _ADMIN) for v in API_VERSIONS),
     _gcp(
         "compute.instances.repair.recreateInstance",
         "upsert",
@@ -396,7 +398,7 @@ TABLE: tuple[EventKind, ...] = (
     _gcp("gcp/*", "rejected", "a CloudEvent type topocast does not handle", None),
 )
 
-_METHOD_PREFIXES = ("v1.compute.", "beta.compute.", "compute.")
+_METHOD_PREFIXES = tuple(f"{v}compute." for v in _ANY_VERSION)
 _BY_KIND: dict[tuple[str, str], EventKind] = {(k.cloud, k.kind): k for k in TABLE}
 assert len(_BY_KIND) == len(TABLE), "duplicate kinds in the event table"
 

@@ -270,7 +270,7 @@ def _audit(attrs: dict[str, Any], data: Any, where: str = "data") -> Command:
     elif (
         _MIG_AGENT.match(principal)
         or "managed instance group" in agent.lower()
-        or not log.method_name.startswith(("v1.", "beta."))
+        or not log.method_name.startswith(table.API_VERSIONS)
     ):
         origin = "mig"  # a MIG (or autohealing) acts as the Google APIs service agent, unversioned method
     else:
