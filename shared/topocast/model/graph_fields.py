@@ -1,21 +1,20 @@
-"""What the graph's checks, its fast decoder and the derived views read from a graph, as Protocols.
+"""What the graph's checks and the derived views read from a graph, as Protocols.
 
 :class:`topocast.model.graph.TopologyGraph` validates itself with :mod:`topocast.model.checks`, which
-reads node columns from :mod:`topocast.model.fabric`; :mod:`topocast.model.decode` builds graphs for
-:mod:`topocast.model.graph`. Typing those modules against these Protocols rather than the models keeps
-the arrows pointing one way (graph -> checks / decode -> fabric -> here), with no circle, not even a
-type-only one. mypy checks that ``Node`` and ``TopologyGraph`` satisfy them wherever the models are
-passed in.
+reads node columns from :mod:`topocast.model.fabric`. Typing those two against these Protocols rather
+than the models keeps the arrows pointing one way (graph -> checks -> fabric -> here; graph -> decode,
+which takes the model classes as arguments), with no circle, not even a type-only one. mypy checks that
+``TopologyGraph`` satisfies them wherever the graph passes itself in (``check_graph(self)``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any, Protocol, Self
+from typing import Protocol
 
 from topocast.model.health import HealthRecord
 
-__all__ = ["GraphFields", "GraphModel", "NodeFields"]
+__all__ = ["GraphFields", "NodeFields"]
 
 
 class NodeFields(Protocol):
@@ -47,10 +46,3 @@ class GraphFields(Protocol):
     @property
     def health(self) -> Sequence[HealthRecord]: ...
     def nodes_without_topology(self) -> list[str]: ...
-
-
-class GraphModel(GraphFields, Protocol):
-    """A graph model class the decoder can fill without revalidating (pydantic's ``model_construct``)."""
-
-    @classmethod
-    def model_construct(cls, _fields_set: set[str] | None = None, **values: Any) -> Self: ...
