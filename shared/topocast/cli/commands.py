@@ -364,6 +364,13 @@ def _formats_epilog() -> str:
     "a no-topology switch).",
 )
 @option(
+    "--list-options",
+    nargs="?",
+    const="all",
+    metavar="FORMAT",
+    help="Print the options (RenderOptions fields, for --options) each format reads, or FORMAT's, and exit.",
+)
+@option(
     "--slurm-version",
     metavar="RELEASE",
     help="The Slurm the files are for, e.g. 26.05: blocks below the base block size are kept from 25.05 on, "
@@ -379,8 +386,11 @@ def _formats_epilog() -> str:
 )
 def render(a: Namespace) -> None:
     """Render a graph or a Topograph model to scheduler configs."""
-    from topocast.cli.render import TargetFlags, run_render
+    from topocast.cli.render import TargetFlags, list_options, run_render
 
+    if a.list_options is not None:
+        sys.stdout.write(list_options(None if a.list_options == "all" else a.list_options))
+        return
     sizes = _parse_sizes(a.block_sizes)
     fmts = a.fmt or ["slurm-tree"]
     # before any rendering: a 10k-node render takes seconds and warns per format, then could not be written
