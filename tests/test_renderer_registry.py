@@ -204,6 +204,18 @@ def test_publish_help_and_refusal_name_the_kubernetes_formats() -> None:
     assert "--format graph: publish writes only " + ", ".join(KUBERNETES) in result.stderr
 
 
+def test_publisher_options_naming_a_format_it_does_not_write_are_refused(tmp_path: Path) -> None:
+    (tmp_path / "k8s.yaml").write_text("formats: [k8s-labels, kueu]\n")
+    (tmp_path / "g.json").write_text('{"schema_version": 1, "cluster": "c", "provider": "t", "nodes": []}')
+    args = ["publish", "--graph", tmp_path / "g.json", "--k8s-options", tmp_path / "k8s.yaml", "--dry-run"]
+    result = invoke([str(a) for a in args])
+    assert result.exit_code == 2
+    assert result.stderr.strip().splitlines() == [
+        "topocast: error: --k8s-options: formats: kueu: not a Kubernetes format "
+        "(this publisher writes k8s-labels, kueue, kai, volcano, slinky)"
+    ]
+
+
 def test_render_help_lists_every_format() -> None:
     result = invoke(["render", "--help"])
     assert "formats: " + ", ".join(EVERY_FORMAT) + ", or all" in " ".join(result.stdout.split())

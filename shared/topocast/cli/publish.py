@@ -385,8 +385,7 @@ def run_publish(args: PublishArgs, out: TextIO | None = None, err: TextIO | None
     if args.options is not None:
         options = validate(RenderOptions, _read_mapping(args.options, "--options"), str(args.options), TopocastError)
     config = publisher_config(args, options)
-    known = kubernetes_formats()
-    formats = [f for f in config.formats if f in known]
+    formats = list(config.formats)  # Kubernetes formats only (KubernetesPublisherConfig refuses any other)
     manifest, artifacts, graph_source = _inputs(args, options, formats)
     problem, server = cluster_problem(config)
     if problem is not None:

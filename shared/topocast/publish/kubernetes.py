@@ -38,7 +38,7 @@ from typing import Any
 
 import httpx2
 from lightkube.core.exceptions import ApiError
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from topocast.k8s.client import ClientSettings, K8sConnection, KubeClient, build_client, connection_from_options
 from topocast.k8s.inputs import PublishInputError, decode_files, labels_from_graph
@@ -120,6 +120,18 @@ class KubernetesPublisherConfig(BaseModel):
         description="client: read and plan, write nothing; server: send every write with dryRun=All (validated, "
         "not persisted).",
     )
+
+    @field_validator("formats")
+    @classmethod
+    def _kubernetes_formats(cls, v: list[str]) -> list[str]:
+        """A format this publisher does not write (a typo, a Slurm file) is refused, not silently skipped."""
+        known = kubernetes_formats()
+        unknown = [f for f in v if f not in known]
+        if unknown:
+            raise ValueError(
+                f"{', '.join(unknown)}: not a Kubernetes format (this publisher writes {', '.join(known)})"
+            )
+        return v
 
 
 @dataclass
