@@ -9,6 +9,7 @@ import ast
 import re
 from functools import cache
 from pathlib import Path
+from typing import get_args
 
 import hcl2
 import pytest
@@ -20,7 +21,7 @@ from topocast.k8s.objects import KINDS
 from topocast.model.graph import Node, TopologyGraph
 from topocast.publish.kubernetes import KubernetesPublisherConfig
 from topocast.renderers import RENDERERS, formats, kubernetes_formats, render_many, renderer
-from topocast.renderers.base import Artifact, FormatRenderer, RenderOptions
+from topocast.renderers.base import Artifact, FormatRenderer, RenderOptions, SlinkyOptions
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "shared" / "topocast" / "renderers"
@@ -149,15 +150,18 @@ def test_the_walk_finds_reads_through_calls_into_other_modules() -> None:
     assert {"block_names", "topograph_compat", "topologies"} <= options_read("slurm_yaml")
 
 
-@pytest.mark.parametrize("fmt", EVERY_FORMAT)
-def test_each_renderer_declares_exactly_the_options_it_reads(fmt: str) -> None:
+def module_of(fmt: str) -> str:
     entry = RENDERERS[fmt]
     assert isinstance(entry, str)
-    module = entry.split(":")[0].rsplit(".", 1)[1]
-    expected = options_read(module)
-    if fmt == "slinky":  # renders its content format through the registry (topocast.renderers.render)
-        for content in ("slurm_tree", "slurm_block", "slurm_yaml"):
-            expected |= options_read(content)
+    return entry.split(":")[0].rsplit(".", 1)[1]
+
+
+@pytest.mark.parametrize("fmt", EVERY_FORMAT)
+def test_each_renderer_declares_exactly_the_options_it_reads(fmt: str) -> None:
+    expected = options_read(module_of(fmt))
+    if fmt == "slinky":  # renders its content format (slinky.content) through the registry: reads its options too
+        for content in get_args(SlinkyOptions.model_fields["content"].annotation):
+            expected |= options_read(module_of(content))
     declared = renderer(fmt).reads
     assert len(set(declared)) == len(declared)
     assert set(declared) == expected
