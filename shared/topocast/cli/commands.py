@@ -338,6 +338,13 @@ def _formats_epilog() -> str:
     return textwrap.fill(text, 78, subsequent_indent="  ")
 
 
+def _kubernetes_formats_epilog() -> str:
+    from topocast.renderers import kubernetes_formats  # imports those renderers: only when publish's parser is built
+
+    text = "formats: " + ", ".join(kubernetes_formats()) + " (default: all of them)"
+    return textwrap.fill(text, 78, subsequent_indent="  ")
+
+
 # ----- commands ------------------------------------------------------------------------------
 
 
@@ -499,7 +506,7 @@ def discover(a: Namespace) -> None:
     run_discover(discover_args(vars(a)), a.out)
 
 
-@command("publish")
+@command("publish", epilog=_kubernetes_formats_epilog)
 @option("--region", help="AWS region (default: AWS_REGION, AWS_DEFAULT_REGION, the profile, the instance metadata).")
 @option("--graph", type=Path, help="Normalized graph JSON to publish.")
 @option("--store", help="A deployment's store: s3://bucket/prefix or gs://bucket/prefix.")
@@ -508,7 +515,9 @@ def discover(a: Namespace) -> None:
 @option("--kubeconfig", help="kubeconfig (default $KUBECONFIG, ~/.kube/config).")
 @option("--context", help="kubeconfig context.")
 @option("--in-cluster", flag=True, help="Use the pod's service account (CronJob).")
-@option("--format", "-f", dest="fmt", many=True, help="k8s-labels, kueue, kai, volcano, slinky.")
+@option(
+    "--format", "-f", dest="fmt", many=True, metavar="FORMAT", help="A Kubernetes format (repeatable; listed below)."
+)
 @option("--options", dest="options_file", type=Path, help="RenderOptions JSON/YAML file.")
 @option("--k8s-options", type=Path, help="KubernetesPublisherConfig JSON/YAML file.")
 @option("--dry-run", flag=True, help="Read the cluster and print the plan; write nothing.")
