@@ -16,6 +16,7 @@ import pytest
 from cli_runner import invoke
 
 from topocast.agents.controller import ControllerSettings
+from topocast.config import DEFAULT_FORMATS
 from topocast.k8s.objects import KINDS
 from topocast.model.graph import Node, TopologyGraph
 from topocast.publish.kubernetes import KubernetesPublisherConfig
@@ -241,7 +242,8 @@ def test_terraform_formats_validation_allows_exactly_the_registered_formats(path
     [allowed] = re.findall(r"contains\(\[([^\]]*)\], f\)", rule["condition"])
     assert re.findall(r'"([\w-]+)"', allowed) == list(RENDERERS)
     assert rule["error_message"].strip('"') == f"formats must be a non-empty list of: {', '.join(RENDERERS)}."
-    assert {f.strip('"') for f in formats_var["default"]} <= set(RENDERERS)
+    assert [f.strip('"') for f in formats_var["default"]] == DEFAULT_FORMATS  # what TOPOCAST_FORMATS defaults to
+    assert set(DEFAULT_FORMATS) <= set(RENDERERS)
 
 
 def _backticked(text: str) -> list[str]:
