@@ -198,7 +198,7 @@ def run(
     """One seeded run (see the module docstring); needs ``AWS_ENDPOINT_URL`` pointing at a moto server."""
     from topocast.agents.pull import fetch
     from topocast.aws.root import AwsRuntime
-    from topocast.providers.aws import AwsDiscoveryConfig, discover_full
+    from topocast.providers.aws.provider import AwsDiscoveryConfig, discover_full
     from topocast.renderers import render
     from topocast_sim.aws_pipeline import LocalAwsPipeline
 

@@ -4,7 +4,7 @@ Everything else comes from the standard AWS environment, which boto3 already
 honours: credentials chain (env, profile, IRSA, Lambda role), ``AWS_PROFILE``,
 ``AWS_REGION``/``AWS_DEFAULT_REGION``, ``AWS_ENDPOINT_URL`` and per-service
 ``AWS_ENDPOINT_URL_EC2`` etc. (tests point these at moto). Each call has one
-retry budget (:mod:`topocast.providers.aws_sdk`): botocore's *adaptive* mode
+retry budget (:mod:`topocast.providers.aws.sdk`): botocore's *adaptive* mode
 for EC2 (a client-side token bucket that slows down after
 ``RequestLimitExceeded``), topocast's own :mod:`.retry` for the stores' S3 /
 SSM / DynamoDB / SQS calls, whose clients have botocore retries off.
@@ -19,7 +19,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from topocast.providers.aws_sdk import (
+from topocast.providers.aws.sdk import (
     DEFAULT_MAX_ATTEMPTS,
     USER_AGENT_EXTRA,
     client_config,

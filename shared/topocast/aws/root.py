@@ -219,7 +219,7 @@ class AwsRuntime(CompositionRoot):
         raise ProviderError(f"TOPOCAST_DOMAINS_URI must be s3://bucket/key or ssm:///parameter, got {uri!r}")
 
     def _secret(self, ref: str) -> str:
-        from topocast.providers.aws_sdk import read_secret_arn
+        from topocast.providers.aws.sdk import read_secret_arn
 
         return read_secret_arn(ref, session=self.session)[0]
 

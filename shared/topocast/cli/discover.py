@@ -114,10 +114,10 @@ def _require(name: str, model: type[BaseModel], a: DiscoverArgs, options: Mappin
 #: service -> "module:function" the shell hands a provider as ``sdk_client(service)`` (a provider's own
 #: SDK adapter, below the providers; it is called with the provider's validated options)
 SDK_CLIENTS = {
-    "oci": "topocast.providers.oci_sdk:connect",
-    "oci-imds": "topocast.providers.oci_sdk:imds_get",
-    "nebius": "topocast.providers.nebius_sdk:connect",
-    "azure-compute": "topocast.providers.azure_sdk:connect",
+    "oci": "topocast.providers.oci.sdk:connect",
+    "oci-imds": "topocast.providers.oci.sdk:imds_get",
+    "nebius": "topocast.providers.nebius.sdk:connect",
+    "azure-compute": "topocast.providers.azure.sdk:connect",
 }
 
 
@@ -145,7 +145,7 @@ def _local_files(paths: list[Path]) -> Callable[[], dict[str, bytes]]:
 
 def _secret(ref: str) -> str:
     if ref.startswith("arn:"):
-        from topocast.providers.aws_sdk import read_secret_arn
+        from topocast.providers.aws.sdk import read_secret_arn
 
         return read_secret_arn(ref)[0]
     return _read_local(ref)

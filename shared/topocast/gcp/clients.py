@@ -28,7 +28,7 @@ import os
 from typing import Any
 
 from topocast import __version__
-from topocast.providers.gcp_sdk import RetryPolicy, transient_retry
+from topocast.providers.gcp.sdk import RetryPolicy, transient_retry
 
 __all__ = ["RetryPolicy", "compute_client", "is_local", "storage_client", "tasks_client", "transient_retry"]
 

@@ -32,15 +32,15 @@ ProviderFactory = Callable[[ProviderInputs], Provider]
 
 #: provider name -> ``"module:factory"`` (or a factory itself, for providers registered at run time)
 PROVIDERS: dict[str, str | ProviderFactory] = {
-    "aws": "topocast.providers.aws:provider",
-    "gcp": "topocast.providers.gcp:provider",
-    "ibnetdiscover": "topocast.providers.onprem:ibnetdiscover_provider",
-    "netq": "topocast.providers.onprem:netq_provider",
-    "k8s-labels": "topocast.providers.k8s_labels:provider",
-    "oci": "topocast.providers.oci:provider",
-    "nebius": "topocast.providers.nebius:provider",
-    "azure": "topocast.providers.azure:provider",
-    "dra": "topocast.providers.dra:provider",
+    "aws": "topocast.providers.aws.provider:provider",
+    "gcp": "topocast.providers.gcp.provider:provider",
+    "ibnetdiscover": "topocast.providers.onprem.provider:ibnetdiscover_provider",
+    "netq": "topocast.providers.onprem.provider:netq_provider",
+    "k8s-labels": "topocast.providers.k8s_labels.provider:provider",
+    "oci": "topocast.providers.oci.provider:provider",
+    "nebius": "topocast.providers.nebius.provider:provider",
+    "azure": "topocast.providers.azure.provider:provider",
+    "dra": "topocast.providers.dra.provider:provider",
 }
 
 

@@ -1,6 +1,6 @@
-"""The OCI Python SDK (``oci``, the ``oci`` extra) as plain records for :mod:`topocast.providers.oci`.
+"""The OCI Python SDK (``oci``, the ``oci`` extra) as plain records for :mod:`topocast.providers.oci.provider`.
 
-Below the providers, like :mod:`topocast.providers.aws_sdk`: the shell (``topocast discover``) hands
+Below the providers, like :mod:`topocast.providers.aws.sdk`: the shell (``topocast discover``) hands
 :func:`connect` to the provider as ``sdk_client("oci")``; the provider calls it with its options and
 gets an :class:`OciReader`, whose methods page through the API and return dicts in the SDK's own
 snake_case field names (``oci.util.to_dict`` of the SDK model classes). ``oci`` is imported inside

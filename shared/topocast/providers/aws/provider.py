@@ -41,7 +41,7 @@ reported in ``warnings``, never dropped.
 
 Topology before launch: with ``reserved_nodes`` (capacity reservation / block ID -> Slurm node
 names), a full discovery also calls ``DescribeCapacityReservationTopology`` (batches of 10) and
-places the named nodes no running instance carries yet (see :mod:`topocast.providers.aws_capacity`).
+places the named nodes no running instance carries yet (see :mod:`topocast.providers.aws.capacity`).
 
 Errors: every failed call (after botocore's adaptive retries) raises
 :class:`~topocast.errors.ProviderError` naming the operation, the region and
@@ -66,11 +66,11 @@ from topocast.model.health import CAPACITY_BLOCK_LABEL, HealthRecord, carry_forw
 from topocast.model.names import check_node_name
 from topocast.model.placement import carry_unplaced, place_nodes
 from topocast.providers import base
-from topocast.providers.aws_capacity import parse_reserved_nodes, reserved_nodes
-from topocast.providers.aws_health import SOURCE as HEALTH_SOURCE
-from topocast.providers.aws_health import block_records, reservation_blocks
+from topocast.providers.aws.capacity import parse_reserved_nodes, reserved_nodes
+from topocast.providers.aws.ec2_calls import Ec2Calls
+from topocast.providers.aws.health import SOURCE as HEALTH_SOURCE
+from topocast.providers.aws.health import block_records, reservation_blocks
 from topocast.providers.base import ProviderInputs
-from topocast.providers.ec2_calls import Ec2Calls
 from topocast.providers.naming import WANTED_NAME_LABEL, NameRequest, Naming, assign_names, claim_freed_names, summary
 from topocast.providers.options import ClusterConfig, OptionSpec
 from topocast.safeio.validation import describe
@@ -199,13 +199,13 @@ class Options(BaseModel):
     ] = Field(
         default_factory=dict,
         description="Capacity reservation / block ID -> Slurm node names (hostlists) placed before launch "
-        "from DescribeCapacityReservationTopology (providers/aws_capacity.py).",
+        "from DescribeCapacityReservationTopology (providers/aws/capacity.py).",
     )
 
     capacity_block_health: bool = Field(
         False,
         description="Read DescribeCapacityBlockStatus on every discovery: a capacity block whose interconnect "
-        "is impaired becomes a health record of the graph (providers/aws_health.py, docs/health.md).",
+        "is impaired becomes a health record of the graph (providers/aws/health.py, docs/health.md).",
     )
 
     @field_validator("reserved_nodes", mode="before")
@@ -571,7 +571,7 @@ def discover_instances(
     for node in nodes:
         by_id[node.id] = node  # type: ignore[index]
     name_warnings = naming.warnings + claim_freed_names(by_id, "instance(s)")
-    # a launched instance replaces the before-launch placeholder of its name (providers/aws_capacity.py)
+    # a launched instance replaces the before-launch placeholder of its name (providers/aws/capacity.py)
     launched = {n.name for n in by_id.values()}
     keep = [n for n in keep if n.name not in launched]
     everyone = keep + list(by_id.values())

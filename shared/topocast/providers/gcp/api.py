@@ -1,7 +1,7 @@
 """The Compute Engine ``instances`` API as the GCP provider calls it: the VM fields it reads, paging,
-retries (:mod:`topocast.providers.gcp_sdk`) and the errors it raises.
+retries (:mod:`topocast.providers.gcp.sdk`) and the errors it raises.
 
-What to list or get, and what a VM becomes in the graph, is :mod:`topocast.providers.gcp`'s business.
+What to list or get, and what a VM becomes in the graph, is :mod:`topocast.providers.gcp.provider`'s business.
 google-cloud-compute is imported inside the calls (see :mod:`topocast.gcp.clients`).
 """
 
@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from topocast.errors import ProviderError
-from topocast.providers.gcp_sdk import RetryPolicy, transient_retry
+from topocast.providers.gcp.sdk import RetryPolicy, transient_retry
 from topocast.safeio.paging import PageGuard
 
 __all__ = ["IAM_PERMISSIONS", "ComputeCalls", "InstanceRef", "Vm", "vm_of"]

@@ -232,7 +232,7 @@ def parse_pdsh(text: str, source: str) -> tuple[list[tuple[str, str, str | None]
     return records, bad
 
 
-#: what the shell supplies as ``sdk_client("oci")``: a reader for these options (topocast.providers.oci_sdk)
+#: what the shell supplies as ``sdk_client("oci")``: a reader for these options (topocast.providers.oci.sdk)
 Connect = Callable[[Options], Any]
 #: what the shell supplies as ``sdk_client("oci-imds")``: GET of an IMDS URL -> body text
 ImdsGet = Callable[[str], str]

@@ -1,6 +1,6 @@
-"""The Nebius Python SDK (``nebius``, the ``nebius`` extra) as plain records for :mod:`topocast.providers.nebius`.
+"""The Nebius Python SDK (``nebius``, the ``nebius`` extra) as plain records for :mod:`.provider`.
 
-Below the providers, like :mod:`topocast.providers.oci_sdk`: the shell hands :func:`connect` to the
+Below the providers, like :mod:`topocast.providers.oci.sdk`: the shell hands :func:`connect` to the
 provider as ``sdk_client("nebius")``. Calls go through the SDK's gRPC stubs:
 ``nebius.api.nebius.compute.v1.InstanceServiceClient.list`` (service ``nebius.compute.v1.InstanceService``,
 method ``List``; messages ``ListInstancesRequest{parent_id, page_size, page_token}`` ->

@@ -2,7 +2,7 @@
 
 Wire shapes (``azure-mgmt-compute`` 39 models, api-version 2026-04-01; the REST reference
 "Virtual Machine Scale Set VMs - List", "Virtual Machine Scale Sets - List", "Virtual Machines -
-List"), read through the real SDK client (:mod:`topocast.providers.azure_sdk`):
+List"), read through the real SDK client (:mod:`topocast.providers.azure.sdk`):
 
 * ``GET .../resourceGroups/{rg}/providers/Microsoft.Compute/virtualMachineScaleSets`` (every page);
 * for each Uniform scale set (``properties.orchestrationMode``)
@@ -354,5 +354,5 @@ def _with_fabric_health(graph: TopologyGraph, records: HostDomains, previous: To
 
 def provider(inputs: ProviderInputs) -> AzureProvider:
     """Registry factory (``azure``); the shell supplies ``sdk_client("azure-compute")``: options -> an
-    :class:`~topocast.providers.azure_sdk.AzureCompute` (:func:`topocast.providers.azure_sdk.connect`)."""
+    :class:`~topocast.providers.azure.sdk.AzureCompute` (:func:`topocast.providers.azure.sdk.connect`)."""
     return AzureProvider(inputs, provider_options(Options, inputs.options, "azure"))

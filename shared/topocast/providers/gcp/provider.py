@@ -41,7 +41,7 @@ graph. A VM whose data breaks a rule of the graph (a topology ID that is not a s
 path that contradicts the other VMs', an unsafe sub-block as domain) is set aside with the reason in
 ``graph.unplaced`` (:func:`topocast.model.placement.place_nodes`); the other VMs are placed. An incremental
 update keeps what the previous graph set aside unless that VM was read again or is gone.
-The Compute calls themselves (paging, retries, errors) are :mod:`topocast.providers.gcp_api`;
+The Compute calls themselves (paging, retries, errors) are :mod:`topocast.providers.gcp.api`;
 google-cloud-compute is imported lazily (see :mod:`topocast.gcp.clients`).
 """
 
@@ -65,10 +65,10 @@ from topocast.model.names import check_domain_name, check_node_name, check_switc
 from topocast.model.placement import carry_unplaced, place_nodes
 from topocast.providers import base
 from topocast.providers.base import NeedsFullScan, ProviderInputs
-from topocast.providers.gcp_api import ComputeCalls, InstanceRef, Vm
-from topocast.providers.gcp_health import SOURCE as HEALTH_SOURCE
-from topocast.providers.gcp_health import parse_sub_block, sub_block_record
-from topocast.providers.gcp_sdk import RetryPolicy
+from topocast.providers.gcp.api import ComputeCalls, InstanceRef, Vm
+from topocast.providers.gcp.health import SOURCE as HEALTH_SOURCE
+from topocast.providers.gcp.health import parse_sub_block, sub_block_record
+from topocast.providers.gcp.sdk import RetryPolicy
 from topocast.providers.naming import WANTED_NAME_LABEL, NameRequest, Naming, assign_names, claim_freed_names, summary
 from topocast.providers.options import ClusterConfig, OptionSpec
 from topocast.safeio.validation import describe
@@ -152,7 +152,7 @@ class Options(BaseModel):
     sub_block_health: bool = Field(
         False,
         description="On a full discovery, read the healthInfo of the reservation sub-blocks the VMs run in "
-        "(one reservationSubBlocks.get each) into the graph's health records (providers/gcp_health.py).",
+        "(one reservationSubBlocks.get each) into the graph's health records (providers/gcp/health.py).",
     )
     read: Annotated[
         Literal["auto", "list", "get"],

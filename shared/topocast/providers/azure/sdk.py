@@ -158,5 +158,5 @@ def compute_client(
 
 def connect(options: Any) -> AzureCompute:
     """``sdk_client("azure-compute")`` of the CLI: the client for the provider's validated options
-    (``subscription_id``, ``endpoint``; :class:`topocast.providers.azure.Options`)."""
+    (``subscription_id``, ``endpoint``; :class:`topocast.providers.azure.provider.Options`)."""
     return compute_client(options.subscription_id, options.endpoint)
