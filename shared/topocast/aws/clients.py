@@ -23,8 +23,10 @@ from topocast.providers.aws.sdk import (
     DEFAULT_MAX_ATTEMPTS,
     USER_AGENT_EXTRA,
     client_config,
+    ec2_client,
     max_attempts_from_env,
 )
+from topocast.providers.aws.sdk import boto3_client as client  # the providers' own boto3 clients, one factory
 
 __all__ = [
     "DEFAULT_MAX_ATTEMPTS",
@@ -37,19 +39,6 @@ __all__ = [
     "s3_client",
     "use_region",
 ]
-
-
-def client(service: str, region: str | None = None, session: Any = None, *, max_attempts: int | None = None) -> Any:
-    """A boto3 client for ``service``; ``session`` (a ``boto3.Session``) defaults to boto3's default one."""
-    if session is None:
-        import boto3
-
-        session = boto3
-    return session.client(service, region_name=region, config=client_config(max_attempts, service=service))
-
-
-def ec2_client(region: str | None = None, session: Any = None, *, max_attempts: int | None = None) -> Any:
-    return client("ec2", region, session, max_attempts=max_attempts)
 
 
 def s3_client(region: str | None = None, session: Any = None, *, max_attempts: int | None = None) -> Any:

@@ -16,14 +16,16 @@ endpoint). Every failure is one :class:`~topocast.errors.ProviderError` line wit
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from topocast import __version__
 from topocast.errors import ProviderError
+from topocast.providers.means import SdkClient, ShellMeans, services
 from topocast.safeio.paging import PageGuard
 
-__all__ = ["NebiusConnection", "NebiusReader", "connect"]
+__all__ = ["NebiusConnection", "NebiusReader", "connect", "shell_clients"]
 
 USER_AGENT = f"topocast/{__version__}"
 
@@ -121,3 +123,8 @@ def connect(options: NebiusConnection) -> NebiusReader:
     except (SDKError, OSError, ValueError) as exc:
         raise ProviderError(f"Nebius credentials: {type(exc).__name__}: {str(exc).splitlines()[0][:200]}") from None
     return NebiusReader(sdk, options.timeout)
+
+
+def shell_clients(means: ShellMeans, options: Mapping[str, Any]) -> SdkClient:
+    """The ``nebius`` provider's connector: ``nebius`` is :func:`connect` (called with the validated options)."""
+    return services("nebius", {"nebius": lambda: connect})

@@ -21,14 +21,15 @@ problem, or the endpoint that could not be reached.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from topocast.errors import ProviderError
+from topocast.providers.means import SdkClient, ShellMeans, services
 from topocast.safeio.paging import PageGuard
 
-__all__ = ["OciConnection", "OciReader", "connect", "imds_get"]
+__all__ = ["OciConnection", "OciReader", "connect", "imds_get", "shell_clients"]
 
 
 class OciConnection(Protocol):
@@ -182,3 +183,9 @@ def imds_get(url: str, timeout: float = 5.0) -> str:
     if answer.status != 200:
         raise ProviderError(f"{what}: HTTP {answer.status} (not an OCI instance, or IMDSv2 disabled?)")
     return answer.body.decode("utf-8", "replace")
+
+
+def shell_clients(means: ShellMeans, options: Mapping[str, Any]) -> SdkClient:
+    """The ``oci`` provider's connector: ``oci`` is :func:`connect` (the provider calls it with its validated
+    options) and ``oci-imds`` is :func:`imds_get` (the instance's own metadata)."""
+    return services("oci", {"oci": lambda: connect, "oci-imds": lambda: imds_get})
