@@ -63,7 +63,6 @@ from topocast.errors import ProviderError, TopocastError
 from topocast.model.changes import InstanceChange
 from topocast.model.graph import Node, TopologyGraph
 from topocast.model.health import CAPACITY_BLOCK_LABEL, HealthRecord, carry_forward
-from topocast.model.names import check_node_name
 from topocast.model.placement import carry_unplaced, place_nodes
 from topocast.providers import base
 from topocast.providers.aws.capacity import parse_reserved_nodes, reserved_nodes
@@ -71,7 +70,7 @@ from topocast.providers.aws.ec2_calls import Ec2Calls
 from topocast.providers.aws.health import SOURCE as HEALTH_SOURCE
 from topocast.providers.aws.health import block_records, reservation_blocks
 from topocast.providers.base import ProviderInputs
-from topocast.providers.naming import WANTED_NAME_LABEL, NameRequest, Naming, assign_names, claim_freed_names, summary
+from topocast.providers.naming import WANTED_NAME_LABEL, Machine, Naming, claim_freed_names, name_machines, summary
 from topocast.providers.options import ClusterConfig, OptionSpec
 from topocast.safeio.validation import describe
 
@@ -318,20 +317,10 @@ def _raw_name(inst: dict[str, Any], name_from: str) -> tuple[str | None, str]:
 
 
 def _names(instances: dict[str, dict], name_from: str, taken: dict[str, str], previous: TopologyGraph | None) -> Naming:
-    """Node name per instance ID by the shared rule (:mod:`topocast.providers.naming`); an instance whose
-    source gives no usable name is named by its ID. ``taken``: names held by nodes outside this batch."""
-    requests = []
-    for iid, inst in instances.items():
-        name, what = _raw_name(inst, name_from)
-        if name is None:
-            requests.append(NameRequest(iid, None, f"have no {what}"))
-            continue
-        try:
-            requests.append(NameRequest(iid, check_node_name(name, f"instance {iid}")))
-        except TopocastError:
-            requests.append(NameRequest(iid, None, f"have an unsafe name from {what}"))
-    before = {n.id: n.name for n in previous.nodes if n.id} if previous else {}
-    return assign_names(requests, held=taken, previous=before, noun="instance(s)", source=f"name_from={name_from}")
+    """Node name per instance ID by the shared rule (:func:`topocast.providers.naming.name_machines`); an
+    instance whose source gives no usable name is named by its ID. ``taken``: names held outside this batch."""
+    machines = [Machine(iid, *_raw_name(inst, name_from)) for iid, inst in instances.items()]
+    return name_machines(machines, kind="instance", name_from=name_from, taken=taken, previous=previous)
 
 
 def _build_nodes(

@@ -61,7 +61,7 @@ from topocast.errors import InvalidGraphError, ProviderError, TopocastError
 from topocast.model.changes import InstanceChange
 from topocast.model.graph import Node, TopologyGraph
 from topocast.model.health import HealthRecord, carry_forward
-from topocast.model.names import check_domain_name, check_node_name, check_switch_name
+from topocast.model.names import check_domain_name, check_switch_name
 from topocast.model.placement import carry_unplaced, place_nodes
 from topocast.providers import base
 from topocast.providers.base import NeedsFullScan, ProviderInputs
@@ -69,7 +69,7 @@ from topocast.providers.gcp.api import ComputeCalls, InstanceRef, Vm
 from topocast.providers.gcp.health import SOURCE as HEALTH_SOURCE
 from topocast.providers.gcp.health import parse_sub_block, sub_block_record
 from topocast.providers.gcp.sdk import RetryPolicy
-from topocast.providers.naming import WANTED_NAME_LABEL, NameRequest, Naming, assign_names, claim_freed_names, summary
+from topocast.providers.naming import WANTED_NAME_LABEL, Machine, Naming, claim_freed_names, name_machines, summary
 from topocast.providers.options import ClusterConfig, OptionSpec
 from topocast.safeio.validation import describe
 
@@ -265,28 +265,12 @@ def _raw_name(vm: Vm, name_from: str) -> tuple[str | None, str]:
     return vm.labels.get(key) or None, f"label {key}"
 
 
-def _checked(name: str) -> str | None:
-    try:
-        return check_node_name(name)
-    except TopocastError:
-        return None
-
-
 def _names(vms: Sequence[Vm], name_from: str, taken: dict[str, str], previous: TopologyGraph | None) -> Naming:
-    """Node name per VM ID by the shared rule (:mod:`topocast.providers.naming`): a VM whose source gives
-    no usable name is named by its VM name, then its numeric ID. ``taken``: names held outside this batch."""
-    requests = []
-    for vm in vms:
-        raw, what = _raw_name(vm, name_from)
-        shown = f"{vm.zone}/{vm.name}"
-        try:
-            if raw is None:
-                raise TopocastError(f"no {what}")
-            requests.append(NameRequest(vm.id, check_node_name(raw, f"VM {shown}"), shown=shown))
-        except TopocastError:
-            requests.append(NameRequest(vm.id, None, f"have no usable {what}", _checked(vm.name), shown))
-    before = {n.id: n.name for n in previous.nodes if n.id} if previous else {}
-    return assign_names(requests, held=taken, previous=before, noun="VM(s)", source=f"name_from={name_from}")
+    """Node name per VM ID by the shared rule (:func:`topocast.providers.naming.name_machines`): a VM whose
+    source gives no usable name is named by its VM name, then its numeric ID. ``taken``: names held outside
+    this batch."""
+    machines = [Machine(vm.id, *_raw_name(vm, name_from), f"{vm.zone}/{vm.name}", vm.name) for vm in vms]
+    return name_machines(machines, kind="VM", name_from=name_from, taken=taken, previous=previous)
 
 
 def _parse_physical_host(text: str) -> dict[str, str] | None:
