@@ -20,10 +20,13 @@ import time
 import urllib.parse
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from topocast.errors import ProviderError
 from topocast.providers.means import SdkClient, ShellMeans, services
+
+if TYPE_CHECKING:
+    from topocast.providers.azure.provider import Connect
 from topocast.safeio.paging import PageGuard
 
 __all__ = ["TOKEN_ENV", "AzureCompute", "compute_client", "connect", "shell_clients"]
@@ -165,4 +168,5 @@ def connect(options: Any) -> AzureCompute:
 
 def shell_clients(means: ShellMeans, options: Mapping[str, Any]) -> SdkClient:
     """The ``azure`` provider's connector: ``azure-compute`` is :func:`connect` (called with the validated options)."""
-    return services("azure", {"azure-compute": lambda: connect})
+    client: Connect = connect  # mypy: AzureCompute is the provider's AzureComputeApi
+    return services("azure", {"azure-compute": lambda: client})

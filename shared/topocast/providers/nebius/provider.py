@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -113,8 +113,19 @@ def graph_from_instances(
     return DiscoveryResult(place_nodes(cluster, "nebius", nodes, unplaced=aside), {}, warnings)
 
 
+class NebiusApi(Protocol):
+    """The Nebius reads this provider makes (``topocast.providers.nebius.sdk.NebiusReader``; mypy checks it there)."""
+
+    @property
+    def calls(self) -> Mapping[str, int]: ...
+
+    def instances(self, project: str, page_size: int) -> list[dict[str, Any]]: ...
+
+    def close(self) -> None: ...
+
+
 #: what the shell supplies as ``sdk_client("nebius")``: a reader for these options (topocast.providers.nebius.sdk)
-Connect = Callable[[Options], Any]
+Connect = Callable[[Options], NebiusApi]
 
 
 @dataclass(frozen=True)

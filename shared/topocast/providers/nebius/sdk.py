@@ -18,11 +18,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from topocast import __version__
 from topocast.errors import ProviderError
 from topocast.providers.means import SdkClient, ShellMeans, services
+
+if TYPE_CHECKING:
+    from topocast.providers.nebius.provider import Connect
 from topocast.safeio.paging import PageGuard
 
 __all__ = ["NebiusConnection", "NebiusReader", "connect", "shell_clients"]
@@ -127,4 +130,5 @@ def connect(options: NebiusConnection) -> NebiusReader:
 
 def shell_clients(means: ShellMeans, options: Mapping[str, Any]) -> SdkClient:
     """The ``nebius`` provider's connector: ``nebius`` is :func:`connect` (called with the validated options)."""
-    return services("nebius", {"nebius": lambda: connect})
+    reader: Connect = connect  # mypy: NebiusReader is the provider's NebiusApi
+    return services("nebius", {"nebius": lambda: reader})

@@ -23,10 +23,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from topocast.errors import ProviderError
 from topocast.providers.means import SdkClient, ShellMeans, services
+
+if TYPE_CHECKING:
+    from topocast.providers.oci.provider import Connect
 from topocast.safeio.paging import PageGuard
 
 __all__ = ["OciConnection", "OciReader", "connect", "imds_get", "shell_clients"]
@@ -35,12 +38,19 @@ __all__ = ["OciConnection", "OciReader", "connect", "imds_get", "shell_clients"]
 class OciConnection(Protocol):
     """What :func:`connect` reads of the provider's options."""
 
-    auth: str
-    config_file: str | None
-    profile: str
-    endpoint: str | None
-    region: str | None
-    attempts: int
+    # read-only (properties): the provider's frozen Options satisfy it with narrower types (``auth`` a Literal)
+    @property
+    def auth(self) -> str: ...
+    @property
+    def config_file(self) -> str | None: ...
+    @property
+    def profile(self) -> str: ...
+    @property
+    def endpoint(self) -> str | None: ...
+    @property
+    def region(self) -> str | None: ...
+    @property
+    def attempts(self) -> int: ...
 
 
 def _explain(exc: Exception, what: str) -> ProviderError:
@@ -188,4 +198,5 @@ def imds_get(url: str, timeout: float = 5.0) -> str:
 def shell_clients(means: ShellMeans, options: Mapping[str, Any]) -> SdkClient:
     """The ``oci`` provider's connector: ``oci`` is :func:`connect` (the provider calls it with its validated
     options) and ``oci-imds`` is :func:`imds_get` (the instance's own metadata)."""
-    return services("oci", {"oci": lambda: connect, "oci-imds": lambda: imds_get})
+    reader: Connect = connect  # mypy: OciReader is the provider's OciApi, its options an OciConnection
+    return services("oci", {"oci": lambda: reader, "oci-imds": lambda: imds_get})
