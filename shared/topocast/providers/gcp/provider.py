@@ -42,7 +42,7 @@ path that contradicts the other VMs', an unsafe sub-block as domain) is set asid
 ``graph.unplaced`` (:func:`topocast.model.placement.place_nodes`); the other VMs are placed. An incremental
 update keeps what the previous graph set aside unless that VM was read again or is gone.
 The Compute calls themselves (paging, retries, errors) are :mod:`topocast.providers.gcp.api`;
-google-cloud-compute is imported lazily (see :mod:`topocast.gcp.clients`).
+google-cloud-compute is imported lazily (see :mod:`topocast.providers.gcp.sdk`).
 """
 
 from __future__ import annotations
