@@ -7,7 +7,7 @@ topocast's DescribeInstanceTopology simulator (``topocast_sim.ec2``), then:
   pages + ``ceil(N/100)`` DescribeInstanceTopology calls (ratio 1.00 = optimal),
   for both topology strategies, cross-checked with the calls the server saw;
 * one instance event (a launch): calls made by the incremental update;
-* import time of ``topocast.providers.aws`` and ``topocast.aws.events`` in fresh
+* import time of ``topocast.providers.aws.provider`` and ``topocast.aws.events`` in fresh
   interpreters, net of interpreter start-up, as a ratio to ``import boto3``
   (best of 5); pydantic with one model and ``topocast.model.graph`` are shown as the
   floor every topocast function pays anyway. Neither module imports boto3.
@@ -56,7 +56,7 @@ IMPORTS = {
     "pydantic + 1 model": "import pydantic\nclass M(pydantic.BaseModel):\n    x: int",
     "topocast.model.graph": "import topocast.model.graph",
     "topocast.aws.events": "import topocast.aws.events",
-    "topocast.providers.aws": "import topocast.providers.aws",
+    "topocast.providers.aws.provider": "import topocast.providers.aws.provider",
     # the Lambda entry points exactly as the runtime loads them (handler.py at the zip root)
     **{
         f"functions/{stage}/handler.py": (
@@ -97,7 +97,7 @@ def main() -> None:
 
     from topocast.aws.clients import ec2_client
     from topocast.model.changes import InstanceChange
-    from topocast.providers.aws import AwsDiscoveryConfig, discover_full, discover_instances
+    from topocast.providers.aws.provider import AwsDiscoveryConfig, discover_full, discover_instances
     from topocast_sim import ec2 as sim
 
     sim.install()

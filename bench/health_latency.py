@@ -48,7 +48,7 @@ def main() -> None:
     from topocast.model.changes import InstanceChange
     from topocast.model.graph import TopologyGraph, dump_graph
     from topocast.model.health_plan import HealthPolicy
-    from topocast.providers.aws import AwsDiscoveryConfig, discover_full, discover_instances
+    from topocast.providers.aws.provider import AwsDiscoveryConfig, discover_full, discover_instances
     from topocast.renderers import render
     from topocast.slurm.controller import SlurmController, SlurmInstall
     from topocast_sim import ec2 as sim

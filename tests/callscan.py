@@ -360,7 +360,7 @@ class CallScanner:
         def resolve_name(mod: _Module, local_imports: dict[str, tuple[str, str | None]], name: str) -> None:
             """A bare name is lexically scoped: the module's own def, or what the module/function imported.
 
-            A registry table (``PROVIDERS = {"aws": "topocast.providers.aws:provider", ...}``) that reached
+            A registry table (``PROVIDERS = {"aws": "topocast.providers.aws.provider:provider", ...}``) that reached
             code looks names up in reaches every entry: the configuration picks one at run time.
             """
             if name in mod.registries and mod.name not in tables_read:

@@ -1,7 +1,7 @@
 """A local NetQ + NMX-M REST server for tests (stdlib ``http.server``, one thread).
 
 It answers the request and response shapes topocast's NetQ client uses (see
-``topocast.providers.netq_http``)::
+``topocast.providers.onprem.netq_http``)::
 
     server = FakeNetq(topology={1: topology_json}, compute_nodes=nodes_json)
     with server:

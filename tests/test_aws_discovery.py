@@ -22,7 +22,7 @@ from topocast.aws.events import parse_event
 from topocast.errors import ProviderError
 from topocast.model.changes import Ignored, InstanceChange, MalformedEvent, Reconcile, UnsupportedEvent
 from topocast.model.graph import Node, TopologyGraph
-from topocast.providers.aws import AwsDiscoveryConfig, discover_full, discover_instances, parse_filter
+from topocast.providers.aws.provider import AwsDiscoveryConfig, discover_full, discover_instances, parse_filter
 from topocast_sim import ec2 as sim
 
 REGION = "us-east-1"
@@ -600,7 +600,7 @@ def test_bad_config_is_a_clear_error(data: dict[str, Any], needle: str) -> None:
 
 def test_importing_discovery_does_not_import_boto3() -> None:
     code = (
-        "import sys, topocast.providers.aws, topocast.aws.events, topocast.aws.clients;"
+        "import sys, topocast.providers.aws.provider, topocast.aws.events, topocast.aws.clients;"
         "print(sorted(m for m in ('boto3', 'botocore') if m in sys.modules))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout

@@ -24,7 +24,7 @@ from cli_runner import invoke
 
 from topocast.errors import ProviderError
 from topocast.providers import ProviderInputs, build_provider
-from topocast.providers.azure_sdk import compute_client
+from topocast.providers.azure.sdk import compute_client
 from topocast.providers.nvlink import build_record, host_domains
 from topocast.providers.sharp import parse_sharp_topology
 from topocast.renderers import RENDERERS, RenderOptions, render, render_many

@@ -15,7 +15,7 @@ from memory_stores import MemoryGraphStore
 
 from topocast.agents import collect
 from topocast.agents.collect import CollectError, collect_ibnetdiscover, read_uploads
-from topocast.providers import ibnetdiscover
+from topocast.providers.onprem import ibnetdiscover
 from topocast.renderers import render
 
 BUCKET = "fabric-uploads"

@@ -234,7 +234,7 @@ def test_two_replicas_under_churn_with_dropped_watches_end_with_a_fresh_render(f
     """Threads as in a pod: two replicas, nodes added, moved and deleted while watches drop and the
     leader dies; at the end the labels on every node are what the k8s-labels format renders."""
     from topocast.k8s.node_source import discover
-    from topocast.providers.k8s_labels import NodeLabelsConfig
+    from topocast.providers.k8s_labels.provider import NodeLabelsConfig
     from topocast.renderers import render
 
     for i in range(8):

@@ -27,8 +27,8 @@ import pytest
 from http_fixtures import serve
 
 from topocast.k8s.client import ClientSettings, K8sConnection, build_client
-from topocast.providers.netq_http import NetqClient, NetqCredentials
-from topocast.providers.oci_sdk import imds_get
+from topocast.providers.oci.sdk import imds_get
+from topocast.providers.onprem.netq_http import NetqClient, NetqCredentials
 from topocast.slurm.rest import SlurmRest, SlurmRestError, connect
 from topocast.slurm.rest_token import SlurmToken
 
@@ -342,7 +342,7 @@ def test_the_azure_client_follows_no_redirect(monkeypatch: pytest.MonkeyPatch) -
     """azure-core follows redirects by default (dropping only Authorization on a change of domain): set off."""
     from azure.core.pipeline.policies import RedirectPolicy
 
-    from topocast.providers import azure_sdk
+    from topocast.providers.azure import sdk as azure_sdk
 
     monkeypatch.setenv(azure_sdk.TOKEN_ENV, "azure-s3cret")
     compute = azure_sdk.compute_client("00000000-0000-0000-0000-000000000000", None)

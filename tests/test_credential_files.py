@@ -19,7 +19,7 @@ from http_fixtures import serve
 
 from topocast.errors import ProviderError
 from topocast.k8s.client import K8sConnection, KubernetesConfigError, build_client
-from topocast.providers.netq import load_credentials
+from topocast.providers.onprem.netq import load_credentials
 from topocast.slurm.rest_token import TokenError, read_token
 
 ATTACKER = 4242

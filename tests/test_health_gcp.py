@@ -18,7 +18,7 @@ from topocast.model.changes import InstanceChange
 from topocast.model.graph import TopologyGraph
 from topocast.model.health import node_health
 from topocast.providers.base import ProviderInputs
-from topocast.providers.gcp import GcpDiscoveryConfig, GcpProvider, discover_full
+from topocast.providers.gcp.provider import GcpDiscoveryConfig, GcpProvider, discover_full
 
 LABEL = ("topocast-cluster", "c1")
 ZONE = "us-central1-a"

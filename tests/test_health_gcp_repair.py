@@ -12,7 +12,7 @@ from test_health_gcp import ZONE, cluster, config
 
 from topocast.gcp.clients import sub_blocks_client
 from topocast.model.graph import dump_graph
-from topocast.providers.gcp import discover_full
+from topocast.providers.gcp.provider import discover_full
 
 
 def degraded_graph(fake: FakeCompute, tmp_path: Path, *subs: str) -> Path:

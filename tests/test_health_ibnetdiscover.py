@@ -19,7 +19,7 @@ from slurm_fixtures import ControllerFactory
 from topocast.model.graph import TopologyGraph
 from topocast.model.health import node_health
 from topocast.providers.base import ProviderInputs
-from topocast.providers.onprem import ibnetdiscover_provider
+from topocast.providers.onprem.provider import ibnetdiscover_provider
 from topocast.slurm.drain import parse_show_nodes
 
 

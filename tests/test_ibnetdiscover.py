@@ -14,8 +14,8 @@ from slurm_fixtures import ControllerFactory
 from topocast.errors import NotApplicableError, ProviderError
 from topocast.model.fabric import build_tree
 from topocast.model.graph import TopologyGraph
-from topocast.providers import ibnetdiscover as ib
 from topocast.providers.clos import collapse
+from topocast.providers.onprem import ibnetdiscover as ib
 from topocast.renderers import RenderOptions, render
 
 

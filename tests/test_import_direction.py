@@ -58,7 +58,7 @@ def test_the_checker_sees_an_outward_import() -> None:
         "topocast.aws.clients.client",
         "topocast.cli.render",
     ]
-    assert not outward("topocast.pipeline.store") and not outward("topocast.providers.aws_sdk")
+    assert not outward("topocast.pipeline.store") and not outward("topocast.providers.aws.sdk")
 
 
 @pytest.mark.parametrize("stage", ["discover", "render", "publish"])

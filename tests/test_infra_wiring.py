@@ -509,7 +509,7 @@ def gcp_permissions(stage: str) -> set[str]:
     perms = set()
     if "topocast.gcp.gcs" in reached:
         perms.add("storage.objects.*")
-    if "aggregated_list" in scan.attributes and "topocast.providers.gcp" in reached:
+    if "aggregated_list" in scan.attributes and "topocast.providers.gcp.provider" in reached:
         perms.add("compute.instances.list")
     if "topocast.gcp.tasks:TaskQueue.send_event" in scan.reached:
         perms |= {"cloudtasks.tasks.create", "iam.serviceAccounts.actAs"}  # tasks carry the invoker's OIDC token

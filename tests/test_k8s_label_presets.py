@@ -1,5 +1,5 @@
 """``k8s-labels`` presets: the label keys CoreWeave, Crusoe and Nebius put on GPU nodes (each key is cited in
-``providers/k8s_labels.py``), through the CLI against the fake API server; a preset fills only unset fields."""
+``providers/k8s_labels/provider.py``), through the CLI against the fake API server; a preset fills only unset fields."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from k8s_fake_apiserver import FakeKubeApiServer
 from test_k8s_publish_cli import kubeconfig
 
 from topocast.errors import ProviderError
-from topocast.providers.k8s_labels import ClusterNodeInfo, NodeLabelsConfig, graph_from_nodes
+from topocast.providers.k8s_labels.provider import ClusterNodeInfo, NodeLabelsConfig, graph_from_nodes
 from topocast.safeio.validation import validate
 
 

@@ -16,7 +16,7 @@ from topocast.k8s.client import ClientSettings, K8sConnection, build_client
 from topocast.k8s.node_source import discover
 from topocast.model.graph import TopologyGraph
 from topocast.providers import PROVIDERS
-from topocast.providers.k8s_labels import ClusterNodeInfo, NodeLabelsConfig, graph_from_nodes
+from topocast.providers.k8s_labels.provider import ClusterNodeInfo, NodeLabelsConfig, graph_from_nodes
 from topocast.renderers import RENDERERS, render
 
 EKS = "topology.k8s.aws/network-node-layer-"
@@ -155,7 +155,7 @@ def test_the_graph_from_labels_renders_to_every_format(fake: FakeKubeApiServer, 
 
 
 def test_registered_provider_and_the_discover_command(fake: FakeKubeApiServer, tmp_path: Path) -> None:
-    assert PROVIDERS["k8s-labels"] == "topocast.providers.k8s_labels:provider"
+    assert PROVIDERS["k8s-labels"] == "topocast.providers.k8s_labels.provider:provider"
     eks_nodes(fake)
 
     result = invoke(

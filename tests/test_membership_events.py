@@ -22,7 +22,7 @@ from topocast.app import event_table as table
 from topocast.aws.events import parse_event
 from topocast.gcp.events import parse_cloud_event
 from topocast.model import changes
-from topocast.providers.aws import AwsProvider
+from topocast.providers.aws.provider import AwsProvider
 from topocast.providers.base import ProviderInputs
 from topocast_sim.eventarc import audit_log_event
 from topocast_sim.gcp_pipeline import LocalGcpPipeline

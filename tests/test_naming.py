@@ -9,7 +9,7 @@ import pytest
 from gce_fake_server import FakeCompute, compute_for
 
 from topocast.model.graph import Node, TopologyGraph
-from topocast.providers.gcp import GcpDiscoveryConfig, InstanceRef, discover_full, discover_instances
+from topocast.providers.gcp.provider import GcpDiscoveryConfig, InstanceRef, discover_full, discover_instances
 from topocast.providers.naming import WANTED_NAME_LABEL, NameRequest, assign_names, claim_freed_names, name_listing
 from topocast_sim.gce import Placement, instance_json
 
@@ -134,3 +134,28 @@ def test_a_full_discovery_keeps_a_contested_name_with_its_previous_holder(fake_c
     fake_compute.add([vm("us-central1-b", "gpu-1", "222")])  # two live VMs named gpu-1
     after = discover_full(client, config(), before).graph
     assert {n.id: n.name for n in after.nodes} == {"111": "gpu-1", "222": "222"}
+
+
+def test_aws_and_gcp_machines_are_named_by_the_one_loop_each_warning_naming_its_source() -> None:
+    """``name_machines``: what both clouds' ``_names`` call (a missing name, an unsafe one, a fallback)."""
+    from topocast.providers.naming import Machine, name_machines
+
+    machines = [
+        Machine("i-1", "gpu-1", "tag 'Name'"),
+        Machine("i-2", None, "tag 'Name'"),
+        Machine("i-3", "bad name", "tag 'Name'"),
+        Machine("42", "x;y", "label slurm", shown="z1/vm-a", fallback="vm-a"),
+        Machine("43", None, "label slurm", shown="z1/vm b", fallback="vm b"),  # the fallback is unsafe too
+        Machine("i-4", "gpu-1", "tag 'Name'"),  # claims i-1's name: i-1 had it in the previous graph
+    ]
+    previous = TopologyGraph(cluster="c1", provider="aws", nodes=[Node(name="gpu-1", id="i-1")])
+    out = name_machines(machines, kind="instance", name_from="tag:Name", taken={}, previous=previous)
+    assert out.names == {"i-1": "gpu-1", "i-2": "i-2", "i-3": "i-3", "42": "vm-a", "43": "43", "i-4": "i-4"}
+    assert out.wanted == {"i-4": "gpu-1"}
+    assert out.warnings == [
+        "1 instance(s) have no tag 'Name' (name_from=tag:Name): i-2",
+        "1 instance(s) have an unsafe name from tag 'Name' (name_from=tag:Name): i-3",
+        "1 instance(s) have an unsafe name from label slurm (name_from=tag:Name): z1/vm-a",
+        "1 instance(s) have no label slurm (name_from=tag:Name): z1/vm b",
+        "1 instance(s) share their name with another machine; named by ID until it is free (name_from=tag:Name): i-4",
+    ]

@@ -31,7 +31,7 @@ from nebius_fake_server import FakeNebius
 from topocast.errors import ProviderError
 from topocast.model.graph import load_graph
 from topocast.providers import ProviderInputs, build_provider
-from topocast.providers.nebius_sdk import connect
+from topocast.providers.nebius.sdk import connect
 from topocast.renderers import RenderOptions, render
 
 PROJECT = "project-e00cluster"

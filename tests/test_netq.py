@@ -18,8 +18,8 @@ from tls_helpers import self_signed_cert
 from topocast.errors import ProviderError
 from topocast.model.fabric import build_tree
 from topocast.model.graph import TopologyGraph
-from topocast.providers import netq
-from topocast.providers.netq import NetqCredentials
+from topocast.providers.onprem import netq
+from topocast.providers.onprem.netq import NetqCredentials
 from topocast.renderers import render
 
 CREDS = NetqCredentials("admin", "admin-pw")

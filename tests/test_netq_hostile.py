@@ -12,8 +12,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from topocast.errors import ProviderError
-from topocast.providers.netq import parse_compute_nodes, parse_topology
-from topocast.providers.netq_http import NetqClient, NetqCredentials
+from topocast.providers.onprem.netq import parse_compute_nodes, parse_topology
+from topocast.providers.onprem.netq_http import NetqClient, NetqCredentials
 
 CREDS = NetqCredentials("admin", "s3cret-pw", "nmx", "nmx-pw")
 

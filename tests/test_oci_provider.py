@@ -23,7 +23,7 @@ from oci_fake_server import FakeOci, oci_config  # noqa: E402
 from topocast.errors import ProviderError  # noqa: E402
 from topocast.model.graph import load_graph  # noqa: E402
 from topocast.providers import ProviderInputs, build_provider  # noqa: E402
-from topocast.providers.oci_sdk import connect, imds_get  # noqa: E402
+from topocast.providers.oci.sdk import connect, imds_get  # noqa: E402
 from topocast.renderers import render  # noqa: E402
 
 COMPARTMENT = "ocid1.compartment.oc1..aaaacluster"

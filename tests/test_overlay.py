@@ -15,7 +15,7 @@ from test_k8s_publish_cli import kubeconfig
 from topocast.config import settings_from_env
 from topocast.errors import ProviderError
 from topocast.model.graph import Node, TopologyGraph, dump_graph, load_graph
-from topocast.providers.k8s_labels import ClusterNodeInfo, NodeLabelsConfig, graph_from_nodes
+from topocast.providers.k8s_labels.provider import ClusterNodeInfo, NodeLabelsConfig, graph_from_nodes
 from topocast.providers.overlay import apply_overlay, parse_overlay
 from topocast.renderers.html import render_page
 

@@ -107,7 +107,7 @@ class _EndlessInstances:
 @pytest.mark.slow  # importing google-cloud-compute takes ~3 s
 def test_a_gce_listing_repeating_its_vms_is_refused_at_the_second_page() -> None:
     pytest.importorskip("google.cloud.compute_v1")
-    from topocast.providers.gcp_api import ComputeCalls
+    from topocast.providers.gcp.api import ComputeCalls
 
     client = _EndlessInstances()
     with pytest.raises(ProviderError, match=r"^compute\.instances\.list on project p zone z: item '1' came on two"):

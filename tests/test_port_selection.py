@@ -18,8 +18,8 @@ from netq_fake_server import FakeNetq, topology_from_fabric
 from topocast.config import settings_from_env
 from topocast.errors import ProviderError
 from topocast.model.graph import TopologyGraph, dump_graph
-from topocast.providers import ibnetdiscover, netq
-from topocast.providers.netq_http import NetqCredentials
+from topocast.providers.onprem import ibnetdiscover, netq
+from topocast.providers.onprem.netq_http import NetqCredentials
 from topocast.providers.port_selection import PortSelection
 
 SHAPE = {"pods": 2, "units": 2, "hosts_per_unit": 8, "rails": 4}

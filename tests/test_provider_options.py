@@ -94,7 +94,7 @@ def test_an_option_added_to_one_provider_module_reaches_list_options_the_env_tab
     from topocast.cli.commands import COMMANDS
     from topocast.cli.discover import discover_args, list_options, provider_inputs
     from topocast.config import env_table
-    from topocast.providers import gcp
+    from topocast.providers.gcp import provider as gcp
     from topocast.providers.options import OptionSpec
 
     spec = OptionSpec(env="TOPOCAST_GCP_MAX_VMS", flags=("--max-vms",), help="stop after this many VMs")

@@ -27,11 +27,11 @@ from topocast.aws.clients import ec2_client
 from topocast.model.changes import InstanceChange, Reconcile
 from topocast.model.graph import Node, TopologyGraph, dump_graph, graph_from_json
 from topocast.model.placement import place_nodes
-from topocast.providers.aws import AwsDiscoveryConfig, discover_instances
-from topocast.providers.aws import discover_full as aws_full
+from topocast.providers.aws.provider import AwsDiscoveryConfig, discover_instances
+from topocast.providers.aws.provider import discover_full as aws_full
 from topocast.providers.base import DiscoveryResult
-from topocast.providers.gcp import GcpDiscoveryConfig
-from topocast.providers.gcp import discover_full as gcp_full
+from topocast.providers.gcp.provider import GcpDiscoveryConfig
+from topocast.providers.gcp.provider import discover_full as gcp_full
 from topocast.renderers.html import render_page
 from topocast_sim import ec2 as sim
 from topocast_sim.gce import instance_json, placement

@@ -145,7 +145,8 @@ def split_deliveries(
 def _intercepted(crasher: Crasher) -> Iterator[None]:
     import botocore.client
 
-    real = botocore.client.BaseClient._make_api_call
+    base: Any = botocore.client.BaseClient  # _make_api_call is botocore's private hook, not in its stubs
+    real = base._make_api_call
 
     def call(client: Any, op: str, params: dict[str, Any]) -> Any:
         service = client.meta.service_model.service_name
@@ -153,11 +154,11 @@ def _intercepted(crasher: Crasher) -> Iterator[None]:
             crasher.check(f"{service}.{op}")
         return real(client, op, params)
 
-    botocore.client.BaseClient._make_api_call = call
+    base._make_api_call = call
     try:
         yield
     finally:
-        botocore.client.BaseClient._make_api_call = real
+        base._make_api_call = real
 
 
 def _event(region: str, iid: str, state: str, when: float) -> str:
@@ -198,7 +199,7 @@ def run(
     """One seeded run (see the module docstring); needs ``AWS_ENDPOINT_URL`` pointing at a moto server."""
     from topocast.agents.pull import fetch
     from topocast.aws.root import AwsRuntime
-    from topocast.providers.aws import AwsDiscoveryConfig, discover_full
+    from topocast.providers.aws.provider import AwsDiscoveryConfig, discover_full
     from topocast.renderers import render
     from topocast_sim.aws_pipeline import LocalAwsPipeline
 

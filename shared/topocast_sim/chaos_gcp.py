@@ -75,7 +75,7 @@ def run(
     from topocast.agents.pull import fetch
     from topocast.gcp import handlers
     from topocast.gcp.clients import compute_client, storage_client
-    from topocast.providers.gcp import GcpDiscoveryConfig, discover_full
+    from topocast.providers.gcp.provider import GcpDiscoveryConfig, discover_full
     from topocast.renderers import render
     from topocast_sim.gcp_pipeline import LocalGcpPipeline
 

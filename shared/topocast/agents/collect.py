@@ -15,7 +15,7 @@ because ``ibnetdiscover`` stamps the time into a comment and LIDs move after a
 subnet-manager restart; neither changes the topology. When the stored object
 already carries the same ``sha256`` the upload is skipped, no event fires and
 no generation is made. Before upload the output goes through the same parse and
-build as discovery (:func:`topocast.providers.ibnetdiscover.check_upload`), so a
+build as discovery (:func:`topocast.providers.onprem.ibnetdiscover.check_upload`), so a
 truncated or garbage run fails here, on the host, instead of reaching the pipeline,
 and the records discovery would set aside are reported as warnings first.
 
@@ -42,7 +42,7 @@ from topocast.model.names import check_upload_name
 from topocast.pipeline.objects import UPLOAD_MEDIA_TYPE, UPLOAD_NAME, ObjectStore, UploadSet
 from topocast.pipeline.objects import read_good_uploads as objects_read_good_uploads
 from topocast.pipeline.objects import read_uploads as objects_read_uploads
-from topocast.providers.ibnetdiscover import Fabric, check_upload, parse
+from topocast.providers.onprem.ibnetdiscover import Fabric, check_upload, parse
 from topocast.safeio.limits import MAX_UPLOAD_BYTES
 
 #: metadata key holding the fabric digest that decides "changed or not"

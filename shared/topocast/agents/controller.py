@@ -395,7 +395,7 @@ def build_controller(settings: ControllerSettings, client_options: Mapping[str, 
     provider_options = dict(settings.provider_options)
     if settings.provider == "k8s-labels" and not provider_options.keys() & {"schemes", "preset"}:
         # the controller writes the Topograph keys itself: read back, its own map would become its source
-        from topocast.providers.k8s_labels import DEFAULT_SCHEMES
+        from topocast.providers.k8s_labels.provider import DEFAULT_SCHEMES
 
         provider_options["schemes"] = [s for s in DEFAULT_SCHEMES if s != "topograph"]
 

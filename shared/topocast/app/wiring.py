@@ -95,7 +95,7 @@ class CompositionRoot(ABC):
     # ----- what every cloud shares ----------------------------------------------------------------------
     def uploads(self) -> Mapping[str, bytes]:
         """Each host's upload; a bad one is quarantined (logged, counted) and the host's last good one stands in."""
-        from topocast.providers import ibnetdiscover
+        from topocast.providers.onprem import ibnetdiscover
 
         s = self.settings
         regex = s.provider_options().get("host_regex")

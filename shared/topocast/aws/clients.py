@@ -4,7 +4,7 @@ Everything else comes from the standard AWS environment, which boto3 already
 honours: credentials chain (env, profile, IRSA, Lambda role), ``AWS_PROFILE``,
 ``AWS_REGION``/``AWS_DEFAULT_REGION``, ``AWS_ENDPOINT_URL`` and per-service
 ``AWS_ENDPOINT_URL_EC2`` etc. (tests point these at moto). Each call has one
-retry budget (:mod:`topocast.providers.aws_sdk`): botocore's *adaptive* mode
+retry budget (:mod:`topocast.providers.aws.sdk`): botocore's *adaptive* mode
 for EC2 (a client-side token bucket that slows down after
 ``RequestLimitExceeded``), topocast's own :mod:`.retry` for the stores' S3 /
 SSM / DynamoDB / SQS calls, whose clients have botocore retries off.
@@ -19,12 +19,14 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from topocast.providers.aws_sdk import (
+from topocast.providers.aws.sdk import (
     DEFAULT_MAX_ATTEMPTS,
     USER_AGENT_EXTRA,
     client_config,
+    ec2_client,
     max_attempts_from_env,
 )
+from topocast.providers.aws.sdk import boto3_client as client  # the providers' own boto3 clients, one factory
 
 __all__ = [
     "DEFAULT_MAX_ATTEMPTS",
@@ -37,19 +39,6 @@ __all__ = [
     "s3_client",
     "use_region",
 ]
-
-
-def client(service: str, region: str | None = None, session: Any = None, *, max_attempts: int | None = None) -> Any:
-    """A boto3 client for ``service``; ``session`` (a ``boto3.Session``) defaults to boto3's default one."""
-    if session is None:
-        import boto3
-
-        session = boto3
-    return session.client(service, region_name=region, config=client_config(max_attempts, service=service))
-
-
-def ec2_client(region: str | None = None, session: Any = None, *, max_attempts: int | None = None) -> Any:
-    return client("ec2", region, session, max_attempts=max_attempts)
 
 
 def s3_client(region: str | None = None, session: Any = None, *, max_attempts: int | None = None) -> Any:

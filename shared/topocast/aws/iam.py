@@ -212,7 +212,9 @@ def record_calls(session: Any = None) -> Iterator[list[str]]:
     import boto3
 
     if session is None:
-        session = boto3.DEFAULT_SESSION or boto3.setup_default_session() or boto3.DEFAULT_SESSION
+        if boto3.DEFAULT_SESSION is None:
+            boto3.setup_default_session()
+        session = boto3.DEFAULT_SESSION
     core = session._session  # the botocore session behind the boto3 one
     seen: list[str] = []
 

@@ -1,7 +1,7 @@
 """Bounded retries with jittered exponential backoff for transient AWS failures.
 
 The only retry layer of the S3 / SSM / DynamoDB / SQS calls (their clients have
-botocore's retries off, :mod:`topocast.providers.aws_sdk`), so each call has one
+botocore's retries off, :mod:`topocast.providers.aws.sdk`), so each call has one
 budget: ``TOPOCAST_AWS_STORE_ATTEMPTS`` attempts (default 4). A transient failure (connection error, 5xx, throttling)
 is retried a few times, then the error propagates unchanged so the caller's input
 (the SQS batch, the EventBridge event) is retried by the platform and nothing is
@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable
 from typing import TypeVar
 
-from topocast.providers.aws_sdk import store_attempts_from_env
+from topocast.providers.aws.sdk import store_attempts_from_env
 
 log = logging.getLogger(__name__)
 
@@ -85,7 +85,7 @@ def with_retries(
     """Call ``fn``; on a transient error retry up to ``attempts`` calls in total, then re-raise.
 
     ``attempts`` defaults to ``TOPOCAST_AWS_STORE_ATTEMPTS`` (4): the only retry budget of the
-    clients these calls use, whose botocore retries are off (:mod:`topocast.providers.aws_sdk`).
+    clients these calls use, whose botocore retries are off (:mod:`topocast.providers.aws.sdk`).
     """
     if attempts is None:
         attempts = store_attempts_from_env()

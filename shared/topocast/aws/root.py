@@ -33,6 +33,7 @@ if TYPE_CHECKING:  # the adapters are imported where they are built: a stage loa
     from topocast.aws.s3_artifacts import S3ArtifactStore
     from topocast.aws.s3_objects import S3Objects
     from topocast.aws.s3_store import S3GraphStore
+    from topocast.providers.aws.api import Ec2Api
 
 __all__ = ["AwsMetrics", "AwsRuntime", "SqsPublishHandoff", "SqsRechecks", "SsmGuardOverride", "build"]
 
@@ -129,8 +130,10 @@ class AwsRuntime(CompositionRoot):
         return self._client("s3")
 
     @cached_property
-    def ec2(self) -> Any:
-        return self._client("ec2")
+    def ec2(self) -> Ec2Api:
+        from topocast.aws.clients import ec2_client
+
+        return ec2_client(self.region, self.session)
 
     @cached_property
     def sqs(self) -> Any:
@@ -219,7 +222,7 @@ class AwsRuntime(CompositionRoot):
         raise ProviderError(f"TOPOCAST_DOMAINS_URI must be s3://bucket/key or ssm:///parameter, got {uri!r}")
 
     def _secret(self, ref: str) -> str:
-        from topocast.providers.aws_sdk import read_secret_arn
+        from topocast.providers.aws.sdk import read_secret_arn
 
         return read_secret_arn(ref, session=self.session)[0]
 

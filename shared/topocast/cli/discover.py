@@ -3,7 +3,9 @@
 The same provider code the functions run, built through the same registry
 (:func:`topocast.providers.build_provider`), with the operator's own credentials
 (AWS: the standard environment, profiles, ``AWS_ENDPOINT_URL``; GCP:
-application-default credentials; NetQ: a credentials file or secret ARN).
+application-default credentials; NetQ: a credentials file or secret ARN). Its SDK clients are
+built by the provider's own connector (``topocast.providers.CONNECTORS``) from :func:`shell_means`:
+nothing here names a provider or a service.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from pydantic import BaseModel
 from topocast.errors import ProviderError
 from topocast.model.graph import TopologyGraph, dump_graph
 from topocast.model.placement import notes_report, set_aside_report
-from topocast.providers import PROVIDERS, DiscoveryResult, ProviderInputs, build_provider
+from topocast.providers import PROVIDERS, DiscoveryResult, ProviderInputs, ShellMeans, build_provider, connect
 from topocast.providers.options import (
     describe_options,
     option_specs,
@@ -111,16 +113,6 @@ def _require(name: str, model: type[BaseModel], a: DiscoverArgs, options: Mappin
         raise ProviderError(f"--provider {name} needs {' and '.join(text for _, text in required)}")
 
 
-#: service -> "module:function" the shell hands a provider as ``sdk_client(service)`` (a provider's own
-#: SDK adapter, below the providers; it is called with the provider's validated options)
-SDK_CLIENTS = {
-    "oci": "topocast.providers.oci_sdk:connect",
-    "oci-imds": "topocast.providers.oci_sdk:imds_get",
-    "nebius": "topocast.providers.nebius_sdk:connect",
-    "azure-compute": "topocast.providers.azure_sdk:connect",
-}
-
-
 def _read_local(path: str) -> str:
     try:
         return Path(path).read_text()
@@ -145,51 +137,18 @@ def _local_files(paths: list[Path]) -> Callable[[], dict[str, bytes]]:
 
 def _secret(ref: str) -> str:
     if ref.startswith("arn:"):
-        from topocast.providers.aws_sdk import read_secret_arn
+        from topocast.providers.aws.sdk import read_secret_arn
 
         return read_secret_arn(ref)[0]
     return _read_local(ref)
 
 
-def _clients(a: DiscoverArgs, options: Mapping[str, Any]) -> Callable[[str], Any]:
-    """SDK clients with the operator's own credentials (standard AWS chain / application-default)."""
+def shell_means(a: DiscoverArgs) -> ShellMeans:
+    """What this shell hands every provider's connector: its flags, and the Kubernetes reads (the SDKs
+    bring their own credentials chains: AWS environment and profiles, application-default, OCI config)."""
+    from topocast.k8s.nodes_client import KubeListers
 
-    def client(service: str) -> Any:
-        if service == "ec2":
-            from topocast.aws.clients import ec2_client
-
-            return ec2_client(options.get("region"))
-        if service == "compute":
-            from topocast.gcp.clients import compute_client
-
-            return compute_client(a.compute_endpoint)
-        if service == "compute-sub-blocks":
-            from topocast.gcp.clients import sub_blocks_client
-
-            return sub_blocks_client(a.compute_endpoint)
-        if service == "k8s-nodes":
-            from topocast.k8s.client import K8sConnection
-            from topocast.k8s.node_source import node_lister
-
-            conn = (
-                K8sConnection(auth="kubeconfig", kubeconfig=a.kubeconfig) if a.kubeconfig else K8sConnection.from_env()
-            )
-            return node_lister(conn)
-        if service == "k8s-dra":
-            from topocast.k8s.client import K8sConnection
-            from topocast.k8s.resource_slices import dra_lister
-
-            kubeconfig = a.kubeconfig or options.get("kubeconfig")
-            conn = K8sConnection(auth="kubeconfig", kubeconfig=kubeconfig) if kubeconfig else K8sConnection.from_env()
-            return dra_lister(conn)
-        if service in SDK_CLIENTS:
-            import importlib
-
-            module, _, attr = SDK_CLIENTS[service].partition(":")
-            return getattr(importlib.import_module(module), attr)
-        raise ProviderError(f"topocast discover has no {service!r} client")
-
-    return client
+    return ShellMeans(compute_endpoint=a.compute_endpoint, kubeconfig=a.kubeconfig, kubernetes=KubeListers())
 
 
 def provider_inputs(a: DiscoverArgs) -> ProviderInputs:
@@ -210,7 +169,8 @@ def provider_inputs(a: DiscoverArgs) -> ProviderInputs:
     uploads = _local_files(a.inputs)
     if isinstance(options.get("uploads"), str):  # a provider reading `collect nvlink` records (azure)
         uploads = _nvlink_uploads(str(options["uploads"]))
-    return ProviderInputs(cluster, options, _clients(a, options), uploads, _read_local, _secret)
+    clients = connect(a.provider, shell_means(a), options)  # the provider's own connector (its folder's)
+    return ProviderInputs(cluster, options, clients, uploads, _read_local, _secret)
 
 
 def _nvlink_uploads(prefix_uri: str) -> Callable[[], dict[str, bytes]]:
@@ -263,7 +223,8 @@ def run_discover(args: DiscoverArgs, out: Path | None) -> DiscoveryResult | None
         from topocast.cli.diff import load_source
 
         previous = load_source(args.previous)
-    result = build_provider(args.provider, provider_inputs(args), args.overlays).discover_full(previous)
+    provider = build_provider(args.provider, provider_inputs(args), args.overlays, shell_means(args))
+    result = provider.discover_full(previous)
     for warning in result.warnings:
         print(f"topocast: warning: {warning}", file=sys.stderr)
     print_set_aside(result.graph)

@@ -24,62 +24,40 @@ alone takes seconds to import).
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
-from topocast import __version__
-from topocast.providers.gcp_sdk import RetryPolicy, transient_retry
+from topocast.providers.gcp.sdk import (
+    COMPUTE_ENDPOINT_ENV,
+    USER_AGENT,
+    RetryPolicy,
+    client_kwargs,
+    compute_client,
+    is_local,
+    resolve_endpoint,
+    sub_blocks_client,
+    transient_retry,
+)
 
-__all__ = ["RetryPolicy", "compute_client", "is_local", "storage_client", "tasks_client", "transient_retry"]
+__all__ = [
+    "COMPUTE_ENDPOINT_ENV",
+    "USER_AGENT",
+    "RetryPolicy",
+    "compute_client",
+    "is_local",
+    "storage_client",
+    "sub_blocks_client",
+    "tasks_client",
+    "transient_retry",
+]
 
-USER_AGENT = f"topocast/{__version__}"
-COMPUTE_ENDPOINT_ENV = "TOPOCAST_COMPUTE_ENDPOINT"
 TASKS_ENDPOINT_ENV = "TOPOCAST_CLOUDTASKS_ENDPOINT"
 STORAGE_EMULATOR_ENV = "STORAGE_EMULATOR_HOST"
-
-
-def _endpoint(explicit: str | None, env: str) -> str | None:
-    value = explicit if explicit is not None else os.environ.get(env)
-    return value.rstrip("/") if value else None
-
-
-def is_local(endpoint: str | None) -> bool:
-    return bool(endpoint) and str(endpoint).startswith("http://")
-
-
-def _client_kwargs(endpoint: str | None) -> dict[str, Any]:
-    from google.api_core.client_options import ClientOptions
-    from google.api_core.gapic_v1.client_info import ClientInfo
-
-    kwargs: dict[str, Any] = {"client_info": ClientInfo(user_agent=USER_AGENT)}
-    if endpoint:
-        kwargs["client_options"] = ClientOptions(api_endpoint=endpoint)
-    if is_local(endpoint):
-        from google.auth.credentials import AnonymousCredentials
-
-        kwargs["credentials"] = AnonymousCredentials()
-    return kwargs
-
-
-def compute_client(endpoint: str | None = None) -> Any:
-    """``compute_v1.InstancesClient`` over REST (the only transport compute supports)."""
-    from google.cloud import compute_v1
-
-    return compute_v1.InstancesClient(transport="rest", **_client_kwargs(_endpoint(endpoint, COMPUTE_ENDPOINT_ENV)))
-
-
-def sub_blocks_client(endpoint: str | None = None) -> Any:
-    """``compute_v1.ReservationSubBlocksClient`` over REST, at the same endpoint as :func:`compute_client`."""
-    from google.cloud import compute_v1
-
-    kwargs = _client_kwargs(_endpoint(endpoint, COMPUTE_ENDPOINT_ENV))
-    return compute_v1.ReservationSubBlocksClient(transport="rest", **kwargs)
 
 
 def storage_client(project: str | None = None, endpoint: str | None = None) -> Any:
     from google.cloud import storage  # type: ignore[attr-defined]
 
-    url = _endpoint(endpoint, STORAGE_EMULATOR_ENV)
+    url = resolve_endpoint(endpoint, STORAGE_EMULATOR_ENV)
     kwargs: dict[str, Any] = {"project": project}
     if url:
         if not url.startswith(("http://", "https://")):
@@ -97,4 +75,4 @@ def tasks_client(endpoint: str | None = None) -> Any:
     """``tasks_v2.CloudTasksClient`` over REST (one wire protocol for the real API and the local fake)."""
     from google.cloud import tasks_v2
 
-    return tasks_v2.CloudTasksClient(transport="rest", **_client_kwargs(_endpoint(endpoint, TASKS_ENDPOINT_ENV)))
+    return tasks_v2.CloudTasksClient(transport="rest", **client_kwargs(resolve_endpoint(endpoint, TASKS_ENDPOINT_ENV)))

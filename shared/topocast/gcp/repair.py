@@ -27,8 +27,8 @@ from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
 
 from topocast.model.graph import TopologyGraph
 from topocast.model.health import objects_of
-from topocast.providers.gcp import SUB_BLOCK_LABEL
-from topocast.providers.gcp_health import SOURCE, parse_sub_block
+from topocast.providers.gcp.health import SOURCE, parse_sub_block
+from topocast.providers.gcp.provider import SUB_BLOCK_LABEL
 
 __all__ = ["RepairLimits", "RepairState", "Report", "plan_reports", "send_reports"]
 

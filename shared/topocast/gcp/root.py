@@ -29,6 +29,7 @@ from topocast.pipeline.debounce import Decision
 from topocast.pipeline.debounce_runner import DebounceRunner
 from topocast.pipeline.objects import cluster_base
 from topocast.providers import Provider, ProviderInputs, build_provider
+from topocast.providers.gcp.api import ComputeApi
 from topocast.publish import PublisherInputs, build_publishers, register_publisher
 
 __all__ = ["STATS", "CloudTasksHandoff", "CloudTasksRechecks", "GcpRuntime", "GcsOverride", "NoDebouncer", "build"]
@@ -101,7 +102,7 @@ class GcpRuntime(CompositionRoot):
         self.settings = settings
         self.metrics: MetricCounts = STATS
         self._storage, self._tasks = storage, tasks
-        self._compute: Any = None
+        self._compute: ComputeApi | None = None
         self._lock = threading.Lock()
         #: discover windows this process already created (or found) a task for: no second Cloud Tasks call
         self.armed_windows: set[int] = set()
@@ -117,7 +118,7 @@ class GcpRuntime(CompositionRoot):
 
         return self._storage if self._storage is not None else clients.storage_client(self.settings.gcp_project)
 
-    def compute(self) -> Any:
+    def compute(self) -> ComputeApi:
         """The Compute Engine client (a provider's zone reads may ask for it from several threads)."""
         from topocast.gcp import clients
 
@@ -188,7 +189,7 @@ class GcpRuntime(CompositionRoot):
     def _client(self, service: str) -> Any:
         if service == "compute":
             return self.compute()
-        if service == "compute-sub-blocks":  # providers.gcp SUB_BLOCKS_CLIENT (sub_block_health)
+        if service == "compute-sub-blocks":  # providers.gcp.provider SUB_BLOCKS_CLIENT (sub_block_health)
             from topocast.gcp import clients
 
             return clients.sub_blocks_client(self.settings.compute_endpoint)

@@ -27,7 +27,7 @@ from topocast.k8s.client import (
 )
 from topocast.k8s.labels import list_cluster_nodes
 from topocast.providers.base import DiscoveryResult
-from topocast.providers.k8s_labels import ANNOTATIONS, ClusterNodeInfo, NodeLabelsConfig, graph_from_nodes
+from topocast.providers.k8s_labels.provider import ANNOTATIONS, ClusterNodeInfo, NodeLabelsConfig, graph_from_nodes
 from topocast.safeio.validation import validate
 
 

@@ -1,4 +1,5 @@
-"""The ``k8s-nodes`` client both clouds' roots hand the ``k8s-labels`` provider, written once.
+"""The ``k8s-nodes`` client both clouds' roots hand the ``k8s-labels`` provider, written once; and the
+Kubernetes reads ``topocast discover`` hands every provider's connector (:class:`KubeListers`).
 
 The cluster it lists is the one the Kubernetes publisher reaches, from the same settings
 (``TOPOCAST_K8S_OPTIONS`` ``connection`` / ``client``, else ``TOPOCAST_K8S_*``). Importing this module
@@ -9,9 +10,14 @@ asked for, so a function that never lists nodes never pays for it (cold start).
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-__all__ = ["NODES_CLIENT", "with_node_lister"]
+if TYPE_CHECKING:
+    from topocast.k8s.client import K8sConnection
+    from topocast.providers.dra.provider import DraLister
+    from topocast.providers.k8s_labels.provider import NodeLister
+
+__all__ = ["NODES_CLIENT", "KubeListers", "with_node_lister"]
 
 #: the service name the ``k8s-labels`` provider asks its ``clients`` for
 NODES_CLIENT = "k8s-nodes"
@@ -28,3 +34,24 @@ def with_node_lister(clients: Callable[[str], Any], k8s_options: Mapping[str, An
         return clients(service)
 
     return client
+
+
+class KubeListers:
+    """:class:`topocast.providers.means.KubeAccess` over the cluster of a kubeconfig, else the environment's
+    (``TOPOCAST_K8S_*``, the in-cluster service account); lightkube is loaded when a listing is asked for."""
+
+    def node_lister(self, kubeconfig: str | None) -> NodeLister:
+        from topocast.k8s.node_source import node_lister
+
+        return node_lister(_connection(kubeconfig))
+
+    def dra_lister(self, kubeconfig: str | None) -> DraLister:
+        from topocast.k8s.resource_slices import dra_lister
+
+        return dra_lister(_connection(kubeconfig))
+
+
+def _connection(kubeconfig: str | None) -> K8sConnection:
+    from topocast.k8s.client import K8sConnection
+
+    return K8sConnection(auth="kubeconfig", kubeconfig=kubeconfig) if kubeconfig else K8sConnection.from_env()

@@ -19,8 +19,8 @@ from lightkube.core.exceptions import ApiError
 from topocast.errors import ProviderError
 from topocast.k8s.client import ClientSettings, K8sConnection, KubeClient, build_client
 from topocast.k8s.node_source import list_node_info
-from topocast.providers.dra import DraLister, Options, SliceDevices
-from topocast.providers.k8s_labels import ClusterNodeInfo, NodeLabelsConfig
+from topocast.providers.dra.provider import DraLister, Options, SliceDevices
+from topocast.providers.k8s_labels.provider import ClusterNodeInfo, NodeLabelsConfig
 from topocast.safeio.paging import PageGuard
 
 __all__ = ["VERSIONS", "dra_lister", "list_resource_slices", "slice_devices"]

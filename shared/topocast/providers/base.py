@@ -103,7 +103,8 @@ class ProviderInputs:
     cluster: str
     #: the provider's own options (from ``TOPOCAST_*`` settings or CLI flags), validated by the provider
     options: Mapping[str, Any] = field(default_factory=dict)
-    #: an SDK client by service name (``ec2``, ``compute``), created by the shell with its credentials
+    #: an SDK client by service name (``ec2``, ``compute``), created by the shell with its credentials (the
+    #: CLI through the provider folder's connector, ``topocast.providers.CONNECTORS``; a root, its own)
     sdk_client: Callable[[str], Any] = _no_client
     #: on-prem collectors' uploads, ``{uri: bytes}`` newest first (S3 or GCS)
     uploads: Callable[[], Mapping[str, bytes]] = _no_uploads

@@ -16,8 +16,9 @@ without a reason. The rule, the same on every cloud and in full and incremental 
   (:func:`claim_freed_names`): a replacement reusing a terminated machine's name gets it as soon as the
   termination is applied, in whatever order the two events arrive.
 
-:func:`name_listing` applies the rule to one full listing (OCI, Nebius, Azure: no per-machine read), with
-the previous graph as the record of who held a name.
+:func:`name_machines` applies it to a batch of machines read one by one or listed (AWS, GCP: full and
+incremental discovery, names held outside the batch kept); :func:`name_listing` to one full listing (OCI,
+Nebius, Azure: no per-machine read), with the previous graph as the record of who held a name.
 """
 
 from __future__ import annotations
@@ -33,11 +34,13 @@ from topocast.model.names import check_node_name
 __all__ = [
     "WANTED_NAME_LABEL",
     "ListedNames",
+    "Machine",
     "NameRequest",
     "Naming",
     "assign_names",
     "claim_freed_names",
     "name_listing",
+    "name_machines",
     "summary",
 ]
 
@@ -116,6 +119,44 @@ def assign_names(
         problems.setdefault("share their name with another machine; named by ID until it is free", []).extend(contested)
     out.warnings = [summary(f"{noun} {why} ({source})", items) for why, items in problems.items()]
     return out
+
+
+@dataclass(frozen=True)
+class Machine:
+    """One machine as its provider's ``name_from`` option reads it."""
+
+    key: str  #: the unique machine ID: the name of last resort
+    name: str | None  #: the name its source gives, unchecked; None when it gives none
+    source: str  #: what gives the name, for warnings ("tag 'Name'", "label slurm-name")
+    shown: str = ""  #: how warnings and errors show the machine (default: its key)
+    fallback: str | None = None  #: a name to try before the key when ``name`` is unusable (GCP: the VM name)
+
+
+def name_machines(
+    machines: Iterable[Machine],
+    *,
+    kind: str,
+    name_from: str,
+    taken: Mapping[str, str],
+    previous: TopologyGraph | None,
+) -> Naming:
+    """Node name per machine key by the rule of this module. A machine whose name is missing or unsafe takes
+    its checked ``fallback``, else its key, with a warning saying which (``kind`` words them: "instance").
+    ``taken``: name -> key of the nodes outside this batch; ``previous``: the graph whose nodes' ``id`` says
+    who held a name."""
+    requests = []
+    for m in machines:
+        shown = m.shown or m.key
+        fallback = m.fallback if m.fallback is not None and _safe(m.fallback) else None
+        if m.name is None:
+            requests.append(NameRequest(m.key, None, f"have no {m.source}", fallback, m.shown))
+            continue
+        try:
+            requests.append(NameRequest(m.key, check_node_name(m.name, f"{kind} {shown}"), shown=m.shown))
+        except UnsafeNameError:
+            requests.append(NameRequest(m.key, None, f"have an unsafe name from {m.source}", fallback, m.shown))
+    before = {n.id: n.name for n in previous.nodes if n.id} if previous else {}
+    return assign_names(requests, held=taken, previous=before, noun=f"{kind}(s)", source=f"name_from={name_from}")
 
 
 def claim_freed_names(nodes: dict[str, Node], noun: str) -> list[str]:

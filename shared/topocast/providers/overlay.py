@@ -14,7 +14,7 @@ Grammar (``--overlay`` / ``TOPOCAST_OVERLAYS``, several separated by ``;``)::
 ``k8s-labels:domain=nvidia.com/gpu.clique`` (the only SOURCE so far is ``k8s-labels``): ``domain``
 and ``subdomain`` name the label keys of the accelerator domain and sub-domain; ``fabric`` a label
 key of a switch tier, closest first (repeatable); ``preset`` a label set of
-:data:`topocast.providers.k8s_labels.PRESETS` (its fabric and domain keys both count as taken).
+:data:`topocast.providers.k8s_labels.provider.PRESETS` (its fabric and domain keys both count as taken).
 The overlay takes the domains when ``domain`` or ``preset`` is given, fabric when ``fabric`` or
 ``preset`` is.
 

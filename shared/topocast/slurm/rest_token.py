@@ -171,7 +171,7 @@ def read_token(
             )
         else:
             if read_arn is None:
-                from topocast.providers.aws_sdk import read_secret_arn
+                from topocast.providers.aws.sdk import read_secret_arn
 
                 def read_arn(ref: str) -> tuple[str, str | None]:
                     return read_secret_arn(ref, session=session)

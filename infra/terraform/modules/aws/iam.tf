@@ -171,7 +171,7 @@ data "aws_iam_policy_document" "discover" {
     ]
   }
 
-  # topology_source = netq: the credentials, read by topocast.providers.netq.load_credentials
+  # topology_source = netq: the credentials, read by topocast.providers.onprem.netq.load_credentials
   dynamic "statement" {
     for_each = local.netq_credentials_service == "secretsmanager" ? [var.netq_credentials_arn] : []
     content {

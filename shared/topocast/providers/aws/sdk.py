@@ -10,24 +10,36 @@ One retry budget per call, named here (docs/architecture.md, "Retries"):
   conditional write whose response was lost; their clients therefore get botocore retries **off**
   (one attempt), so a call is never tried 4 x 10 times.
 
-boto3 is imported inside the functions: importing this module costs nothing.
+The ``aws`` provider's connector (:func:`shell_clients`) is here too: the EC2 client ``topocast discover``
+hands it, built by :func:`boto3_client` (which the AWS shell's clients also are). boto3 is imported inside
+the functions: importing this module costs nothing.
 """
 
 from __future__ import annotations
 
 import os
-from typing import Any
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
 from topocast import __version__
+from topocast.providers.means import SdkClient, ShellMeans, services
+
+if TYPE_CHECKING:
+    import boto3
+
+    from topocast.providers.aws.api import Ec2Api
 
 __all__ = [
     "DEFAULT_MAX_ATTEMPTS",
     "DEFAULT_STORE_ATTEMPTS",
     "OWN_RETRY_SERVICES",
     "USER_AGENT_EXTRA",
+    "boto3_client",
     "client_config",
+    "ec2_client",
     "max_attempts_from_env",
     "read_secret_arn",
+    "shell_clients",
     "store_attempts_from_env",
 ]
 
@@ -65,13 +77,47 @@ def client_config(max_attempts: int | None = None, *, service: str | None = None
     """A ``botocore.config.Config`` with the topocast user agent and the service's one retry budget."""
     from botocore.config import Config
 
-    if service in OWN_RETRY_SERVICES and max_attempts is None:
-        retries: dict[str, Any] = {"mode": "standard", "total_max_attempts": 1}  # topocast.aws.retry retries
-    else:
-        attempts = max_attempts if max_attempts is not None else max_attempts_from_env()
-        # botocore's "max_attempts" counts retries only; "total_max_attempts" counts the first try too
-        retries = {"mode": "adaptive", "total_max_attempts": attempts}
-    return Config(retries=retries, user_agent_extra=USER_AGENT_EXTRA, **overrides)
+    if service in OWN_RETRY_SERVICES and max_attempts is None:  # topocast.aws.retry retries
+        return Config(
+            retries={"mode": "standard", "total_max_attempts": 1}, user_agent_extra=USER_AGENT_EXTRA, **overrides
+        )
+    attempts = max_attempts if max_attempts is not None else max_attempts_from_env()
+    # botocore's "max_attempts" counts retries only; "total_max_attempts" counts the first try too
+    return Config(
+        retries={"mode": "adaptive", "total_max_attempts": attempts}, user_agent_extra=USER_AGENT_EXTRA, **overrides
+    )
+
+
+def boto3_client(
+    service: str, region: str | None = None, session: Any = None, *, max_attempts: int | None = None
+) -> Any:
+    """A boto3 client for ``service``; ``session`` (a ``boto3.Session``) defaults to boto3's default one."""
+    if session is None:
+        import boto3
+
+        session = boto3
+    return session.client(service, region_name=region, config=client_config(max_attempts, service=service))
+
+
+def ec2_client(
+    region: str | None = None, session: boto3.Session | None = None, *, max_attempts: int | None = None
+) -> Ec2Api:
+    """The EC2 client discovery calls (adaptive retries, ``TOPOCAST_AWS_MAX_ATTEMPTS``).
+
+    Typed: with ``types-boto3[ec2]`` (dev extra) mypy checks boto3's ``EC2Client`` against :class:`Ec2Api` here.
+    """
+    import boto3
+
+    config = client_config(max_attempts, service="ec2")
+    if session is None:
+        return boto3.client("ec2", region_name=region, config=config)
+    return session.client("ec2", region_name=region, config=config)
+
+
+def shell_clients(means: ShellMeans, options: Mapping[str, Any]) -> SdkClient:
+    """The ``aws`` provider's connector: ``ec2`` in the options' ``region`` (else boto3's), with boto3's
+    default credentials chain (environment, profile, ``AWS_ENDPOINT_URL``, instance role)."""
+    return services("aws", {"ec2": lambda: ec2_client(options.get("region"))})
 
 
 def read_secret_arn(ref: str, *, session: Any = None) -> tuple[str, str | None]:

@@ -48,7 +48,7 @@ from topocast.model.placement import place_nodes, record_label
 from topocast.providers.base import DiscoveryResult
 from topocast.providers.clos import collapse, summarize_choices
 from topocast.providers.domains import HostDomain, load_domains
-from topocast.providers.netq_http import NetqClient, NetqCredentials, Premise
+from topocast.providers.onprem.netq_http import NetqClient, NetqCredentials, Premise
 from topocast.providers.port_selection import PortSelection, no_host_selected
 from topocast.safeio.files import UnsafePathError, read_credential
 from topocast.safeio.limits import MAX_CREDENTIALS_BYTES
@@ -94,11 +94,11 @@ def load_credentials(
     """Credentials from a file path, ``arn:aws:secretsmanager:...`` or ``arn:aws:ssm:...:parameter/...``.
 
     The ARN forms are read by ``read_secret(ref) -> (text, SSM parameter type or None)``, which the
-    shell supplies; by default :func:`topocast.providers.aws_sdk.read_secret_arn` with ``session``.
+    shell supplies; by default :func:`topocast.providers.aws.sdk.read_secret_arn` with ``session``.
     """
     if ref.startswith("arn:"):
         if read_secret is None:
-            from topocast.providers.aws_sdk import read_secret_arn
+            from topocast.providers.aws.sdk import read_secret_arn
 
             text, kind = read_secret_arn(ref, session=session)
         else:

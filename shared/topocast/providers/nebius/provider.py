@@ -2,7 +2,7 @@
 
 ``InstanceService.List`` of the project (``parent_id``; SDK
 ``nebius.api.nebius.compute.v1.InstanceServiceClient``, read through
-:mod:`topocast.providers.nebius_sdk`) returns per instance
+:mod:`topocast.providers.nebius.sdk`) returns per instance
 ``status.infiniband_topology_path.path``: three switch-group IDs listed **top-down** (the root
 first, as Topograph's Nebius provider reads them: data center / spine / block), which become the
 fabric closest first (``path`` reversed). The accelerator (NVLink) domain is
@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -60,7 +60,7 @@ class Options(BaseModel):
 def graph_from_instances(
     cluster: str, instances: Iterable[Mapping[str, Any]], options: Options, previous: TopologyGraph | None = None
 ) -> DiscoveryResult:
-    """Pure: ``InstanceService.List`` records (see :func:`topocast.providers.nebius_sdk._record`) as a graph;
+    """Pure: ``InstanceService.List`` records (see :func:`topocast.providers.nebius.sdk._record`) as a graph;
     ``previous`` says who held a name two instances claim (:func:`topocast.providers.naming.name_listing`)."""
     nodes: list[Node] = []
     aside: dict[str, str] = {}
@@ -113,8 +113,19 @@ def graph_from_instances(
     return DiscoveryResult(place_nodes(cluster, "nebius", nodes, unplaced=aside), {}, warnings)
 
 
-#: what the shell supplies as ``sdk_client("nebius")``: a reader for these options (topocast.providers.nebius_sdk)
-Connect = Callable[[Options], Any]
+class NebiusApi(Protocol):
+    """The Nebius reads this provider makes (``topocast.providers.nebius.sdk.NebiusReader``; mypy checks it there)."""
+
+    @property
+    def calls(self) -> Mapping[str, int]: ...
+
+    def instances(self, project: str, page_size: int) -> list[dict[str, Any]]: ...
+
+    def close(self) -> None: ...
+
+
+#: what the shell supplies as ``sdk_client("nebius")``: a reader for these options (topocast.providers.nebius.sdk)
+Connect = Callable[[Options], NebiusApi]
 
 
 @dataclass(frozen=True)

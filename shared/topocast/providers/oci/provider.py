@@ -45,7 +45,7 @@ import json
 import socket
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -232,8 +232,26 @@ def parse_pdsh(text: str, source: str) -> tuple[list[tuple[str, str, str | None]
     return records, bad
 
 
-#: what the shell supplies as ``sdk_client("oci")``: a reader for these options (topocast.providers.oci_sdk)
-Connect = Callable[[Options], Any]
+class OciApi(Protocol):
+    """The OCI reads this provider makes (``topocast.providers.oci.sdk.OciReader``; mypy checks it there)."""
+
+    @property
+    def tenancy(self) -> str | None: ...
+
+    @property
+    def calls(self) -> Mapping[str, int]: ...
+
+    def instances(self, compartment: str, limit: int) -> list[dict[str, Any]]: ...
+
+    def compute_hosts(
+        self, compartment: str, availability_domain: str | None, limit: int, *, in_subtree: bool = False
+    ) -> list[dict[str, Any]]: ...
+
+    def compute_host(self, host_id: str) -> dict[str, Any]: ...
+
+
+#: what the shell supplies as ``sdk_client("oci")``: a reader for these options (topocast.providers.oci.sdk)
+Connect = Callable[[Options], OciApi]
 #: what the shell supplies as ``sdk_client("oci-imds")``: GET of an IMDS URL -> body text
 ImdsGet = Callable[[str], str]
 
@@ -251,7 +269,8 @@ class OciProvider(FullScanOnly):
             return self._imds()
         o = self.options
         assert o.compartment is not None  # the model validator requires it for source api
-        reader = self.inputs.sdk_client("oci")(o)
+        connect: Connect = self.inputs.sdk_client("oci")
+        reader = connect(o)
         instances = reader.instances(o.compartment, o.page_size)
         kept = kept_instances(instances, o)
         host_compartment = o.host_compartment or reader.tenancy

@@ -1,6 +1,6 @@
-"""The Nebius Python SDK (``nebius``, the ``nebius`` extra) as plain records for :mod:`topocast.providers.nebius`.
+"""The Nebius Python SDK (``nebius``, the ``nebius`` extra) as plain records for :mod:`.provider`.
 
-Below the providers, like :mod:`topocast.providers.oci_sdk`: the shell hands :func:`connect` to the
+Below the providers, like :mod:`topocast.providers.oci.sdk`: the shell hands :func:`connect` to the
 provider as ``sdk_client("nebius")``. Calls go through the SDK's gRPC stubs:
 ``nebius.api.nebius.compute.v1.InstanceServiceClient.list`` (service ``nebius.compute.v1.InstanceService``,
 method ``List``; messages ``ListInstancesRequest{parent_id, page_size, page_token}`` ->
@@ -16,14 +16,19 @@ endpoint). Every failure is one :class:`~topocast.errors.ProviderError` line wit
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from topocast import __version__
 from topocast.errors import ProviderError
+from topocast.providers.means import SdkClient, ShellMeans, services
+
+if TYPE_CHECKING:
+    from topocast.providers.nebius.provider import Connect
 from topocast.safeio.paging import PageGuard
 
-__all__ = ["NebiusConnection", "NebiusReader", "connect"]
+__all__ = ["NebiusConnection", "NebiusReader", "connect", "shell_clients"]
 
 USER_AGENT = f"topocast/{__version__}"
 
@@ -121,3 +126,9 @@ def connect(options: NebiusConnection) -> NebiusReader:
     except (SDKError, OSError, ValueError) as exc:
         raise ProviderError(f"Nebius credentials: {type(exc).__name__}: {str(exc).splitlines()[0][:200]}") from None
     return NebiusReader(sdk, options.timeout)
+
+
+def shell_clients(means: ShellMeans, options: Mapping[str, Any]) -> SdkClient:
+    """The ``nebius`` provider's connector: ``nebius`` is :func:`connect` (called with the validated options)."""
+    reader: Connect = connect  # mypy: NebiusReader is the provider's NebiusApi
+    return services("nebius", {"nebius": lambda: reader})

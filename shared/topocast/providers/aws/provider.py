@@ -41,7 +41,7 @@ reported in ``warnings``, never dropped.
 
 Topology before launch: with ``reserved_nodes`` (capacity reservation / block ID -> Slurm node
 names), a full discovery also calls ``DescribeCapacityReservationTopology`` (batches of 10) and
-places the named nodes no running instance carries yet (see :mod:`topocast.providers.aws_capacity`).
+places the named nodes no running instance carries yet (see :mod:`topocast.providers.aws.capacity`).
 
 Errors: every failed call (after botocore's adaptive retries) raises
 :class:`~topocast.errors.ProviderError` naming the operation, the region and
@@ -63,15 +63,14 @@ from topocast.errors import ProviderError, TopocastError
 from topocast.model.changes import InstanceChange
 from topocast.model.graph import Node, TopologyGraph
 from topocast.model.health import CAPACITY_BLOCK_LABEL, HealthRecord, carry_forward
-from topocast.model.names import check_node_name
 from topocast.model.placement import carry_unplaced, place_nodes
 from topocast.providers import base
-from topocast.providers.aws_capacity import parse_reserved_nodes, reserved_nodes
-from topocast.providers.aws_health import SOURCE as HEALTH_SOURCE
-from topocast.providers.aws_health import block_records, reservation_blocks
+from topocast.providers.aws.capacity import parse_reserved_nodes, reserved_nodes
+from topocast.providers.aws.ec2_calls import Ec2Calls
+from topocast.providers.aws.health import SOURCE as HEALTH_SOURCE
+from topocast.providers.aws.health import block_records, reservation_blocks
 from topocast.providers.base import ProviderInputs
-from topocast.providers.ec2_calls import Ec2Calls
-from topocast.providers.naming import WANTED_NAME_LABEL, NameRequest, Naming, assign_names, claim_freed_names, summary
+from topocast.providers.naming import WANTED_NAME_LABEL, Machine, Naming, claim_freed_names, name_machines, summary
 from topocast.providers.options import ClusterConfig, OptionSpec
 from topocast.safeio.validation import describe
 
@@ -199,13 +198,13 @@ class Options(BaseModel):
     ] = Field(
         default_factory=dict,
         description="Capacity reservation / block ID -> Slurm node names (hostlists) placed before launch "
-        "from DescribeCapacityReservationTopology (providers/aws_capacity.py).",
+        "from DescribeCapacityReservationTopology (providers/aws/capacity.py).",
     )
 
     capacity_block_health: bool = Field(
         False,
         description="Read DescribeCapacityBlockStatus on every discovery: a capacity block whose interconnect "
-        "is impaired becomes a health record of the graph (providers/aws_health.py, docs/health.md).",
+        "is impaired becomes a health record of the graph (providers/aws/health.py, docs/health.md).",
     )
 
     @field_validator("reserved_nodes", mode="before")
@@ -318,20 +317,10 @@ def _raw_name(inst: dict[str, Any], name_from: str) -> tuple[str | None, str]:
 
 
 def _names(instances: dict[str, dict], name_from: str, taken: dict[str, str], previous: TopologyGraph | None) -> Naming:
-    """Node name per instance ID by the shared rule (:mod:`topocast.providers.naming`); an instance whose
-    source gives no usable name is named by its ID. ``taken``: names held by nodes outside this batch."""
-    requests = []
-    for iid, inst in instances.items():
-        name, what = _raw_name(inst, name_from)
-        if name is None:
-            requests.append(NameRequest(iid, None, f"have no {what}"))
-            continue
-        try:
-            requests.append(NameRequest(iid, check_node_name(name, f"instance {iid}")))
-        except TopocastError:
-            requests.append(NameRequest(iid, None, f"have an unsafe name from {what}"))
-    before = {n.id: n.name for n in previous.nodes if n.id} if previous else {}
-    return assign_names(requests, held=taken, previous=before, noun="instance(s)", source=f"name_from={name_from}")
+    """Node name per instance ID by the shared rule (:func:`topocast.providers.naming.name_machines`); an
+    instance whose source gives no usable name is named by its ID. ``taken``: names held outside this batch."""
+    machines = [Machine(iid, *_raw_name(inst, name_from)) for iid, inst in instances.items()]
+    return name_machines(machines, kind="instance", name_from=name_from, taken=taken, previous=previous)
 
 
 def _build_nodes(
@@ -571,7 +560,7 @@ def discover_instances(
     for node in nodes:
         by_id[node.id] = node  # type: ignore[index]
     name_warnings = naming.warnings + claim_freed_names(by_id, "instance(s)")
-    # a launched instance replaces the before-launch placeholder of its name (providers/aws_capacity.py)
+    # a launched instance replaces the before-launch placeholder of its name (providers/aws/capacity.py)
     launched = {n.name for n in by_id.values()}
     keep = [n for n in keep if n.name not in launched]
     everyone = keep + list(by_id.values())

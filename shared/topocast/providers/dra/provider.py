@@ -20,7 +20,7 @@ The node's accelerator domain is, in this order:
    ``dra`` provider reads).
 
 The tiers come from the node labels, through the same schemes as ``k8s-labels``
-(:func:`topocast.providers.k8s_labels.fabric_of`). A node whose devices report two domains is kept
+(:func:`topocast.providers.k8s_labels.provider.fabric_of`). A node whose devices report two domains is kept
 without a domain and set aside with the reason; a slice of a node the Node list does not have is
 reported, never an error. The I/O is the shell's (``sdk_client("k8s-dra")``:
 :mod:`topocast.k8s.resource_slices`); this module is pure.
@@ -37,7 +37,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from topocast.model.graph import Node, TopologyGraph
 from topocast.model.placement import place_nodes
 from topocast.providers.base import DiscoveryResult, FullScanOnly, ProviderInputs
-from topocast.providers.k8s_labels import (
+from topocast.providers.k8s_labels.provider import (
     DEFAULT_SCHEMES,
     GPU_CLIQUE,
     INSTANCE_TYPE,

@@ -41,8 +41,8 @@ graph. A VM whose data breaks a rule of the graph (a topology ID that is not a s
 path that contradicts the other VMs', an unsafe sub-block as domain) is set aside with the reason in
 ``graph.unplaced`` (:func:`topocast.model.placement.place_nodes`); the other VMs are placed. An incremental
 update keeps what the previous graph set aside unless that VM was read again or is gone.
-The Compute calls themselves (paging, retries, errors) are :mod:`topocast.providers.gcp_api`;
-google-cloud-compute is imported lazily (see :mod:`topocast.gcp.clients`).
+The Compute calls themselves (paging, retries, errors) are :mod:`topocast.providers.gcp.api`;
+google-cloud-compute is imported lazily (see :mod:`topocast.providers.gcp.sdk`).
 """
 
 from __future__ import annotations
@@ -61,15 +61,15 @@ from topocast.errors import InvalidGraphError, ProviderError, TopocastError
 from topocast.model.changes import InstanceChange
 from topocast.model.graph import Node, TopologyGraph
 from topocast.model.health import HealthRecord, carry_forward
-from topocast.model.names import check_domain_name, check_node_name, check_switch_name
+from topocast.model.names import check_domain_name, check_switch_name
 from topocast.model.placement import carry_unplaced, place_nodes
 from topocast.providers import base
 from topocast.providers.base import NeedsFullScan, ProviderInputs
-from topocast.providers.gcp_api import ComputeCalls, InstanceRef, Vm
-from topocast.providers.gcp_health import SOURCE as HEALTH_SOURCE
-from topocast.providers.gcp_health import parse_sub_block, sub_block_record
-from topocast.providers.gcp_sdk import RetryPolicy
-from topocast.providers.naming import WANTED_NAME_LABEL, NameRequest, Naming, assign_names, claim_freed_names, summary
+from topocast.providers.gcp.api import ComputeCalls, InstanceRef, Vm
+from topocast.providers.gcp.health import SOURCE as HEALTH_SOURCE
+from topocast.providers.gcp.health import parse_sub_block, sub_block_record
+from topocast.providers.gcp.sdk import RetryPolicy
+from topocast.providers.naming import WANTED_NAME_LABEL, Machine, Naming, claim_freed_names, name_machines, summary
 from topocast.providers.options import ClusterConfig, OptionSpec
 from topocast.safeio.validation import describe
 
@@ -152,7 +152,7 @@ class Options(BaseModel):
     sub_block_health: bool = Field(
         False,
         description="On a full discovery, read the healthInfo of the reservation sub-blocks the VMs run in "
-        "(one reservationSubBlocks.get each) into the graph's health records (providers/gcp_health.py).",
+        "(one reservationSubBlocks.get each) into the graph's health records (providers/gcp/health.py).",
     )
     read: Annotated[
         Literal["auto", "list", "get"],
@@ -265,28 +265,12 @@ def _raw_name(vm: Vm, name_from: str) -> tuple[str | None, str]:
     return vm.labels.get(key) or None, f"label {key}"
 
 
-def _checked(name: str) -> str | None:
-    try:
-        return check_node_name(name)
-    except TopocastError:
-        return None
-
-
 def _names(vms: Sequence[Vm], name_from: str, taken: dict[str, str], previous: TopologyGraph | None) -> Naming:
-    """Node name per VM ID by the shared rule (:mod:`topocast.providers.naming`): a VM whose source gives
-    no usable name is named by its VM name, then its numeric ID. ``taken``: names held outside this batch."""
-    requests = []
-    for vm in vms:
-        raw, what = _raw_name(vm, name_from)
-        shown = f"{vm.zone}/{vm.name}"
-        try:
-            if raw is None:
-                raise TopocastError(f"no {what}")
-            requests.append(NameRequest(vm.id, check_node_name(raw, f"VM {shown}"), shown=shown))
-        except TopocastError:
-            requests.append(NameRequest(vm.id, None, f"have no usable {what}", _checked(vm.name), shown))
-    before = {n.id: n.name for n in previous.nodes if n.id} if previous else {}
-    return assign_names(requests, held=taken, previous=before, noun="VM(s)", source=f"name_from={name_from}")
+    """Node name per VM ID by the shared rule (:func:`topocast.providers.naming.name_machines`): a VM whose
+    source gives no usable name is named by its VM name, then its numeric ID. ``taken``: names held outside
+    this batch."""
+    machines = [Machine(vm.id, *_raw_name(vm, name_from), f"{vm.zone}/{vm.name}", vm.name) for vm in vms]
+    return name_machines(machines, kind="VM", name_from=name_from, taken=taken, previous=previous)
 
 
 def _parse_physical_host(text: str) -> dict[str, str] | None:

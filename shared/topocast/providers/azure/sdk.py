@@ -18,14 +18,18 @@ from __future__ import annotations
 import os
 import time
 import urllib.parse
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from topocast.errors import ProviderError
+from topocast.providers.means import SdkClient, ShellMeans, services
+
+if TYPE_CHECKING:
+    from topocast.providers.azure.provider import Connect
 from topocast.safeio.paging import PageGuard
 
-__all__ = ["TOKEN_ENV", "AzureCompute", "compute_client", "connect"]
+__all__ = ["TOKEN_ENV", "AzureCompute", "compute_client", "connect", "shell_clients"]
 
 TOKEN_ENV = "AZURE_ACCESS_TOKEN"
 ARM = "https://management.azure.com"
@@ -158,5 +162,11 @@ def compute_client(
 
 def connect(options: Any) -> AzureCompute:
     """``sdk_client("azure-compute")`` of the CLI: the client for the provider's validated options
-    (``subscription_id``, ``endpoint``; :class:`topocast.providers.azure.Options`)."""
+    (``subscription_id``, ``endpoint``; :class:`topocast.providers.azure.provider.Options`)."""
     return compute_client(options.subscription_id, options.endpoint)
+
+
+def shell_clients(means: ShellMeans, options: Mapping[str, Any]) -> SdkClient:
+    """The ``azure`` provider's connector: ``azure-compute`` is :func:`connect` (called with the validated options)."""
+    client: Connect = connect  # mypy: AzureCompute is the provider's AzureComputeApi
+    return services("azure", {"azure-compute": lambda: client})

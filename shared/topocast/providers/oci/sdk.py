@@ -1,6 +1,6 @@
-"""The OCI Python SDK (``oci``, the ``oci`` extra) as plain records for :mod:`topocast.providers.oci`.
+"""The OCI Python SDK (``oci``, the ``oci`` extra) as plain records for :mod:`topocast.providers.oci.provider`.
 
-Below the providers, like :mod:`topocast.providers.aws_sdk`: the shell (``topocast discover``) hands
+Below the providers, like :mod:`topocast.providers.aws.sdk`: the shell (``topocast discover``) hands
 :func:`connect` to the provider as ``sdk_client("oci")``; the provider calls it with its options and
 gets an :class:`OciReader`, whose methods page through the API and return dicts in the SDK's own
 snake_case field names (``oci.util.to_dict`` of the SDK model classes). ``oci`` is imported inside
@@ -21,25 +21,36 @@ problem, or the endpoint that could not be reached.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from topocast.errors import ProviderError
+from topocast.providers.means import SdkClient, ShellMeans, services
+
+if TYPE_CHECKING:
+    from topocast.providers.oci.provider import Connect
 from topocast.safeio.paging import PageGuard
 
-__all__ = ["OciConnection", "OciReader", "connect", "imds_get"]
+__all__ = ["OciConnection", "OciReader", "connect", "imds_get", "shell_clients"]
 
 
 class OciConnection(Protocol):
     """What :func:`connect` reads of the provider's options."""
 
-    auth: str
-    config_file: str | None
-    profile: str
-    endpoint: str | None
-    region: str | None
-    attempts: int
+    # read-only (properties): the provider's frozen Options satisfy it with narrower types (``auth`` a Literal)
+    @property
+    def auth(self) -> str: ...
+    @property
+    def config_file(self) -> str | None: ...
+    @property
+    def profile(self) -> str: ...
+    @property
+    def endpoint(self) -> str | None: ...
+    @property
+    def region(self) -> str | None: ...
+    @property
+    def attempts(self) -> int: ...
 
 
 def _explain(exc: Exception, what: str) -> ProviderError:
@@ -182,3 +193,10 @@ def imds_get(url: str, timeout: float = 5.0) -> str:
     if answer.status != 200:
         raise ProviderError(f"{what}: HTTP {answer.status} (not an OCI instance, or IMDSv2 disabled?)")
     return answer.body.decode("utf-8", "replace")
+
+
+def shell_clients(means: ShellMeans, options: Mapping[str, Any]) -> SdkClient:
+    """The ``oci`` provider's connector: ``oci`` is :func:`connect` (the provider calls it with its validated
+    options) and ``oci-imds`` is :func:`imds_get` (the instance's own metadata)."""
+    reader: Connect = connect  # mypy: OciReader is the provider's OciApi, its options an OciConnection
+    return services("oci", {"oci": lambda: reader, "oci-imds": lambda: imds_get})

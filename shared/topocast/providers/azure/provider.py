@@ -2,7 +2,7 @@
 
 Wire shapes (``azure-mgmt-compute`` 39 models, api-version 2026-04-01; the REST reference
 "Virtual Machine Scale Set VMs - List", "Virtual Machine Scale Sets - List", "Virtual Machines -
-List"), read through the real SDK client (:mod:`topocast.providers.azure_sdk`):
+List"), read through the real SDK client (:mod:`topocast.providers.azure.sdk`):
 
 * ``GET .../resourceGroups/{rg}/providers/Microsoft.Compute/virtualMachineScaleSets`` (every page);
 * for each Uniform scale set (``properties.orchestrationMode``)
@@ -51,9 +51,9 @@ path (it keeps its placement path). No per-node read: every change is a full lis
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -274,6 +274,25 @@ def _failed_scale_sets(
     return out
 
 
+class AzureComputeApi(Protocol):
+    """The ARM listings this provider makes (``topocast.providers.azure.sdk.AzureCompute``; mypy checks it there)."""
+
+    @property
+    def calls(self) -> Mapping[str, int]: ...
+
+    def scale_sets(self, group: str) -> list[dict[str, Any]]: ...
+
+    def scale_set_vms(self, group: str, scale_set: str) -> list[dict[str, Any]]: ...
+
+    def scale_set_members(self, group: str, scale_set_id: str) -> list[dict[str, Any]]: ...
+
+    def virtual_machines(self, group: str) -> list[dict[str, Any]]: ...
+
+
+#: what the shell supplies as ``sdk_client("azure-compute")``: the client for these options
+Connect = Callable[["Options"], AzureComputeApi]
+
+
 @dataclass(frozen=True)
 class AzureProvider(FullScanOnly):
     inputs: ProviderInputs
@@ -282,7 +301,8 @@ class AzureProvider(FullScanOnly):
 
     def discover_full(self, previous: TopologyGraph | None) -> DiscoveryResult:
         o = self.options
-        compute = self.inputs.sdk_client("azure-compute")(o)
+        connect: Connect = self.inputs.sdk_client("azure-compute")
+        compute = connect(o)
         every = {str(s["name"]): s for s in compute.scale_sets(o.resource_group)}
         chosen = o.scale_sets if o.scale_sets is not None else sorted(every)
         scale_sets: dict[str, list[dict[str, Any]]] = {}
@@ -354,5 +374,5 @@ def _with_fabric_health(graph: TopologyGraph, records: HostDomains, previous: To
 
 def provider(inputs: ProviderInputs) -> AzureProvider:
     """Registry factory (``azure``); the shell supplies ``sdk_client("azure-compute")``: options -> an
-    :class:`~topocast.providers.azure_sdk.AzureCompute` (:func:`topocast.providers.azure_sdk.connect`)."""
+    :class:`~topocast.providers.azure.sdk.AzureCompute` (:func:`topocast.providers.azure.sdk.connect`)."""
     return AzureProvider(inputs, provider_options(Options, inputs.options, "azure"))

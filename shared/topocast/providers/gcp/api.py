@@ -1,8 +1,12 @@
 """The Compute Engine ``instances`` API as the GCP provider calls it: the VM fields it reads, paging,
-retries (:mod:`topocast.providers.gcp_sdk`) and the errors it raises.
+retries (:mod:`topocast.providers.gcp.sdk`) and the errors it raises.
 
-What to list or get, and what a VM becomes in the graph, is :mod:`topocast.providers.gcp`'s business.
-google-cloud-compute is imported inside the calls (see :mod:`topocast.gcp.clients`).
+What to list or get, and what a VM becomes in the graph, is :mod:`topocast.providers.gcp.provider`'s business.
+:class:`ComputeApi` and :class:`SubBlocksApi` are exactly the client calls made here; mypy checks
+google-cloud-compute's typed ``InstancesClient`` / ``ReservationSubBlocksClient`` against them
+(:func:`topocast.providers.gcp.sdk.compute_client` returns one as the other). The Compute simulator
+(``topocast_sim/gce*.py``) is wire-level: the real client talks to it, so the same check covers it.
+google-cloud-compute is imported inside the calls (see :mod:`topocast.providers.gcp.sdk`).
 """
 
 from __future__ import annotations
@@ -10,13 +14,42 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from topocast.errors import ProviderError
-from topocast.providers.gcp_sdk import RetryPolicy, transient_retry
+from topocast.providers.gcp.sdk import RetryPolicy, transient_retry
 from topocast.safeio.paging import PageGuard
 
-__all__ = ["IAM_PERMISSIONS", "ComputeCalls", "InstanceRef", "Vm", "vm_of"]
+if TYPE_CHECKING:  # google-cloud-compute's own types (typed, py.typed); imported for mypy only
+    from google.cloud import compute_v1
+
+__all__ = ["IAM_PERMISSIONS", "ComputeApi", "ComputeCalls", "InstanceRef", "Paged", "SubBlocksApi", "Vm", "vm_of"]
+
+
+class Paged(Protocol):
+    """A google-cloud pager: its ``pages`` (each page one request)."""
+
+    @property
+    def pages(self) -> Iterator[Any]: ...
+
+
+class ComputeApi(Protocol):
+    """The ``instances`` calls of the ``gcp`` provider (``sdk_client("compute")``: ``compute_v1.InstancesClient``)."""
+
+    def list(self, *, request: compute_v1.ListInstancesRequest, retry: Any) -> Paged: ...
+
+    def aggregated_list(self, *, request: compute_v1.AggregatedListInstancesRequest, retry: Any) -> Paged: ...
+
+    def get(self, *, project: str, zone: str, instance: str, retry: Any) -> compute_v1.Instance: ...
+
+
+class SubBlocksApi(Protocol):
+    """``reservationSubBlocks.get`` (``sdk_client("compute-sub-blocks")``: a ``ReservationSubBlocksClient``)."""
+
+    def get(
+        self, *, project: str, zone: str, parent_name: str, reservation_sub_block: str, retry: Any
+    ) -> compute_v1.ReservationSubBlocksGetResponse: ...
+
 
 #: the permission each kind of call needs (named in a 403's error)
 IAM_PERMISSIONS = {"list": "compute.instances.list", "get": "compute.instances.get",
@@ -89,7 +122,7 @@ class ComputeCalls:
     """The Compute ``InstancesClient`` calls of one discovery: counted (``calls``, ``retries``), retried
     (429/5xx), every page followed, and failures as one :class:`ProviderError` naming what to do."""
 
-    def __init__(self, client: Any, project: str, retry: RetryPolicy | None = None) -> None:
+    def __init__(self, client: ComputeApi, project: str, retry: RetryPolicy | None = None) -> None:
         self.client = client
         self.project = project
         self.calls: dict[str, int] = {}
@@ -176,7 +209,7 @@ class ComputeCalls:
                 break
         return vms
 
-    def sub_block(self, client: Any, zone: str, reservation: str, block: str, sub_block: str) -> Any:
+    def sub_block(self, client: SubBlocksApi, zone: str, reservation: str, block: str, sub_block: str) -> Any:
         """``reservationSubBlocks.get`` (a ``ReservationSubBlocksClient``): the sub-block, None when gone (404)."""
         from google.api_core import exceptions as gexc
 

@@ -176,7 +176,7 @@ class IbnetdiscoverProvider(_FullOnly):
     name = "ibnetdiscover"
 
     def discover_full(self, previous: TopologyGraph | None) -> DiscoveryResult:
-        from topocast.providers import ibnetdiscover
+        from topocast.providers.onprem import ibnetdiscover
 
         o = self.options
         texts = dict(self.inputs.uploads())
@@ -212,7 +212,7 @@ class NetqProvider(_FullOnly):
     name = "netq"
 
     def discover_full(self, previous: TopologyGraph | None) -> DiscoveryResult:
-        from topocast.providers import netq
+        from topocast.providers.onprem import netq
 
         o = self.options
         if not (o.get("url") and o.get("credentials")):

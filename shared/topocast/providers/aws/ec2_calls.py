@@ -1,6 +1,6 @@
 """EC2 calls for discovery: pagination, call counting, batching and error translation.
 
-:class:`Ec2Calls` wraps one boto3 EC2 client for one discovery run. Every
+:class:`Ec2Calls` wraps one EC2 client (:class:`~topocast.providers.aws.api.Ec2Api`) for one discovery run. Every
 request is counted per operation (``calls``; a page is a request, botocore's
 retries are summed separately in ``retries``). Failures that survive botocore's
 adaptive retries become :class:`~topocast.errors.ProviderError` messages that
@@ -14,10 +14,11 @@ call per unknown ID).
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Sequence
-from typing import Any
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any, Literal
 
 from topocast.errors import ProviderError, TopocastError
+from topocast.providers.aws.api import Ec2Api
 from topocast.safeio.paging import PageGuard
 
 DESCRIBE_PAGE = 1000  # DescribeInstances MaxResults limit
@@ -30,15 +31,24 @@ IAM_ACTIONS = {
     "DescribeCapacityBlockStatus": "ec2:DescribeCapacityBlockStatus",
 }
 RESERVATION_BATCH = 10  # DescribeCapacityReservationTopology CapacityReservationIds limit
+#: the paginated operations discovery makes, and their botocore paginator names (:class:`Ec2Api`)
+PagedOp = Literal["DescribeInstances", "DescribeInstanceTopology", "DescribeCapacityBlockStatus"]
+PAGINATORS: dict[
+    PagedOp, Literal["describe_instances", "describe_instance_topology", "describe_capacity_block_status"]
+] = {
+    "DescribeInstances": "describe_instances",
+    "DescribeInstanceTopology": "describe_instance_topology",
+    "DescribeCapacityBlockStatus": "describe_capacity_block_status",
+}
 _INSTANCE_ID = re.compile(r"\bi-[0-9a-f]{8,17}\b")
 
 
 class Ec2Calls:
     """One discovery run: wraps the client, counts calls and maps errors."""
 
-    def __init__(self, ec2: Any, cluster: str, region: str | None = None) -> None:
+    def __init__(self, ec2: Ec2Api, cluster: str, region: str | None = None) -> None:
         self.ec2 = ec2
-        self.region = getattr(getattr(ec2, "meta", None), "region_name", None) or "?"
+        self.region = ec2.meta.region_name or "?"
         if region and region != self.region:
             raise ProviderError(
                 f"AWS discovery for cluster {cluster!r}: config region {region!r} but the EC2 "
@@ -47,10 +57,9 @@ class Ec2Calls:
         self.calls: dict[str, int] = {}
         self.retries = 0
 
-    def pages(self, op: str, **kwargs: Any) -> Iterator[dict[str, Any]]:
+    def pages(self, op: PagedOp, **kwargs: Any) -> Iterator[Mapping[str, Any]]:
         """Yield pages of a paginated operation, counting each call."""
-        snake = re.sub(r"(?<!^)(?=[A-Z])", "_", op).lower()
-        pages = iter(self.ec2.get_paginator(snake).paginate(**kwargs))
+        pages = iter(self.ec2.get_paginator(PAGINATORS[op]).paginate(**kwargs))
         while True:
             self.calls[op] = self.calls.get(op, 0) + 1
             try:
@@ -77,7 +86,7 @@ class Ec2Calls:
         )
 
         where = f"EC2 {op} in region {self.region}"
-        endpoint = getattr(getattr(self.ec2, "meta", None), "endpoint_url", "?")
+        endpoint = self.ec2.meta.endpoint_url or "?"
         if isinstance(exc, ClientError):
             err = exc.response.get("Error", {})
             code, message = err.get("Code", "?"), (err.get("Message") or "")[:300]
@@ -228,10 +237,10 @@ class Ec2Calls:
 
     def capacity_block_status(self) -> list[dict[str, Any]]:
         """DescribeCapacityBlockStatus: every capacity block of the account in the region (paged, 1,000 a page)."""
-        op = "DescribeCapacityBlockStatus"
+        op: PagedOp = "DescribeCapacityBlockStatus"
         return [item for page in self.pages(op, MaxResults=1000) for item in page.get("CapacityBlockStatuses", [])]
 
-    def _collect(self, op: str, kwargs: dict[str, Any], items: Any, into: dict[str, dict]) -> set[str]:
+    def _collect(self, op: PagedOp, kwargs: dict[str, Any], items: Any, into: dict[str, dict]) -> set[str]:
         """Run one (paginated) request; return IDs named by InvalidInstanceID.NotFound, else empty."""
         from botocore.exceptions import ClientError
 

@@ -1,0 +1,1 @@
+"""The ``azure`` provider: Azure VM scale set placement (``provider``) through azure-mgmt-compute (``sdk``)."""

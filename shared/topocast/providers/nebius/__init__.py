@@ -1,0 +1,1 @@
+"""The ``nebius`` provider: Nebius instance topology (``provider``) through the Nebius SDK (``sdk``)."""

@@ -1,0 +1,1 @@
+"""The ``oci`` provider: OCI instance topology (``provider``) through the ``oci`` SDK (``sdk``)."""

@@ -1,0 +1,172 @@
+"""Each provider folder declares its SDK connector; ``topocast discover`` builds clients only through it.
+
+The CLI names no provider and no service (its clients come from ``CONNECTORS``), each connector builds
+the clients its provider asks for from the shell's means and says which it has when asked for another,
+and the AWS provider makes no EC2 call outside :class:`~topocast.providers.aws.api.Ec2Api` (mypy checks
+the other direction: boto3's ``EC2Client`` has every member of it).
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, ClassVar
+
+import pytest
+
+from topocast.errors import ProviderError
+from topocast.providers import CONNECTORS, PROVIDERS, ShellMeans, connect
+from topocast.providers.aws.api import Ec2Api
+from topocast.providers.aws.provider import AwsDiscoveryConfig, discover_full, discover_instances
+from topocast.providers.dra.provider import Options as DraOptions
+from topocast.providers.k8s_labels.provider import ClusterNodeInfo, NodeLabelsConfig
+
+DISCOVER = Path(__file__).resolve().parent.parent / "shared" / "topocast" / "cli" / "discover.py"
+#: every provider and every ``sdk_client`` service name of the providers (docs/providers.md)
+NAMES = {"aws", "gcp", "oci", "azure", "nebius", "ibnetdiscover", "netq", "k8s-labels", "dra"}
+SERVICES = {
+    "ec2",
+    "compute",
+    "compute-sub-blocks",
+    "oci",
+    "oci-imds",
+    "nebius",
+    "azure-compute",
+    "k8s-nodes",
+    "k8s-dra",
+}
+
+
+def test_topocast_discover_names_no_provider_and_no_service() -> None:
+    tree = ast.parse(DISCOVER.read_text())
+    strings = {n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str)}
+    modules = {n.module or "" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
+    assert strings & (NAMES | SERVICES) == {"aws"}  # only the default of --provider
+    folders = {m for m in modules if m.startswith("topocast.providers.") and m.count(".") > 2}
+    assert folders == {"topocast.providers.aws.sdk"}  # read_secret_arn: an ARN secret reference, whatever the provider
+
+
+def test_every_provider_that_takes_clients_registers_its_folders_connector() -> None:
+    assert set(PROVIDERS) == NAMES
+    assert set(CONNECTORS) == NAMES - {"ibnetdiscover", "netq"}  # those two read uploads and secrets only
+    for name, target in CONNECTORS.items():
+        folder = name.replace("-", "_")
+        assert isinstance(target, str) and target.startswith(f"topocast.providers.{folder}.")
+
+
+def test_the_gcp_connector_builds_its_compute_clients_at_the_shells_endpoint() -> None:
+    clients = connect("gcp", ShellMeans(compute_endpoint="http://127.0.0.1:1"), {})
+    compute, sub_blocks = clients("compute"), clients("compute-sub-blocks")
+    assert type(compute).__name__ == "InstancesClient" and compute.api_endpoint == "http://127.0.0.1:1"
+    assert type(sub_blocks).__name__ == "ReservationSubBlocksClient" and sub_blocks.api_endpoint == "http://127.0.0.1:1"
+
+
+def test_a_client_a_provider_does_not_declare_is_a_one_line_error_naming_those_it_does() -> None:
+    with pytest.raises(ProviderError) as gcp:
+        connect("gcp", ShellMeans(), {})("ec2")
+    assert str(gcp.value) == "provider 'gcp' has no 'ec2' client (it declares: compute, compute-sub-blocks)"
+    with pytest.raises(ProviderError) as netq:
+        connect("netq", ShellMeans(), {})("ec2")
+    assert str(netq.value) == "provider 'netq' has no 'ec2' client (it declares: none)"
+
+
+def test_a_kubernetes_provider_in_a_shell_without_kubernetes_says_so() -> None:
+    with pytest.raises(ProviderError, match=r"^provider 'k8s-labels' reads Kubernetes, and this runtime supplies no"):
+        connect("k8s-labels", ShellMeans(), {})("k8s-nodes")
+
+
+class RecordingKube:
+    """A :class:`~topocast.providers.means.KubeAccess` that records the kubeconfig each listing is for."""
+
+    def __init__(self) -> None:
+        self.asked: list[tuple[str, str | None]] = []
+
+    def node_lister(self, kubeconfig: str | None) -> Any:
+        self.asked.append(("nodes", kubeconfig))
+
+        def listing(config: NodeLabelsConfig) -> tuple[list[ClusterNodeInfo], dict[str, int]]:
+            return [ClusterNodeInfo("n1", {"topology.kubernetes.io/zone": "z"})], {"k8s_GET": 1}
+
+        return listing
+
+    def dra_lister(self, kubeconfig: str | None) -> Any:
+        self.asked.append(("dra", kubeconfig))
+
+        def listing(options: DraOptions) -> tuple[list[ClusterNodeInfo], list[Any], dict[str, int]]:
+            return [], [], {}
+
+        return listing
+
+
+def test_the_kubernetes_connectors_read_the_shells_cluster_the_flag_before_the_dra_option() -> None:
+    kube = RecordingKube()
+    connect("k8s-labels", ShellMeans(kubeconfig="/flag", kubernetes=kube), {})("k8s-nodes")
+    connect("dra", ShellMeans(kubeconfig="/flag", kubernetes=kube), {"kubeconfig": "/option"})("k8s-dra")
+    connect("dra", ShellMeans(kubernetes=kube), {"kubeconfig": "/option"})("k8s-dra")
+    connect("k8s-labels", ShellMeans(kubernetes=kube), {})("k8s-nodes")
+    assert kube.asked == [("nodes", "/flag"), ("dra", "/flag"), ("dra", "/option"), ("nodes", None)]
+
+
+class OnlyEc2Api:
+    """The real (moto) EC2 client, with every attribute outside :class:`Ec2Api` refused; records what is used."""
+
+    ALLOWED: ClassVar[set[str]] = {name for name in vars(Ec2Api) if not name.startswith("_")}
+
+    def __init__(self, real: Any) -> None:
+        self._real = real
+        self.used: set[str] = set()
+        self.paginators: set[str] = set()
+
+    def __getattr__(self, name: str) -> Any:
+        if name not in self.ALLOWED:
+            raise AttributeError(f"{name} is not a call of Ec2Api")
+        self.used.add(name)
+        if name == "get_paginator":
+            return self._paginator
+        return getattr(self._real, name)
+
+    def _paginator(self, operation_name: str) -> Any:
+        self.paginators.add(operation_name)
+        return self._real.get_paginator(operation_name)
+
+
+@pytest.fixture
+def cluster(aws_env: str) -> Iterator[list[str]]:
+    """Two instances in a capacity block, and a reservation with room for two more (nothing launched there)."""
+    import boto3
+
+    from topocast_sim import ec2 as sim
+
+    sim.clear_capacity_blocks()
+    sim.clear_capacity_reservations()
+    sim.add_capacity_block("cb-a", {"cr-a1": 2})
+    sim.add_capacity_reservation(
+        "cr-0123456789abcdef0", instance_type=sim.ULTRASERVER_TYPE, network_nodes=["nn-1", "nn-2", "nn-3"]
+    )
+    ec2 = boto3.client("ec2")
+    ids = sim.generate_cluster(ec2, 2, cluster_tag=("topocast:cluster", "c1"), name_prefix=None, block_size=None)
+    for i, iid in enumerate(ids):
+        tags = {"Name": f"gpu-{i}", sim.CAPACITY_RESERVATION_TAG: "cr-a1"}
+        ec2.create_tags(Resources=[iid], Tags=[{"Key": k, "Value": v} for k, v in tags.items()])
+    yield ids
+    sim.clear_capacity_blocks()
+    sim.clear_capacity_reservations()
+
+
+def test_the_aws_provider_calls_nothing_outside_ec2api(cluster: list[str]) -> None:
+    from topocast.model.changes import InstanceChange
+
+    ec2 = OnlyEc2Api(connect("aws", ShellMeans(), {"region": "us-east-1"})("ec2"))
+    config = AwsDiscoveryConfig(
+        cluster="c1", filters=["tag:topocast:cluster=c1"], name_from="tag:Name", capacity_block_health=True,
+        reserved_nodes={"cr-0123456789abcdef0": "gpu-[8-9]"},
+    )  # fmt: skip
+
+    full = discover_full(ec2, config)
+    again = discover_instances(ec2, config, full.graph, [InstanceChange(cluster[0], "upsert", "aws.ec2/state-change")])
+
+    assert sorted(n.name for n in full.graph.nodes) == ["gpu-0", "gpu-1", "gpu-8", "gpu-9"]
+    assert sorted(n.name for n in again.graph.nodes) == ["gpu-0", "gpu-1", "gpu-8", "gpu-9"]
+    assert ec2.used == {"meta", "get_paginator", "describe_capacity_reservation_topology"}
+    assert ec2.paginators == {"describe_instances", "describe_instance_topology", "describe_capacity_block_status"}
