@@ -15,7 +15,6 @@ from topocast.aws.publish_state import S3PublishState, read_override
 from topocast.model.graph import TopologyGraph
 from topocast.pipeline.guard import (
     OVERRIDE_ENV,
-    HoldRecord,
     check,
     confirm,
     confirmed_gone,
@@ -23,7 +22,7 @@ from topocast.pipeline.guard import (
     reconcile_confirms,
     rehold,
 )
-from topocast.pipeline.publish_state import PublishedRecord
+from topocast.ports.records import HoldRecord, PublishedRecord
 from topocast.publish.base import PublishResult
 
 NODES = {f"n{i:03d}" for i in range(100)}

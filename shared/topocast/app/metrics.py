@@ -10,7 +10,7 @@ import threading
 from collections import Counter
 from collections.abc import Iterable, Mapping
 
-from topocast.app.ports import Metrics
+from topocast.ports.protocols import Metrics
 
 __all__ = [
     "API_CALLS",

@@ -19,11 +19,11 @@ from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 from topocast.app.metrics import MetricCounts
-from topocast.app.ports import Publisher
 from topocast.app.wiring import CompositionRoot
 from topocast.aws.metrics import AwsMetrics
 from topocast.config import Settings
 from topocast.k8s.nodes_client import with_node_lister
+from topocast.ports.protocols import Publisher
 from topocast.providers import Provider, ProviderInputs, build_provider
 from topocast.publish import PublisherInputs, build_publishers, register_publisher
 
@@ -183,10 +183,8 @@ class AwsRuntime(CompositionRoot):
             s.timer_queue_url or "",
             self.dynamodb,
             self.sqs,
-            quiet=s.debounce_quiet,
-            max_wait=s.debounce_max_wait,
+            self.debounce_policy,
             clock=self.clock,
-            leading_edge=s.debounce_leading_edge,
             on_reset=self.debounce_state_reset,
         )
 

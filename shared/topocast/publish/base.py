@@ -16,9 +16,9 @@ import hashlib
 from collections.abc import Mapping
 from typing import Literal
 
-from topocast.app.ports import Publisher, PublishResult
 from topocast.errors import TopocastError
-from topocast.pipeline.artifacts import Manifest, ManifestEntry
+from topocast.ports.protocols import Publisher
+from topocast.ports.records import Manifest, ManifestEntry, PublishResult
 
 __all__ = ["FileOutcome", "FilePublisher", "PublishResult", "Publisher", "verified_content"]
 
