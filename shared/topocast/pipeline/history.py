@@ -48,6 +48,7 @@ class ObjectGraphStore(Protocol):
     def pointer(self) -> dict[str, Any] | None: ...
     def get(self, generation: int) -> StoredGraph: ...
 
+
 INDEX_NAME = "index.json"
 #: an index of 1,000 generations of 10k nodes is a few MB; a bigger one is refused by its size
 MAX_INDEX_BYTES = 4 * MAX_GRAPH_BYTES
