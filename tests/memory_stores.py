@@ -95,7 +95,7 @@ class MemoryArtifactStore:
 
 
 class MemoryPublishState:
-    """In-process :class:`~topocast.app.ports.PublishState`."""
+    """In-process :class:`~topocast.ports.protocols.PublishState`."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()

@@ -18,7 +18,7 @@ Policies (docs/architecture.md, "Who decides what"):
 * ``InstanceChange.follow`` (host maintenance, restarts) is **followed** until steady: an instance
   the provider reports ``unsettled`` (starting, stopping, stopped by the host with a restart
   expected) keeps its last place and is re-read after ``follow_interval`` seconds through the
-  :class:`~topocast.app.ports.Rechecks` port (a ``Recheck`` event back to discover: no sleeping in a
+  :class:`~topocast.ports.protocols.Rechecks` port (a ``Recheck`` event back to discover: no sleeping in a
   function), at most ``follow_rechecks`` times. The last re-check is ``final``: an instance that is
   out is removed, one still in transition is kept with a warning (metric ``follow_unsettled_kept``).
   Without a ``Rechecks`` port (or in a full discovery) one read decides.

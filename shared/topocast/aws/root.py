@@ -41,7 +41,7 @@ register_publisher("ssm", "topocast.aws.ssm_publish:from_inputs")
 
 
 class SqsPublishHandoff:
-    """:class:`~topocast.app.ports.PublishHandoff`: a message on the publish queue."""
+    """:class:`~topocast.ports.protocols.PublishHandoff`: a message on the publish queue."""
 
     def __init__(self, cluster: str, queue_url: str, sqs: Any) -> None:
         self.cluster, self.queue_url, self.sqs = cluster, queue_url, sqs
@@ -57,7 +57,7 @@ class SqsPublishHandoff:
 
 
 class SqsRechecks:
-    """:class:`~topocast.app.ports.Rechecks`: a ``topocast/Recheck`` envelope on the events queue, delayed
+    """:class:`~topocast.ports.protocols.Rechecks`: a ``topocast/Recheck`` envelope on the events queue, delayed
     with ``DelaySeconds`` (the SQS timer the debouncer uses too; at most 900 s)."""
 
     def __init__(self, cluster: str, queue_url: str, sqs: Any) -> None:
@@ -84,7 +84,7 @@ class SqsRechecks:
 
 
 class SsmGuardOverride:
-    """:class:`~topocast.app.ports.GuardOverride`: env ``TOPOCAST_GUARD_ALLOW_GENERATION``, then an SSM parameter."""
+    """:class:`~topocast.ports.protocols.GuardOverride`: env ``TOPOCAST_GUARD_ALLOW_GENERATION``, then SSM."""
 
     def __init__(self, cluster: str, ssm: Any, parameter: str | None) -> None:
         self.cluster, self.ssm, self.parameter = cluster, ssm, parameter

@@ -59,7 +59,7 @@ class NoDebouncer:
 
 
 class CloudTasksHandoff:
-    """:class:`~topocast.app.ports.PublishHandoff`: a named task for the publish function (deduplicated)."""
+    """:class:`~topocast.ports.protocols.PublishHandoff`: a named task for the publish function (deduplicated)."""
 
     def __init__(self, cluster: str, queue: TaskQueue | None, url: str | None) -> None:
         self.cluster, self.queue, self.url = cluster, queue, url
@@ -74,7 +74,7 @@ class CloudTasksHandoff:
 
 
 class CloudTasksRechecks:
-    """:class:`~topocast.app.ports.Rechecks`: a named ``dev.topocast.recheck.v1`` task to discover with a
+    """:class:`~topocast.ports.protocols.Rechecks`: a named ``dev.topocast.recheck.v1`` task to discover with a
     schedule time, on the queue the discover windows and timers use (the name deduplicates a redelivery)."""
 
     def __init__(self, cluster: str, queue: TaskQueue, url: str) -> None:
@@ -215,7 +215,7 @@ class GcpRuntime(CompositionRoot):
 
 @dataclass(frozen=True)
 class GcsOverride:
-    """:class:`~topocast.app.ports.GuardOverride`: env ``TOPOCAST_GUARD_ALLOW_GENERATION``, then an object."""
+    """:class:`~topocast.ports.protocols.GuardOverride`: env ``TOPOCAST_GUARD_ALLOW_GENERATION``, then an object."""
 
     state: GcsPublishState
 

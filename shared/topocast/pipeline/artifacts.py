@@ -34,7 +34,7 @@ class ArtifactNotFoundError(TopocastError, LookupError):
 
 
 class ObjectArtifactStore:
-    """:class:`~topocast.app.ports.ArtifactStore` of one cluster in a bucket (layout: the module docstring)."""
+    """:class:`~topocast.ports.protocols.ArtifactStore` of one cluster in a bucket (layout: the module docstring)."""
 
     def __init__(self, objects: ObjectStore, prefix: str, cluster: str) -> None:
         self.objects = objects

@@ -17,7 +17,7 @@ __all__ = ["ObjectPublishState"]
 
 
 class ObjectPublishState:
-    """:class:`~topocast.app.ports.PublishState` as two small JSON objects under ``<prefix>/<cluster>/state/``::
+    """:class:`~topocast.ports.protocols.PublishState` as two small JSON objects under ``<prefix>/<cluster>/state/``::
 
     published.json    {generation, graph_sha256, nodes[], published_at, publishers[]}
     guard-hold.json   {generation, lost[], previous_generation, reason, held_at, confirmed, confirmed_at}

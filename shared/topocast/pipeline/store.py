@@ -8,7 +8,7 @@ in the meantime the write is refused with :class:`StaleGenerationError` so the
 caller re-reads and rebuilds on top of it (:func:`commit` does that loop).
 
 The decision of what a write should do is the pure :func:`plan_write`;
-:class:`ObjectGraphStore` (the :class:`~topocast.app.ports.GraphStore` port) executes it in a
+:class:`ObjectGraphStore` (the :class:`~topocast.ports.protocols.GraphStore` port) executes it in a
 bucket over any :class:`~topocast.pipeline.objects.ObjectStore` (S3 in
 :mod:`topocast.aws.s3_store`, Cloud Storage in :mod:`topocast.gcp.gcs_store`).
 
