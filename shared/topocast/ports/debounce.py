@@ -108,7 +108,7 @@ class Timer:
         for name in ("armed_at", "due_at"):
             value = body.get(name)
             if value is not None and (isinstance(value, bool) or not isinstance(value, int | float)):
-                raise ValueError(f"timer message {name} is not a number: {str(value)[:80]!r}")
+                raise ValueError(f"timer message {name} is not a number: {repr(value)[:80]}")
             times.append(None if value is None else float(value))
         return cls(cluster, timer_id, times[0], times[1])
 
