@@ -22,7 +22,7 @@ import json
 import threading
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import pytest
@@ -134,7 +134,8 @@ class AwsDriver:
         monkeypatch.setattr(botocore.client.BaseClient, "_make_api_call", intercepted)
 
     def _set_lease(self) -> None:
-        self.cloud.pl.runtime.debouncer.lease = LEASE
+        deb = self.cloud.pl.runtime.debouncer
+        deb.policy = replace(deb.policy, lease=LEASE)  # a dead render is retried within the test
 
     def _fresh_root(self) -> None:
         pl = self.cloud.pl
@@ -208,7 +209,8 @@ class GcpDriver:
         monkeypatch.setattr(threading, "excepthook", lambda args: None)
 
     def _set_lease(self) -> None:
-        self.handlers.runtime().debouncer.lease = LEASE
+        deb = self.handlers.runtime().debouncer
+        deb.policy = replace(deb.policy, lease=LEASE)  # a dead render is retried within the test
 
     def _fresh_root(self) -> None:
         self.handlers._RUNTIMES.clear()  # the next delivery builds a new runtime over the same stores
