@@ -47,13 +47,6 @@ ROOT_MODULES = {"__init__", "errors", "registry", "config"}
 KNOWN_UNIT_CYCLES: set[frozenset[str]] = set()
 #: upward arrows that are known and must go (module, target)
 KNOWN_UPWARD: set[tuple[str, str]] = set()
-#: module circles that are known and must go (each the whole strongly connected set). Both are type-only or
-#: lazy circles the scan sees since it reads ``TYPE_CHECKING`` imports; issue 31's ``rules`` branch removes them,
-#: and the test below then fails on the entry that is gone: delete it when that branch is merged.
-KNOWN_MODULE_CYCLES: set[frozenset[str]] = {
-    frozenset({"topocast.model.checks", "topocast.model.decode", "topocast.model.fabric", "topocast.model.graph"}),
-    frozenset({"topocast.slurm.converge", "topocast.slurm.live"}),
-}
 
 ENTRY_POINT = re.compile(r"^(topocast(?:\.[a-z_0-9]+)+):[A-Za-z_]\w*$")
 
@@ -172,9 +165,7 @@ def test_no_import_runs_upward(name: str) -> None:
 
 
 def test_no_module_import_circle() -> None:
-    found = {frozenset(c) for c in cycles(module_edges())}
-    assert found - KNOWN_MODULE_CYCLES == set(), "new module import circle(s)"
-    assert KNOWN_MODULE_CYCLES - found == set(), "a known circle is gone: remove it from KNOWN_MODULE_CYCLES"
+    assert cycles(module_edges()) == []
 
 
 def test_no_package_import_circle_beyond_the_known_ones() -> None:

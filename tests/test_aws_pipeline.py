@@ -309,12 +309,12 @@ def test_lambda_entry_point_logs_json_with_cluster_and_emits_emf_metrics(
     """functions/discover/handler.py as Lambda loads it: Powertools JSON logs and EMF metrics on stdout."""
     import importlib.util
 
-    from topocast.aws import handlers
+    from topocast.aws import handlers, lambda_tools
 
     monkeypatch.delenv("POWERTOOLS_METRICS_DISABLED", raising=False)
     monkeypatch.setenv("POWERTOOLS_METRICS_NAMESPACE", "topocast")
     # Powertools binds the stream when its Logger is first built (maybe under another test's capture)
-    handlers.tools().logger.registered_handler.stream = sys.stdout
+    lambda_tools.tools().logger.registered_handler.stream = sys.stdout
     pl = LocalAwsPipeline(CLUSTER, quiet=1.0, max_wait=4.0, real_time=False)
     ids = launch(pl, 6)
     pl.emit_state_changes(ids)

@@ -25,6 +25,7 @@ import pytest
 from cli_runner import invoke
 
 from topocast.cli.commands import COMMANDS, EXIT_INTERNAL, Command
+from topocast.providers import PROVIDERS
 
 #: the bad contents of a file-taking flag (None: the path does not exist; "dir": a directory)
 BAD_INPUTS: dict[str, bytes | str | None] = {
@@ -167,8 +168,9 @@ def cases() -> Iterator[Case]:
                 for uri in URIS:
                     flag = action.option_strings[-1] if action.option_strings else action.dest
                     yield Case(path, flag, uri.split(":")[0], _argv(cmd, action, uri))
-    # the machine that is not set up, without any file: the cloud providers and a cluster-less publish
-    for provider in ("aws", "gcp", "k8s-labels"):
+    # the machine that is not set up, without any file: every provider of the registry (a new one is
+    # covered without editing this) and a cluster-less publish
+    for provider in PROVIDERS:
         extra = ["--project", "p1"] if provider == "gcp" else []
         yield Case(("discover",), "--provider", provider, ("discover", "--provider", provider, *extra))
     yield Case(("publish",), "--graph", "no-kubeconfig", ("publish", "--graph", "{good}"))

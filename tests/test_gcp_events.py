@@ -10,6 +10,7 @@ import pytest
 from cloudevents.http import CloudEvent
 
 from topocast.gcp import events as ev
+from topocast.model import changes
 from topocast_sim.eventarc import audit_log_event, insert_pair, pubsub_event
 
 VM = {"project": "demo-project", "project_number": "123456789012", "zone": "us-central1-a", "name": "gpu-007"}
@@ -48,14 +49,14 @@ ATTRS = {
 
 def test_documented_last_entry_of_a_mig_create() -> None:
     change = ev.parse_cloud_event(CloudEvent(ATTRS, DOCUMENTED_LAST_ENTRY))
-    assert change == ev.InstanceChange(
+    assert change == changes.InstanceChange(
         instance="123456789012/europe-west4-b/a4-pool-x7k2",
         action="upsert",
         kind="v1.compute.instances.insert",
         event_id="abc123",
         time=change.time,
     )
-    assert isinstance(change, ev.InstanceChange)
+    assert isinstance(change, changes.InstanceChange)
     assert change.detail == {
         "project": "123456789012",
         "zone": "europe-west4-b",
@@ -70,9 +71,9 @@ def test_documented_last_entry_of_a_mig_create() -> None:
 def test_only_the_last_entry_of_an_operation_counts() -> None:
     first, last = insert_pair(instance_id="42", **VM)
     ignored = ev.parse_cloud_event(first)
-    assert isinstance(ignored, ev.Ignored) and "first entry" in ignored.reason and "last entry" in ignored.reason
+    assert isinstance(ignored, changes.Ignored) and "first entry" in ignored.reason and "last entry" in ignored.reason
     change = ev.parse_cloud_event(last)
-    assert isinstance(change, ev.InstanceChange) and change.instance.startswith("123456789012/")
+    assert isinstance(change, changes.InstanceChange) and change.instance.startswith("123456789012/")
     middle = audit_log_event(instance_id="42", **VM)
     middle[1]["operation"] = {"id": "op-1", "producer": "compute.googleapis.com"}
     assert "intermediate entry" in ev.parse_cloud_event(middle).reason
@@ -93,12 +94,12 @@ def test_only_the_last_entry_of_an_operation_counts() -> None:
 )
 def test_methods_map_to_actions(method: str, action: str) -> None:
     change = ev.parse_cloud_event(audit_log_event(method=method, instance_id="42", **VM))
-    assert isinstance(change, ev.InstanceChange) and change.action == action and change.kind == method
+    assert isinstance(change, changes.InstanceChange) and change.action == action and change.kind == method
 
 
 def test_bulk_insert_asks_for_a_reconcile() -> None:
     cmd = ev.parse_cloud_event(audit_log_event(method="v1.compute.instances.bulkInsert", instance_id=None, **VM))
-    assert isinstance(cmd, ev.Reconcile) and "bulkInsert" in cmd.reason
+    assert isinstance(cmd, changes.Reconcile) and "bulkInsert" in cmd.reason
 
 
 @pytest.mark.parametrize(
@@ -115,7 +116,7 @@ def test_well_formed_events_with_nothing_to_do_are_ignored_with_a_reason(change:
         outer, inner = path.split(".")
         data[outer][inner] = value
     result = ev.parse_cloud_event((attrs, data))
-    assert isinstance(result, ev.Ignored) and reason in result.reason
+    assert isinstance(result, changes.Ignored) and reason in result.reason
 
 
 @pytest.mark.parametrize(
@@ -131,38 +132,38 @@ def test_well_formed_events_with_nothing_to_do_are_ignored_with_a_reason(change:
 def test_malformed_audit_logs_name_the_field(mutate: Any, field: str) -> None:
     attrs, data = audit_log_event(instance_id="42", **VM)
     mutate(data)
-    with pytest.raises(ev.MalformedEvent, match=field.replace(".", r"\.")):
+    with pytest.raises(changes.MalformedEvent, match=field.replace(".", r"\.")):
         ev.parse_cloud_event((attrs, data))
 
 
 def test_data_that_is_not_json_or_not_an_object() -> None:
     attrs, _ = audit_log_event(instance_id="42", **VM)
-    with pytest.raises(ev.MalformedEvent, match="data: not JSON"):
+    with pytest.raises(changes.MalformedEvent, match="data: not JSON"):
         ev.parse_cloud_event((attrs, b"{not json"))
-    with pytest.raises(ev.MalformedEvent, match="must be a JSON object, got list"):
+    with pytest.raises(changes.MalformedEvent, match="must be a JSON object, got list"):
         ev.parse_cloud_event((attrs, "[1, 2]"))
 
 
 def test_unknown_type_is_unsupported_and_says_what_is_handled() -> None:
-    with pytest.raises(ev.UnsupportedEvent, match=r"unsupported CloudEvent type 'com\.example\.thing'.*audit"):
+    with pytest.raises(changes.UnsupportedEvent, match=r"unsupported CloudEvent type 'com\.example\.thing'.*audit"):
         ev.parse_cloud_event({"specversion": "1.0", "id": "1", "source": "x", "type": "com.example.thing"})
-    with pytest.raises(ev.MalformedEvent, match="type: is required"):
+    with pytest.raises(changes.MalformedEvent, match="type: is required"):
         ev.parse_cloud_event({"specversion": "1.0", "id": "1", "source": "x"})
 
 
 def test_scheduler_messages_through_pubsub() -> None:
     cmd = ev.parse_cloud_event(pubsub_event("p", "topocast-reconcile", {"cluster": "c1"}))
-    assert cmd == ev.Reconcile(ev.PUBSUB, "schedule", "c1", event_id=cmd.event_id)
+    assert cmd == changes.Reconcile(ev.PUBSUB, "schedule", "c1", event_id=cmd.event_id)
     empty = ev.parse_cloud_event(pubsub_event("p", "topocast-reconcile"))
-    assert isinstance(empty, ev.Reconcile) and empty.cluster is None
+    assert isinstance(empty, changes.Reconcile) and empty.cluster is None
     other = ev.parse_cloud_event(pubsub_event("p", "t", {"kind": "billing.alert"}))
-    assert isinstance(other, ev.Ignored) and "billing.alert" in other.reason
+    assert isinstance(other, changes.Ignored) and "billing.alert" in other.reason
     attrs, data = pubsub_event("p", "t", {})
     data["message"]["data"] = "%%%not-base64"
-    with pytest.raises(ev.MalformedEvent, match=r"data\.message\.data: not base64"):
+    with pytest.raises(changes.MalformedEvent, match=r"data\.message\.data: not base64"):
         ev.parse_cloud_event((attrs, data))
     data["message"]["data"] = base64.b64encode(b"[]").decode()
-    with pytest.raises(ev.MalformedEvent, match="expected a JSON object"):
+    with pytest.raises(changes.MalformedEvent, match="expected a JSON object"):
         ev.parse_cloud_event((attrs, data))
 
 
@@ -178,7 +179,7 @@ def test_topocast_task_events_and_storage_events() -> None:
     assert ev.parse_cloud_event(event(ev.PUBLISH, {"cluster": "c1", "generation": 3})) == ev.PublishRequest(
         "c1", 3, "rendered", "t1"
     )
-    with pytest.raises(ev.MalformedEvent, match=r"data\.generation"):
+    with pytest.raises(changes.MalformedEvent, match=r"data\.generation"):
         ev.parse_cloud_event(event(ev.PUBLISH, {"cluster": "c1", "generation": 0}))
     written = ev.parse_cloud_event(event(ev.GCS_FINALIZED, {"bucket": "b", "name": "x/y.json", "generation": "17"}))
     assert written == ev.ObjectWritten("b", "x/y.json", "17", "t1")

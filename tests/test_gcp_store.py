@@ -138,6 +138,8 @@ def test_artifacts_latest_never_goes_back_and_publish_state_round_trips(
     assert state.read_override() is None
     gcs_objects.put(state.override_key, b"6\n")
     assert state.read_override() == "6"
+    monkeypatch.setenv("TOPOCAST_GUARD_ALLOW_GENERATION", "7")
+    assert state.read_override() == "7"  # the environment first, as on AWS
 
 
 class _Receiver:

@@ -209,7 +209,7 @@ def test_names_found_safe_are_remembered_but_never_beyond_their_limit() -> None:
         graph_from_json(graph_json([{"name": "a", "fabric": [long_domain]}]))
 
 
-# ----- the msgspec fast path (graph_decode) must load exactly what pydantic loads -------------------
+# ----- the msgspec fast path (model/decode.py) must load exactly what pydantic loads ---------------
 
 
 def test_the_fast_decoder_mirrors_the_node_model_field_for_field() -> None:

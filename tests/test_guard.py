@@ -13,6 +13,7 @@ from topocast.app.publish import confirm_on_reconcile, publish_manifest
 from topocast.app.render import render_generation
 from topocast.aws.publish_state import S3PublishState, read_override
 from topocast.model.graph import TopologyGraph
+from topocast.pipeline import guard
 from topocast.pipeline.guard import (
     OVERRIDE_ENV,
     check,
@@ -244,6 +245,16 @@ def test_read_override(moto_server, monkeypatch: pytest.MonkeyPatch) -> None:
     assert read_override("ovr", ssm) == "12"
     monkeypatch.setenv(OVERRIDE_ENV, "13")
     assert read_override("ovr", ssm) == "13"
+
+
+def test_the_override_in_the_environment_wins_over_the_store_and_an_empty_one_does_not() -> None:
+    def unreachable() -> str | None:
+        raise AssertionError("the store is not read when the environment names a generation")
+
+    assert guard.read_override(unreachable, {OVERRIDE_ENV: "13"}) == "13"
+    assert guard.read_override(lambda: "12", {OVERRIDE_ENV: ""}) == "12"
+    assert guard.read_override(lambda: "12", {}) == "12"
+    assert guard.read_override(lambda: None, {"OTHER": "5"}) is None
 
 
 def test_a_removal_event_in_the_reconciles_batch_is_the_earlier_read() -> None:

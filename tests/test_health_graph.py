@@ -184,13 +184,15 @@ def test_the_view_lists_each_unhealthy_object_coloured_with_the_nodes_it_affects
 
 
 def test_the_fast_loader_reads_health_records_as_pydantic_does() -> None:
-    from topocast.model.decode import decode_graph
-    from topocast.model.graph import Node, TopologyGraph
+    from topocast.errors import InvalidGraphError
+    from topocast.model.decode import decode_unchecked
+    from topocast.model.graph import Node, TopologyGraph, graph_from_json
 
     text = json.dumps(
         graph([rec("link", "leaf-1", "degraded", "3 of 4", peer="spine-1"), rec("domain", "nvl-b", "unknown")])
     )
-    fast = decode_graph(text, TopologyGraph, Node)
+    fast = decode_unchecked(text, TopologyGraph, Node)
     assert fast is not None and fast == TopologyGraph.model_validate_json(text)
     twice = json.dumps(graph([rec("switch", "leaf-1", "ok"), rec("switch", "leaf-1", "impaired")]))
-    assert decode_graph(twice, TopologyGraph, Node) is None  # left to pydantic, which words the error
+    with pytest.raises(InvalidGraphError, match="two health records for"):  # pydantic words the broken rule
+        graph_from_json(twice, "g.json")

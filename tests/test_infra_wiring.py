@@ -314,8 +314,24 @@ def test_terraform_defaults_equal_the_code_defaults(module_dir: Path) -> None:
     assert compared >= 5, "the default comparison matched almost nothing; did main.tf's env expressions change?"
 
 
-#: the providers each module's discover function can run (its ``topology_source`` / ``TOPOCAST_PROVIDER``)
-MODULE_PROVIDERS = {"aws": ("aws", "ibnetdiscover", "netq", "k8s-labels"), "gcp": ("gcp", "k8s-labels")}
+def module_providers(module_dir: Path) -> set[str]:
+    """The providers a module's discover function can run, read from the module: the quoted names of its
+    ``TOPOCAST_PROVIDER`` expression, or of the validation of ``var.topology_source`` when it passes that on."""
+    module = load_module(module_dir)
+    expr = str(stage_env(module, "discover")["TOPOCAST_PROVIDER"])
+    if "var.topology_source" in expr:
+        expr = " ".join(v["condition"] for v in module["variable"]["topology_source"].get("validation", []))
+    return literal_set(expr)
+
+
+@pytest.mark.parametrize("module_dir", [AWS_MODULE, GCP_MODULE], ids=["aws", "gcp"])
+def test_a_module_runs_only_providers_of_the_registry(module_dir: Path) -> None:
+    from topocast.providers import PROVIDERS
+
+    runs = module_providers(module_dir)
+    assert module_dir.name in runs and runs <= PROVIDERS.keys(), (runs, sorted(PROVIDERS))
+
+
 #: (module, variable) a provider option reads that the module deliberately does not pass, with why
 NOT_PASSED = {
     ("aws", "TOPOCAST_RESERVED_NODES"): "capacity-reservation names are set by hand (docs/aws.md); no module input yet",
@@ -335,7 +351,7 @@ def test_every_provider_variable_is_passed_by_the_modules_that_run_the_provider(
     env = stage_env(module, "discover")
     wanted: dict[str, list[str]] = {}
     for name, model in provider_models().items():
-        if name not in MODULE_PROVIDERS[module_dir.name]:
+        if name not in module_providers(module_dir):
             continue
         specs = [spec for _, _, spec in option_specs(model)]
         whole = getattr(model, "ENV_OBJECT", None)
@@ -371,8 +387,8 @@ def test_terraform_debounce_defaults_and_check_are_the_code_s(module_dir: Path) 
 
 def test_s3_areas_granted_are_where_the_stores_write() -> None:
     """Each role is scoped to <prefix>/<cluster>/<area>/*; the stores must write under those areas."""
-    from topocast.aws.handlers import AwsRuntime
     from topocast.aws.publish_state import S3PublishState
+    from topocast.aws.root import AwsRuntime
     from topocast.aws.s3_artifacts import S3ArtifactStore
     from topocast.aws.s3_store import S3GraphStore
     from topocast.config import Settings

@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 
 from topocast.slurm.conffile import parse_conf_text, slurm_conf_nodes
-from topocast.slurm.controller import parse_show_topology
 from topocast.slurm.install import install_topology
+from topocast.slurm.scontrol import parse_show_topology
 from topocast.slurm.topofile import check_structure, parse_topology, topology_from_records
 from topocast.slurm.validate import structure_messages, validate_topology_text
 

@@ -36,7 +36,8 @@ from typing import Any
 
 from topocast.app.event_table import aws_rule_patterns
 from topocast.aws.debounce import create_state_table
-from topocast.aws.handlers import AwsRuntime, discover_batch, publish_batch, render_batch
+from topocast.aws.handlers import discover_batch, publish_batch, render_batch
+from topocast.aws.root import AwsRuntime
 from topocast.config import Settings
 from topocast_sim import moto_fast, simclock
 

@@ -32,7 +32,7 @@ CLUSTER = "demo"
 def quiet_logs(*names: str) -> Any:
     """The functions log JSON lines for CloudWatch / Cloud Logging; a demo shows a summary instead."""
     try:  # the Powertools logger owns "topocast" and keeps its level once built: build it, then lower it
-        from topocast.aws.handlers import tools
+        from topocast.aws.lambda_tools import tools
 
         tools()
     except ImportError:  # an install without the aws extra has no Powertools logger

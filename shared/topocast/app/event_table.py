@@ -26,25 +26,60 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from topocast.model import changes
 from topocast.model.changes import EventAction
 
 __all__ = [
+    "API_VERSIONS",
+    "ASG_FAILURES",
+    "ASG_LAUNCH",
+    "ASG_LAUNCH_HOOK",
+    "ASG_TERMINATE",
+    "ASG_TERMINATE_HOOK",
+    "AUTOSCALING",
     "AWS_RECHECK",
     "AWS_RULES",
+    "CAPACITY_NOTICES",
+    "EC2",
+    "EC2_STATES",
+    "GCP_PUBSUB",
     "GCP_RECHECK",
+    "GCP_RECONCILE",
+    "INSTANCE_NOTICES",
+    "OBJECT_CREATED",
+    "RECHECK",
+    "RECONCILE",
+    "REPLACE_ROOT_VOLUME",
+    "S3",
+    "S3_REMOVED",
+    "S3_TEST",
+    "S3_UPLOAD",
+    "SCHEDULE",
+    "SCHEDULED",
+    "SCHEDULER_INPUT",
+    "STATE",
+    "STATE_CHANGE",
     "TABLE",
+    "TAG",
     "TAG_CHANGE",
+    "TAG_CHANGE_TYPE",
+    "TEXT_RECONCILE",
+    "TOPOCAST",
+    "WARM_POOL",
+    "AwsSource",
     "Cloud",
+    "Ec2State",
     "EventKind",
     "Route",
+    "aws_kind",
     "aws_rule_patterns",
     "gcp_methods",
     "lookup",
     "markdown_table",
     "outcome_of",
+    "state_kind",
 ]
 
 Cloud = Literal["aws", "gcp"]
@@ -80,84 +115,158 @@ def _gcp(kind: str, action: EventAction, reason: str, route: Route | None, follo
     return EventKind("gcp", kind, action, reason, follow, route)
 
 
-STATE = "aws.ec2/EC2 Instance State-change Notification"
-ASG = "aws.autoscaling"
+# ----- the vocabulary: every source, detail-type and CloudEvent type the parsers match, named once ----------
+#: EventBridge sources topocast reads (``topocast``: its own reconcile and re-check bodies)
+AwsSource = Literal["aws.ec2", "aws.autoscaling", "aws.tag", "aws.events", "aws.s3", "topocast"]
+EC2: AwsSource = "aws.ec2"
+AUTOSCALING: AwsSource = "aws.autoscaling"
+TAG: AwsSource = "aws.tag"
+SCHEDULE: AwsSource = "aws.events"
+S3: AwsSource = "aws.s3"
+TOPOCAST: AwsSource = "topocast"
+#: ``detail.state`` of an EC2 state-change event (EC2 User Guide, "EC2 instance state change events")
+Ec2State = Literal["pending", "running", "stopping", "stopped", "shutting-down", "terminated"]
+EC2_STATES: tuple[Ec2State, ...] = get_args(Ec2State)
+STATE_CHANGE = "EC2 Instance State-change Notification"
+ASG_LAUNCH = "EC2 Instance Launch Successful"
+ASG_TERMINATE = "EC2 Instance Terminate Successful"
+ASG_LAUNCH_HOOK = "EC2 Instance-launch Lifecycle Action"
+ASG_TERMINATE_HOOK = "EC2 Instance-terminate Lifecycle Action"
+#: Auto Scaling variants that change what the event does: into the warm pool (``Destination``), a root volume
+#: replacement (``Action``)
+WARM_POOL = "WarmPool"
+REPLACE_ROOT_VOLUME = "ReplaceRootVolume"
+#: failed group activities: well-formed, nothing joins or leaves (``EC2InstanceId`` may be empty)
+ASG_FAILURES = ("EC2 Instance Launch Unsuccessful", "EC2 Instance Terminate Unsuccessful")
+#: instance warnings: noted with the instance ID, the state change that follows moves the node
+INSTANCE_NOTICES = (
+    "EC2 Spot Instance Interruption Warning",
+    "EC2 Instance Rebalance Recommendation",
+    "EC2 Capacity Reservation Instance Interruption Warning",
+    "EC2 Interruptible Capacity Reservation Instance Interruption Warning",
+)
+#: capacity notices about a reservation (the docs spell them both ways)
+CAPACITY_NOTICES = (
+    "Capacity Block Delivered",
+    "Capacity Block Reservation Delivered",
+    "Capacity Block Expiration Warning",
+    "Capacity Block Reservation Expiration Warning",
+)
 #: EventBridge's tag events (Tag Editor, the Tagging API, every service's own tagging calls)
-TAG_CHANGE = "aws.tag/Tag Change on Resource"
+TAG_CHANGE_TYPE = "Tag Change on Resource"
+SCHEDULED = "Scheduled Event"
+OBJECT_CREATED = "Object Created"
+RECONCILE = "Reconcile"
+RECHECK = "Recheck"
+
+
+def aws_kind(source: AwsSource, detail_type: str, variant: str = "") -> str:
+    """The table's kind of an AWS event: ``<source>/<detail-type>``, ``#<variant>`` when one detail-type maps
+    to several actions (the instance state, an Auto Scaling origin)."""
+    return f"{source}/{detail_type}" + (f"#{variant}" if variant else "")
+
+
+def state_kind(state: Ec2State) -> str:
+    """The kind of an EC2 state change to ``state`` (mypy checks the state is one EC2 sends)."""
+    return aws_kind(EC2, STATE_CHANGE, state)
+
+
+STATE = aws_kind(EC2, STATE_CHANGE)
+TAG_CHANGE = aws_kind(TAG, TAG_CHANGE_TYPE)
+#: the kinds of the re-check bodies (``topocast.model.changes.Recheck``)
+AWS_RECHECK = aws_kind(TOPOCAST, RECHECK)
+#: kinds of bodies that are not EventBridge envelopes: S3's own notifications, an EventBridge Scheduler
+#: target's Input, the plain text ``reconcile``
+S3_UPLOAD = "s3/ObjectCreated"
+S3_REMOVED = "s3/ObjectRemoved"
+S3_TEST = "s3/TestEvent"
+SCHEDULER_INPUT = "scheduler/input"
+TEXT_RECONCILE = "text/reconcile"
+GCP_RECHECK = "dev.topocast.recheck.v1"
+GCP_RECONCILE = "dev.topocast.reconcile.v1"
+GCP_PUBSUB = "google.cloud.pubsub.topic.v1.messagePublished"
+#: the version prefixes of audit-log methodNames written by API calls (``v1.compute.instances.insert``); a MIG,
+#: acting as the Google APIs service agent, and Compute Engine itself write them unversioned
+API_VERSIONS = ("v1.", "beta.")
+_ANY_VERSION = (*API_VERSIONS, "")
 _ADMIN: Route = "eventarc-audit-log"
 _SYSTEM: Route = "log-sink"
 _REREAD = "a new host may mean a new place in the fabric: re-read the VM"
 _MAINTENANCE = "re-read until the VM runs again (possibly on another sub-block) or is gone"
 _RECHECK = "discover's own delayed re-read of followed instances not steady yet (attempt N of TOPOCAST_FOLLOW_RECHECKS)"
-#: the kinds of the re-check bodies (``topocast.model.changes.Recheck``)
-AWS_RECHECK = "topocast/Recheck"
-GCP_RECHECK = "dev.topocast.recheck.v1"
+#: the states that take an instance out of the cluster
+_LEAVING: tuple[Ec2State, ...] = ("stopping", "stopped", "shutting-down", "terminated")
 
 TABLE: tuple[EventKind, ...] = (
     # ----- AWS: EventBridge (through the events queue) ---------------------------------------------------------
-    _aws(f"{STATE}#pending", "ignored", "no topology before running; the running event re-reads it", None),
-    _aws(f"{STATE}#running", "upsert", "re-read the instance and its topology"),
-    *(_aws(f"{STATE}#{s}", "remove", f"instance {s}") for s in ("stopping", "stopped", "shutting-down", "terminated")),
-    _aws(f"{ASG}/EC2 Instance Launch Successful", "upsert", "launched into the group: re-read it"),
     _aws(
-        f"{ASG}/EC2 Instance Launch Successful#WarmPool",
+        state_kind("pending"),
+        "ignored",
+        "no topology before running; the running event re-reads it",
+        None,
+    ),
+    _aws(state_kind("running"), "upsert", "re-read the instance and its topology"),
+    *(_aws(state_kind(s), "remove", f"instance {s}") for s in _LEAVING),
+    _aws(aws_kind(AUTOSCALING, ASG_LAUNCH), "upsert", "launched into the group: re-read it"),
+    _aws(
+        aws_kind(AUTOSCALING, ASG_LAUNCH, WARM_POOL),
         "ignored",
         "launched into the warm pool, not in service; it is added when it leaves the pool",
     ),
-    _aws(f"{ASG}/EC2 Instance Terminate Successful", "remove", "terminated by the group"),
+    _aws(aws_kind(AUTOSCALING, ASG_TERMINATE), "remove", "terminated by the group"),
     _aws(
-        f"{ASG}/EC2 Instance-launch Lifecycle Action",
+        aws_kind(AUTOSCALING, ASG_LAUNCH_HOOK),
         "ignored",
         "instance waits in Pending:Wait, not in service; Launch Successful or the running state adds it",
         None,
     ),
     _aws(
-        f"{ASG}/EC2 Instance-terminate Lifecycle Action",
+        aws_kind(AUTOSCALING, ASG_TERMINATE_HOOK),
         "remove",
         "instance is leaving the group (Terminating:Wait or back to the warm pool): take it out of scheduling now",
     ),
     _aws(
-        f"{ASG}/EC2 Instance-terminate Lifecycle Action#ReplaceRootVolume",
+        aws_kind(AUTOSCALING, ASG_TERMINATE_HOOK, REPLACE_ROOT_VOLUME),
         "ignored",
         "root volume replacement keeps the instance (and its host)",
     ),
     _aws(
-        "aws.ec2/EC2 Spot Instance Interruption Warning",
+        aws_kind(EC2, INSTANCE_NOTICES[0]),
         "noted",
         "interruption in two minutes; the state change that follows removes the node",
     ),
     _aws(
-        "aws.ec2/EC2 Instance Rebalance Recommendation",
+        aws_kind(EC2, INSTANCE_NOTICES[1]),
         "noted",
         "elevated interruption risk; nothing moves until the instance stops",
     ),
     _aws(
-        "aws.ec2/EC2 Capacity Reservation Instance Interruption Warning",
+        aws_kind(EC2, INSTANCE_NOTICES[2]),
         "noted",
         "interruptible reservation reclaims the instance in two minutes; its termination removes it",
     ),
     _aws(
-        "aws.ec2/EC2 Interruptible Capacity Reservation Instance Interruption Warning",
+        aws_kind(EC2, INSTANCE_NOTICES[3]),
         "noted",
         "interruptible reservation reclaims the instance in two minutes; its termination removes it",
     ),
     _aws(
-        "aws.ec2/Capacity Block Delivered",
+        aws_kind(EC2, CAPACITY_NOTICES[0]),
         "reconcile",
         "new capacity: rediscover, including the before-launch topology of capacity reservations",
     ),
     _aws(
-        "aws.ec2/Capacity Block Reservation Delivered",
+        aws_kind(EC2, CAPACITY_NOTICES[1]),
         "reconcile",
         "new capacity: rediscover, including the before-launch topology of capacity reservations",
     ),
     _aws(
-        "aws.ec2/Capacity Block Expiration Warning",
+        aws_kind(EC2, CAPACITY_NOTICES[2]),
         "noted",
         "instances of the block terminate in about 10 minutes; their terminations remove them",
     ),
     _aws(
-        "aws.ec2/Capacity Block Reservation Expiration Warning",
+        aws_kind(EC2, CAPACITY_NOTICES[3]),
         "noted",
         "instances of the block terminate in about 10 minutes; their terminations remove them",
     ),
@@ -167,54 +276,54 @@ TABLE: tuple[EventKind, ...] = (
         "an EC2 instance's tags changed; membership is a tag (TOPOCAST_FILTERS tag:KEY=...): re-read it, in or out"
         " of the cluster. The rule delivers only changes of the membership keys; discover ignores the others",
     ),
-    _aws("aws.events/Scheduled Event", "reconcile", "an EventBridge schedule rule", None),
-    _aws("topocast/Reconcile", "reconcile", "the reconcile schedule or an operator", "schedule"),
+    _aws(aws_kind(SCHEDULE, SCHEDULED), "reconcile", "an EventBridge schedule rule", None),
+    _aws(aws_kind(TOPOCAST, RECONCILE), "reconcile", "the reconcile schedule or an operator", "schedule"),
     _aws(AWS_RECHECK, "upsert", _RECHECK, "recheck", True),
-    _aws("scheduler/input", "reconcile", "an EventBridge Scheduler target's own Input (any JSON object)", None),
-    _aws("text/reconcile", "reconcile", "a plain-text 'reconcile' message body", None),
+    _aws(SCHEDULER_INPUT, "reconcile", "an EventBridge Scheduler target's own Input (any JSON object)", None),
+    _aws(TEXT_RECONCILE, "reconcile", "a plain-text 'reconcile' message body", None),
     _aws(
-        "aws.s3/Object Created",
+        aws_kind(S3, OBJECT_CREATED),
         "reconcile",
         "an upload (S3 to EventBridge): rediscover from the uploads; objects outside the uploads are ignored",
         None,
     ),
     # ----- AWS: S3 event notifications (the bucket's uploads notification) -------------------------------------
     _aws(
-        "s3/ObjectCreated",
+        S3_UPLOAD,
         "reconcile",
         "an on-prem upload: rediscover from the uploads; objects outside the uploads are ignored",
         "s3-notification",
     ),
-    _aws("s3/ObjectRemoved", "ignored", "removing an upload changes no fabric until the next upload", None),
-    _aws("s3/TestEvent", "ignored", "S3 sends one test event when the notification is configured", "s3-notification"),
+    _aws(S3_REMOVED, "ignored", "removing an upload changes no fabric until the next upload", None),
+    _aws(S3_TEST, "ignored", "S3 sends one test event when the notification is configured", "s3-notification"),
     # ----- AWS: the rest of the subscribed sources (well-formed, nothing to do; never dead-lettered) ---------
     _aws(
-        f"{ASG}/EC2 Instance Launch Unsuccessful",
+        aws_kind(AUTOSCALING, ASG_FAILURES[0]),
         "ignored",
         "the launch failed, so no instance joined the group; the group retries and Launch Successful adds it",
         None,
     ),
     _aws(
-        f"{ASG}/EC2 Instance Terminate Unsuccessful",
+        aws_kind(AUTOSCALING, ASG_FAILURES[1]),
         "ignored",
         "the termination failed and the instance stays; a later termination removes it, the next reconcile"
         " re-reads one a lifecycle action took out",
         None,
     ),
     _aws(
-        f"{ASG}/*",
+        aws_kind(AUTOSCALING, "*"),
         "ignored",
         "an Auto Scaling event that changes no group membership (instance refresh, warm pool, scaling activity)",
         None,
     ),
     _aws(
-        "aws.ec2/*",
+        aws_kind(EC2, "*"),
         "ignored",
         "an EC2 event that moves no instance in or out of the cluster (e.g. an AMI state change, a CloudTrail call)",
         None,
     ),
     _aws(
-        "aws.tag/*",
+        aws_kind(TAG, "*"),
         "ignored",
         "a tag event of another resource than an EC2 instance (or an effective tag policy notice)",
         None,
@@ -223,13 +332,13 @@ TABLE: tuple[EventKind, ...] = (
     # ----- GCP: Admin Activity audit logs (Eventarc, one trigger per methodName) -------------------------------
     *(
         _gcp(f"{v}compute.instances.insert", "upsert", "VM created: re-read it", _ADMIN)
-        for v in ("v1.", "beta.", "")  # unversioned: what a MIG (the Google APIs service agent) writes
+        for v in _ANY_VERSION  # unversioned: what a MIG (the Google APIs service agent) writes
     ),
-    *(_gcp(f"{v}compute.instances.start", "upsert", _REREAD, _ADMIN) for v in ("v1.", "beta.", "")),
-    *(_gcp(f"{v}compute.instances.resume", "upsert", _REREAD, _ADMIN) for v in ("v1.", "beta.", "")),
-    *(_gcp(f"{v}compute.instances.delete", "remove", "VM deleted", _ADMIN) for v in ("v1.", "beta.", "")),
-    *(_gcp(f"{v}compute.instances.stop", "remove", "VM stopped", _ADMIN) for v in ("v1.", "beta.", "")),
-    *(_gcp(f"{v}compute.instances.suspend", "remove", "VM suspended", _ADMIN) for v in ("v1.", "beta.", "")),
+    *(_gcp(f"{v}compute.instances.start", "upsert", _REREAD, _ADMIN) for v in _ANY_VERSION),
+    *(_gcp(f"{v}compute.instances.resume", "upsert", _REREAD, _ADMIN) for v in _ANY_VERSION),
+    *(_gcp(f"{v}compute.instances.delete", "remove", "VM deleted", _ADMIN) for v in _ANY_VERSION),
+    *(_gcp(f"{v}compute.instances.stop", "remove", "VM stopped", _ADMIN) for v in _ANY_VERSION),
+    *(_gcp(f"{v}compute.instances.suspend", "remove", "VM suspended", _ADMIN) for v in _ANY_VERSION),
     *(
         _gcp(
             f"{v}compute.instances.setLabels",
@@ -238,12 +347,9 @@ TABLE: tuple[EventKind, ...] = (
             " carries the new labels only, so any relabelling is re-read; the read decides)",
             _ADMIN,
         )
-        for v in ("v1.", "beta.")
+        for v in API_VERSIONS
     ),
-    *(
-        _gcp(f"{v}compute.instances.bulkInsert", "reconcile", "creates many VMs at once", _ADMIN)
-        for v in ("v1.", "beta.")
-    ),
+    *(_gcp(f"{v}compute.instances.bulkInsert", "reconcile", "creates many VMs at once", _ADMIN) for v in API_VERSIONS),
     _gcp(
         "compute.instances.repair.recreateInstance",
         "upsert",
@@ -281,18 +387,18 @@ TABLE: tuple[EventKind, ...] = (
     _gcp("compute.instances.*", "ignored", "an audit-log method that does not change cluster membership", None),
     # ----- GCP: other CloudEvents --------------------------------------------------------------------------------
     _gcp(
-        "google.cloud.pubsub.topic.v1.messagePublished",
+        GCP_PUBSUB,
         "reconcile",
         "a reconcile request on the events topic (JSON, the text 'reconcile', or empty); an audit-log entry"
         " from the Logging sink takes its method's row",
         "log-sink",
     ),
-    _gcp("dev.topocast.reconcile.v1", "reconcile", "a Cloud Scheduler HTTP job", "schedule"),
+    _gcp(GCP_RECONCILE, "reconcile", "a Cloud Scheduler HTTP job", "schedule"),
     _gcp(GCP_RECHECK, "upsert", _RECHECK, "recheck", True),
     _gcp("gcp/*", "rejected", "a CloudEvent type topocast does not handle", None),
 )
 
-_METHOD_PREFIXES = ("v1.compute.", "beta.compute.", "compute.")
+_METHOD_PREFIXES = tuple(f"{v}compute." for v in _ANY_VERSION)
 _BY_KIND: dict[tuple[str, str], EventKind] = {(k.cloud, k.kind): k for k in TABLE}
 assert len(_BY_KIND) == len(TABLE), "duplicate kinds in the event table"
 
@@ -340,10 +446,10 @@ def gcp_methods(route: Route) -> list[str]:
 #: EventBridge rules of the AWS module (name -> source), each matching the table's ``eventbridge`` rows;
 #: an event of these sources the table does not name takes the source's ``<source>/*`` row (ignored)
 AWS_RULES: dict[str, str] = {
-    "ec2-state": "aws.ec2",
-    "ec2-notices": "aws.ec2",
-    "autoscaling": ASG,
-    "tag-change": TAG_CHANGE.partition("/")[0],
+    "ec2-state": EC2,
+    "ec2-notices": EC2,
+    "autoscaling": AUTOSCALING,
+    "tag-change": TAG,
 }
 
 
@@ -357,19 +463,19 @@ def aws_rule_patterns() -> dict[str, dict[str, Any]]:
     """
     rows = [k for k in TABLE if k.cloud == "aws" and k.route == "eventbridge"]
     states = [k.kind.partition("#")[2] for k in rows if k.kind.startswith(f"{STATE}#")]
-    notices = sorted({k.kind.partition("/")[2] for k in rows if k.kind.startswith("aws.ec2/") and "#" not in k.kind})
-    asg = sorted({k.kind.partition("/")[2].partition("#")[0] for k in rows if k.kind.startswith(f"{ASG}/")})
+    notices = sorted({k.kind.partition("/")[2] for k in rows if k.kind.startswith(f"{EC2}/") and "#" not in k.kind})
+    asg = sorted({k.kind.partition("/")[2].partition("#")[0] for k in rows if k.kind.startswith(f"{AUTOSCALING}/")})
     return {
         "ec2-state": {
-            "source": ["aws.ec2"],
-            "detail-type": [STATE.partition("/")[2]],
+            "source": [EC2],
+            "detail-type": [STATE_CHANGE],
             "detail": {"state": states},
         },
-        "ec2-notices": {"source": ["aws.ec2"], "detail-type": notices},
-        "autoscaling": {"source": [ASG], "detail-type": asg},
+        "ec2-notices": {"source": [EC2], "detail-type": notices},
+        "autoscaling": {"source": [AUTOSCALING], "detail-type": asg},
         "tag-change": {
-            "source": [TAG_CHANGE.partition("/")[0]],
-            "detail-type": [TAG_CHANGE.partition("/")[2]],
+            "source": [TAG],
+            "detail-type": [TAG_CHANGE_TYPE],
             "detail": {"service": ["ec2"], "resource-type": ["instance"]},
         },
     }

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import re
 from datetime import datetime
-from typing import Any, Literal
+from typing import Any
 from urllib.parse import unquote_plus
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
@@ -36,67 +36,14 @@ from topocast.app import event_table as table
 from topocast.model import changes
 from topocast.safeio.validation import load_json, validate
 
-STATE_CHANGE = "EC2 Instance State-change Notification"
-ASG_LAUNCH = "EC2 Instance Launch Successful"
-ASG_TERMINATE = "EC2 Instance Terminate Successful"
-ASG_LAUNCH_HOOK = "EC2 Instance-launch Lifecycle Action"
-ASG_TERMINATE_HOOK = "EC2 Instance-terminate Lifecycle Action"
-#: failed group activities: well-formed, nothing joins or leaves (``EC2InstanceId`` may be empty)
-ASG_FAILURES = ("EC2 Instance Launch Unsuccessful", "EC2 Instance Terminate Unsuccessful")
-SCHEDULED = "Scheduled Event"
-TAG_SOURCE, _, TAG_CHANGE = table.TAG_CHANGE.partition("/")
 #: ``arn:<partition>:ec2:<region>:<account>:instance/<id>`` (the resource of an EC2 instance's tag change)
 _INSTANCE_ARN = re.compile(r"^arn:[a-z-]+:ec2:[a-z0-9-]*:\d*:instance/(?P<id>i-[0-9a-f]{8,17})$")
-RECONCILE = "Reconcile"
-RECHECK = table.AWS_RECHECK.partition("/")[2]
-#: instance warnings: noted with the instance ID, the state change that follows moves the node
-INSTANCE_NOTICES = (
-    "EC2 Spot Instance Interruption Warning",
-    "EC2 Instance Rebalance Recommendation",
-    "EC2 Capacity Reservation Instance Interruption Warning",
-    "EC2 Interruptible Capacity Reservation Instance Interruption Warning",
-)
-#: capacity notices about a reservation (the docs spell them both ways)
-CAPACITY_NOTICES = (
-    "Capacity Block Delivered",
-    "Capacity Block Reservation Delivered",
-    "Capacity Block Expiration Warning",
-    "Capacity Block Reservation Expiration Warning",
-)
-
-#: EC2 instance state -> what discovery does with the node (from the event table)
-STATE_ACTIONS: dict[str, changes.EventAction] = {
-    s: row.action
-    for s in ("pending", "running", "stopping", "stopped", "shutting-down", "terminated")
-    if (row := table.lookup("aws", f"{table.STATE}#{s}")) is not None
-}
+#: the Auto Scaling events that move an instance in or out of a group
+_ASG_MEMBERSHIP = (table.ASG_LAUNCH, table.ASG_TERMINATE, table.ASG_LAUNCH_HOOK, table.ASG_TERMINATE_HOOK)
 _INSTANCE_ID = r"^i-[0-9a-f]{8,17}$"
 _CAPACITY_ID = r"^cr-[0-9a-f]{8,17}$"
 
-# the neutral outcome types; the old names stay importable from here
-MalformedEvent = changes.MalformedEvent
-UnsupportedEvent = changes.UnsupportedEvent
-InstanceChange = changes.InstanceChange
-Reconcile = changes.Reconcile
-Noted = changes.Noted
-Ignored = changes.Ignored
-
-__all__ = [
-    "ASG_LAUNCH",
-    "ASG_TERMINATE",
-    "RECHECK",
-    "RECONCILE",
-    "SCHEDULED",
-    "STATE_ACTIONS",
-    "STATE_CHANGE",
-    "Ignored",
-    "InstanceChange",
-    "MalformedEvent",
-    "Noted",
-    "Reconcile",
-    "UnsupportedEvent",
-    "parse_event",
-]
+__all__ = ["parse_event"]
 
 
 # ----- pydantic models (aliases are the wire names, so error paths read like the JSON) -----------
@@ -136,7 +83,7 @@ class Envelope(_Model):
 
 class StateChangeDetail(_Model):
     instance_id: str = Field(alias="instance-id", pattern=_INSTANCE_ID)
-    state: Literal["pending", "running", "stopping", "stopped", "shutting-down", "terminated"]
+    state: table.Ec2State
 
 
 class AutoScalingDetail(_Model):
@@ -216,7 +163,7 @@ class S3Notification(_Model):
 
 
 def _validate(model: type[_Model], data: Any, prefix: str, kind: str) -> Any:
-    return validate(model, data, f"{kind} event", MalformedEvent, prefix)
+    return validate(model, data, f"{kind} event", changes.MalformedEvent, prefix)
 
 
 def _row(kind: str) -> table.EventKind:
@@ -237,12 +184,12 @@ def _is_reconcile_text(body: Any) -> bool:
 
 
 def _load(raw: dict[str, Any] | str | bytes) -> dict[str, Any]:
-    body = load_json(raw, "event body", MalformedEvent)
+    body = load_json(raw, "event body", changes.MalformedEvent)
     if not isinstance(body, dict):
         got = "nothing" if body is None else type(body).__name__
-        raise MalformedEvent(f"event body must be a JSON object, got {got}")
+        raise changes.MalformedEvent(f"event body must be a JSON object, got {got}")
     if "detail-type" not in body and "body" in body and ("messageId" in body or "receiptHandle" in body):
-        raise MalformedEvent("this is an SQS record, not an EventBridge envelope: pass record['body']")
+        raise changes.MalformedEvent("this is an SQS record, not an EventBridge envelope: pass record['body']")
     records = body.get("Records")
     if (
         isinstance(records, list)
@@ -250,12 +197,12 @@ def _load(raw: dict[str, Any] | str | bytes) -> dict[str, Any]:
         and isinstance(records[0], dict)
         and records[0].get("eventSource") == "aws:sqs"
     ):
-        raise MalformedEvent("this is an SQS batch, not one message body: pass each record['body']")
+        raise changes.MalformedEvent("this is an SQS batch, not one message body: pass each record['body']")
     first = records[0] if isinstance(records, list) and records else None
     source = first.get("eventSource") if isinstance(first, dict) else None
     if isinstance(source, str) and source.endswith(".amazonaws.com"):
         # CloudTrail's own record shape (a log file in S3, a CloudTrail Lake row), not an S3 notification
-        raise MalformedEvent(
+        raise changes.MalformedEvent(
             f"this is a CloudTrail record ({source}), not an event the functions receive: EC2 changes arrive "
             "as EventBridge events (detail-type, source aws.ec2) on the events queue; see docs/events.md"
         )
@@ -281,31 +228,35 @@ def _s3_records(data: dict[str, Any], uploads: str | None) -> changes.EventOutco
     if inside:
         first = inside[0].s3
         return table.outcome_of(
-            _row("s3/ObjectCreated"), reason=f"upload s3://{first.bucket.name}/{unquote_plus(first.object.key)}"
+            _row(table.S3_UPLOAD), reason=f"upload s3://{first.bucket.name}/{unquote_plus(first.object.key)}"
         )
     if created:
-        return changes.Ignored("s3/ObjectCreated", f"object(s) created outside the uploads ({uploads})")
+        return changes.Ignored(table.S3_UPLOAD, f"object(s) created outside the uploads ({uploads})")
     if all(r.event_name.startswith("ObjectRemoved") for r in note.records):
-        return table.outcome_of(_row("s3/ObjectRemoved"))
+        return table.outcome_of(_row(table.S3_REMOVED))
     names = sorted({r.event_name for r in note.records})
     return changes.Ignored(f"s3/{names[0].partition(':')[0]}", f"S3 event(s) {names} do not change the fabric")
 
 
 def _scheduler_input(data: dict[str, Any]) -> changes.EventOutcome:
     r = _validate(ReconcileDetail, data, "", "EventBridge Scheduler input")
-    return table.outcome_of(_row("scheduler/input"), reason=r.reason or "scheduler", cluster=r.cluster)
+    return table.outcome_of(_row(table.SCHEDULER_INPUT), reason=r.reason or "scheduler", cluster=r.cluster)
 
 
 def _autoscaling(env: Envelope, kind: str) -> changes.EventOutcome:
     a: AutoScalingDetail = _validate(AutoScalingDetail, env.detail, "detail", kind)
     facts = _detail(region=env.region, group=a.auto_scaling_group_name, origin=a.origin, destination=a.destination)
     variant = ""
-    if env.detail_type == ASG_LAUNCH and a.destination == "WarmPool":
-        variant = "#WarmPool"
-    elif env.detail_type == ASG_TERMINATE_HOOK and a.action == "ReplaceRootVolume":
-        variant = "#ReplaceRootVolume"
+    if env.detail_type == table.ASG_LAUNCH and a.destination == table.WARM_POOL:
+        variant = table.WARM_POOL
+    elif env.detail_type == table.ASG_TERMINATE_HOOK and a.action == table.REPLACE_ROOT_VOLUME:
+        variant = table.REPLACE_ROOT_VOLUME
     return table.outcome_of(
-        _row(kind + variant), instance=a.ec2_instance_id, time=env.time, event_id=env.id, detail=facts
+        _row(table.aws_kind(table.AUTOSCALING, env.detail_type, variant)),
+        instance=a.ec2_instance_id,
+        time=env.time,
+        event_id=env.id,
+        detail=facts,
     )
 
 
@@ -336,11 +287,15 @@ def _tag_change(env: Envelope, kind: str) -> changes.EventOutcome:
     t: TagChangeDetail = _validate(TagChangeDetail, env.detail, "detail", kind)
     if (t.service, t.resource_type) != ("ec2", "instance"):
         return changes.Ignored(
-            kind, f"tag change of a {t.service} {t.resource_type}: {_row(f'{TAG_SOURCE}/*').reason}", env.id
+            kind,
+            f"tag change of a {t.service} {t.resource_type}: {_row(table.aws_kind(table.TAG, '*')).reason}",
+            env.id,
         )
     ids = [m["id"] for r in env.resources if (m := _INSTANCE_ARN.match(r))]
     if len(ids) != 1:
-        raise MalformedEvent(f"{kind} event: resources: expected one EC2 instance ARN, got {env.resources[:3]!r}")
+        raise changes.MalformedEvent(
+            f"{kind} event: resources: expected one EC2 instance ARN, got {env.resources[:3]!r}"
+        )
     # the changed keys ride along: the provider ignores a change of keys that do not decide membership
     facts = {**_detail(region=env.region), "changed-tag-keys": ",".join(sorted(t.changed_tag_keys))}
     return table.outcome_of(_row(kind), instance=ids[0], time=env.time, event_id=env.id, detail=facts)
@@ -367,57 +322,56 @@ def parse_event(body: dict[str, Any] | str | bytes, *, uploads: str | None = Non
 
 def _parse_event(body: dict[str, Any] | str | bytes, uploads: str | None) -> changes.EventOutcome:
     if _is_reconcile_text(body):
-        return table.outcome_of(_row("text/reconcile"))
+        return table.outcome_of(_row(table.TEXT_RECONCILE))
     data = _load(body)
     if "detail-type" not in data:
         if data.get("Event") == "s3:TestEvent":
-            return table.outcome_of(_row("s3/TestEvent"))
+            return table.outcome_of(_row(table.S3_TEST))
         if "Records" in data:
             return _s3_records(data, uploads)
         if not {"source", "detail"} & data.keys():
             return _scheduler_input(data)
     env: Envelope = _validate(Envelope, data, "", "EventBridge")
     kind = f"{env.source}/{env.detail_type}"
-    if env.source == "aws.ec2" and env.detail_type == STATE_CHANGE:
+    if env.source == table.EC2 and env.detail_type == table.STATE_CHANGE:
         d: StateChangeDetail = _validate(StateChangeDetail, env.detail, "detail", kind)
         facts = _detail(state=d.state, region=env.region)
         return table.outcome_of(
-            _row(f"{kind}#{d.state}"), instance=d.instance_id, time=env.time, event_id=env.id, detail=facts
+            _row(table.state_kind(d.state)),
+            instance=d.instance_id,
+            time=env.time,
+            event_id=env.id,
+            detail=facts,
         )
-    if env.source == "aws.autoscaling" and env.detail_type in (
-        ASG_LAUNCH,
-        ASG_TERMINATE,
-        ASG_LAUNCH_HOOK,
-        ASG_TERMINATE_HOOK,
-    ):
+    if env.source == table.AUTOSCALING and env.detail_type in _ASG_MEMBERSHIP:
         return _autoscaling(env, kind)
-    if env.source == "aws.ec2" and env.detail_type in INSTANCE_NOTICES:
+    if env.source == table.EC2 and env.detail_type in table.INSTANCE_NOTICES:
         return _instance_notice(env, kind)
-    if env.source == "aws.ec2" and env.detail_type in CAPACITY_NOTICES:
+    if env.source == table.EC2 and env.detail_type in table.CAPACITY_NOTICES:
         return _capacity_notice(env, kind)
-    if env.source == TAG_SOURCE and env.detail_type == TAG_CHANGE:
+    if env.source == table.TAG and env.detail_type == table.TAG_CHANGE_TYPE:
         return _tag_change(env, kind)
-    if env.source == "aws.s3" and env.detail_type == "Object Created":
+    if env.source == table.S3 and env.detail_type == table.OBJECT_CREATED:
         return _object_created(env, kind, uploads)
-    if env.source == "aws.events" and env.detail_type == SCHEDULED:
+    if env.source == table.SCHEDULE and env.detail_type == table.SCHEDULED:
         rule = env.resources[0] if env.resources else None
         reason = f"schedule {rule}" if rule else "schedule"
         return table.outcome_of(_row(kind), reason=reason, time=env.time, event_id=env.id)
-    if env.source == "topocast" and env.detail_type == RECHECK:
+    if env.source == table.TOPOCAST and env.detail_type == table.RECHECK:
         rc: RecheckDetail = _validate(RecheckDetail, env.detail, "detail", kind)
         pairs = tuple((f.instance, f.kind) for f in rc.instances)
         return changes.Recheck(kind, pairs, rc.attempt, rc.cluster, env.id)
-    if env.source == "topocast" and env.detail_type == RECONCILE:
+    if env.source == table.TOPOCAST and env.detail_type == table.RECONCILE:
         r = _validate(ReconcileDetail, env.detail, "detail", kind)
         return table.outcome_of(
             _row(kind), reason=r.reason or "requested", cluster=r.cluster, time=env.time, event_id=env.id
         )
-    if env.source == "aws.autoscaling" and env.detail_type in ASG_FAILURES:
+    if env.source == table.AUTOSCALING and env.detail_type in table.ASG_FAILURES:
         return _autoscaling_failure(env, kind)
     if env.source in table.AWS_RULES.values():  # a subscribed source: an event it sends is never dead-lettered
         return changes.Ignored(kind, f"{env.detail_type}: {_row(f'{env.source}/*').reason}", env.id)
     sources = sorted({k.kind.partition("/")[0] for k in table.TABLE if k.cloud == "aws" and k.kind.startswith("aws.")})
-    raise UnsupportedEvent(
+    raise changes.UnsupportedEvent(
         f"unsupported event source={env.source!r} detail-type={env.detail_type!r}; docs/events.md lists the "
-        f"kinds topocast handles (sources {', '.join(sources)} and topocast/{RECONCILE})"
+        f"kinds topocast handles (sources {', '.join(sources)} and {table.aws_kind(table.TOPOCAST, table.RECONCILE)})"
     )

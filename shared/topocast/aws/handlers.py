@@ -18,12 +18,12 @@ from typing import Any
 from topocast.app import routing
 from topocast.app.discover import discover as run_discover
 from topocast.app.outcome import Outcome
-from topocast.aws.lambda_tools import lambda_entry, tools
+from topocast.aws.lambda_tools import lambda_entry
 from topocast.aws.root import AwsRuntime, build
 from topocast.config import settings_from_env
 
-__all__ = ["AwsRuntime", "discover_batch", "discover_handler", "publish_batch", "publish_handler", "render_batch"]
-__all__ += ["render_handler", "runtime", "tools", "use_runtime"]
+__all__ = ["discover_batch", "discover_handler", "publish_batch", "publish_handler", "render_batch"]
+__all__ += ["render_handler", "runtime", "use_runtime"]
 
 log = logging.getLogger("topocast")
 _RUNTIME: AwsRuntime | None = None

@@ -13,12 +13,11 @@ generation number to let through, e.g.::
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 from topocast.aws.retry import error_code, with_retries
 from topocast.aws.s3_objects import S3Backed
-from topocast.pipeline.guard import OVERRIDE_ENV
+from topocast.pipeline import guard
 from topocast.pipeline.publish_state import ObjectPublishState
 
 
@@ -27,12 +26,12 @@ class S3PublishState(S3Backed, ObjectPublishState):
 
 
 def read_override(cluster: str, ssm: Any | None = None, parameter: str | None = None) -> str | None:
-    """The operator's allow-generation value: env first, then the SSM parameter (None if unset)."""
-    value = os.environ.get(OVERRIDE_ENV)
-    if value:
-        return value
-    if ssm is None:
-        return None
+    """The operator's allow-generation value (:func:`topocast.pipeline.guard.read_override`: env first), then
+    the SSM parameter; None if neither is set."""
+    return guard.read_override(lambda: None if ssm is None else _read_parameter(ssm, cluster, parameter))
+
+
+def _read_parameter(ssm: Any, cluster: str, parameter: str | None) -> str | None:
     name = parameter or f"/topocast/{cluster}/guard/allow-generation"
     try:
         resp = with_retries(lambda: ssm.get_parameter(Name=name), what=f"read SSM parameter {name}")

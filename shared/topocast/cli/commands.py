@@ -753,8 +753,8 @@ def _seconds(text: str) -> float:
 _seconds.__name__ = "seconds"
 
 
-#: cloud -> (module, extra that provides it) the demo imports: the simulators (``topocast_sim``) are not
-#: part of what the functions ship and need the ``demo`` extra (moto, gcp-storage-emulator)
+#: cloud -> (module, extra that provides it) the demo imports: the simulators (``topocast_sim``) are not in
+#: the wheel (a checkout's editable install has them) and need the ``demo`` extra (moto, gcp-storage-emulator)
 DEMO_NEEDS: dict[str, tuple[tuple[str, str], ...]] = {
     "aws": (("topocast_sim.demo", "demo"), ("moto", "demo"), ("boto3", "aws")),
     "gcp": (("topocast_sim.gcp_demo", "demo"), ("gcp_storage_emulator", "demo"), ("functions_framework", "gcp")),
@@ -770,7 +770,13 @@ def missing_demo_extra(cloud: str) -> str | None:
             importlib.import_module(module)
         except ImportError as exc:
             missing = exc.name or module
-            return f"`topocast demo --cloud {cloud}` needs {missing}: pip install 'topocast[{extra}]'"
+            if missing.partition(".")[0] == "topocast_sim":  # the wheel leaves the simulators out
+                return (
+                    f"`topocast demo --cloud {cloud}` needs the simulators ({missing}), which only a checkout has: "
+                    f"git clone the topocast repository, then pip install -e '.[{extra}]' in it"
+                )
+            # a checkout (the simulators are there): its own editable install with the extra
+            return f"`topocast demo --cloud {cloud}` needs {missing}: pip install -e '.[{extra}]' in the checkout"
     return None
 
 

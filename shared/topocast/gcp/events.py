@@ -5,7 +5,7 @@
 dict (``{"specversion", "type", ..., "data"}``) or ``(attributes, data)``, and
 returns one of:
 
-* :class:`InstanceChange` - Eventarc *Cloud Audit Log* event
+* :class:`~topocast.model.changes.InstanceChange` - Eventarc *Cloud Audit Log* event
   ``google.cloud.audit.log.v1.written`` for Compute Engine whose
   ``protoPayload.methodName`` is in :data:`METHOD_ACTIONS` (``insert`` /
   ``delete`` in their ``v1.``/``beta.`` forms, the unversioned
@@ -44,12 +44,13 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from topocast.app import event_table as table
 from topocast.model import changes
+from topocast.model.changes import Ignored, MalformedEvent, Recheck, Reconcile, UnsupportedEvent
 from topocast.safeio.validation import load_json, validate
 
 AUDIT_LOG = "google.cloud.audit.log.v1.written"
-PUBSUB = "google.cloud.pubsub.topic.v1.messagePublished"
+PUBSUB = table.GCP_PUBSUB
 GCS_FINALIZED = "google.cloud.storage.object.v1.finalized"
-RECONCILE = "dev.topocast.reconcile.v1"
+RECONCILE = table.GCP_RECONCILE
 DISCOVER_WINDOW = "dev.topocast.discover.window.v1"
 DEBOUNCE_TIMER = "dev.topocast.debounce.timer.v1"
 PUBLISH = "dev.topocast.publish.v1"
@@ -66,16 +67,6 @@ _RESOURCE = re.compile(r"^projects/(?P<project>[^/]+)/zones/(?P<zone>[^/]+)/inst
 #: System Event audit logs (written by Compute Engine itself; delivered through the Logging sink)
 _SYSTEM_METHODS = frozenset(table.gcp_methods("log-sink"))
 _MIG_AGENT = re.compile(r"^\d+@cloudservices\.gserviceaccount\.com$")
-
-
-# the neutral outcome types; the old names stay importable from here
-MalformedEvent = changes.MalformedEvent
-UnsupportedEvent = changes.UnsupportedEvent
-InstanceChange = changes.InstanceChange
-Reconcile = changes.Reconcile
-Noted = changes.Noted
-Ignored = changes.Ignored
-Recheck = changes.Recheck
 
 
 @dataclass(frozen=True)
@@ -279,7 +270,7 @@ def _audit(attrs: dict[str, Any], data: Any, where: str = "data") -> Command:
     elif (
         _MIG_AGENT.match(principal)
         or "managed instance group" in agent.lower()
-        or not log.method_name.startswith(("v1.", "beta."))
+        or not log.method_name.startswith(table.API_VERSIONS)
     ):
         origin = "mig"  # a MIG (or autohealing) acts as the Google APIs service agent, unversioned method
     else:

@@ -19,11 +19,9 @@ The operator override is ``TOPOCAST_GUARD_ALLOW_GENERATION`` or that object::
 
 from __future__ import annotations
 
-import os
-
 from topocast.gcp.gcs import GcsObjects
+from topocast.pipeline import guard
 from topocast.pipeline.artifacts import ObjectArtifactStore
-from topocast.pipeline.guard import OVERRIDE_ENV
 from topocast.pipeline.objects import cluster_base
 from topocast.pipeline.publish_state import ObjectPublishState
 
@@ -42,9 +40,10 @@ class GcsPublishState(ObjectPublishState):
         self.override_key = f"{cluster_base(prefix, cluster, 'state')}/guard-allow-generation"
 
     def read_override(self) -> str | None:
-        """The operator's allow-generation value: env first, then the override object (None if unset)."""
-        value = os.environ.get(OVERRIDE_ENV)
-        if value:
-            return value
+        """The operator's allow-generation value (:func:`topocast.pipeline.guard.read_override`: env first),
+        then the override object; None if neither is set."""
+        return guard.read_override(self._read_object)
+
+    def _read_object(self) -> str | None:
         got = self.objects.get(self.override_key)
         return None if got is None else got.data.decode("utf-8", "replace").strip()

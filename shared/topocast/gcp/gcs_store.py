@@ -10,10 +10,9 @@ create, ``=P`` to replace exactly generation P).
 from __future__ import annotations
 
 from topocast.gcp.gcs import GcsObjects
-from topocast.pipeline.objects import cluster_base
 from topocast.pipeline.store import ObjectGraphStore
 
-__all__ = ["GcsGraphStore", "cluster_base"]
+__all__ = ["GcsGraphStore"]
 
 
 class GcsGraphStore(ObjectGraphStore):

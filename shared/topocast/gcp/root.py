@@ -21,10 +21,11 @@ from topocast.config import Settings
 from topocast.errors import TopocastError
 from topocast.gcp.gcs import GcsObjects
 from topocast.gcp.gcs_artifacts import GcsArtifactStore, GcsPublishState
-from topocast.gcp.gcs_store import GcsGraphStore, cluster_base
+from topocast.gcp.gcs_store import GcsGraphStore
 from topocast.gcp.tasks import TaskQueue, task_id
 from topocast.k8s.nodes_client import with_node_lister
 from topocast.pipeline.debounce_runner import DebounceRunner
+from topocast.pipeline.objects import cluster_base
 from topocast.ports.debounce import Decision, Timer
 from topocast.ports.protocols import Publisher
 from topocast.providers import Provider, ProviderInputs, build_provider

@@ -19,11 +19,10 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
 from topocast.app.outcome import Outcome
-from topocast.gcp.gcs_store import cluster_base
 from topocast.gcp.root import GcpRuntime
 from topocast.gcp.tasks import task_id
 from topocast.model.changes import InstanceChange
-from topocast.pipeline.objects import ObjectInfo
+from topocast.pipeline.objects import ObjectInfo, cluster_base
 
 __all__ = ["DISCOVER_LEASE_SECONDS", "STORM_HOLD_WINDOWS", "batched", "close_window", "queue_change"]
 

@@ -17,10 +17,11 @@ precise error message a per-node check would.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from itertools import pairwise
-from typing import TYPE_CHECKING
 
 from topocast.model.fabric import node_columns
+from topocast.model.graph_fields import GraphFields
 from topocast.model.names import (
     MAX_DOMAIN_NAME,
     MAX_NODE_NAME,
@@ -31,9 +32,6 @@ from topocast.model.names import (
     check_switch_name,
 )
 
-if TYPE_CHECKING:
-    from topocast.model.graph import TopologyGraph
-
 __all__ = ["MAX_UNPLACED_KEY", "MAX_UNPLACED_REASON", "check_graph", "looks_consistent"]
 
 #: bounds of one ``unplaced`` entry: a name or record label, and its reason
@@ -41,7 +39,7 @@ MAX_UNPLACED_KEY = 300
 MAX_UNPLACED_REASON = 1000
 
 
-def check_graph(graph: TopologyGraph) -> None:
+def check_graph(graph: GraphFields) -> None:
     """Raise ``UnsafeNameError`` or ``ValueError`` (message naming the node) if the graph is inconsistent."""
     if not looks_consistent(graph):
         _find_error(graph)
@@ -60,7 +58,7 @@ def _switch_parents(paths: set[tuple[str, ...]]) -> set[tuple[str, str | None]]:
     return pairs
 
 
-def looks_consistent(graph: TopologyGraph) -> bool:
+def looks_consistent(graph: GraphFields) -> bool:
     """True if every rule holds (never raises; says nothing about which rule fails)."""
     if graph.unplaced and _unplaced_error(graph.unplaced) is not None:
         return False
@@ -98,7 +96,7 @@ def looks_consistent(graph: TopologyGraph) -> bool:
     return all_safe(list(graph.switch_names.values()), MAX_SWITCH_NAME, remember=True)
 
 
-def _unplaced_error(unplaced: dict[str, str], field: str = "unplaced") -> str | None:
+def _unplaced_error(unplaced: Mapping[str, str], field: str = "unplaced") -> str | None:
     """The first entry of ``unplaced`` (or ``notes``) that is not bounded printable text, as a message."""
     for key, reason in unplaced.items():
         if not key or len(key) > MAX_UNPLACED_KEY or not key.isprintable():
@@ -108,7 +106,7 @@ def _unplaced_error(unplaced: dict[str, str], field: str = "unplaced") -> str | 
     return None
 
 
-def _find_error(graph: TopologyGraph) -> None:
+def _find_error(graph: GraphFields) -> None:
     """Walk node by node and raise the first problem found (the check order of the rules above)."""
     problem = _unplaced_error(graph.unplaced) or _unplaced_error(graph.notes, "notes")
     if problem is not None:

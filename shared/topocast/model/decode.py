@@ -9,10 +9,11 @@ in about a quarter of a ``json.loads``; the pydantic ``Node`` instances are then
 those values by C-level calls, without a Python loop.
 
 It only ever *accepts*: anything it does not take (bad JSON, a wrong type, an unknown field,
-a lax value pydantic would coerce such as ``"yes"`` for a bool, a rule of
-:mod:`topocast.model.checks` broken) makes :func:`decode_graph` return None, and the caller
-validates through pydantic as before, which words the error. So a graph it accepts is one
-pydantic accepts with the same values, and every error is pydantic's or the checks' own.
+a lax value pydantic would coerce such as ``"yes"`` for a bool) makes :func:`decode_unchecked`
+return None; :mod:`topocast.model.graph` then checks the rules of :mod:`topocast.model.checks` on
+what it returns, and validates through pydantic as before whenever either says no, which words
+the error. So a graph both accept is one pydantic accepts with the same values, and every error is
+pydantic's or the checks' own.
 """
 
 from __future__ import annotations
@@ -20,17 +21,14 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Iterable, Sequence
 from itertools import repeat
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal, TypeVar
 
 import msgspec
+from pydantic import BaseModel
 
-from topocast.model.checks import looks_consistent
 from topocast.model.names import MAX_NODE_NAME, all_safe
 
-if TYPE_CHECKING:
-    from topocast.model.graph import Node, TopologyGraph
-
-__all__ = ["WireGraph", "WireNode", "decode_graph"]
+__all__ = ["WireGraph", "WireNode", "decode_unchecked"]
 
 
 class WireNode(msgspec.Struct, forbid_unknown_fields=True, gc=False):
@@ -65,6 +63,9 @@ class WireGraph(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
 
 
 _DECODER = msgspec.json.Decoder(WireGraph)
+#: the graph and node models :mod:`topocast.model.graph` passes in (this module never imports it)
+G = TypeVar("G", bound=BaseModel)
+N = TypeVar("N", bound=BaseModel)
 _set = object.__setattr__
 
 
@@ -73,8 +74,10 @@ def drain(calls: Iterable[object]) -> None:
     deque(calls, maxlen=0)
 
 
-def decode_graph(text: str | bytes, graph_model: type[TopologyGraph], node_model: type[Node]) -> TopologyGraph | None:
-    """The validated graph, or None when pydantic has to look at ``text`` (see the module doc).
+def decode_unchecked(text: str | bytes, graph_model: type[G], node_model: type[BaseModel]) -> G | None:
+    """The graph with every field type-checked but the graph's rules not yet checked, or None when
+    pydantic has to look at ``text`` (see the module doc). The caller checks the rules
+    (:func:`topocast.model.checks.looks_consistent`) and hands a graph that breaks one to pydantic.
 
     The models are passed in by :mod:`topocast.model.graph` (which imports this module). Nodes get
     every field marked as set (``model_fields_set``), as if the JSON had spelled each one out
@@ -98,11 +101,10 @@ def decode_graph(text: str | bytes, graph_model: type[TopologyGraph], node_model
         except (ValidationError, ValueError):
             return None  # pydantic words the error
     values["nodes"] = _models(node_model, wire.nodes or [])
-    graph = graph_model.model_construct(_fields_set=given, **values)
-    return graph if looks_consistent(graph) else None
+    return graph_model.model_construct(_fields_set=given, **values)
 
 
-def _models(model: type[Node], wire: Sequence[WireNode]) -> list[Node]:
+def _models(model: type[N], wire: Sequence[WireNode]) -> list[N]:
     """``model`` instances holding the values of ``wire``, set up the way pydantic-core sets them up
     (instance dict in field order, fields set, no extra, no private attributes), by ``map``.
 
@@ -111,7 +113,7 @@ def _models(model: type[Node], wire: Sequence[WireNode]) -> list[Node]:
     adds to it.
     """
     count = len(wire)
-    nodes: list[Node] = list(map(object.__new__, repeat(model, count)))
+    nodes: list[N] = list(map(object.__new__, repeat(model, count)))
     drain(map(_set, nodes, repeat("__dict__"), map(msgspec.structs.asdict, wire)))
     drain(map(_set, nodes, repeat("__pydantic_fields_set__"), repeat(set(model.model_fields), count)))
     drain(map(_set, nodes, repeat("__pydantic_extra__"), repeat(None, count)))

@@ -21,10 +21,9 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from itertools import chain, groupby, repeat
 from operator import attrgetter, itemgetter
-from typing import TYPE_CHECKING, Any, TypeVar, cast
+from typing import Any, TypeVar, cast
 
-if TYPE_CHECKING:  # graph's own checks use the columns below
-    from topocast.model.graph import TopologyGraph
+from topocast.model.graph_fields import GraphFields
 
 T = TypeVar("T")
 
@@ -64,7 +63,7 @@ class NodeColumns:
     The graph's checks read the plain columns at load time; the derived ones are built on first use.
     """
 
-    def __init__(self, graph: TopologyGraph) -> None:
+    def __init__(self, graph: GraphFields) -> None:
         nodes = graph.nodes
         self.names: list[str] = list(map(_name, nodes))
         self.ids: list[str | None] = list(map(_id, nodes))
@@ -91,7 +90,7 @@ class NodeColumns:
         return list(zip(self.leaves, self._canonical(self.accelerators), self._canonical(self.subdomains), strict=True))
 
 
-def node_columns(graph: TopologyGraph) -> NodeColumns:
+def node_columns(graph: GraphFields) -> NodeColumns:
     return shared(graph, "columns", lambda: NodeColumns(graph))
 
 
@@ -134,7 +133,7 @@ class FabricTree:
         return max((len(p) for p in self.node_path.values()), default=0)
 
 
-def build_tree(graph: TopologyGraph, no_topology_switch: bool = True) -> FabricTree:
+def build_tree(graph: GraphFields, no_topology_switch: bool = True) -> FabricTree:
     """Build the switch forest. Nodes with an empty fabric hang under ``no-topology``
     when ``no_topology_switch`` is set, so a tree file still lists every node."""
     if no_topology_switch and not graph.nodes_without_topology():
@@ -142,7 +141,7 @@ def build_tree(graph: TopologyGraph, no_topology_switch: bool = True) -> FabricT
     return shared(graph, ("tree", no_topology_switch), lambda: _build_tree(graph, no_topology_switch))
 
 
-def _build_tree(graph: TopologyGraph, no_topology_switch: bool) -> FabricTree:
+def _build_tree(graph: GraphFields, no_topology_switch: bool) -> FabricTree:
     t = FabricTree(display=dict(graph.switch_names))
     col = node_columns(graph)
     # A validated graph gives every node of a leaf the same path: each leaf's path tuple is built
@@ -207,11 +206,11 @@ class Domains:
         return any(k is not None for subs in self.members.values() for k in subs)
 
 
-def build_domains(graph: TopologyGraph) -> Domains:
+def build_domains(graph: GraphFields) -> Domains:
     return shared(graph, "domains", lambda: _build_domains(graph))
 
 
-def _build_domains(graph: TopologyGraph) -> Domains:
+def _build_domains(graph: GraphFields) -> Domains:
     col = node_columns(graph)
     members: dict[str, dict[str | None, list[str]]] = {}
     for (domain, sub), run in groupby(zip(col.accelerators, col.subdomains, col.names, strict=True), key=_first_two):

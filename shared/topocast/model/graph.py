@@ -27,7 +27,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from topocast.errors import InvalidGraphError, TopocastError
-from topocast.model.checks import check_graph
+from topocast.model.checks import check_graph, looks_consistent
 from topocast.model.gc_pause import paused_gc
 from topocast.model.health import HealthRecord
 from topocast.model.names import check_node_name
@@ -41,7 +41,7 @@ class Node(BaseModel):
     """One compute node (instance, VM, host) and where it sits in the fabric."""
 
     # defer_build: pydantic-core's validator is built on first use; loading a graph file
-    # (graph_decode) never needs it, which keeps `topocast render` start-up ~10 ms shorter.
+    # (model/decode.py) never needs it, which keeps `topocast render` start-up ~10 ms shorter.
     model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
     name: str = Field(description="Scheduler node name (Slurm NodeName / Kubernetes node name).")
@@ -207,17 +207,18 @@ def graph_from_json(text: str | bytes, source: str = "graph") -> TopologyGraph:
     """Parse and validate graph JSON straight from the bytes, no Python dicts in between.
 
     The size is capped first (:data:`~topocast.safeio.limits.MAX_GRAPH_BYTES`). A good graph takes
-    :func:`topocast.model.decode.decode_graph` (msgspec, about 4x quicker); whatever that does not
-    accept is validated by pydantic-core. Only a graph pydantic rejects takes the slower route
+    :func:`topocast.model.decode.decode_unchecked` (msgspec, about 4x quicker) and the graph's rules
+    (:func:`topocast.model.checks.looks_consistent`); whatever those do not accept is validated by
+    pydantic-core. Only a graph pydantic rejects takes the slower route
     through :func:`json.loads` and :func:`graph_from_data`, which words the error (not JSON, not an
     object, schema version).
     """
     check_size(len(text), MAX_GRAPH_BYTES, source, InvalidGraphError)
-    from topocast.model.decode import decode_graph  # msgspec: only processes that load graph files
+    from topocast.model.decode import decode_unchecked  # msgspec: only processes that load graph files
 
     with paused_gc():
-        fast = decode_graph(text, TopologyGraph, Node)
-        if fast is not None:
+        fast = decode_unchecked(text, TopologyGraph, Node)
+        if fast is not None and looks_consistent(fast):
             return fast
         try:
             return TopologyGraph.model_validate_json(text)

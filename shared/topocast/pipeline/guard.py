@@ -23,7 +23,8 @@ The hold record is persisted by the cloud shell (:mod:`topocast.aws.publish_stat
 
 from __future__ import annotations
 
-from collections.abc import Collection
+import os
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 
@@ -124,3 +125,13 @@ def rehold(previous: HoldRecord | None, hold: HoldRecord) -> HoldRecord:
         return hold
     kept = sorted(set(previous.confirmed_gone) & set(hold.lost))
     return replace(hold, confirmed_gone=kept, confirmed_at=previous.confirmed_at if kept else None)
+
+
+def read_override(read_store: Callable[[], str | None], env: Mapping[str, str] = os.environ) -> str | None:
+    """The operator's allow-generation value: :data:`OVERRIDE_ENV` first (when set and not empty), then
+    ``read_store()`` (the cloud's SSM parameter or override object; None when it is absent).
+
+    The one order both clouds follow: the function's own environment wins, so an operator can let a
+    generation through by a redeploy even when the parameter or object cannot be written.
+    """
+    return env.get(OVERRIDE_ENV) or read_store()

@@ -45,7 +45,6 @@ from topocast.slurm.scontrol import (
     SlurmControllerError,
     SwitchInfo,
     argv,
-    parse_show_topology,
     ping,
     reconfigure,
     run_scontrol,
@@ -61,7 +60,6 @@ __all__ = [
     "SwitchInfo",
     "ensure_proc",
     "find_binary",
-    "parse_show_topology",
     "slurm_version",
 ]
 

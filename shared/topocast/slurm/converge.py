@@ -13,10 +13,10 @@ every run, ``unchanged`` included, and compares it with the installed file:
   a node with a live place that differs from the file is drift, a node without one is not judged.
 
 :func:`find_drift` is the pure comparison; :func:`converge` repairs: live moves to the file's place
-(:class:`topocast.slurm.live.NodeUpdater`), a reconfigure when a live move cannot do it (a
-power-saving node whose live place would not survive its next power-down, a failed move), and
-when the policy forbids both it holds and says so. It reads the controller again afterwards: what
-it reports as repaired is what the controller shows.
+(:class:`ControllerRepair`, which :class:`topocast.slurm.live.NodeUpdater` extends), a reconfigure
+when a live move cannot do it (a power-saving node whose live place would not survive its next
+power-down, a failed move), and when the policy forbids both it holds and says so. It reads the
+controller again afterwards: what it reports as repaired is what the controller shows.
 """
 
 from __future__ import annotations
@@ -25,16 +25,14 @@ import time
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from topocast.errors import TopocastError
 from topocast.model.hostlist import compact_str
 from topocast.slurm.scontrol import parse_show_blocks, parse_show_topology
 
-if TYPE_CHECKING:
-    from topocast.slurm.live import NodeUpdater
-
 __all__ = [
+    "ControllerRepair",
     "ControllerView",
     "Convergence",
     "Drift",
@@ -91,6 +89,28 @@ def shown_specs(name: str, kind: str, shown_text: str) -> dict[str, str]:
             spec = paths[sw] = f"{name}:{':'.join(reversed(path))}"
         out[node] = spec
     return out
+
+
+class ControllerRepair(Protocol):
+    """What :func:`converge` needs of a running controller: read where it places nodes, move them, reread
+    its files. :class:`topocast.slurm.live.NodeUpdater` (``scontrol`` or slurmrestd) extends it.
+    Every method raises :class:`TopocastError` with the cause."""
+
+    def view(self, topologies: list[tuple[str, str]]) -> ControllerView:
+        """Where the controller places nodes now, for the (name, kind) tree/block topologies of the file."""
+        ...
+
+    def move(self, hosts: str, spec: str) -> None:
+        """Give the nodes of hostlist ``hosts`` the ``Topology=`` value ``spec`` ("" clears it)."""
+        ...
+
+    def reconfigure(self) -> None:
+        """Make the controller reread its files, and wait until it answers again."""
+        ...
+
+    def power_saving(self, nodes: list[str]) -> list[str]:
+        """Those of ``nodes`` that are cloud (``State=CLOUD``) or powered-down nodes."""
+        ...
 
 
 @dataclass(frozen=True)
@@ -193,7 +213,7 @@ class Convergence:
 def converge(
     file_specs: dict[str, str],
     topologies: list[tuple[str, str]],
-    updater: NodeUpdater,
+    updater: ControllerRepair,
     *,
     allow_live: bool,
     allow_reconfigure: bool,
@@ -258,7 +278,7 @@ def converge(
     return result
 
 
-def _needs_reconfigure(drift: Drift, updater: NodeUpdater) -> str | None:
+def _needs_reconfigure(drift: Drift, updater: ControllerRepair) -> str | None:
     """Why live moves cannot repair ``drift`` for good, or None."""
     try:
         saving = updater.power_saving(list(drift.misplaced))

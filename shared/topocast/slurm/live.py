@@ -47,7 +47,7 @@ from topocast.model.hostlist import compact_str, expand
 from topocast.slurm import scontrol as sc
 from topocast.slurm.conffile import slurm_conf_nodes
 from topocast.slurm.controller import SlurmInstall
-from topocast.slurm.converge import ControllerView, find_drift, power_saving_reason, shown_specs
+from topocast.slurm.converge import ControllerRepair, ControllerView, find_drift, power_saving_reason, shown_specs
 from topocast.slurm.install import InstallResult, install_topology, sample_errors, wait_until
 from topocast.slurm.scontrol import SlurmControllerError
 from topocast.slurm.topofile import TopologyFile
@@ -410,9 +410,11 @@ def plan_live(
     )
 
 
-class NodeUpdater(Protocol):
+class NodeUpdater(ControllerRepair, Protocol):
     """How node moves reach a running controller: ``scontrol update`` here, slurmrestd in
-    :mod:`topocast.slurm.rest`. Every method raises :class:`TopocastError` with the cause."""
+    :mod:`topocast.slurm.rest`. The moves, the view, the reconfigure and the power-saving read are
+    :class:`~topocast.slurm.converge.ControllerRepair`'s; every method raises :class:`TopocastError`
+    with the cause."""
 
     #: what one move is called in messages ("scontrol update", "slurmrestd POST .../nodes/")
     call_name: str
@@ -430,24 +432,8 @@ class NodeUpdater(Protocol):
         """Every node the controller knows (None: unknown, take slurm.conf's)."""
         ...
 
-    def move(self, hosts: str, spec: str) -> None:
-        """Give the nodes of hostlist ``hosts`` the ``Topology=`` value ``spec`` ("" clears it)."""
-        ...
-
     def check(self, plan: LivePlan, text: str, known: list[str]) -> list[str]:
         """After the moves: differences between what the controller runs and ``text`` / ``plan``."""
-        ...
-
-    def reconfigure(self) -> None:
-        """Make the controller reread its files, and wait until it answers again."""
-        ...
-
-    def view(self, topologies: list[tuple[str, str]]) -> ControllerView:
-        """Where the controller places nodes now, for the (name, kind) tree/block topologies of the file."""
-        ...
-
-    def power_saving(self, nodes: list[str]) -> list[str]:
-        """Those of ``nodes`` that are cloud (``State=CLOUD``) or powered-down nodes."""
         ...
 
 

@@ -69,8 +69,6 @@ LISTING_BYTES_PER_NODE = 16 * KiB
 #: ... and at most this much (~20,000 nodes); only each node's name and topology are decoded
 #: (msgspec), so the peak stays near the answer's size, inside the agent unit's MemoryMax=512M
 MAX_LISTING_BYTES = 64 * MiB
-#: the largest answer read by any call (kept for callers that name it)
-MAX_ANSWER_BYTES = MAX_LISTING_BYTES
 
 log = logging.getLogger(__name__)
 
