@@ -89,8 +89,8 @@ class ControllerSettings(BaseModel):
     render_options: dict[str, Any] = Field(default_factory=dict)
 
     @model_validator(mode="after")
-    def _a_debounce_policy(self) -> ControllerSettings:
-        self.debounce_policy  # noqa: B018 - refused here (quiet above max wait), not in the loop
+    def _debounce_knobs_agree(self) -> ControllerSettings:
+        _ = self.debounce_policy  # a quiet window above the max wait is refused with the flags, not in the loop
         return self
 
     @property
