@@ -33,10 +33,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from graphgen import write_graph
 
+from topocast.renderers import RENDERERS
+
 GOAL_FORMATS = ["slurm-tree", "slurm-block", "k8s-labels"]
-ALL_FORMATS = [
-    "slurm-tree", "slurm-block", "slurm-yaml", "k8s-labels", "kueue", "kai", "volcano", "slinky", "graph", "html",
-]  # fmt: skip
+ALL_FORMATS = list(RENDERERS)  # every registered format, in --format all order
 BASELINE = "import json, sys\nwith open(sys.argv[1], 'rb') as f:\n    json.load(f)\n"
 TOPOCAST = [sys.executable, "-m", "topocast.cli"]
 #: graph shape -> :func:`topocast.model.synth.synthetic_data` keywords

@@ -1,6 +1,7 @@
-"""One registry of named factories, loaded lazily: what the providers and the publishers are looked up in.
+"""One registry of named components, loaded lazily: what the providers, publishers and renderers are looked up in.
 
-A factory is registered as the callable itself or as ``"module:attribute"``, imported on first use so
+A component (a provider or publisher factory, a renderer object) is registered as itself or as
+``"module:attribute"``, imported on first use so
 a function only imports the SDK of what it runs (NVIDIA Topograph's ``pkg/registry`` does the same for
 its providers and engines). Every lookup error is one line naming the kind and what is known.
 """
@@ -8,18 +9,20 @@ its providers and engines). Every lookup error is one line naming the kind and w
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Generic, TypeVar
 
 from topocast.errors import TopocastError
 
 __all__ = ["Registry"]
 
-F = TypeVar("F", bound=Callable[..., object])
+#: what one entry is: a provider / publisher factory, a :class:`~topocast.renderers.base.Renderer`
+F = TypeVar("F")
 
 
 class Registry(Generic[F]):
-    """``name -> factory`` for one ``kind`` (``"provider"``, ``"publisher"``); ``error`` is what lookups raise."""
+    """``name -> component`` for one ``kind`` (``"provider"``, ``"publisher"``, ``"format"``); ``error`` is what
+    lookups raise."""
 
     def __init__(
         self,
@@ -30,7 +33,7 @@ class Registry(Generic[F]):
         error: type[TopocastError] = TopocastError,
     ) -> None:
         self.kind = kind
-        self.entries = entries  # the table itself (a module's PROVIDERS / PUBLISHERS), not a copy
+        self.entries = entries  # the table itself (a module's PROVIDERS / PUBLISHERS / RENDERERS), not a copy
         self.aliases = dict(aliases or {})
         self.error = error
 

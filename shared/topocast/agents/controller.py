@@ -51,13 +51,11 @@ from topocast.model.prometheus import Family, exposition
 from topocast.pipeline import debounce
 from topocast.pipeline.guard import DEFAULT_MAX_LOSS_FRACTION, check
 from topocast.ports.debounce import DebouncePolicy
+from topocast.renderers import kubernetes_formats
 
 __all__ = ["Controller", "ControllerSettings", "CycleOutcome", "build_controller", "metrics_text", "serve_http"]
 
 log = logging.getLogger("topocast.controller")
-
-#: the Kubernetes formats the controller publishes to its own cluster
-K8S_FORMATS = ("k8s-labels", "kueue", "kai", "volcano", "slinky")
 
 
 class ControllerSettings(BaseModel):
@@ -79,7 +77,8 @@ class ControllerSettings(BaseModel):
     reconcile_seconds: float = Field(900.0, gt=0)
     watch_window: int = Field(10, ge=1, le=300)
     max_loss: float = Field(DEFAULT_MAX_LOSS_FRACTION, ge=0, le=1)
-    formats: tuple[str, ...] = K8S_FORMATS
+    #: the formats it publishes to its own cluster (default: every Kubernetes format of the renderer registry)
+    formats: tuple[str, ...] = Field(default_factory=kubernetes_formats)
     #: seconds between capacity readings for /metrics (free / allocated / drained per domain and leaf; 0: none)
     capacity_seconds: float = Field(60.0, ge=0)
     #: count a node with a Running or Pending pod (not a DaemonSet's) as allocated: a LIST of every pod

@@ -338,6 +338,13 @@ def _formats_epilog() -> str:
     return textwrap.fill(text, 78, subsequent_indent="  ")
 
 
+def _kubernetes_formats_epilog() -> str:
+    from topocast.renderers import kubernetes_formats  # imports those renderers: only when publish's parser is built
+
+    text = "formats: " + ", ".join(kubernetes_formats()) + " (default: all of them)"
+    return textwrap.fill(text, 78, subsequent_indent="  ")
+
+
 # ----- commands ------------------------------------------------------------------------------
 
 
@@ -364,6 +371,13 @@ def _formats_epilog() -> str:
     "a no-topology switch).",
 )
 @option(
+    "--list-options",
+    nargs="?",
+    const="all",
+    metavar="FORMAT",
+    help="Print the options (RenderOptions fields, for --options) each format reads, or FORMAT's, and exit.",
+)
+@option(
     "--slurm-version",
     metavar="RELEASE",
     help="The Slurm the files are for, e.g. 26.05: blocks below the base block size are kept from 25.05 on, "
@@ -379,8 +393,11 @@ def _formats_epilog() -> str:
 )
 def render(a: Namespace) -> None:
     """Render a graph or a Topograph model to scheduler configs."""
-    from topocast.cli.render import TargetFlags, run_render
+    from topocast.cli.render import TargetFlags, list_options, run_render
 
+    if a.list_options is not None:
+        sys.stdout.write(list_options(None if a.list_options == "all" else a.list_options))
+        return
     sizes = _parse_sizes(a.block_sizes)
     fmts = a.fmt or ["slurm-tree"]
     # before any rendering: a 10k-node render takes seconds and warns per format, then could not be written
@@ -489,7 +506,7 @@ def discover(a: Namespace) -> None:
     run_discover(discover_args(vars(a)), a.out)
 
 
-@command("publish")
+@command("publish", epilog=_kubernetes_formats_epilog)
 @option("--region", help="AWS region (default: AWS_REGION, AWS_DEFAULT_REGION, the profile, the instance metadata).")
 @option("--graph", type=Path, help="Normalized graph JSON to publish.")
 @option("--store", help="A deployment's store: s3://bucket/prefix or gs://bucket/prefix.")
@@ -498,7 +515,9 @@ def discover(a: Namespace) -> None:
 @option("--kubeconfig", help="kubeconfig (default $KUBECONFIG, ~/.kube/config).")
 @option("--context", help="kubeconfig context.")
 @option("--in-cluster", flag=True, help="Use the pod's service account (CronJob).")
-@option("--format", "-f", dest="fmt", many=True, help="k8s-labels, kueue, kai, volcano, slinky.")
+@option(
+    "--format", "-f", dest="fmt", many=True, metavar="FORMAT", help="A Kubernetes format (repeatable; listed below)."
+)
 @option("--options", dest="options_file", type=Path, help="RenderOptions JSON/YAML file.")
 @option("--k8s-options", type=Path, help="KubernetesPublisherConfig JSON/YAML file.")
 @option("--dry-run", flag=True, help="Read the cluster and print the plan; write nothing.")

@@ -48,10 +48,9 @@ import yaml
 
 from topocast.errors import TopocastError
 from topocast.model.graph import TopologyGraph, load_graph
+from topocast.renderers import kubernetes_formats
 from topocast.renderers.base import RenderOptions
 from topocast.safeio.validation import validate
-
-K8S_FORMATS = ("k8s-labels", "kueue", "kai", "volcano", "slinky")
 
 
 @dataclass
@@ -119,9 +118,10 @@ def publisher_config(args: PublishArgs, render_options: RenderOptions) -> Any:
     if args.min_node_share is not None:
         data["min_node_share"] = args.min_node_share
     if args.formats:
-        unknown = sorted(set(args.formats) - set(K8S_FORMATS))
+        known = kubernetes_formats()
+        unknown = sorted(set(args.formats) - set(known))
         if unknown:
-            raise TopocastError(f"--format {', '.join(unknown)}: publish writes only {', '.join(K8S_FORMATS)}")
+            raise TopocastError(f"--format {', '.join(unknown)}: publish writes only {', '.join(known)}")
         data["formats"] = args.formats
     if args.dry_run or args.server_dry_run:
         data["dry_run"] = "server" if args.server_dry_run else "client"
@@ -385,7 +385,7 @@ def run_publish(args: PublishArgs, out: TextIO | None = None, err: TextIO | None
     if args.options is not None:
         options = validate(RenderOptions, _read_mapping(args.options, "--options"), str(args.options), TopocastError)
     config = publisher_config(args, options)
-    formats = [f for f in config.formats if f in K8S_FORMATS]
+    formats = list(config.formats)  # Kubernetes formats only (KubernetesPublisherConfig refuses any other)
     manifest, artifacts, graph_source = _inputs(args, options, formats)
     problem, server = cluster_problem(config)
     if problem is not None:

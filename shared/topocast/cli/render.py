@@ -11,7 +11,7 @@ from topocast.errors import InvalidGraphError, RenderError
 from topocast.model.fabric import shared_views
 from topocast.model.graph import TopologyGraph, graph_from_json, load_graph
 from topocast.model.placement import notes_report, set_aside_report
-from topocast.renderers import RENDERERS, Artifact, RenderOptions, render, render_many
+from topocast.renderers import RENDERERS, Artifact, RenderOptions, render, render_many, renderer
 from topocast.safeio.files import UnsafePathError, out_directory, write_file
 from topocast.safeio.limits import MAX_YAML_BYTES, read_capped
 from topocast.safeio.validation import validate
@@ -92,6 +92,18 @@ def expand_formats(formats: list[str]) -> list[str]:
             else:
                 out.append(part)
     return list(dict.fromkeys(out))
+
+
+def list_options(fmt: str | None = None) -> str:
+    """Per format (``fmt``, or every format in ``--format all`` order), the ``RenderOptions`` fields it reads,
+    printed like ``topocast discover --list-options`` prints a provider's (from the same field descriptions)."""
+    from topocast.providers.options import describe_options
+
+    lines: list[str] = []
+    for name in expand_formats([fmt]) if fmt is not None else list(RENDERERS):
+        reads = renderer(name).reads
+        lines.extend(describe_options(name, RenderOptions, reads) if reads else [f"{name}: reads no options"])
+    return "\n".join(lines) + "\n"
 
 
 def run_render(

@@ -15,8 +15,9 @@ from __future__ import annotations
 
 import importlib
 import json
+import re
 import types
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal, Self, TypeVar, Union, get_args, get_origin
 
@@ -285,17 +286,32 @@ def option_rows(model: type[BaseModel]) -> list[OptionRow]:
     names = {key: (*spec.flags, *([spec.env] if spec.env else [])) for key, _, spec in option_specs(model)}
     rows = []
     for key, field in model.model_fields.items():
-        if get_origin(field.annotation) is Literal:
-            kind = "|".join(str(a) for a in get_args(field.annotation))
-        else:
-            kind = getattr(field.annotation, "__name__", None) or str(field.annotation).replace("typing.", "")
+        kind = _kind_text(field.annotation)
         default = (
             "required"
             if field.is_required()
-            else f"default {json.dumps(field.get_default(call_default_factory=True), default=str)}"
+            else f"default {json.dumps(field.get_default(call_default_factory=True), default=_json_default)}"
         )
         rows.append(OptionRow(key, kind, default, field.description or "", names.get(key, ())))
     return rows
+
+
+def _kind_text(annotation: Any, in_union: bool = False) -> str:
+    """``"a|b"`` for a Literal, ``X | None`` for a union, a type by its bare name (never its module path)."""
+    if get_origin(annotation) is Literal:
+        return "|".join(str(a) for a in get_args(annotation))
+    if get_origin(annotation) in (Union, types.UnionType):
+        return " | ".join(_kind_text(a, in_union=True) for a in get_args(annotation))
+    if annotation is type(None):
+        return "None"
+    if (not in_union or not get_args(annotation)) and (name := getattr(annotation, "__name__", None)):
+        return str(name)  # a union keeps its members' parameters (list[int] | None), as before
+    return re.sub(r"\b(?:\w+\.)+(\w+)", r"\1", str(annotation))  # typing.X, topocast.renderers.base.Y -> X, Y
+
+
+def _json_default(value: Any) -> Any:
+    """A nested options model's default as the JSON an options file would hold, not its repr."""
+    return value.model_dump(mode="json") if isinstance(value, BaseModel) else str(value)
 
 
 def options_object_env(model: type[BaseModel]) -> str | None:
@@ -306,11 +322,14 @@ def options_object_env(model: type[BaseModel]) -> str | None:
     return None
 
 
-def describe_options(name: str, model: type[BaseModel]) -> list[str]:
+def describe_options(name: str, model: type[BaseModel], keys: Collection[str] | None = None) -> list[str]:
     """``name`` and one indented line per option: ``  key (type, default X): description [names]``
-    (``[--flag, TOPOCAST_VAR]``: the option's own flags and variable, when it has them)."""
+    (``[--flag, TOPOCAST_VAR]``: the option's own flags and variable, when it has them); ``keys``: only those
+    (``topocast render --list-options``: the fields of ``RenderOptions`` a format reads)."""
     lines = [f"{name}:"]
     for row in option_rows(model):
+        if keys is not None and row.key not in keys:
+            continue
         also = f" [{', '.join(row.names)}]" if row.names else ""
         lines.append(f"  {row.key} ({row.kind}, {row.default}): {row.description}".rstrip(": ") + also)
     if whole := options_object_env(model):

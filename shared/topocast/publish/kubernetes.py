@@ -38,7 +38,7 @@ from typing import Any
 
 import httpx2
 from lightkube.core.exceptions import ApiError
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from topocast.k8s.client import ClientSettings, K8sConnection, KubeClient, build_client, connection_from_options
 from topocast.k8s.inputs import PublishInputError, decode_files, labels_from_graph
@@ -60,11 +60,11 @@ from topocast.model.graph import TopologyGraph
 from topocast.model.hostlist import compact_str
 from topocast.pipeline.guard import DEFAULT_MAX_LOSS_FRACTION
 from topocast.publish.base import PublishResult
+from topocast.renderers import formats as renderer_formats
+from topocast.renderers import kubernetes_formats
 from topocast.renderers.base import Artifact, LabelScheme, RenderOptions
 
 __all__ = [
-    "ALL_FORMATS",
-    "OBJECT_FORMATS",
     "K8sPublishResult",
     "KubernetesPublishReport",
     "KubernetesPublisher",
@@ -75,9 +75,6 @@ __all__ = [
     "sample_names",
 ]
 
-OBJECT_FORMATS = ("kueue", "kai", "volcano", "slinky")
-ALL_FORMATS = ("k8s-labels", *OBJECT_FORMATS)
-
 
 class KubernetesPublisherConfig(BaseModel):
     """Everything the Kubernetes publisher can be told (CLI flags and env map onto this)."""
@@ -86,7 +83,10 @@ class KubernetesPublisherConfig(BaseModel):
 
     connection: K8sConnection = Field(default_factory=K8sConnection)
     client: ClientSettings = Field(default_factory=ClientSettings)
-    formats: list[str] = Field(list(ALL_FORMATS), description="Artifact formats this publisher writes if given.")
+    formats: list[str] = Field(
+        default_factory=lambda: list(kubernetes_formats()),
+        description="Artifact formats this publisher writes if given (default: every Kubernetes format).",
+    )
     labels: LabelScheme = Field(default_factory=LabelScheme, description="Decides which label keys topocast owns.")
     match_by: list[MatchBy] = Field(list(DEFAULT_MATCH), min_length=1)
     instance_annotation: str = DEFAULT_INSTANCE_ANNOTATION
@@ -120,6 +120,18 @@ class KubernetesPublisherConfig(BaseModel):
         description="client: read and plan, write nothing; server: send every write with dryRun=All (validated, "
         "not persisted).",
     )
+
+    @field_validator("formats")
+    @classmethod
+    def _kubernetes_formats(cls, v: list[str]) -> list[str]:
+        """A format this publisher does not write (a typo, a Slurm file) is refused, not silently skipped."""
+        known = kubernetes_formats()
+        unknown = [f for f in v if f not in known]
+        if unknown:
+            raise ValueError(
+                f"{', '.join(unknown)}: not a Kubernetes format (this publisher writes {', '.join(known)})"
+            )
+        return v
 
 
 @dataclass
@@ -442,7 +454,7 @@ class KubernetesPublisher:
                 if plan is not None and self._refuse_cluster(plan, report):
                     return report
             pending: list[PendingObject] = []
-            for fmt in OBJECT_FORMATS:
+            for fmt in renderer_formats("kubernetes-objects"):
                 if fmt in arts:
                     pending += objects.prepare(KINDS[fmt], arts[fmt].objects, generation)
             for obj in pending:

@@ -1,23 +1,31 @@
-"""What every renderer takes and returns.
+"""What every renderer is, takes and returns.
 
-A renderer is a pure function ``render(graph, options) -> Artifact``. Options
-are one pydantic model (validated once at the boundary: CLI flags, env config);
-each renderer reads only the fields it needs.
+A renderer is a :class:`Renderer`: a format's name, file, media type and target (``kind``), the
+:class:`RenderOptions` fields it reads (``reads``), and a pure ``render(graph, options) -> Artifact``.
+Each renderer module exposes one as ``RENDERER`` (a :class:`FormatRenderer`), registered by one line
+in ``renderers/__init__.py``. Options are one pydantic model (validated once at the boundary: CLI flags,
+env config); each renderer declares and reads only the fields it needs (``tests/test_renderer_registry.py``
+checks each module's ``options.<field>`` reads against its ``reads``; ``topocast render --list-options``
+prints them).
 """
 
 from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Callable
 from contextvars import ContextVar
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from topocast.errors import HostlistError
 from topocast.model.hostlist import EXPAND_LIMIT, count
 from topocast.model.names import check_topology_name
+
+if TYPE_CHECKING:
+    from topocast.model.graph import TopologyGraph
 
 DEFAULT_TIER_PREFIX = "fabric.topograph.run/tier-"
 DEFAULT_ACCELERATOR_KEY = "accelerator.topograph.run/domain"
@@ -110,15 +118,29 @@ class RenderOptions(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     block_sizes: list[int] | None = Field(None, description="Slurm BlockSizes; inferred when None.")
-    block_name: BlockNameOptions | None = None
+    block_name: BlockNameOptions | None = Field(
+        None,
+        description="Name blocks after their nodes (Topograph blockName): node_name_regexp and a format "
+        "with ${1}; None = block_names decides.",
+    )
     topologies: dict[str, TopologySpec] | None = Field(
         None, description="Named topologies for slurm-yaml; None = one cluster-wide topology per plugin."
     )
     skeleton_only: bool = Field(False, description="Omit node lists (Slinky dynamic nodes).")
-    labels: LabelScheme = Field(default_factory=LabelScheme)
-    kueue_api_version: Literal["v1beta2", "v1beta1", "v1alpha1"] = "v1beta2"
+    labels: LabelScheme = Field(
+        default_factory=LabelScheme,
+        description="Which label keys carry the topology: tier_prefix, fabric_keys, accelerator_key, "
+        "subdomain_key (Topograph's v1 keys by default).",
+    )
+    kueue_api_version: Literal["v1beta2", "v1beta1", "v1alpha1"] = Field(
+        "v1beta2", description="apiVersion of the Kueue Topology object (the Kueue release installed decides)."
+    )
     topology_object_name: str = Field("topocast", description="metadata.name of Kueue/KAI Topology objects.")
-    slinky: SlinkyOptions = Field(default_factory=SlinkyOptions)
+    slinky: SlinkyOptions = Field(
+        default_factory=SlinkyOptions,
+        description="The Slinky ConfigMap: naming (how slurm-operator names Slurm nodes), namespace, configmap, "
+        "key, and content (the Slurm format under key).",
+    )
     cluster_default: str = Field("tree", description="slurm-yaml without topologies: which one is default.")
     topograph_compat: bool = Field(
         False,
@@ -216,3 +238,51 @@ class Artifact:
 #: False while :func:`topocast.renderers.render_many` renders for files only: a renderer whose API
 #: objects are extra work (not the source of its text) may then leave ``Artifact.objects`` empty.
 OBJECTS_WANTED: ContextVar[bool] = ContextVar("OBJECTS_WANTED", default=True)
+
+
+#: what a format is for: a Slurm topology file, Kubernetes node labels, Kubernetes API objects
+#: (Kueue / KAI Topology, Volcano HyperNodes, the Slinky ConfigMap), or a file for people and tools
+RendererKind = Literal["slurm", "kubernetes-labels", "kubernetes-objects", "file"]
+KUBERNETES_KINDS: tuple[RendererKind, ...] = ("kubernetes-labels", "kubernetes-objects")
+
+
+class Renderer(Protocol):
+    """One output format: what the registry holds (``renderers/__init__.py``) and every caller renders through."""
+
+    @property
+    def name(self) -> str:
+        """The format's name (``--format``, ``TOPOCAST_FORMATS``, ``Artifact.format``)."""
+        ...
+
+    @property
+    def filename(self) -> str: ...
+
+    @property
+    def media_type(self) -> str: ...
+
+    @property
+    def kind(self) -> RendererKind: ...
+
+    @property
+    def reads(self) -> tuple[str, ...]:
+        """The :class:`RenderOptions` fields the render reads (its own options; the rest it ignores)."""
+        ...
+
+    def render(self, graph: TopologyGraph, options: RenderOptions) -> Artifact: ...
+
+
+@dataclass(frozen=True)
+class FormatRenderer:
+    """A :class:`Renderer` made of a module's constants and its pure ``render`` function."""
+
+    name: str
+    filename: str
+    media_type: str
+    kind: RendererKind
+    reads: tuple[str, ...]
+    render: Callable[[TopologyGraph, RenderOptions], Artifact]
+
+    def __post_init__(self) -> None:
+        unknown = sorted(set(self.reads) - set(RenderOptions.model_fields))
+        if unknown:  # a typo here would hide an option from --list-options
+            raise TypeError(f"renderer {self.name!r} reads unknown options {unknown}")

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from topocast.model.graph import TopologyGraph, dump_graph
-from topocast.renderers.base import Artifact, RenderOptions
+from topocast.renderers.base import Artifact, FormatRenderer, Renderer, RenderOptions
 
 FILENAME = "graph.json"
 MEDIA_TYPE = "application/json"
@@ -11,3 +11,6 @@ MEDIA_TYPE = "application/json"
 
 def render(graph: TopologyGraph, options: RenderOptions) -> Artifact:
     return Artifact("graph", FILENAME, dump_graph(graph), MEDIA_TYPE, len(graph.nodes))
+
+
+RENDERER: Renderer = FormatRenderer("graph", FILENAME, MEDIA_TYPE, "file", (), render)

@@ -55,7 +55,7 @@ from topocast.model.graph import TopologyGraph
 from topocast.model.health import SEVERITY, dependents, node_health
 from topocast.model.hostlist import compact_str
 from topocast.model.placement import set_aside_count
-from topocast.renderers.base import Artifact, RenderOptions
+from topocast.renderers.base import Artifact, FormatRenderer, Renderer, RenderOptions
 from topocast.renderers.slurm_block import BlockLayout, cluster_layout
 
 FILENAME = "topology.html"
@@ -456,3 +456,13 @@ _CSS = (
     + "".join(f".p{i}{{background-image:{p}}}" for i, p in enumerate(_PATTERNS) if p != "none")
 )
 _JS = _asset("view.js")
+
+
+RENDERER: Renderer = FormatRenderer(
+    FORMAT,
+    FILENAME,
+    MEDIA_TYPE,
+    "file",
+    ("block_sizes", "block_name", "topograph_compat", "block_names", "slurm_version", "leave_out_domains_from"),
+    render,
+)

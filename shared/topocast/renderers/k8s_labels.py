@@ -32,7 +32,7 @@ from topocast.model.fabric import NO_TOPOLOGY, node_columns
 from topocast.model.gc_pause import paused_gc
 from topocast.model.graph import TopologyGraph
 from topocast.model.hostlist import compact_str
-from topocast.renderers.base import OBJECTS_WANTED, Artifact, LabelScheme, RenderOptions
+from topocast.renderers.base import OBJECTS_WANTED, Artifact, FormatRenderer, LabelScheme, Renderer, RenderOptions
 from topocast.renderers.k8s_common import HOSTNAME_LABEL, check_label_key, label_value
 
 FILENAME = "labels.json"
@@ -262,3 +262,6 @@ def _render(graph: TopologyGraph, keys: LabelKeys) -> Artifact:
     )
     content = _json(names, labels)
     return Artifact(FORMAT, FILENAME, content, MEDIA_TYPE, len(graph.nodes), objects, warnings)
+
+
+RENDERER: Renderer = FormatRenderer(FORMAT, FILENAME, MEDIA_TYPE, "kubernetes-labels", ("labels",), render)

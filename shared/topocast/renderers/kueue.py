@@ -13,7 +13,7 @@ fabric depth changes, the object must be deleted and recreated.
 from __future__ import annotations
 
 from topocast.model.graph import TopologyGraph
-from topocast.renderers.base import Artifact, RenderOptions
+from topocast.renderers.base import Artifact, FormatRenderer, Renderer, RenderOptions
 from topocast.renderers.k8s_common import dump_yaml
 from topocast.renderers.k8s_topology import topology_levels, topology_object
 
@@ -35,3 +35,8 @@ def render(graph: TopologyGraph, options: RenderOptions) -> Artifact:
         )
     obj = topology_object(f"{GROUP}/{options.kueue_api_version}", options.topology_object_name, levels.keys)
     return Artifact(FORMAT, FILENAME, dump_yaml([obj]), MEDIA_TYPE, len(graph.nodes), [obj], warnings)
+
+
+RENDERER: Renderer = FormatRenderer(
+    FORMAT, FILENAME, MEDIA_TYPE, "kubernetes-objects", ("labels", "kueue_api_version", "topology_object_name"), render
+)

@@ -44,7 +44,7 @@ from typing import Any
 from topocast import renderers
 from topocast.errors import RenderError
 from topocast.model.graph import TopologyGraph
-from topocast.renderers.base import Artifact, RenderOptions, SlinkyNaming
+from topocast.renderers.base import Artifact, FormatRenderer, Renderer, RenderOptions, SlinkyNaming
 from topocast.renderers.k8s_common import (
     MANAGED_BY,
     MANAGED_BY_LABEL,
@@ -214,3 +214,26 @@ def node_annotations(graph: TopologyGraph, options: RenderOptions) -> dict[str, 
 def render(graph: TopologyGraph, options: RenderOptions) -> Artifact:
     obj, warnings = configmap(graph, options)
     return Artifact(FORMAT, FILENAME, dump_yaml([obj]), MEDIA_TYPE, len(graph.nodes), [obj], warnings)
+
+
+#: its own options and those of the Slurm format it embeds (``slinky.content``)
+RENDERER: Renderer = FormatRenderer(
+    FORMAT,
+    FILENAME,
+    MEDIA_TYPE,
+    "kubernetes-objects",
+    (
+        "block_sizes",
+        "block_name",
+        "topologies",
+        "skeleton_only",
+        "slinky",
+        "cluster_default",
+        "topograph_compat",
+        "block_names",
+        "slurm_version",
+        "no_topology_switch",
+        "leave_out_domains_from",
+    ),
+    render,
+)

@@ -36,7 +36,7 @@ from topocast.model.fabric import FabricTree, build_domains, build_tree, node_co
 from topocast.model.graph import TopologyGraph
 from topocast.model.health import bad_domains
 from topocast.model.hostlist import compact_str
-from topocast.renderers.base import Artifact, BlockNameOptions, RenderOptions
+from topocast.renderers.base import Artifact, BlockNameOptions, FormatRenderer, Renderer, RenderOptions
 from topocast.renderers.blockplan import (
     BLOCK_SINCE,
     Block,
@@ -231,3 +231,21 @@ def render(graph: TopologyGraph, options: RenderOptions) -> Artifact:
     if release is not None and release < BLOCK_SINCE:
         warnings.append(f"{release_text(release)} does not read topology/block files (23.02 or later does)")
     return Artifact("slurm-block", FILENAME, content, MEDIA_TYPE, count, warnings=warnings)
+
+
+RENDERER: Renderer = FormatRenderer(
+    "slurm-block",
+    FILENAME,
+    MEDIA_TYPE,
+    "slurm",
+    (
+        "block_sizes",
+        "block_name",
+        "skeleton_only",
+        "topograph_compat",
+        "block_names",
+        "slurm_version",
+        "leave_out_domains_from",
+    ),
+    render,
+)

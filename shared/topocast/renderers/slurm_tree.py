@@ -44,7 +44,7 @@ from topocast.errors import NotApplicableError, RenderError
 from topocast.model.fabric import NO_TOPOLOGY, FabricTree, build_tree, node_columns, shared
 from topocast.model.graph import TopologyGraph
 from topocast.model.hostlist import compact_str
-from topocast.renderers.base import Artifact, RenderOptions
+from topocast.renderers.base import Artifact, FormatRenderer, Renderer, RenderOptions
 
 FILENAME = "topology-tree.conf"
 MEDIA_TYPE = "text/plain"
@@ -252,3 +252,8 @@ def render(graph: TopologyGraph, options: RenderOptions) -> Artifact:
     content = shared(graph, ("slurm_tree_text", skeleton, keep), text)
     count = len(graph.nodes) - (0 if keep else len(missing))
     return Artifact("slurm-tree", FILENAME, content, MEDIA_TYPE, count, warnings=warnings)
+
+
+RENDERER: Renderer = FormatRenderer(
+    "slurm-tree", FILENAME, MEDIA_TYPE, "slurm", ("skeleton_only", "topograph_compat", "no_topology_switch"), render
+)

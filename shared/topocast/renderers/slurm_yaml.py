@@ -42,7 +42,14 @@ from topocast.errors import HostlistError, RenderError
 from topocast.model.fabric import NO_TOPOLOGY, FabricTree, build_tree
 from topocast.model.graph import Node, TopologyGraph
 from topocast.model.hostlist import compact_str, expand
-from topocast.renderers.base import Artifact, RenderOptions, TopologySpec, topology_name_problem
+from topocast.renderers.base import (
+    Artifact,
+    FormatRenderer,
+    Renderer,
+    RenderOptions,
+    TopologySpec,
+    topology_name_problem,
+)
 from topocast.renderers.slurm_block import cluster_layout, domain_order, layout
 from topocast.renderers.slurm_tree import check_reserved_names, empty_graph_error, node_hostlists, slurm_tree
 from topocast.renderers.yamlv3 import scalar
@@ -270,3 +277,23 @@ def render(graph: TopologyGraph, options: RenderOptions) -> Artifact:
     return Artifact(
         "slurm-yaml", FILENAME, emit(units, options.skeleton_only), MEDIA_TYPE, len(placed), warnings=warnings
     )
+
+
+RENDERER: Renderer = FormatRenderer(
+    "slurm-yaml",
+    FILENAME,
+    MEDIA_TYPE,
+    "slurm",
+    (
+        "block_sizes",
+        "block_name",
+        "topologies",
+        "skeleton_only",
+        "cluster_default",
+        "topograph_compat",
+        "block_names",
+        "slurm_version",
+        "leave_out_domains_from",
+    ),
+    render,
+)

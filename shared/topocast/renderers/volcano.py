@@ -26,7 +26,7 @@ from topocast.errors import RenderError
 from topocast.model.fabric import build_tree
 from topocast.model.gc_pause import paused_gc
 from topocast.model.graph import TopologyGraph
-from topocast.renderers.base import OBJECTS_WANTED, Artifact, RenderOptions
+from topocast.renderers.base import OBJECTS_WANTED, Artifact, FormatRenderer, Renderer, RenderOptions
 from topocast.renderers.k8s_common import (
     MANAGED_BY,
     MANAGED_BY_LABEL,
@@ -215,3 +215,6 @@ def _member_lines(kind: str | None, names: list[str], memo: dict[str, str], dns_
             return None
         out.append(_MEMBER % (kind, text))
     return "".join(out)
+
+
+RENDERER: Renderer = FormatRenderer(FORMAT, FILENAME, MEDIA_TYPE, "kubernetes-objects", (), render)
