@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from dataclasses import FrozenInstanceError
+
 import pytest
 
 from topocast.config import Settings, env_table, settings_from_env
 from topocast.errors import TopocastError
+from topocast.ports.debounce import DebouncePolicy
 
 
 def test_every_settings_field_can_be_set_from_the_environment() -> None:
@@ -99,3 +102,23 @@ def test_settings_are_split_by_concern_and_every_variable_has_one_home() -> None
     assert fields == set(Settings.model_fields)  # every field has its variable and every variable a field
     assert homes["state_table"] == ["AwsWiring"] and homes["task_queue"] == ["GcpWiring"]
     assert homes["guard_max_loss"] == ["PublishSettings"] and homes["formats"] == ["RenderSettings"]
+
+
+def test_the_debounce_knobs_are_one_policy_built_from_the_settings() -> None:
+    env = {"TOPOCAST_CLUSTER": "c1"}
+    # unset: the documented defaults (15 s quiet, 120 s max wait, no leading edge; lease 180 s, grace 300 s)
+    assert DebouncePolicy.from_settings(settings_from_env(env)) == DebouncePolicy(
+        quiet=15.0, max_wait=120.0, leading_edge=False, lease=180.0, lost_timer_grace=300.0, render_attempts=3
+    )
+    tuned = {
+        **env,
+        "TOPOCAST_DEBOUNCE_QUIET_SECONDS": "5",
+        "TOPOCAST_DEBOUNCE_MAX_WAIT_SECONDS": "60",
+        "TOPOCAST_DEBOUNCE_LEADING_EDGE": "true",
+    }
+    policy = DebouncePolicy.from_settings(settings_from_env(tuned))
+    assert (policy.quiet, policy.max_wait, policy.leading_edge) == (5.0, 60.0, True)
+    with pytest.raises(FrozenInstanceError):
+        policy.quiet = 1.0  # type: ignore[misc]
+    with pytest.raises(ValueError, match="debounce needs 0 <= quiet <= max_wait, got quiet=30 max_wait=20"):
+        DebouncePolicy(quiet=30, max_wait=20)

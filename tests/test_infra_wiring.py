@@ -376,11 +376,11 @@ def test_every_provider_variable_is_passed_by_the_modules_that_run_the_provider(
 def test_terraform_debounce_defaults_and_check_are_the_code_s(module_dir: Path) -> None:
     """Terraform writes its own defaults for the quiet window and the max wait: they are the code's, and
     both sides refuse a quiet window longer than the max wait (Settings: test_config.py)."""
-    from topocast.pipeline.debounce import DEFAULT_MAX_WAIT, DEFAULT_QUIET
+    from topocast.config import DEFAULT_DEBOUNCE_MAX_WAIT, DEFAULT_DEBOUNCE_QUIET
 
     variables = load_module(module_dir)["variable"]
     quiet, max_wait = variables["debounce_quiet_seconds"], variables["debounce_max_wait_seconds"]
-    assert (float(quiet["default"]), float(max_wait["default"])) == (DEFAULT_QUIET, DEFAULT_MAX_WAIT)
+    assert (float(quiet["default"]), float(max_wait["default"])) == (DEFAULT_DEBOUNCE_QUIET, DEFAULT_DEBOUNCE_MAX_WAIT)
     conditions = [str(v["condition"]) for v in max_wait["validation"]]
     assert any("var.debounce_max_wait_seconds >= var.debounce_quiet_seconds" in c for c in conditions), conditions
 

@@ -21,11 +21,15 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from topocast.errors import TopocastError
-from topocast.pipeline.debounce import DEFAULT_MAX_WAIT, DEFAULT_QUIET
 from topocast.renderers.base import RenderOptions
 from topocast.safeio.validation import check_json_depth, describe
 
 DEFAULT_FORMATS = ["slurm-tree", "slurm-block", "slurm-yaml", "k8s-labels", "graph", "html"]
+#: the debounce settings' defaults, written once: :class:`RenderSettings` and
+#: :class:`topocast.ports.debounce.DebouncePolicy` both take them from here (Terraform's variables match)
+DEFAULT_DEBOUNCE_QUIET = 15.0
+DEFAULT_DEBOUNCE_MAX_WAIT = 120.0
+DEFAULT_DEBOUNCE_LEADING_EDGE = False
 
 #: env var -> (Settings field, description) of every setting; with the providers' own variables, :func:`env_table`
 ENV_VARS: dict[str, tuple[str, str]] = {
@@ -154,10 +158,10 @@ class RenderSettings(_Section):
     render_options: RenderOptions = Field(default_factory=RenderOptions)
     #: TOPOCAST_SLURM_VERSION: the target Slurm, one variable for what render_options.slurm_version says
     slurm_version: str | None = None
-    debounce_quiet: float = Field(DEFAULT_QUIET, gt=0)
-    debounce_max_wait: float = Field(DEFAULT_MAX_WAIT, gt=0)
+    debounce_quiet: float = Field(DEFAULT_DEBOUNCE_QUIET, gt=0)
+    debounce_max_wait: float = Field(DEFAULT_DEBOUNCE_MAX_WAIT, gt=0)
     #: off by default: a burst then costs one render, not two; on, a lone change skips the quiet window
-    debounce_leading_edge: bool = False
+    debounce_leading_edge: bool = DEFAULT_DEBOUNCE_LEADING_EDGE
 
     @model_validator(mode="after")
     def _one_slurm_version(self) -> RenderSettings:

@@ -26,16 +26,15 @@ from __future__ import annotations
 
 from typing import Any
 
+from topocast.providers.gcp.retry import RetryPolicy, transient_retry
 from topocast.providers.gcp.sdk import (
     COMPUTE_ENDPOINT_ENV,
     USER_AGENT,
-    RetryPolicy,
     client_kwargs,
     compute_client,
     is_local,
     resolve_endpoint,
     sub_blocks_client,
-    transient_retry,
 )
 
 __all__ = [
