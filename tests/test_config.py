@@ -83,6 +83,20 @@ def test_a_quiet_window_longer_than_the_max_wait_is_refused_naming_both_variable
     assert (equal.debounce_quiet, equal.debounce_max_wait) == (120.0, 120.0)  # quiet == max wait is fine
 
 
+@pytest.mark.parametrize(
+    ("formats", "named"),
+    [("slurm-tree,kueu", "unknown format(s) 'kueu'"), ("slurm-tree;all", "unknown format(s) 'all'"), (" , ", "no format")],
+)
+def test_an_unknown_format_is_refused_when_settings_load_naming_it_and_the_known_ones(formats: str, named: str) -> None:
+    with pytest.raises(TopocastError) as err:
+        settings_from_env({"TOPOCAST_CLUSTER": "c", "TOPOCAST_FORMATS": formats})
+    message = str(err.value)
+    assert "\n" not in message and "TOPOCAST_FORMATS" in message and named in message
+    assert "known: slurm-tree, slurm-block, slurm-yaml, k8s-labels, kueue, kai, volcano, slinky, graph, html" in message
+    ok = settings_from_env({"TOPOCAST_CLUSTER": "c", "TOPOCAST_FORMATS": "kueue;slurm-tree"})
+    assert ok.formats == ["kueue", "slurm-tree"]
+
+
 def test_missing_required_setting_names_the_variable() -> None:
     s = settings_from_env({"TOPOCAST_CLUSTER": "c"})
     with pytest.raises(TopocastError, match="TOPOCAST_STATE_TABLE, TOPOCAST_TIMER_QUEUE_URL"):

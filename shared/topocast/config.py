@@ -175,6 +175,17 @@ class RenderSettings(_Section):
         return self
 
     @model_validator(mode="after")
+    def _known_formats(self) -> RenderSettings:
+        """A misspelt TOPOCAST_FORMATS fails when settings load, not at the first render (no module is imported)."""
+        from topocast.renderers import RENDERERS
+
+        unknown = [f for f in self.formats if f not in RENDERERS]
+        if unknown or not self.formats:
+            named = f"unknown format(s) {', '.join(map(repr, unknown))}" if unknown else "no format"
+            raise ValueError(f"TOPOCAST_FORMATS: {named}; known: {', '.join(RENDERERS)}")
+        return self
+
+    @model_validator(mode="after")
     def _quiet_within_max_wait(self) -> RenderSettings:
         if self.debounce_quiet > self.debounce_max_wait:
             raise ValueError(
