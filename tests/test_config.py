@@ -85,7 +85,11 @@ def test_a_quiet_window_longer_than_the_max_wait_is_refused_naming_both_variable
 
 @pytest.mark.parametrize(
     ("formats", "named"),
-    [("slurm-tree,kueu", "unknown format(s) 'kueu'"), ("slurm-tree;all", "unknown format(s) 'all'"), (" , ", "no format")],
+    [
+        ("slurm-tree,kueu", "unknown format(s) 'kueu'"),
+        ("slurm-tree;all", "unknown format(s) 'all'"),
+        (" , ", "no format"),
+    ],
 )
 def test_an_unknown_format_is_refused_when_settings_load_naming_it_and_the_known_ones(formats: str, named: str) -> None:
     with pytest.raises(TopocastError) as err:
