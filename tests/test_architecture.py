@@ -75,6 +75,8 @@ def imports(path: Path) -> Iterator[tuple[int, str]]:
         names: list[str] = []
         if isinstance(node, ast.Import):
             names = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.level > 0:
+            raise AssertionError(f"{path}:{node.lineno}: a relative import; write it absolute so this scan sees it")
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
             sub = [f"{node.module}.{a.name}" for a in node.names if f"{node.module}.{a.name}" in MODULES]
             names = sub if len(sub) == len(node.names) else [node.module, *sub]
@@ -92,9 +94,7 @@ def unit(module: str) -> str:
 def module_edges() -> dict[str, set[str]]:
     edges: dict[str, set[str]] = {}
     for name, path in MODULES.items():
-        edges[name] = {
-            t for _, t in imports(path) if t != name and not name.startswith(t + ".") and (name, t) not in KNOWN_UPWARD
-        }
+        edges[name] = {t for _, t in imports(path) if t != name and (name, t) not in KNOWN_UPWARD}
     return edges
 
 
@@ -187,6 +187,18 @@ def test_the_scan_sees_lazy_and_type_only_imports_and_entry_points(tmp_path: Pat
     found = sorted(t for _, t in imports(src))
     assert found == ["topocast.aws.root", "topocast.aws.ssm_publish", "topocast.cli.commands"]
     assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    relative = tmp_path / "r.py"
+    relative.write_text("from . import base\n")
+    with pytest.raises(AssertionError, match="a relative import"):
+        list(imports(relative))
+
+
+def test_a_module_importing_its_own_package_counts_as_an_edge() -> None:
+    """A package's ``__init__`` that names its modules (a registry) and a module that imports the package
+    back is a circle too (the renderer registry and slinky were one)."""
+    edges = module_edges()
+    assert "topocast.renderers" not in edges["topocast.renderers.slinky"]
+    assert "topocast.renderers.slinky" in edges["topocast.renderers"]
 
 
 def test_the_architecture_drawing_shows_these_layers() -> None:

@@ -124,7 +124,8 @@ def settings_fields() -> dict[str, tuple[str, str]]:
 def option_defaults(var: str, cloud: str) -> list[Any]:
     """The defaults of the provider options read from ``var``: the module's own cloud provider's when it
     declares the variable (TOPOCAST_NAME_FROM is aws's and gcp's, with their own defaults), else every one's."""
-    from topocast.providers.options import option_specs, provider_models
+    from topocast.providers import provider_models
+    from topocast.providers.options import option_specs
 
     by_provider = {
         name: field.get_default(call_default_factory=True)
@@ -345,7 +346,8 @@ NOT_PASSED = {
 @pytest.mark.parametrize("module_dir", [AWS_MODULE, GCP_MODULE], ids=["aws", "gcp"])
 def test_every_provider_variable_is_passed_by_the_modules_that_run_the_provider(module_dir: Path) -> None:
     """Adding an option with a variable to a provider's Options model needs the Terraform input too."""
-    from topocast.providers.options import OptionSpec, option_specs, provider_models
+    from topocast.providers import provider_models
+    from topocast.providers.options import OptionSpec, option_specs
 
     module = load_module(module_dir)
     env = stage_env(module, "discover")

@@ -136,7 +136,8 @@ class DiscoverySettings(_Section):
     def provider_options(self) -> dict[str, Any]:
         """The options of the configured provider (``ProviderInputs.options``): what its Options model
         takes from its variables, then ``TOPOCAST_PROVIDER_OPTIONS`` over them."""
-        from topocast.providers.options import env_options, registered_options_model
+        from topocast.providers import registered_options_model
+        from topocast.providers.options import env_options
 
         model = registered_options_model(self.provider)
         own = env_options(model, self._variable) if model is not None else {}
@@ -278,7 +279,8 @@ _LISTS |= {"overlays"}  # SOURCE:FIELD=VALUE,...: items are ','-separated, so ov
 def provider_env_vars() -> dict[str, str]:
     """Every registered provider's own variables (its Options model's ``OptionSpec.env`` and
     ``ENV_OBJECT``), with what they mean: ``"gcp: zones to list ..."``. Imports the provider modules."""
-    from topocast.providers.options import OptionSpec, option_specs, provider_models
+    from topocast.providers import provider_models
+    from topocast.providers.options import OptionSpec, option_specs
 
     users: dict[str, list[str]] = {}
     text: dict[str, str] = {}
