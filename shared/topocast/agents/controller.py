@@ -381,8 +381,8 @@ def build_controller(settings: ControllerSettings, client_options: Mapping[str, 
     """The controller wired to the cluster of ``settings.k8s_options`` (in-cluster or a kubeconfig)."""
     from topocast.config import Settings
     from topocast.k8s.client import build_client, client_settings_from_options, connection_from_options
-    from topocast.k8s.nodes_client import with_node_lister
-    from topocast.providers import ProviderInputs, build_provider
+    from topocast.k8s.nodes_client import KubeListers, with_node_lister
+    from topocast.providers import ProviderInputs, ShellMeans, build_provider, connect
     from topocast.publish import PublisherInputs, build_publishers
     from topocast.renderers import render
     from topocast.renderers.base import RenderOptions
@@ -402,7 +402,6 @@ def build_controller(settings: ControllerSettings, client_options: Mapping[str, 
         watchers.append(KindWatcher(kube, "/apis/resource.k8s.io/v1/resourceslices", relevant=_whole,
                                     window_seconds=settings.watch_window))  # fmt: skip
     options = RenderOptions.model_validate(settings.render_options)
-    clients = with_node_lister(_dra_or_none(k8s), k8s)
 
     provider_options = dict(settings.provider_options)
     if settings.provider == "k8s-labels" and not provider_options.keys() & {"schemes", "preset"}:
@@ -410,6 +409,10 @@ def build_controller(settings: ControllerSettings, client_options: Mapping[str, 
         from topocast.providers.k8s_labels.provider import DEFAULT_SCHEMES
 
         provider_options["schemes"] = [s for s in DEFAULT_SCHEMES if s != "topograph"]
+    # the provider's own connector builds its SDK clients (the cloud SDKs' credential chains: workload
+    # identity, instance principals); its Kubernetes reads go to the cluster the controller publishes to
+    means = ShellMeans(kubernetes=KubeListers(k8s))
+    clients = with_node_lister(connect(settings.provider, means, provider_options), k8s)
 
     def discover(previous: TopologyGraph | None) -> TopologyGraph:
         inputs = ProviderInputs(settings.cluster, provider_options, clients)
@@ -446,20 +449,6 @@ def build_controller(settings: ControllerSettings, client_options: Mapping[str, 
 
 def _whole(obj: Mapping[str, Any]) -> Any:
     return json.dumps(obj.get("spec"), sort_keys=True)
-
-
-def _dra_or_none(k8s: Mapping[str, Any]) -> Callable[[str], Any]:
-    def client(service: str) -> Any:
-        if service == "k8s-dra":
-            from topocast.k8s.client import connection_from_options
-            from topocast.k8s.resource_slices import dra_lister
-
-            return dra_lister(connection_from_options(k8s))
-        from topocast.errors import ProviderError
-
-        raise ProviderError(f"topocast controller has no {service!r} client (use the CLI or the functions)")
-
-    return client
 
 
 # ----- health and metrics ------------------------------------------------------------------------------------
