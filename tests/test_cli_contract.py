@@ -301,6 +301,5 @@ def test_version_and_help_conventions() -> None:
     missing = invoke(["discover"])
     assert (missing.exit_code, missing.stderr) == (
         2,
-        "topocast: error: discover needs --provider, one of: "
-        "aws, gcp, ibnetdiscover, netq, k8s-labels, oci, nebius, azure, dra\n",
+        "topocast: error: discover needs --provider, one of: " + ", ".join(PROVIDERS) + "\n",
     )

@@ -30,11 +30,13 @@ DEFAULT_FORMATS = ["slurm-tree", "slurm-block", "slurm-yaml", "k8s-labels", "gra
 DEFAULT_DEBOUNCE_QUIET = 15.0
 DEFAULT_DEBOUNCE_MAX_WAIT = 120.0
 DEFAULT_DEBOUNCE_LEADING_EDGE = False
+#: the publish guard's limit (TOPOCAST_GUARD_MAX_LOSS): the share of published nodes one publish may lose
+DEFAULT_GUARD_MAX_LOSS = 0.10
 
 #: env var -> (Settings field, description) of every setting; with the providers' own variables, :func:`env_table`
 ENV_VARS: dict[str, tuple[str, str]] = {
     "TOPOCAST_CLUSTER": ("cluster", "cluster name (graph, keys, parameter paths)"),
-    "TOPOCAST_PROVIDER": ("provider", "topology source: aws, gcp, ibnetdiscover, netq, k8s-labels, oci, nebius"),
+    "TOPOCAST_PROVIDER": ("provider", "topology source: a registered provider (topocast discover --list-options)"),
     "TOPOCAST_PROVIDER_OPTIONS": (
         "provider_settings",
         "the provider's options as a JSON object (over its own variables, see env_table)",
@@ -209,7 +211,7 @@ class PublishSettings(_Section):
     publishers: list[str] = Field(default_factory=lambda: ["ssm"])
     ssm_prefix: str | None = None
     ssm_advanced_tier: bool = False
-    guard_max_loss: float = Field(0.10, ge=0, le=1)
+    guard_max_loss: float = Field(DEFAULT_GUARD_MAX_LOSS, ge=0, le=1)
     guard_override_parameter: str | None = None
     k8s_options: dict[str, Any] = Field(default_factory=dict)
     slurmrest_url: str | None = None

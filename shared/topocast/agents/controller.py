@@ -9,8 +9,8 @@ for a cloud account, for the cluster it runs in:
   gap is still a change. Only what topology reads (a Node's labels) counts as a change;
 * **debounce** with the functions' own policy (:mod:`topocast.pipeline.debounce`, the same pure state
   machine and defaults: quiet window, max wait, leading edge), its timer kept in memory;
-* **discover** with the configured provider (``k8s-labels``, ``dra``, ``oci``, ``nebius``, ``azure``), every
-  time a full read, so every cycle is also a reconcile; one more runs every ``reconcile_seconds``;
+* **discover** with the configured provider (its connector builds its clients: ``k8s-labels``, ``dra``,
+  ``oci`` ...), every time a full read, so every cycle is also a reconcile; one more runs every ``reconcile_seconds``;
 * **guard**: a graph that loses more than ``max_loss`` of the last published nodes is held
   (:func:`topocast.pipeline.guard.check`); a later full read that still misses them confirms the loss node
   by node (a node that came back is simply present), so a hold never outlives the cause;
@@ -43,13 +43,18 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from topocast.config import DEFAULT_DEBOUNCE_MAX_WAIT, DEFAULT_DEBOUNCE_QUIET
+from topocast.config import (
+    DEFAULT_DEBOUNCE_LEADING_EDGE,
+    DEFAULT_DEBOUNCE_MAX_WAIT,
+    DEFAULT_DEBOUNCE_QUIET,
+    DEFAULT_GUARD_MAX_LOSS,
+)
 from topocast.k8s.lease import LeaderElector, LeaseConfig
 from topocast.k8s.watch import Change, KindWatcher, node_topology_view
 from topocast.model.graph import TopologyGraph
 from topocast.model.prometheus import Family, exposition
 from topocast.pipeline import debounce
-from topocast.pipeline.guard import DEFAULT_MAX_LOSS_FRACTION, check
+from topocast.pipeline.guard import check
 from topocast.ports.debounce import DebouncePolicy
 from topocast.renderers import kubernetes_formats
 
@@ -73,10 +78,10 @@ class ControllerSettings(BaseModel):
     retry_seconds: float = Field(2.0, gt=0)
     quiet: float = Field(DEFAULT_DEBOUNCE_QUIET, ge=0)
     max_wait: float = Field(DEFAULT_DEBOUNCE_MAX_WAIT, gt=0)
-    leading_edge: bool = False
+    leading_edge: bool = DEFAULT_DEBOUNCE_LEADING_EDGE
     reconcile_seconds: float = Field(900.0, gt=0)
     watch_window: int = Field(10, ge=1, le=300)
-    max_loss: float = Field(DEFAULT_MAX_LOSS_FRACTION, ge=0, le=1)
+    max_loss: float = Field(DEFAULT_GUARD_MAX_LOSS, ge=0, le=1)
     #: the formats it publishes to its own cluster (default: every Kubernetes format of the renderer registry)
     formats: tuple[str, ...] = Field(default_factory=kubernetes_formats)
     #: seconds between capacity readings for /metrics (free / allocated / drained per domain and leaf; 0: none)

@@ -46,8 +46,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlparse
 
+from topocast.config import DEFAULT_GUARD_MAX_LOSS
 from topocast.errors import TopocastError
-from topocast.pipeline.guard import DEFAULT_MAX_LOSS_FRACTION
 from topocast.publish import envelope
 from topocast.safeio.files import (
     UnsafePathError,
@@ -467,7 +467,7 @@ def pull(
     pointer_bucket: str | None = None,
     pointer_prefix: str | None = None,
     allow_node_loss: bool = False,
-    max_node_loss: float = DEFAULT_MAX_LOSS_FRACTION,
+    max_node_loss: float = DEFAULT_GUARD_MAX_LOSS,
     stale_after: int = DEFAULT_STALE_AFTER,
     updater: Any = None,
 ) -> PullOutcome:

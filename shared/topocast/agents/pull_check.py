@@ -27,8 +27,8 @@ from topocast.agents.pull import (
     read_state,
     unreadable,
 )
+from topocast.config import DEFAULT_GUARD_MAX_LOSS
 from topocast.errors import TopocastError
-from topocast.pipeline.guard import DEFAULT_MAX_LOSS_FRACTION
 from topocast.safeio.files import UnsafePathError, check_destination, read_nofollow
 from topocast.safeio.limits import MAX_PUBLISHED_BYTES
 
@@ -50,7 +50,7 @@ def check(
     pointer_bucket: str | None = None,
     pointer_prefix: str | None = None,
     allow_node_loss: bool = False,
-    max_node_loss: float = DEFAULT_MAX_LOSS_FRACTION,
+    max_node_loss: float = DEFAULT_GUARD_MAX_LOSS,
     updater: Any = None,
     **_: Any,
 ) -> PullOutcome:

@@ -33,10 +33,10 @@ from dataclasses import dataclass, replace
 
 from topocast.app import metrics as m
 from topocast.app.outcome import Outcome
+from topocast.config import DEFAULT_GUARD_MAX_LOSS
 from topocast.model.graph import TopologyGraph
 from topocast.pipeline.artifacts import ArtifactNotFoundError
 from topocast.pipeline.guard import (
-    DEFAULT_MAX_LOSS_FRACTION,
     GuardDecision,
     check,
     confirm,
@@ -125,7 +125,7 @@ def publish_manifest(
     *,
     graphs: GraphStore,
     state: PublishState,
-    max_loss_fraction: float = DEFAULT_MAX_LOSS_FRACTION,
+    max_loss_fraction: float = DEFAULT_GUARD_MAX_LOSS,
     override: str | None = None,
 ) -> PublishOutcome:
     """Guard, publish, record. ``override``: the operator's allow-generation value, if any."""
@@ -175,7 +175,7 @@ def confirm_on_reconcile(
     reconcile_graph: TopologyGraph,
     earlier: Collection[str] | None = None,
     generation: int | None = None,
-    max_loss_fraction: float = DEFAULT_MAX_LOSS_FRACTION,
+    max_loss_fraction: float = DEFAULT_GUARD_MAX_LOSS,
 ) -> HoldRecord | None:
     """After a full discovery: confirm, node by node, the published nodes it sees gone that an earlier read
     saw gone too: the held ones (the held generation's read) and, with ``earlier`` (the node names of the

@@ -108,6 +108,8 @@ class Command:
         )
         for flags, kwargs in [*self.options, *(self.more_options() if self.more_options else [])]:
             kw = dict(kwargs)
+            if callable(kw.get("help")):  # known only when the parser is built (a registry's names)
+                kw["help"] = kw["help"]()
             if flags == ("--out",):  # the one short option every writing command shares
                 flags = ("-o", "--out")
             if kw.pop("flag", False):
@@ -338,6 +340,22 @@ def _formats_epilog() -> str:
     return textwrap.fill(text, 78, subsequent_indent="  ")
 
 
+def _provider_names(*, connectors: bool = False) -> str:
+    """The registered providers (``connectors``: those whose folder builds its SDK clients, so they run
+    outside the functions' roots); the registry's tables, no provider module is imported."""
+    from topocast.providers import CONNECTORS, PROVIDERS
+
+    *first, last = [name for name in PROVIDERS if not connectors or name in CONNECTORS]
+    return ", ".join(first) + " or " + last
+
+
+def _default(text: str, field: str) -> str:
+    """``text`` and the default of the controller's setting ``field`` (written once, in config.py)."""
+    from topocast.agents.controller import ControllerSettings
+
+    return f"{text} (default: {ControllerSettings.model_fields[field].default:g})."
+
+
 def _kubernetes_formats_epilog() -> str:
     from topocast.renderers import kubernetes_formats  # imports those renderers: only when publish's parser is built
 
@@ -478,10 +496,7 @@ def _provider_flags() -> list[tuple[tuple[str, ...], dict[str, Any]]]:
 
 
 @command("discover", more_options=_provider_flags)
-@option(
-    "--provider",
-    help="Topology source (required): aws, gcp, ibnetdiscover, netq, k8s-labels, oci, nebius, azure or dra.",
-)
+@option("--provider", help=lambda: "Topology source (required): " + _provider_names() + ".")
 @option("--cluster", default="default", help="Cluster name written into the graph.")
 @option("--input", dest="inputs", type=Path, many=True, help="ibnetdiscover: output file (repeatable).")
 @option("--compute-endpoint", help="gcp: Compute API endpoint override (tests, private endpoints).")
@@ -560,7 +575,11 @@ def publish(a: Namespace) -> int:
 
 @command("controller")
 @option("--cluster", default="default", help="Cluster name written into the graph.")
-@option("--provider", default="k8s-labels", help="Topology source: k8s-labels, dra, oci, nebius or azure.")
+@option(
+    "--provider",
+    default="k8s-labels",
+    help=lambda: "Topology source, one that builds its own clients: " + _provider_names(connectors=True) + ".",
+)
 @option("--option", many=True, metavar="KEY=VALUE", help="A provider option (repeatable; JSON values parse).")
 @option("--namespace", default="topocast", help="Namespace of the Lease and the state ConfigMap.")
 @option("--lease-name", default="topocast-controller", help="Lease for leader election (state: NAME-state).")
@@ -569,12 +588,20 @@ def publish(a: Namespace) -> int:
 @option("--in-cluster", flag=True, help="Use the pod's service account.")
 @option("--k8s-options", type=Path, help="KubernetesPublisherConfig JSON/YAML file (labels, client, formats).")
 @option("--options", dest="options_file", type=Path, help="RenderOptions JSON/YAML file.")
-@option("--quiet", type=float, default=15.0, help="Debounce: seconds without a change before publishing.")
-@option("--max-wait", type=float, default=120.0, help="Debounce: publish at the latest this long after a change.")
+@option("--quiet", type=float, help=lambda: _default("Debounce: seconds without a change before publishing", "quiet"))
+@option(
+    "--max-wait",
+    type=float,
+    help=lambda: _default("Debounce: publish at the latest this long after a change", "max_wait"),
+)
 @option("--leading-edge", flag=True, help="Publish a lone change after a quiet period at once.")
 @option("--reconcile", type=float, default=900.0, help="Seconds between full reconciles.")
 @option("--watch-window", type=int, default=10, help="Seconds per watch window (the API server's timeoutSeconds).")
-@option("--max-loss", type=float, default=0.1, help="Guard: hold a graph that loses more than this share of nodes.")
+@option(
+    "--max-loss",
+    type=float,
+    help=lambda: _default("Guard: hold a graph that loses more than this share of nodes", "max_loss"),
+)
 @option("--listen", type=int, default=8080, help="Port of /healthz, /readyz and /metrics (0: none).")
 @option(
     "--capacity-seconds", type=float, default=60.0, help="Seconds between capacity readings for /metrics (0: none)."
@@ -596,13 +623,17 @@ def controller(a: Namespace) -> int:
         k8s["connection"] = {"auth": "in-cluster"} if in_pod else {"auth": "kubeconfig", "kubeconfig": a.kubeconfig}
     render = _read_mapping(a.options_file, "--options") if a.options_file else {}
     identity = a.identity or os.environ.get("POD_NAME") or f"{socket.gethostname()}-{os.getpid()}"
+    # the debounce and guard knobs not given keep ControllerSettings' defaults (the functions', from config.py)
+    given = {
+        k: v for k, v in {"quiet": a.quiet, "max_wait": a.max_wait, "max_loss": a.max_loss}.items() if v is not None
+    }
     settings = validate(
         ControllerSettings,
         {
             "cluster": a.cluster, "provider": a.provider, "provider_options": parse_option_pairs(a.option),
-            "namespace": a.namespace, "lease_name": a.lease_name, "identity": identity, "quiet": a.quiet,
-            "max_wait": a.max_wait, "leading_edge": a.leading_edge, "reconcile_seconds": a.reconcile,
-            "watch_window": a.watch_window, "max_loss": a.max_loss, "k8s_options": k8s, "render_options": render,
+            "namespace": a.namespace, "lease_name": a.lease_name, "identity": identity, **given,
+            "leading_edge": a.leading_edge, "reconcile_seconds": a.reconcile,
+            "watch_window": a.watch_window, "k8s_options": k8s, "render_options": render,
             "capacity_seconds": a.capacity_seconds, "capacity_pods": a.capacity_pods,
         },
         "controller",

@@ -28,9 +28,9 @@ from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 
+from topocast.config import DEFAULT_GUARD_MAX_LOSS
 from topocast.ports.records import HoldRecord
 
-DEFAULT_MAX_LOSS_FRACTION = 0.10
 OVERRIDE_ENV = "TOPOCAST_GUARD_ALLOW_GENERATION"
 
 
@@ -44,7 +44,7 @@ class GuardDecision:
 def check(
     previous_published_nodes: set[str] | None,
     new_nodes: set[str],
-    max_loss_fraction: float = DEFAULT_MAX_LOSS_FRACTION,
+    max_loss_fraction: float = DEFAULT_GUARD_MAX_LOSS,
     confirmed_gone: Collection[str] = (),
     override: bool = False,
 ) -> GuardDecision:

@@ -40,6 +40,7 @@ import httpx2
 from lightkube.core.exceptions import ApiError
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from topocast.config import DEFAULT_GUARD_MAX_LOSS
 from topocast.k8s.client import ClientSettings, K8sConnection, KubeClient, build_client, connection_from_options
 from topocast.k8s.inputs import PublishInputError, decode_files, labels_from_graph
 from topocast.k8s.labels import (
@@ -58,7 +59,6 @@ from topocast.k8s.labels import (
 from topocast.k8s.objects import KINDS, DryRun, ObjectPublisher, ObjectReport, PendingObject
 from topocast.model.graph import TopologyGraph
 from topocast.model.hostlist import compact_str
-from topocast.pipeline.guard import DEFAULT_MAX_LOSS_FRACTION
 from topocast.publish.base import PublishResult
 from topocast.renderers import formats as renderer_formats
 from topocast.renderers import kubernetes_formats
@@ -550,7 +550,7 @@ class KubernetesPublisher:
         pointing at another cluster must not receive this graph's Topologies, HyperNodes and ConfigMap.
         A client dry run only warns (it writes nothing and its plan shows what would happen)."""
         share = self.config.min_node_share
-        share = 1 - DEFAULT_MAX_LOSS_FRACTION if share is None else share
+        share = 1 - DEFAULT_GUARD_MAX_LOSS if share is None else share
         matched = len(plan.patches) + len(plan.unchanged)  # graph nodes paired with a cluster node
         reason = foreign_cluster(matched + len(plan.missing_in_cluster), matched, share)
         if reason is None:
