@@ -53,13 +53,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, Protocol
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from topocast.errors import ProviderError
 from topocast.model.graph import Node, TopologyGraph
 from topocast.model.placement import place_nodes, record_label
+from topocast.providers.azure.api import AzureComputeApi
 from topocast.providers.base import DiscoveryResult, FullScanOnly, ProviderInputs
 from topocast.providers.naming import WANTED_NAME_LABEL, name_listing
 from topocast.providers.nvlink import HostDomains, host_domains
@@ -272,21 +273,6 @@ def _failed_scale_sets(
             vm = _Vm(node.name, resource, [], node.zone, node.instance_type)
             out.append((vm, f"scale set {scale_set}: {failed[scale_set]}; kept without topology"))
     return out
-
-
-class AzureComputeApi(Protocol):
-    """The ARM listings this provider makes (``topocast.providers.azure.sdk.AzureCompute``; mypy checks it there)."""
-
-    @property
-    def calls(self) -> Mapping[str, int]: ...
-
-    def scale_sets(self, group: str) -> list[dict[str, Any]]: ...
-
-    def scale_set_vms(self, group: str, scale_set: str) -> list[dict[str, Any]]: ...
-
-    def scale_set_members(self, group: str, scale_set_id: str) -> list[dict[str, Any]]: ...
-
-    def virtual_machines(self, group: str) -> list[dict[str, Any]]: ...
 
 
 #: what the shell supplies as ``sdk_client("azure-compute")``: the client for these options
