@@ -34,7 +34,8 @@ within one placement group or availability set):
   GUID, i.e. rail 0, as ``azslurm`` reads ``mlx5_ib0``);
 * the **blocks**: each host's NVLink domain ``<ClusterUUID>.<CliqueId>`` from its record
   (``topocast collect nvlink``; :mod:`topocast.providers.nvlink`), given through
-  ``ProviderInputs.uploads`` (the bucket's quarantine path, or local files in the CLI).
+  ``ProviderInputs.uploads`` (local files in the CLI), or, with ``uploads`` (a bucket prefix), the
+  shell's ``sdk_client("nvlink-uploads")`` (the functions' quarantine path: bad records moved aside).
 
 Node name: ``computerName`` (Slurm's NodeName on CycleCloud), or the VM resource name with
 ``name_from: vm-name``; the node ID is the VM resource name. The one rule of
@@ -60,7 +61,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from topocast.errors import ProviderError
 from topocast.model.graph import Node, TopologyGraph
 from topocast.model.placement import place_nodes, record_label
-from topocast.providers.azure.api import AzureComputeApi
+from topocast.providers.azure.api import AzureComputeApi, NvlinkUploads
 from topocast.providers.base import DiscoveryResult, FullScanOnly, ProviderInputs
 from topocast.providers.naming import WANTED_NAME_LABEL, name_listing
 from topocast.providers.nvlink import HostDomains, host_domains
@@ -82,7 +83,7 @@ class Options(BaseModel):
     sharp_uri: str | None = Field(None, description="`sharp_cmd topology` output, read through read_text.")
     name_from: Literal["computer-name", "vm-name"] = Field("computer-name", description="Node name: hostname or VM.")
     endpoint: str | None = Field(None, description="ARM endpoint (the shell builds the client with it).")
-    uploads: str | None = Field(None, description="CLI: s3:// or gs:// prefix of the NVLink records.")
+    uploads: str | None = Field(None, description="s3:// or gs:// prefix of the NVLink records (CLI).")
 
 
 def _get(obj: Mapping[str, Any], *path: str) -> Any:
@@ -313,7 +314,11 @@ class AzureProvider(FullScanOnly):
         listed = compute.virtual_machines(o.resource_group) if (o.include_vms or flexible) else []
         vms = [vm for vm in listed if _keep_vm(vm, o.include_vms, flexible)]
         try:
-            uploads = dict(self.inputs.uploads())
+            if o.uploads:
+                read: NvlinkUploads = self.inputs.sdk_client("nvlink-uploads")
+                uploads = dict(read(o.uploads))
+            else:
+                uploads = dict(self.inputs.uploads())
         except ProviderError as exc:
             if "no upload location" not in str(exc):
                 raise
