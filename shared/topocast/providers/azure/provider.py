@@ -83,7 +83,7 @@ class Options(BaseModel):
     sharp_uri: str | None = Field(None, description="`sharp_cmd topology` output, read through read_text.")
     name_from: Literal["computer-name", "vm-name"] = Field("computer-name", description="Node name: hostname or VM.")
     endpoint: str | None = Field(None, description="ARM endpoint (the shell builds the client with it).")
-    uploads: str | None = Field(None, description="s3:// or gs:// prefix of the NVLink records (CLI).")
+    uploads: str | None = Field(None, description="CLI: s3:// or gs:// prefix of the NVLink records.")
 
 
 def _get(obj: Mapping[str, Any], *path: str) -> Any:
