@@ -206,3 +206,38 @@ def test_the_aws_provider_calls_nothing_outside_ec2api(cluster: list[str]) -> No
     assert sorted(n.name for n in again.graph.nodes) == ["gpu-0", "gpu-1", "gpu-8", "gpu-9"]
     assert ec2.used == {"meta", "get_paginator", "describe_capacity_reservation_topology"}
     assert ec2.paginators == {"describe_instances", "describe_instance_topology", "describe_capacity_block_status"}
+
+
+#: the modules whose every name is imported from where it is defined (the provider folders' and the clouds'
+#: client modules; a package ``__init__`` such as ``topocast.providers`` is a facade and may re-export)
+DEFINED_HERE = ("topocast.providers.", "topocast.aws.clients", "topocast.gcp.clients")
+
+
+def _top_level_names(path: Path) -> set[str]:
+    names: set[str] = set()
+    for node in ast.parse(path.read_text()).body:
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            names.add(node.name)
+        elif isinstance(node, ast.Assign):
+            names |= {t.id for t in node.targets if isinstance(t, ast.Name)}
+        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+            names.add(node.target.id)
+    return names
+
+
+def test_every_provider_and_client_name_is_imported_from_the_module_that_defines_it() -> None:
+    repo = DISCOVER.parents[3]
+    package = DISCOVER.parents[1]
+    defined: dict[str, set[str]] = {}
+    stale = []
+    for path in [*(repo / "shared").rglob("*.py"), *(repo / "tests").rglob("*.py"), *(repo / "bench").rglob("*.py")]:
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not (isinstance(node, ast.ImportFrom) and node.module and node.module.startswith(DEFINED_HERE)):
+                continue
+            target = package.joinpath(*node.module.split(".")[1:]).with_suffix(".py")
+            if not target.is_file():  # a package: its __init__ may re-export
+                continue
+            names = defined.setdefault(node.module, _top_level_names(target))
+            stale += [f"{path.relative_to(repo)}:{node.lineno}: {a.name} from {node.module}"
+                      for a in node.names if a.name not in names]  # fmt: skip
+    assert stale == []

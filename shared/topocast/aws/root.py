@@ -121,9 +121,9 @@ class AwsRuntime(CompositionRoot):
         return getattr(self, service) if service in ("s3", "ec2", "sqs", "ssm", "dynamodb") else self._client(service)
 
     def _client(self, service: str) -> Any:
-        from topocast.aws.clients import client
+        from topocast.providers.aws.sdk import boto3_client
 
-        return client(service, self.region, self.session)
+        return boto3_client(service, self.region, self.session)
 
     @cached_property
     def s3(self) -> Any:
@@ -131,7 +131,7 @@ class AwsRuntime(CompositionRoot):
 
     @cached_property
     def ec2(self) -> Ec2Api:
-        from topocast.aws.clients import ec2_client
+        from topocast.providers.aws.sdk import ec2_client
 
         return ec2_client(self.region, self.session)
 

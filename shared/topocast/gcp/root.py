@@ -120,11 +120,11 @@ class GcpRuntime(CompositionRoot):
 
     def compute(self) -> ComputeApi:
         """The Compute Engine client (a provider's zone reads may ask for it from several threads)."""
-        from topocast.gcp import clients
+        from topocast.providers.gcp.sdk import compute_client
 
         with self._lock:
             if self._compute is None:
-                self._compute = clients.compute_client(self.settings.compute_endpoint)
+                self._compute = compute_client(self.settings.compute_endpoint)
             return self._compute
 
     @cached_property
@@ -190,9 +190,9 @@ class GcpRuntime(CompositionRoot):
         if service == "compute":
             return self.compute()
         if service == "compute-sub-blocks":  # providers.gcp.provider SUB_BLOCKS_CLIENT (sub_block_health)
-            from topocast.gcp import clients
+            from topocast.providers.gcp.sdk import sub_blocks_client
 
-            return clients.sub_blocks_client(self.settings.compute_endpoint)
+            return sub_blocks_client(self.settings.compute_endpoint)
         raise TopocastError(f"the GCP functions supply no {service!r} client")
 
     def _read_text(self, uri: str) -> str:
