@@ -29,6 +29,7 @@ from topocast.pipeline.debounce import Decision
 from topocast.pipeline.debounce_runner import DebounceRunner
 from topocast.pipeline.objects import cluster_base
 from topocast.providers import Provider, ProviderInputs, build_provider
+from topocast.providers.base import no_client
 from topocast.providers.gcp.api import ComputeApi
 from topocast.publish import PublisherInputs, build_publishers, register_publisher
 
@@ -193,7 +194,7 @@ class GcpRuntime(CompositionRoot):
             from topocast.providers.gcp.sdk import sub_blocks_client
 
             return sub_blocks_client(self.settings.compute_endpoint)
-        raise TopocastError(f"the GCP functions supply no {service!r} client")
+        return no_client(service)  # one line, like every runtime that builds no such client
 
     def _read_text(self, uri: str) -> str:
         """An operator-maintained file: ``gs://bucket/key`` in the pipeline's bucket."""
