@@ -8,15 +8,9 @@ from datetime import UTC, datetime
 
 from topocast.errors import StaleGenerationError
 from topocast.model.graph import TopologyGraph
-from topocast.pipeline.artifacts import ArtifactNotFoundError, Manifest
-from topocast.pipeline.guard import HoldRecord
-from topocast.pipeline.publish_state import PublishedRecord
-from topocast.pipeline.store import (
-    GenerationNotFoundError,
-    StoredGraph,
-    WriteResult,
-    plan_write,
-)
+from topocast.pipeline.artifacts import ArtifactNotFoundError
+from topocast.pipeline.store import GenerationNotFoundError, plan_write
+from topocast.ports.records import HoldRecord, Manifest, PublishedRecord, StoredGraph, WriteResult
 
 __all__ = ["MemoryArtifactStore", "MemoryGraphStore", "MemoryPublishState"]
 
@@ -101,7 +95,7 @@ class MemoryArtifactStore:
 
 
 class MemoryPublishState:
-    """In-process :class:`~topocast.app.ports.PublishState`."""
+    """In-process :class:`~topocast.ports.protocols.PublishState`."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()

@@ -14,12 +14,12 @@ from memory_stores import MemoryArtifactStore, MemoryGraphStore, MemoryPublishSt
 from topocast.app import discover
 from topocast.app import event_table as table
 from topocast.app.metrics import MetricCounts
-from topocast.app.ports import DiscoverPorts
 from topocast.aws.events import parse_event
 from topocast.aws.root import SqsRechecks
 from topocast.model.changes import InstanceChange, Recheck
 from topocast.model.graph import Node, TopologyGraph
-from topocast.pipeline.debounce import Decision
+from topocast.ports.debounce import Decision
+from topocast.ports.protocols import DiscoverPorts
 from topocast.providers.base import DiscoveryResult
 
 IID = "i-0123456789abcdef0"
@@ -77,6 +77,7 @@ def ports(provider: ScriptedProvider, rechecks: Rechecks | None, bound: int = 2)
         cluster="c1", graphs=MemoryGraphStore(), provider=lambda: provider, debouncer=Debouncer(),
         publish_state=MemoryPublishState(), artifacts=MemoryArtifactStore(), handoff=None,  # type: ignore[arg-type]
         metrics=MetricCounts(), full_scan_threshold=100, rechecks=rechecks, follow_rechecks=bound, follow_interval=45.0,
+        set_aside_limit=0.10,
     )  # fmt: skip
 
 

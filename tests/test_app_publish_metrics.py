@@ -14,10 +14,10 @@ from test_k8s_publisher import TIER, add_cluster_nodes, make_graph, make_publish
 
 from topocast.app import metrics as m
 from topocast.app.metrics import MetricCounts
-from topocast.app.ports import PublishPorts
 from topocast.app.publish import publish
 from topocast.app.render import render_generation
 from topocast.aws.metrics import EMF_NAMES
+from topocast.ports.protocols import PublishPorts
 
 
 class NoOverride:
@@ -42,6 +42,7 @@ def ports(fake: FakeKubeApiServer, graphs: MemoryGraphStore, metrics: MetricCoun
         publish_state=MemoryPublishState(),
         publishers=lambda: [publisher],
         override=NoOverride(),
+        guard_max_loss=0.10,
         metrics=metrics,
     )
 

@@ -13,10 +13,9 @@ from typing import ClassVar
 import pytest
 from pipeline_helpers import graph
 
-from topocast.app.ports import PublishResult
 from topocast.model.changes import InstanceChange
 from topocast.model.graph import TopologyGraph
-from topocast.pipeline.artifacts import Manifest
+from topocast.ports.records import Manifest, PublishResult
 from topocast.providers import PROVIDERS, ProviderInputs, register_provider
 from topocast.providers.base import DiscoveryResult
 from topocast.publish import PUBLISHERS, PublisherInputs, register_publisher

@@ -3,8 +3,9 @@
 ``docs/architecture.md`` draws the same layers; a new sub-package must be placed in ``LAYERS`` (the first
 test fails naming it), so the drawing and this list cannot drift apart silently.
 
-Imports are read everywhere in a module (module level and lazily inside functions), except under
-``if TYPE_CHECKING:``, which never runs. An import of a sibling module through its package
+Imports are read everywhere in a module: at module level, lazily inside functions, and under
+``if TYPE_CHECKING:`` too (a type-only import still ties the two modules: a circle mypy has to untangle, a
+layer that has to know the one above it). An import of a sibling module through its package
 (``from topocast.app import metrics``) counts as an import of that module, not of the package.
 Entry-point strings (``"topocast.aws.ssm_publish:SsmPublisher"``) count as imports: a registry that
 reaches a layer above it by ``importlib`` is still an upward arrow: a registry lower down is filled from
@@ -29,7 +30,10 @@ LAYERS: list[list[str]] = [
     ["safeio"],  # size caps, validation errors, safe YAML and file writes, the HTTP call policy, paging bounds
     ["model"],  # the graph, names, host lists, fabric inference, placement, change vocabulary
     ["renderers", "providers", "slurm"],  # scheduler formats, topology sources, Slurm's own tools
-    ["config", "pipeline", "app"],  # settings, stored-object layout, use cases and their ports
+    ["config"],  # settings, read once from TOPOCAST_* (one section per concern)
+    ["ports"],  # the values the ports speak (records, timer, debounce policy) and the ports themselves
+    ["pipeline"],  # stored-object layout and the pure decisions over it: store, artifacts, guard, debounce
+    ["app"],  # the use cases and the composition root's cloud-neutral half
     ["k8s"],  # the Kubernetes client, auth, objects, labels and node sources
     ["publish"],  # the publishers (the clouds' own are registered by their composition roots)
     ["aws", "gcp"],  # cloud adapters and composition roots
@@ -65,15 +69,14 @@ def resolve(name: str) -> str | None:
 
 
 def imports(path: Path) -> Iterator[tuple[int, str]]:
-    """(line, module) for every topocast import the module can run, entry-point strings included."""
+    """(line, module) for every topocast import the module names, type-only and entry-point strings included."""
     tree = ast.parse(path.read_text(), filename=str(path))
-    for node in ast.walk(tree):
-        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
-            node.body = []
     for node in ast.walk(tree):
         names: list[str] = []
         if isinstance(node, ast.Import):
             names = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.level > 0:
+            raise AssertionError(f"{path}:{node.lineno}: a relative import; write it absolute so this scan sees it")
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
             sub = [f"{node.module}.{a.name}" for a in node.names if f"{node.module}.{a.name}" in MODULES]
             names = sub if len(sub) == len(node.names) else [node.module, *sub]
@@ -91,9 +94,7 @@ def unit(module: str) -> str:
 def module_edges() -> dict[str, set[str]]:
     edges: dict[str, set[str]] = {}
     for name, path in MODULES.items():
-        edges[name] = {
-            t for _, t in imports(path) if t != name and not name.startswith(t + ".") and (name, t) not in KNOWN_UPWARD
-        }
+        edges[name] = {t for _, t in imports(path) if t != name and (name, t) not in KNOWN_UPWARD}
     return edges
 
 
@@ -175,7 +176,7 @@ def test_no_package_import_circle_beyond_the_known_ones() -> None:
     assert found <= KNOWN_UNIT_CYCLES, f"new package circle(s): {[sorted(c) for c in found - KNOWN_UNIT_CYCLES]}"
 
 
-def test_the_scan_sees_lazy_imports_entry_points_and_skips_type_checking(tmp_path: Path) -> None:
+def test_the_scan_sees_lazy_and_type_only_imports_and_entry_points(tmp_path: Path) -> None:
     src = tmp_path / "m.py"
     src.write_text(
         "from typing import TYPE_CHECKING\n"
@@ -183,8 +184,21 @@ def test_the_scan_sees_lazy_imports_entry_points_and_skips_type_checking(tmp_pat
         "def f():\n    from topocast.aws.root import AwsRuntime\n"
         "TABLE = {'ssm': 'topocast.aws.ssm_publish:SsmPublisher', 'doc': 'see topocast.gcp for more'}\n"
     )
-    assert sorted(t for _, t in imports(src)) == ["topocast.aws.root", "topocast.aws.ssm_publish"]
+    found = sorted(t for _, t in imports(src))
+    assert found == ["topocast.aws.root", "topocast.aws.ssm_publish", "topocast.cli.commands"]
     assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    relative = tmp_path / "r.py"
+    relative.write_text("from . import base\n")
+    with pytest.raises(AssertionError, match="a relative import"):
+        list(imports(relative))
+
+
+def test_a_module_importing_its_own_package_counts_as_an_edge() -> None:
+    """A package's ``__init__`` that names its modules (a registry) and a module that imports the package
+    back is a circle too (the renderer registry and slinky were one)."""
+    edges = module_edges()
+    assert "topocast.renderers" not in edges["topocast.renderers.slinky"]
+    assert "topocast.renderers.slinky" in edges["topocast.renderers"]
 
 
 def test_the_architecture_drawing_shows_these_layers() -> None:

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from dataclasses import FrozenInstanceError
+
 import pytest
 
 from topocast.config import Settings, env_table, settings_from_env
 from topocast.errors import TopocastError
+from topocast.ports.debounce import DebouncePolicy
 
 
 def test_every_settings_field_can_be_set_from_the_environment() -> None:
@@ -80,6 +83,24 @@ def test_a_quiet_window_longer_than_the_max_wait_is_refused_naming_both_variable
     assert (equal.debounce_quiet, equal.debounce_max_wait) == (120.0, 120.0)  # quiet == max wait is fine
 
 
+@pytest.mark.parametrize(
+    ("formats", "named"),
+    [
+        ("slurm-tree,kueu", "unknown format(s) 'kueu'"),
+        ("slurm-tree;all", "unknown format(s) 'all'"),
+        (" , ", "no format"),
+    ],
+)
+def test_an_unknown_format_is_refused_when_settings_load_naming_it_and_the_known_ones(formats: str, named: str) -> None:
+    with pytest.raises(TopocastError) as err:
+        settings_from_env({"TOPOCAST_CLUSTER": "c", "TOPOCAST_FORMATS": formats})
+    message = str(err.value)
+    assert "\n" not in message and "TOPOCAST_FORMATS" in message and named in message
+    assert "known: slurm-tree, slurm-block, slurm-yaml, k8s-labels, kueue, kai, volcano, slinky, graph, html" in message
+    ok = settings_from_env({"TOPOCAST_CLUSTER": "c", "TOPOCAST_FORMATS": "kueue;slurm-tree"})
+    assert ok.formats == ["kueue", "slurm-tree"]
+
+
 def test_missing_required_setting_names_the_variable() -> None:
     s = settings_from_env({"TOPOCAST_CLUSTER": "c"})
     with pytest.raises(TopocastError, match="TOPOCAST_STATE_TABLE, TOPOCAST_TIMER_QUEUE_URL"):
@@ -99,3 +120,23 @@ def test_settings_are_split_by_concern_and_every_variable_has_one_home() -> None
     assert fields == set(Settings.model_fields)  # every field has its variable and every variable a field
     assert homes["state_table"] == ["AwsWiring"] and homes["task_queue"] == ["GcpWiring"]
     assert homes["guard_max_loss"] == ["PublishSettings"] and homes["formats"] == ["RenderSettings"]
+
+
+def test_the_debounce_knobs_are_one_policy_built_from_the_settings() -> None:
+    env = {"TOPOCAST_CLUSTER": "c1"}
+    # unset: the documented defaults (15 s quiet, 120 s max wait, no leading edge; lease 180 s, grace 300 s)
+    assert DebouncePolicy.from_settings(settings_from_env(env)) == DebouncePolicy(
+        quiet=15.0, max_wait=120.0, leading_edge=False, lease=180.0, lost_timer_grace=300.0, render_attempts=3
+    )
+    tuned = {
+        **env,
+        "TOPOCAST_DEBOUNCE_QUIET_SECONDS": "5",
+        "TOPOCAST_DEBOUNCE_MAX_WAIT_SECONDS": "60",
+        "TOPOCAST_DEBOUNCE_LEADING_EDGE": "true",
+    }
+    policy = DebouncePolicy.from_settings(settings_from_env(tuned))
+    assert (policy.quiet, policy.max_wait, policy.leading_edge) == (5.0, 60.0, True)
+    with pytest.raises(FrozenInstanceError):
+        policy.quiet = 1.0  # type: ignore[misc]
+    with pytest.raises(ValueError, match="debounce needs 0 <= quiet <= max_wait, got quiet=30 max_wait=20"):
+        DebouncePolicy(quiet=30, max_wait=20)

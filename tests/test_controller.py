@@ -8,6 +8,7 @@ labels are written out by hand from the EKS layer labels each test puts on its N
 from __future__ import annotations
 
 import json
+import re
 import threading
 import time
 import urllib.request
@@ -376,3 +377,16 @@ def test_the_deployment_runs_as_nobody_read_only_with_probes_and_requests() -> N
         True,
         8080,
     )
+
+
+def test_the_controller_runs_one_debounce_policy_and_refuses_a_quiet_window_above_the_max_wait() -> None:
+    from pydantic import ValidationError
+
+    from topocast.ports.debounce import DebouncePolicy
+
+    settings = ControllerSettings(quiet=3, max_wait=30, leading_edge=True)
+    assert settings.debounce_policy == DebouncePolicy(quiet=3.0, max_wait=30.0, leading_edge=True)
+    with pytest.raises(
+        ValidationError, match=re.escape("debounce needs 0 <= quiet <= max_wait, got quiet=200.0 max_wait=100.0")
+    ):
+        ControllerSettings(quiet=200, max_wait=100)

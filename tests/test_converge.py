@@ -22,7 +22,7 @@ import json
 import threading
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import pytest
@@ -30,8 +30,13 @@ from scenario_clouds import AwsCloud, GcpCloud
 
 from topocast.pipeline.debounce import DebounceState, on_change, on_render_failed, on_timer
 from topocast.pipeline.debounce_runner import DebounceRunner
+from topocast.ports.debounce import DebouncePolicy, Timer
 
 LEASE = 1.0
+
+#: the debounce policies these tests run with (the transitions take one whole)
+QUIET_5, QUIET_15 = DebouncePolicy(quiet=5), DebouncePolicy(quiet=15)
+LEASE_60, LEASE_180 = DebouncePolicy(quiet=15, lease=60), DebouncePolicy(quiet=15, lease=180)
 
 
 class Died(BaseException):
@@ -129,7 +134,8 @@ class AwsDriver:
         monkeypatch.setattr(botocore.client.BaseClient, "_make_api_call", intercepted)
 
     def _set_lease(self) -> None:
-        self.cloud.pl.runtime.debouncer.lease = LEASE
+        deb = self.cloud.pl.runtime.debouncer
+        deb.policy = replace(deb.policy, lease=LEASE)  # a dead render is retried within the test
 
     def _fresh_root(self) -> None:
         pl = self.cloud.pl
@@ -203,7 +209,8 @@ class GcpDriver:
         monkeypatch.setattr(threading, "excepthook", lambda args: None)
 
     def _set_lease(self) -> None:
-        self.handlers.runtime().debouncer.lease = LEASE
+        deb = self.handlers.runtime().debouncer
+        deb.policy = replace(deb.policy, lease=LEASE)  # a dead render is retried within the test
 
     def _fresh_root(self) -> None:
         self.handlers._RUNTIMES.clear()  # the next delivery builds a new runtime over the same stores
@@ -284,54 +291,54 @@ class _DyingTimers:
         self.die = die
         self.sent: list[str] = []
 
-    def send(self, cluster: str, timer_id: str, delay: float, body: dict[str, Any]) -> None:
+    def send(self, timer: Timer, delay: float) -> None:
         if self.die:
             self.die -= 1
             raise Died("timer send")
-        self.sent.append(timer_id)
+        self.sent.append(timer.timer_id)
 
 
 def test_a_death_in_the_timer_send_is_repaired_by_the_retried_notification() -> None:
     states = _States()
     with pytest.raises(Died):
-        DebounceRunner(states, _DyingTimers(die=1), quiet=5).note_change("c1", 2)
+        DebounceRunner(states, _DyingTimers(die=1), QUIET_5).note_change("c1", 2)
     stuck = states.state
     assert (stuck.phase, stuck.latest_generation, stuck.unconfirmed_timer == stuck.timer_id) == ("waiting", 2, True)
     timers = _DyingTimers()
-    again = DebounceRunner(states, timers, quiet=5).note_change("c1", 2)  # the redelivered batch: same generation
+    again = DebounceRunner(states, timers, QUIET_5).note_change("c1", 2)  # the redelivered batch: same generation
     assert (again.reason, timers.sent, states.state.unconfirmed_timer) == (
         "timer re-sent: its send was never confirmed", [stuck.timer_id], None,
     )  # fmt: skip
     # confirmed now: a third notification of the same generation arms nothing
-    assert DebounceRunner(states, timers, quiet=5).note_change("c1", 2).reason == "generation 2 already noted"
+    assert DebounceRunner(states, timers, QUIET_5).note_change("c1", 2).reason == "generation 2 already noted"
     assert timers.sent == [stuck.timer_id]
 
 
 def test_an_unchanged_reconcile_rearms_a_timer_past_its_grace_and_a_dead_render_after_its_lease() -> None:
-    s = on_change(DebounceState(), 2, 0.0, new_timer_id="t1", quiet=15).state
-    assert on_change(s, 2, 100.0, new_timer_id="t2", quiet=15).decision.reason == "generation 2 already noted"
-    late = on_change(s, 2, 400.0, new_timer_id="t2", quiet=15, lost_timer_grace=300)
+    s = on_change(DebounceState(), 2, 0.0, new_timer_id="t1", policy=QUIET_15).state
+    assert on_change(s, 2, 100.0, new_timer_id="t2", policy=QUIET_15).decision.reason == "generation 2 already noted"
+    late = on_change(s, 2, 400.0, new_timer_id="t2", policy=DebouncePolicy(quiet=15, lost_timer_grace=300))
     assert (late.decision.reason, late.arm, late.state.timer_id) == (
         "timer re-armed: the waiting timer was lost",
         0.0,
         "t2",
     )
-    claimed = on_timer(s, "t1", 15.0, new_timer_id="x", quiet=15, lease=60).state
-    assert on_change(claimed, 2, 70.0, new_timer_id="t3", quiet=15).arm is None  # the lease still runs
-    dead = on_change(claimed, 2, 80.0, new_timer_id="t3", quiet=15)
+    claimed = on_timer(s, "t1", 15.0, new_timer_id="x", policy=LEASE_60).state
+    assert on_change(claimed, 2, 70.0, new_timer_id="t3", policy=QUIET_15).arm is None  # the lease still runs
+    dead = on_change(claimed, 2, 80.0, new_timer_id="t3", policy=QUIET_15)
     assert (dead.decision.reason, dead.arm) == ("timer re-armed: the rendering timer was lost", 0.0)
-    assert on_timer(dead.state, "t3", 80.0, new_timer_id="x", quiet=15).decision.render  # due at once
+    assert on_timer(dead.state, "t3", 80.0, new_timer_id="x", policy=QUIET_15).decision.render  # due at once
 
 
 def test_a_failed_render_releases_its_claim_and_the_retried_timer_renders_at_once() -> None:
-    s = on_change(DebounceState(), 2, 0.0, new_timer_id="t1", quiet=15).state
-    claimed = on_timer(s, "t1", 15.0, new_timer_id="x", quiet=15, lease=180).state
-    assert on_timer(claimed, "t1", 20.0, new_timer_id="x", quiet=15, lease=180).decision.action == "retry"
-    failed = on_render_failed(claimed, "t1", 21.0, max_failures=3, quiet=15)
+    s = on_change(DebounceState(), 2, 0.0, new_timer_id="t1", policy=QUIET_15).state
+    claimed = on_timer(s, "t1", 15.0, new_timer_id="x", policy=LEASE_180).state
+    assert on_timer(claimed, "t1", 20.0, new_timer_id="x", policy=LEASE_180).decision.action == "retry"
+    failed = on_render_failed(claimed, "t1", 21.0, policy=QUIET_15)
     assert (failed.decision.action, failed.arm, failed.state.phase, failed.state.timer_id) == (
         "retry", None, "waiting", "t1",
     )  # fmt: skip
-    again = on_timer(failed.state, "t1", 26.0, new_timer_id="x", quiet=15, lease=180)  # 5 s later, not 180
+    again = on_timer(failed.state, "t1", 26.0, new_timer_id="x", policy=LEASE_180)  # 5 s later, not 180
     assert (again.decision.action, again.decision.generation) == ("render", 2)
 
 
@@ -342,11 +349,10 @@ def test_an_unchanged_reconcile_hands_a_never_published_manifest_to_publish() ->
 
     from topocast.app.discover import discover
     from topocast.app.metrics import MetricCounts
-    from topocast.app.ports import DiscoverPorts
     from topocast.model.changes import Reconcile
-    from topocast.pipeline.artifacts import Manifest
-    from topocast.pipeline.debounce import Decision
-    from topocast.pipeline.publish_state import PublishedRecord
+    from topocast.ports.debounce import Decision
+    from topocast.ports.protocols import DiscoverPorts
+    from topocast.ports.records import Manifest, PublishedRecord
 
     class Noting:
         def note_change(self, cluster: str, generation: int) -> Decision:
@@ -365,6 +371,7 @@ def test_an_unchanged_reconcile_hands_a_never_published_manifest_to_publish() ->
     p = DiscoverPorts(
         cluster="c1", graphs=MemoryGraphStore(), provider=lambda: provider, debouncer=Noting(),  # type: ignore[arg-type]
         publish_state=published, artifacts=artifacts, handoff=handoff, metrics=MetricCounts(),
+        full_scan_threshold=100, rechecks=None, follow_rechecks=6, follow_interval=30.0, set_aside_limit=0.10,
     )  # fmt: skip
     reconcile = [Reconcile(kind="schedule")]
     assert discover(p, reconcile).detail["changed"] is True  # generation 1, handed to the debouncer

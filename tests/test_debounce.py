@@ -13,9 +13,11 @@ from pipeline_helpers import client, unique
 
 from topocast.aws.debounce import DynamoSqsDebouncer, create_state_table
 from topocast.pipeline.debounce import DebounceState, decide, on_change, on_rendered, on_timer
+from topocast.ports.debounce import DebouncePolicy, Timer
 from topocast_sim import moto_fast, simclock
 
 Q, MAX = 15.0, 120.0
+POLICY = DebouncePolicy(quiet=Q, max_wait=MAX)
 
 # ----- the decision table ---------------------------------------------------------------------
 
@@ -32,7 +34,7 @@ Q, MAX = 15.0, 120.0
     ],
 )
 def test_decide(first, last, now, action, wait) -> None:
-    d = decide(DebounceState(first_change_at=first, last_change_at=last, latest_generation=3), now, Q, MAX)
+    d = decide(DebounceState(first_change_at=first, last_change_at=last, latest_generation=3), now, POLICY)
     assert d.action == action
     assert d.wait_seconds == pytest.approx(wait)
     if action == "render":
@@ -41,52 +43,58 @@ def test_decide(first, last, now, action, wait) -> None:
 
 def test_transitions_one_timer_and_harmless_duplicates() -> None:
     s = DebounceState()
-    step = on_change(s, 1, 0.0, new_timer_id="t1", quiet=Q, max_wait=MAX)
+    step = on_change(s, 1, 0.0, new_timer_id="t1", policy=POLICY)
     assert step.arm == pytest.approx(Q) and step.state.timer_id == "t1"
     s = step.state
     for gen, now in ((2, 3.0), (3, 9.0)):
-        step = on_change(s, gen, now, new_timer_id="unused", quiet=Q, max_wait=MAX)
+        step = on_change(s, gen, now, new_timer_id="unused", policy=POLICY)
         assert step.arm is None and step.state.timer_id == "t1"
         s = step.state
-    assert on_change(s, 2, 10.0, new_timer_id="x").decision.action == "drop"  # late, older notification
+    assert (
+        on_change(s, 2, 10.0, new_timer_id="x", policy=DebouncePolicy()).decision.action == "drop"
+    )  # late, older notification
     # t1 fires at 15: the last change was at 9, so one re-arm for 9 s under a new id
-    step = on_timer(s, "t1", 15.0, new_timer_id="t2", quiet=Q, max_wait=MAX)
+    step = on_timer(s, "t1", 15.0, new_timer_id="t2", policy=POLICY)
     assert step.arm == pytest.approx(9.0) and step.state.timer_id == "t2"
     s = step.state
-    assert on_timer(s, "t1", 16.0, new_timer_id="x").decision.action == "drop"  # duplicate of the old timer
-    step = on_timer(s, "t2", 24.0, new_timer_id="x", quiet=Q, max_wait=MAX, lease=60)
+    assert (
+        on_timer(s, "t1", 16.0, new_timer_id="x", policy=DebouncePolicy()).decision.action == "drop"
+    )  # duplicate of the old timer
+    step = on_timer(s, "t2", 24.0, new_timer_id="x", policy=DebouncePolicy(quiet=Q, max_wait=MAX, lease=60))
     assert step.decision.render and step.decision.generation == 3 and step.decision.timer_id == "t2"
     s = step.state
     # a redelivered copy during the lease asks to be retried (it renders after the lease if the render died)
-    assert on_timer(s, "t2", 25.0, new_timer_id="x", lease=60).decision.action == "retry"
+    assert on_timer(s, "t2", 25.0, new_timer_id="x", policy=DebouncePolicy(lease=60)).decision.action == "retry"
     # a change during the render is remembered but arms nothing: the render reports back first
-    step = on_change(s, 4, 30.0, new_timer_id="x", quiet=Q, max_wait=MAX)
+    step = on_change(s, 4, 30.0, new_timer_id="x", policy=POLICY)
     assert step.arm is None
     s = step.state
-    step = on_rendered(s, "t2", 3, 32.0, new_timer_id="t3", quiet=Q, max_wait=MAX)
+    step = on_rendered(s, "t2", 3, 32.0, new_timer_id="t3", policy=POLICY)
     assert step.state.timer_id == "t3" and step.arm == pytest.approx(13.0)  # 30 + 15 - 32
     s = step.state
-    step = on_timer(s, "t3", 45.0, new_timer_id="x", quiet=Q, max_wait=MAX, lease=60)
+    step = on_timer(s, "t3", 45.0, new_timer_id="x", policy=DebouncePolicy(quiet=Q, max_wait=MAX, lease=60))
     assert step.decision.render
-    step = on_rendered(step.state, "t3", 4, 47.0, new_timer_id="x")
+    step = on_rendered(step.state, "t3", 4, 47.0, new_timer_id="x", policy=DebouncePolicy())
     assert step.state.phase == "idle" and step.state.last_rendered_generation == 4 and step.arm is None
 
 
 def test_render_that_died_is_retried_after_its_lease() -> None:
-    s = on_change(DebounceState(), 1, 0.0, new_timer_id="t1", quiet=Q).state
-    s = on_timer(s, "t1", 15.0, new_timer_id="x", quiet=Q, lease=60).state
+    s = on_change(DebounceState(), 1, 0.0, new_timer_id="t1", policy=DebouncePolicy(quiet=Q)).state
+    s = on_timer(s, "t1", 15.0, new_timer_id="x", policy=DebouncePolicy(quiet=Q, lease=60)).state
     assert s.phase == "rendering"
-    again = on_timer(s, "t1", 80.0, new_timer_id="x", quiet=Q, lease=60)  # redelivered after the lease
+    again = on_timer(
+        s, "t1", 80.0, new_timer_id="x", policy=DebouncePolicy(quiet=Q, lease=60)
+    )  # redelivered after the lease
     assert again.decision.render
     # a change long after a dead render (lease over) does not wait for it: it arms a fresh timer
-    step = on_change(s, 2, 200.0, new_timer_id="t9", quiet=Q)
+    step = on_change(s, 2, 200.0, new_timer_id="t9", policy=DebouncePolicy(quiet=Q))
     assert step.arm is not None and step.state.timer_id == "t9"
 
 
 def test_lost_timer_is_rearmed_after_the_grace() -> None:
-    s = on_change(DebounceState(), 1, 0.0, new_timer_id="t1", quiet=Q).state
-    assert on_change(s, 2, 100.0, new_timer_id="t2", quiet=Q, lost_timer_grace=300).arm is None
-    step = on_change(s, 2, 400.0, new_timer_id="t2", quiet=Q, lost_timer_grace=300)
+    s = on_change(DebounceState(), 1, 0.0, new_timer_id="t1", policy=DebouncePolicy(quiet=Q)).state
+    assert on_change(s, 2, 100.0, new_timer_id="t2", policy=DebouncePolicy(quiet=Q, lost_timer_grace=300)).arm is None
+    step = on_change(s, 2, 400.0, new_timer_id="t2", policy=DebouncePolicy(quiet=Q, lost_timer_grace=300))
     assert step.arm is not None and step.state.timer_id == "t2"
 
 
@@ -113,17 +121,23 @@ def test_simulated_timeline(seed: int) -> None:
         now, kind = min(candidates)
         if kind == 0:
             gen, _ = pending.pop(0)
-            step = on_change(state, gen, now, new_timer_id=next(ids), quiet=quiet, max_wait=max_wait)
+            step = on_change(
+                state, gen, now, new_timer_id=next(ids), policy=DebouncePolicy(quiet=quiet, max_wait=max_wait)
+            )
         elif kind == 1:
             _, tid = queue.pop(0)
-            step = on_timer(state, tid, now, new_timer_id=next(ids), quiet=quiet, max_wait=max_wait, lease=60)
+            step = on_timer(
+                state, tid, now, new_timer_id=next(ids), policy=DebouncePolicy(quiet=quiet, max_wait=max_wait, lease=60)
+            )
             if step.decision.render:
                 running = (now + render_time, tid, state.latest_generation)
                 renders.append((now, state.latest_generation))
         else:
             _, tid, gen = running
             running = None
-            step = on_rendered(state, tid, gen, now, new_timer_id=next(ids), quiet=quiet, max_wait=max_wait)
+            step = on_rendered(
+                state, tid, gen, now, new_timer_id=next(ids), policy=DebouncePolicy(quiet=quiet, max_wait=max_wait)
+            )
         state = step.state
         if step.arm is not None:
             queue.append((now + step.arm, state.timer_id))
@@ -172,7 +186,7 @@ def _poll(
         each()
         resp = aws["sqs"].receive_message(QueueUrl=aws["queue"], MaxNumberOfMessages=10, WaitTimeSeconds=0)
         for msg in resp.get("Messages", []):
-            decision = deb.on_timer(msg)
+            decision = deb.on_timer(Timer.parse(msg["Body"]))
             aws["sqs"].delete_message(QueueUrl=aws["queue"], ReceiptHandle=msg["ReceiptHandle"])
             if decision.render:
                 on_render(decision)
@@ -181,7 +195,7 @@ def _poll(
 
 @pytest.mark.slow  # 1,000 conditional writes racing on moto's DynamoDB; test_aws_pipeline's burst covers the rule
 def test_burst_of_1000_changes_is_one_timer_and_one_render(aws) -> None:
-    deb = DynamoSqsDebouncer(aws["table"], aws["queue"], aws["ddb"], aws["sqs"], quiet=1, max_wait=60)
+    deb = DynamoSqsDebouncer(aws["table"], aws["queue"], aws["ddb"], aws["sqs"], DebouncePolicy(quiet=1, max_wait=60))
     counter = iter(range(1, 1001))
     lock = threading.Lock()
     last_change = [0.0]
@@ -218,14 +232,19 @@ def test_burst_of_1000_changes_is_one_timer_and_one_render(aws) -> None:
     assert len(aws["sent"]) <= 2
     assert deb.state("c1").phase == "idle" and deb.state("c1").last_rendered_generation == 1000
     # a duplicate delivery of a timer after the render is dropped harmlessly
-    again = deb.on_timer(aws["sent"][-1]["MessageBody"])
+    again = deb.on_timer(Timer.parse(aws["sent"][-1]["MessageBody"]))
     assert again.action == "drop"
 
 
 def test_churn_renders_at_least_every_max_wait(aws) -> None:
     quiet, max_wait = 1.0, 3.0
     deb = DynamoSqsDebouncer(
-        aws["table"], aws["queue"], aws["ddb"], aws["sqs"], quiet=quiet, max_wait=max_wait, clock=simclock.now
+        aws["table"],
+        aws["queue"],
+        aws["ddb"],
+        aws["sqs"],
+        DebouncePolicy(quiet=quiet, max_wait=max_wait),
+        clock=simclock.now,
     )
     renders: list[float] = []
     changes = {"generation": 0, "next": simclock.now()}
@@ -258,17 +277,22 @@ def test_failed_timer_send_rolls_back_so_a_retry_rearms(aws) -> None:
         raise EndpointConnectionError(endpoint_url="injected")
 
     broken.meta.events.register("before-send.sqs.SendMessage", fail)
-    deb = DynamoSqsDebouncer(aws["table"], aws["queue"], aws["ddb"], broken, quiet=1, max_wait=5)
+    deb = DynamoSqsDebouncer(aws["table"], aws["queue"], aws["ddb"], broken, DebouncePolicy(quiet=1, max_wait=5))
     with pytest.raises(EndpointConnectionError):
         deb.note_change("c3", 1)
     assert deb.state("c3").phase == "idle" and deb.state("c3").latest_generation == 0
-    good = DynamoSqsDebouncer(aws["table"], aws["queue"], aws["ddb"], aws["sqs"], quiet=1, max_wait=5)
+    good = DynamoSqsDebouncer(aws["table"], aws["queue"], aws["ddb"], aws["sqs"], DebouncePolicy(quiet=1, max_wait=5))
     assert good.note_change("c3", 1).action == "wait"
     assert deb.state("c3").phase == "waiting" and len(aws["sent"]) == 1
 
 
-def test_garbage_queue_message_is_dropped(aws) -> None:
-    deb = DynamoSqsDebouncer(aws["table"], aws["queue"], aws["ddb"], aws["sqs"], quiet=1, max_wait=5)
-    assert deb.on_timer({"body": "not json"}).action == "drop"
-    assert deb.on_timer(json.dumps({"kind": "other"})).action == "drop"
-    assert deb.on_timer({"kind": "topocast.debounce.timer", "cluster": "zz", "timer_id": "nope"}).action == "drop"
+def test_a_timer_that_is_not_the_live_one_is_dropped(aws) -> None:
+    deb = DynamoSqsDebouncer(aws["table"], aws["queue"], aws["ddb"], aws["sqs"], DebouncePolicy(quiet=1, max_wait=5))
+    assert deb.on_timer(Timer("zz", "nope")).action == "drop"
+
+
+def test_a_timer_body_round_trips_as_the_same_timer_on_every_cloud() -> None:
+    timer = Timer("c1", "t1", armed_at=100.0, due_at=115.0)
+    body = {"kind": "topocast.debounce.timer", "cluster": "c1", "timer_id": "t1", "armed_at": 100.0, "due_at": 115.0}
+    assert timer.to_json() == body
+    assert Timer.parse(json.dumps(body)) == Timer.parse(body) == timer

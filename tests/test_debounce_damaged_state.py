@@ -18,16 +18,19 @@ import pytest
 from scenario_clouds import AwsCloud, GcpCloud, graph_nodes
 
 from topocast.pipeline.debounce import on_damaged, on_rendered, on_timer
+from topocast.ports.debounce import DebouncePolicy
 
 Cloud = AwsCloud | GcpCloud
 
 
 def test_a_reset_arms_a_render_at_once_and_any_render_covers_it() -> None:
-    step = on_damaged(100.0, new_timer_id="t1", quiet=15.0)
+    step = on_damaged(100.0, new_timer_id="t1", policy=DebouncePolicy(quiet=15.0))
     assert (step.arm, step.state.phase, step.state.timer_id) == (0.0, "waiting", "t1")
-    claimed = on_timer(step.state, "t1", 100.0, new_timer_id="x", quiet=15.0, max_wait=120.0)
+    claimed = on_timer(step.state, "t1", 100.0, new_timer_id="x", policy=DebouncePolicy(quiet=15.0, max_wait=120.0))
     assert claimed.decision.render
-    done = on_rendered(claimed.state, "t1", 7, 101.0, new_timer_id="x")  # whatever generation is the latest
+    done = on_rendered(
+        claimed.state, "t1", 7, 101.0, new_timer_id="x", policy=DebouncePolicy()
+    )  # whatever generation is the latest
     assert (done.decision.action, done.state.phase) == ("idle", "idle")
 
 

@@ -19,6 +19,7 @@ from pipeline_helpers import client, unique
 from topocast.aws.debounce import DynamoSqsDebouncer, create_state_table
 from topocast.pipeline.debounce import DebounceState
 from topocast.pipeline.debounce_runner import DebounceRunner
+from topocast.ports.debounce import DebouncePolicy, Timer
 
 
 @pytest.fixture
@@ -63,7 +64,7 @@ def _lose_first_response_our_retry(ddb: Any) -> None:
 
 @pytest.mark.parametrize("inject", [_lose_first_response_botocore_retries, _lose_first_response_our_retry])
 def test_dynamodb_lost_write_response_still_sends_the_timer(aws: dict[str, Any], inject: Any) -> None:
-    deb = DynamoSqsDebouncer(aws["table"], aws["queue"], aws["ddb"], aws["sqs"], quiet=1, max_wait=5)
+    deb = DynamoSqsDebouncer(aws["table"], aws["queue"], aws["ddb"], aws["sqs"], DebouncePolicy(quiet=1, max_wait=5))
     inject(aws["ddb"])
     decision = deb.note_change("c1", 1)
     # the state write twice (the injection), then the write that confirms the timer was sent
@@ -79,7 +80,7 @@ def test_dynamodb_lost_write_response_still_sends_the_timer(aws: dict[str, Any],
     while rendered is None and time.time() < deadline:
         resp = aws["sqs"].receive_message(QueueUrl=aws["queue"], WaitTimeSeconds=1)
         for msg in resp.get("Messages", []):
-            got = deb.on_timer(msg)
+            got = deb.on_timer(Timer.parse(msg["Body"]))
             aws["sqs"].delete_message(QueueUrl=aws["queue"], ReceiptHandle=msg["ReceiptHandle"])
             rendered = got if got.render else rendered
     assert rendered is not None and rendered.generation == 1
@@ -98,7 +99,7 @@ def test_gcs_lost_write_response_still_sends_the_timer(
     proxy = local_gcs.proxy
     queue = TaskQueue(QUEUE, tasks_client)
     # a long quiet window: the task stays queued, so the test only counts what was created
-    deb = gcp_debouncer(gcs_objects, "p", queue, "http://127.0.0.1:9/render", quiet=600, max_wait=900)
+    deb = gcp_debouncer(gcs_objects, "p", queue, "http://127.0.0.1:9/render", DebouncePolicy(quiet=600, max_wait=900))
     key = deb.states.key("c1")
     proxy.lose_responses, proxy.lose_match, proxy.lost = 1, key, 0
     try:
@@ -146,15 +147,18 @@ class _Timers:
         self.sent: list[str] = []
         self.fail = fail
 
-    def send(self, cluster: str, timer_id: str, delay: float, body: dict[str, Any]) -> None:
+    def send(self, timer: Timer, delay: float) -> None:
         if self.fail:
             raise ConnectionError("injected: timer service down")
-        self.sent.append(timer_id)
+        self.sent.append(timer.timer_id)
 
 
 def test_lost_response_with_another_writer_on_top_still_sends_the_timer() -> None:
     states, timers = _LossyStates(), _Timers()
-    mine, other = DebounceRunner(states, timers, quiet=5), DebounceRunner(states, _Timers(), quiet=5)
+    mine, other = (
+        DebounceRunner(states, timers, DebouncePolicy(quiet=5)),
+        DebounceRunner(states, _Timers(), DebouncePolicy(quiet=5)),
+    )
     states.lose_next = True
     states.meanwhile = lambda: other.note_change("c1", 2)  # sees our timer alive: records, arms nothing
     decision = mine.note_change("c1", 1)
@@ -164,7 +168,10 @@ def test_lost_response_with_another_writer_on_top_still_sends_the_timer() -> Non
 
 def test_failed_send_after_a_lost_response_does_not_roll_back_over_another_writer() -> None:
     states, timers = _LossyStates(), _Timers(fail=True)
-    mine, other = DebounceRunner(states, timers, quiet=5), DebounceRunner(states, _Timers(), quiet=5)
+    mine, other = (
+        DebounceRunner(states, timers, DebouncePolicy(quiet=5)),
+        DebounceRunner(states, _Timers(), DebouncePolicy(quiet=5)),
+    )
     states.lose_next = True
     states.meanwhile = lambda: other.note_change("c1", 2)
     with pytest.raises(ConnectionError):

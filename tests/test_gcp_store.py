@@ -28,10 +28,9 @@ from topocast.gcp.gcs_artifacts import GcsArtifactStore, GcsPublishState
 from topocast.gcp.gcs_publish import GcsSlurmPublisher
 from topocast.gcp.gcs_store import GcsGraphStore
 from topocast.gcp.tasks import TaskQueue
-from topocast.pipeline.artifacts import Manifest, ManifestEntry
-from topocast.pipeline.guard import HoldRecord
-from topocast.pipeline.publish_state import PublishedRecord
 from topocast.pipeline.store import commit
+from topocast.ports.debounce import DebouncePolicy, Timer
+from topocast.ports.records import HoldRecord, Manifest, ManifestEntry, PublishedRecord
 
 
 def test_the_proxy_enforces_what_the_emulator_ignores(local_gcs: Any, gcs_bucket: str) -> None:
@@ -171,7 +170,7 @@ def test_debounce_on_gcs_and_cloud_tasks(gcs_objects: GcsObjects, fake_tasks: An
 
     receiver = _Receiver()
     queue = TaskQueue(QUEUE, tasks_client, service_account="render@p.iam.gserviceaccount.com")
-    deb = gcp_debouncer(gcs_objects, "p", queue, receiver.url, quiet=0.5, max_wait=5.0)
+    deb = gcp_debouncer(gcs_objects, "p", queue, receiver.url, DebouncePolicy(quiet=0.5, max_wait=5.0))
     armed_at = time.time()
     first = deb.note_change("c1", 1)
     assert first.action == "wait" and first.reason == "timer armed"
@@ -186,9 +185,11 @@ def test_debounce_on_gcs_and_cloud_tasks(gcs_objects: GcsObjects, fake_tasks: An
     assert headers["authorization"].endswith("render@p.iam.gserviceaccount.com")
     timer = json.loads(body)
     time.sleep(max(0.0, deb.state("c1").last_change_at + 0.5 - time.time()))  # quiet since the last change
-    decision = deb.on_timer(timer)
+    decision = deb.on_timer(Timer.parse(timer))
     assert decision.action == "render" and decision.generation == 4 and decision.cluster == "c1"
-    assert deb.on_timer(timer).action == "retry"  # a redelivered copy while rendering: retried after the lease
+    assert (
+        deb.on_timer(Timer.parse(timer)).action == "retry"
+    )  # a redelivered copy while rendering: retried after the lease
     assert deb.mark_rendered("c1", decision, 4).action == "idle"
     # the state object is written with preconditions: a stale token loses
     states = deb.states

@@ -16,7 +16,6 @@ from topocast.model.graph import TopologyGraph
 from topocast.pipeline import guard
 from topocast.pipeline.guard import (
     OVERRIDE_ENV,
-    HoldRecord,
     check,
     confirm,
     confirmed_gone,
@@ -24,7 +23,7 @@ from topocast.pipeline.guard import (
     reconcile_confirms,
     rehold,
 )
-from topocast.pipeline.publish_state import PublishedRecord
+from topocast.ports.records import HoldRecord, PublishedRecord
 from topocast.publish.base import PublishResult
 
 NODES = {f"n{i:03d}" for i in range(100)}

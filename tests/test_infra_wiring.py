@@ -124,7 +124,8 @@ def settings_fields() -> dict[str, tuple[str, str]]:
 def option_defaults(var: str, cloud: str) -> list[Any]:
     """The defaults of the provider options read from ``var``: the module's own cloud provider's when it
     declares the variable (TOPOCAST_NAME_FROM is aws's and gcp's, with their own defaults), else every one's."""
-    from topocast.providers.options import option_specs, provider_models
+    from topocast.providers import provider_models
+    from topocast.providers.options import option_specs
 
     by_provider = {
         name: field.get_default(call_default_factory=True)
@@ -345,7 +346,8 @@ NOT_PASSED = {
 @pytest.mark.parametrize("module_dir", [AWS_MODULE, GCP_MODULE], ids=["aws", "gcp"])
 def test_every_provider_variable_is_passed_by_the_modules_that_run_the_provider(module_dir: Path) -> None:
     """Adding an option with a variable to a provider's Options model needs the Terraform input too."""
-    from topocast.providers.options import OptionSpec, option_specs, provider_models
+    from topocast.providers import provider_models
+    from topocast.providers.options import OptionSpec, option_specs
 
     module = load_module(module_dir)
     env = stage_env(module, "discover")
@@ -376,11 +378,11 @@ def test_every_provider_variable_is_passed_by_the_modules_that_run_the_provider(
 def test_terraform_debounce_defaults_and_check_are_the_code_s(module_dir: Path) -> None:
     """Terraform writes its own defaults for the quiet window and the max wait: they are the code's, and
     both sides refuse a quiet window longer than the max wait (Settings: test_config.py)."""
-    from topocast.pipeline.debounce import DEFAULT_MAX_WAIT, DEFAULT_QUIET
+    from topocast.config import DEFAULT_DEBOUNCE_MAX_WAIT, DEFAULT_DEBOUNCE_QUIET
 
     variables = load_module(module_dir)["variable"]
     quiet, max_wait = variables["debounce_quiet_seconds"], variables["debounce_max_wait_seconds"]
-    assert (float(quiet["default"]), float(max_wait["default"])) == (DEFAULT_QUIET, DEFAULT_MAX_WAIT)
+    assert (float(quiet["default"]), float(max_wait["default"])) == (DEFAULT_DEBOUNCE_QUIET, DEFAULT_DEBOUNCE_MAX_WAIT)
     conditions = [str(v["condition"]) for v in max_wait["validation"]]
     assert any("var.debounce_max_wait_seconds >= var.debounce_quiet_seconds" in c for c in conditions), conditions
 

@@ -21,13 +21,13 @@ from test_k8s_publisher import TIER, add_cluster_nodes, artifacts, make_graph, n
 
 from topocast.app import metrics as m
 from topocast.app.metrics import MetricCounts
-from topocast.app.ports import PublishPorts
 from topocast.app.publish import publish
 from topocast.app.render import render_generation
 from topocast.aws.metrics import EMF_NAMES
 from topocast.k8s.client import ClientSettings, K8sConnection, build_client
 from topocast.k8s.labels import NodePatch, NodeRefusal, rotated
 from topocast.model.graph import dump_graph
+from topocast.ports.protocols import PublishPorts
 from topocast.publish.kubernetes import K8sPublishResult, KubernetesPublisher, KubernetesPublisherConfig
 
 WEBHOOK = 'admission webhook "pool-guard.example.com" denied the request: node pool h100-reserved is frozen'
@@ -307,6 +307,7 @@ def test_the_publish_use_case_is_done_with_refusals_counts_them_and_does_not_ret
         publish_state=MemoryPublishState(),
         publishers=lambda: [pub],
         override=NoOverride(),
+        guard_max_loss=0.10,
         metrics=counts,
     )
 

@@ -16,34 +16,37 @@ from scenario_clouds import AwsCloud, GcpCloud, graph_nodes
 
 from topocast.config import settings_from_env
 from topocast.pipeline.debounce import DebounceState, on_change, on_rendered, on_timer
+from topocast.ports.debounce import DebouncePolicy
 
 Q, MAX = 15.0, 120.0
+POLICY = DebouncePolicy(quiet=Q, max_wait=MAX)
+LEADING = DebouncePolicy(quiet=Q, max_wait=MAX, leading_edge=True)
 
 
 def test_a_change_after_a_quiet_window_is_due_at_once_and_the_rest_of_the_burst_waits_for_quiet() -> None:
-    step = on_change(DebounceState(), 1, 100.0, new_timer_id="t1", quiet=Q, max_wait=MAX, leading_edge=True)
+    step = on_change(DebounceState(), 1, 100.0, new_timer_id="t1", policy=LEADING)
     assert (step.arm, step.decision.reason) == (0.0, "timer armed (leading edge)")
-    claimed = on_timer(step.state, "t1", 100.0, new_timer_id="x", quiet=Q, max_wait=MAX)
+    claimed = on_timer(step.state, "t1", 100.0, new_timer_id="x", policy=POLICY)
     assert (claimed.decision.action, claimed.decision.generation) == ("render", 1)
     # the burst goes on while the first render runs: noted, no new timer
     s = claimed.state
     for gen, now in ((2, 100.5), (3, 101.0)):
-        s = on_change(s, gen, now, new_timer_id="unused", quiet=Q, max_wait=MAX, leading_edge=True).state
-    done = on_rendered(s, "t1", 1, 102.0, new_timer_id="t2", quiet=Q, max_wait=MAX)
+        s = on_change(s, gen, now, new_timer_id="unused", policy=LEADING).state
+    done = on_rendered(s, "t1", 1, 102.0, new_timer_id="t2", policy=POLICY)
     assert done.arm == pytest.approx(101.0 + Q - 102.0)  # the trailing render waits for quiet after the last change
-    second = on_timer(done.state, "t2", 116.0, new_timer_id="x", quiet=Q, max_wait=MAX)
+    second = on_timer(done.state, "t2", 116.0, new_timer_id="x", policy=POLICY)
     assert (second.decision.action, second.decision.generation) == ("render", 3)
-    idle = on_rendered(second.state, "t2", 3, 117.0, new_timer_id="x", quiet=Q, max_wait=MAX).state
+    idle = on_rendered(second.state, "t2", 3, 117.0, new_timer_id="x", policy=POLICY).state
     # a change 5 s after the burst's last one is part of it: it waits for quiet, no leading edge
-    near = on_change(idle, 4, 106.0 + Q - 10, new_timer_id="t3", quiet=Q, max_wait=MAX, leading_edge=True)
+    near = on_change(idle, 4, 106.0 + Q - 10, new_timer_id="t3", policy=LEADING)
     assert near.arm == pytest.approx(Q)
     # a change a quiet window after the last one renders at once again
-    far = on_change(idle, 4, 101.0 + Q, new_timer_id="t4", quiet=Q, max_wait=MAX, leading_edge=True)
+    far = on_change(idle, 4, 101.0 + Q, new_timer_id="t4", policy=LEADING)
     assert far.arm == 0.0
 
 
 def test_without_the_option_the_first_change_waits_out_the_quiet_window() -> None:
-    assert on_change(DebounceState(), 1, 100.0, new_timer_id="t1", quiet=Q, max_wait=MAX).arm == pytest.approx(Q)
+    assert on_change(DebounceState(), 1, 100.0, new_timer_id="t1", policy=POLICY).arm == pytest.approx(Q)
 
 
 def test_the_option_is_a_setting_off_by_default() -> None:

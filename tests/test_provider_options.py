@@ -133,7 +133,8 @@ def test_the_docs_option_tables_are_the_models() -> None:
         "docs/providers.md option tables are stale: run python tools/provider_options_doc.py"
     )
     # each table row is a line of --list-options (same key, type, default, description and names)
-    from topocast.providers.options import describe_options, option_rows, provider_models
+    from topocast.providers import provider_models
+    from topocast.providers.options import describe_options, option_rows
 
     for name, model in provider_models().items():
         described = describe_options(name, model)

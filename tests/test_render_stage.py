@@ -14,7 +14,7 @@ from topocast.aws.s3_artifacts import S3ArtifactStore
 from topocast.aws.s3_store import S3GraphStore
 from topocast.errors import InvalidGraphError, RenderError
 from topocast.model.graph import TopologyGraph
-from topocast.pipeline.artifacts import Manifest
+from topocast.ports.records import Manifest
 from topocast.renderers import RENDERERS, render, slurm_tree
 
 FORMATS = ["slurm-tree", "graph"]

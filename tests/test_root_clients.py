@@ -59,8 +59,8 @@ def test_the_discover_use_case_retries_and_counts_it_with_nothing_written(runtim
 
     from topocast.app import discover
     from topocast.app.metrics import MetricCounts
-    from topocast.app.ports import DiscoverPorts
     from topocast.model.changes import Reconcile
+    from topocast.ports.protocols import DiscoverPorts
 
     graphs, metrics = MemoryGraphStore(), MetricCounts()
     ports = DiscoverPorts(

@@ -22,10 +22,10 @@ from test_k8s_publish_cli import kubeconfig
 
 from topocast.app import discover
 from topocast.app.metrics import MetricCounts
-from topocast.app.ports import DiscoverPorts
 from topocast.model.changes import InstanceChange, Reconcile
 from topocast.model.graph import Node, TopologyGraph, dump_graph, graph_from_json
 from topocast.model.placement import place_nodes
+from topocast.ports.protocols import DiscoverPorts
 from topocast.providers.aws.provider import AwsDiscoveryConfig, discover_instances
 from topocast.providers.aws.provider import discover_full as aws_full
 from topocast.providers.aws.sdk import ec2_client
@@ -154,6 +154,7 @@ def _ports(source: Rack, store: MemoryGraphStore, metrics: MetricCounts) -> Disc
     return DiscoverPorts(
         cluster="c1", graphs=store, provider=lambda: source, debouncer=Debouncer(), publish_state=MemoryPublishState(),
         artifacts=MemoryArtifactStore(), handoff=None, metrics=metrics, set_aside_limit=0.10,  # type: ignore[arg-type]
+        full_scan_threshold=100, rechecks=None, follow_rechecks=6, follow_interval=30.0,
     )  # fmt: skip
 
 
@@ -305,6 +306,7 @@ def test_a_port_selection_that_selects_no_host_fails_the_discovery_and_the_last_
             cluster="c1", graphs=store, provider=lambda: build_provider("ibnetdiscover", inputs),
             debouncer=Debouncer(), publish_state=MemoryPublishState(), artifacts=MemoryArtifactStore(), handoff=None,
             metrics=metrics, set_aside_limit=0.10,  # type: ignore[arg-type]
+            full_scan_threshold=100, rechecks=None, follow_rechecks=6, follow_interval=30.0,
         )  # fmt: skip
 
     assert discover(ports("mlx5_[0,1]"), [Reconcile("schedule")]).status == "done"  # the functions' syntax

@@ -330,7 +330,7 @@ class DictObjects:
 
 
 def manifest(generation: int, text: str) -> tuple[Any, dict[str, bytes]]:
-    from topocast.pipeline.artifacts import Manifest, ManifestEntry
+    from topocast.ports.records import Manifest, ManifestEntry
 
     data = text.encode()
     entry = ManifestEntry("slurm-tree", "topology-tree.conf", sha(data), 12, size=len(data))

@@ -13,7 +13,7 @@ from pipeline_helpers import client, make_bucket
 
 from topocast.agents.pull import PullError, fetch, pull
 from topocast.aws.ssm_publish import SsmPublisher
-from topocast.pipeline.artifacts import Manifest, ManifestEntry
+from topocast.ports.records import Manifest, ManifestEntry
 from topocast.publish import PublisherInputs, build_publishers
 from topocast.publish.envelope import ADVANCED_LIMIT, STANDARD_LIMIT, Envelope, plan_value
 from topocast.renderers import slurm_tree

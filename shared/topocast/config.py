@@ -21,11 +21,15 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from topocast.errors import TopocastError
-from topocast.pipeline.debounce import DEFAULT_MAX_WAIT, DEFAULT_QUIET
 from topocast.renderers.base import RenderOptions
 from topocast.safeio.validation import check_json_depth, describe
 
 DEFAULT_FORMATS = ["slurm-tree", "slurm-block", "slurm-yaml", "k8s-labels", "graph", "html"]
+#: the debounce settings' defaults, written once: :class:`RenderSettings` and
+#: :class:`topocast.ports.debounce.DebouncePolicy` both take them from here (Terraform's variables match)
+DEFAULT_DEBOUNCE_QUIET = 15.0
+DEFAULT_DEBOUNCE_MAX_WAIT = 120.0
+DEFAULT_DEBOUNCE_LEADING_EDGE = False
 
 #: env var -> (Settings field, description) of every setting; with the providers' own variables, :func:`env_table`
 ENV_VARS: dict[str, tuple[str, str]] = {
@@ -132,7 +136,8 @@ class DiscoverySettings(_Section):
     def provider_options(self) -> dict[str, Any]:
         """The options of the configured provider (``ProviderInputs.options``): what its Options model
         takes from its variables, then ``TOPOCAST_PROVIDER_OPTIONS`` over them."""
-        from topocast.providers.options import env_options, registered_options_model
+        from topocast.providers import registered_options_model
+        from topocast.providers.options import env_options
 
         model = registered_options_model(self.provider)
         own = env_options(model, self._variable) if model is not None else {}
@@ -154,10 +159,10 @@ class RenderSettings(_Section):
     render_options: RenderOptions = Field(default_factory=RenderOptions)
     #: TOPOCAST_SLURM_VERSION: the target Slurm, one variable for what render_options.slurm_version says
     slurm_version: str | None = None
-    debounce_quiet: float = Field(DEFAULT_QUIET, gt=0)
-    debounce_max_wait: float = Field(DEFAULT_MAX_WAIT, gt=0)
+    debounce_quiet: float = Field(DEFAULT_DEBOUNCE_QUIET, gt=0)
+    debounce_max_wait: float = Field(DEFAULT_DEBOUNCE_MAX_WAIT, gt=0)
     #: off by default: a burst then costs one render, not two; on, a lone change skips the quiet window
-    debounce_leading_edge: bool = False
+    debounce_leading_edge: bool = DEFAULT_DEBOUNCE_LEADING_EDGE
 
     @model_validator(mode="after")
     def _one_slurm_version(self) -> RenderSettings:
@@ -168,6 +173,17 @@ class RenderSettings(_Section):
                     f"TOPOCAST_SLURM_VERSION ({version}) and TOPOCAST_RENDER_OPTIONS slurm_version ({given}) disagree"
                 )
             with_slurm_version(self.render_options, version)  # a bad release fails here, when settings load
+        return self
+
+    @model_validator(mode="after")
+    def _known_formats(self) -> RenderSettings:
+        """A misspelt TOPOCAST_FORMATS fails when settings load, not at the first render (no module is imported)."""
+        from topocast.renderers import RENDERERS
+
+        unknown = [f for f in self.formats if f not in RENDERERS]
+        if unknown or not self.formats:
+            named = f"unknown format(s) {', '.join(map(repr, unknown))}" if unknown else "no format"
+            raise ValueError(f"TOPOCAST_FORMATS: {named}; known: {', '.join(RENDERERS)}")
         return self
 
     @model_validator(mode="after")
@@ -263,7 +279,8 @@ _LISTS |= {"overlays"}  # SOURCE:FIELD=VALUE,...: items are ','-separated, so ov
 def provider_env_vars() -> dict[str, str]:
     """Every registered provider's own variables (its Options model's ``OptionSpec.env`` and
     ``ENV_OBJECT``), with what they mean: ``"gcp: zones to list ..."``. Imports the provider modules."""
-    from topocast.providers.options import OptionSpec, option_specs, provider_models
+    from topocast.providers import provider_models
+    from topocast.providers.options import OptionSpec, option_specs
 
     users: dict[str, list[str]] = {}
     text: dict[str, str] = {}

@@ -41,14 +41,16 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from topocast.config import DEFAULT_DEBOUNCE_MAX_WAIT, DEFAULT_DEBOUNCE_QUIET
 from topocast.k8s.lease import LeaderElector, LeaseConfig
 from topocast.k8s.watch import Change, KindWatcher, node_topology_view
 from topocast.model.graph import TopologyGraph
 from topocast.model.prometheus import Family, exposition
 from topocast.pipeline import debounce
 from topocast.pipeline.guard import DEFAULT_MAX_LOSS_FRACTION, check
+from topocast.ports.debounce import DebouncePolicy
 from topocast.renderers import kubernetes_formats
 
 __all__ = ["Controller", "ControllerSettings", "CycleOutcome", "build_controller", "metrics_text", "serve_http"]
@@ -69,8 +71,8 @@ class ControllerSettings(BaseModel):
     identity: str = Field(default_factory=lambda: f"topocast-{uuid.uuid4().hex[:12]}")
     lease_seconds: float = Field(15.0, gt=0)
     retry_seconds: float = Field(2.0, gt=0)
-    quiet: float = Field(debounce.DEFAULT_QUIET, ge=0)
-    max_wait: float = Field(debounce.DEFAULT_MAX_WAIT, gt=0)
+    quiet: float = Field(DEFAULT_DEBOUNCE_QUIET, ge=0)
+    max_wait: float = Field(DEFAULT_DEBOUNCE_MAX_WAIT, gt=0)
     leading_edge: bool = False
     reconcile_seconds: float = Field(900.0, gt=0)
     watch_window: int = Field(10, ge=1, le=300)
@@ -84,6 +86,16 @@ class ControllerSettings(BaseModel):
     #: the Kubernetes publisher's options (``--k8s-options``: connection, client, labels...)
     k8s_options: dict[str, Any] = Field(default_factory=dict)
     render_options: dict[str, Any] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _debounce_knobs_agree(self) -> ControllerSettings:
+        _ = self.debounce_policy  # a quiet window above the max wait is refused with the flags, not in the loop
+        return self
+
+    @property
+    def debounce_policy(self) -> DebouncePolicy:
+        """The debounce knobs the controller's loop runs with (the functions' own come from their settings)."""
+        return DebouncePolicy(quiet=self.quiet, max_wait=self.max_wait, leading_edge=self.leading_edge)
 
 
 @dataclass(frozen=True)
@@ -233,24 +245,24 @@ class Controller:
         self._change_generation = max(self._change_generation, self._debounce.latest_generation) + 1
         step = debounce.on_change(
             self._debounce, self._change_generation, now, new_timer_id=uuid.uuid4().hex,
-            quiet=s.quiet, max_wait=s.max_wait, leading_edge=s.leading_edge,
+            policy=s.debounce_policy,
         )  # fmt: skip
         self._debounce = step.state
 
     def _timer_fired(self, now: float) -> CycleOutcome | None:
         s, timer = self.settings, self._debounce.timer_id or ""
-        step = debounce.on_timer(self._debounce, timer, now, new_timer_id=uuid.uuid4().hex, quiet=s.quiet,
-                                 max_wait=s.max_wait)  # fmt: skip
+        step = debounce.on_timer(self._debounce, timer, now, new_timer_id=uuid.uuid4().hex,
+                                 policy=s.debounce_policy)  # fmt: skip
         self._debounce = step.state
         if not step.decision.render:
             return None
         outcome = self.cycle(step.decision.reason)
         if outcome.result == "failed":
-            failed = debounce.on_render_failed(self._debounce, timer, self.clock(), max_failures=3, quiet=s.quiet)
+            failed = debounce.on_render_failed(self._debounce, timer, self.clock(), policy=s.debounce_policy)
             self._debounce = failed.state
         else:
             done = debounce.on_rendered(self._debounce, timer, self._debounce.latest_generation, self.clock(),
-                                        new_timer_id=uuid.uuid4().hex, quiet=s.quiet, max_wait=s.max_wait)  # fmt: skip
+                                        new_timer_id=uuid.uuid4().hex, policy=s.debounce_policy)  # fmt: skip
             self._debounce = done.state
         return outcome
 
@@ -369,8 +381,8 @@ def build_controller(settings: ControllerSettings, client_options: Mapping[str, 
     """The controller wired to the cluster of ``settings.k8s_options`` (in-cluster or a kubeconfig)."""
     from topocast.config import Settings
     from topocast.k8s.client import build_client, client_settings_from_options, connection_from_options
-    from topocast.k8s.nodes_client import with_node_lister
-    from topocast.providers import ProviderInputs, build_provider
+    from topocast.k8s.nodes_client import KubeListers, with_node_lister
+    from topocast.providers import ProviderInputs, ShellMeans, build_provider, connect
     from topocast.publish import PublisherInputs, build_publishers
     from topocast.renderers import render
     from topocast.renderers.base import RenderOptions
@@ -390,7 +402,6 @@ def build_controller(settings: ControllerSettings, client_options: Mapping[str, 
         watchers.append(KindWatcher(kube, "/apis/resource.k8s.io/v1/resourceslices", relevant=_whole,
                                     window_seconds=settings.watch_window))  # fmt: skip
     options = RenderOptions.model_validate(settings.render_options)
-    clients = with_node_lister(_dra_or_none(k8s), k8s)
 
     provider_options = dict(settings.provider_options)
     if settings.provider == "k8s-labels" and not provider_options.keys() & {"schemes", "preset"}:
@@ -398,6 +409,10 @@ def build_controller(settings: ControllerSettings, client_options: Mapping[str, 
         from topocast.providers.k8s_labels.provider import DEFAULT_SCHEMES
 
         provider_options["schemes"] = [s for s in DEFAULT_SCHEMES if s != "topograph"]
+    # the provider's own connector builds its SDK clients (the cloud SDKs' credential chains: workload
+    # identity, instance principals); its Kubernetes reads go to the cluster the controller publishes to
+    means = ShellMeans(kubernetes=KubeListers(k8s))
+    clients = with_node_lister(connect(settings.provider, means, provider_options), k8s)
 
     def discover(previous: TopologyGraph | None) -> TopologyGraph:
         inputs = ProviderInputs(settings.cluster, provider_options, clients)
@@ -434,20 +449,6 @@ def build_controller(settings: ControllerSettings, client_options: Mapping[str, 
 
 def _whole(obj: Mapping[str, Any]) -> Any:
     return json.dumps(obj.get("spec"), sort_keys=True)
-
-
-def _dra_or_none(k8s: Mapping[str, Any]) -> Callable[[str], Any]:
-    def client(service: str) -> Any:
-        if service == "k8s-dra":
-            from topocast.k8s.client import connection_from_options
-            from topocast.k8s.resource_slices import dra_lister
-
-            return dra_lister(connection_from_options(k8s))
-        from topocast.errors import ProviderError
-
-        raise ProviderError(f"topocast controller has no {service!r} client (use the CLI or the functions)")
-
-    return client
 
 
 # ----- health and metrics ------------------------------------------------------------------------------------

@@ -8,8 +8,8 @@ the DLQ on AWS, HTTP status on GCP). Every policy is decided here, once.
 
 from topocast.app.discover import discover
 from topocast.app.outcome import Outcome, Status
-from topocast.app.ports import DiscoverPorts, PublishPorts, RenderPorts
 from topocast.app.publish import publish
 from topocast.app.render import render
+from topocast.ports.protocols import DiscoverPorts, PublishPorts, RenderPorts
 
 __all__ = ["DiscoverPorts", "Outcome", "PublishPorts", "RenderPorts", "Status", "discover", "publish", "render"]

@@ -18,7 +18,7 @@ Policies (docs/architecture.md, "Who decides what"):
 * ``InstanceChange.follow`` (host maintenance, restarts) is **followed** until steady: an instance
   the provider reports ``unsettled`` (starting, stopping, stopped by the host with a restart
   expected) keeps its last place and is re-read after ``follow_interval`` seconds through the
-  :class:`~topocast.app.ports.Rechecks` port (a ``Recheck`` event back to discover: no sleeping in a
+  :class:`~topocast.ports.protocols.Rechecks` port (a ``Recheck`` event back to discover: no sleeping in a
   function), at most ``follow_rechecks`` times. The last re-check is ``final``: an instance that is
   out is removed, one still in transition is kept with a warning (metric ``follow_unsettled_kept``).
   Without a ``Rechecks`` port (or in a full discovery) one read decides.
@@ -39,13 +39,14 @@ from typing import Any
 
 from topocast.app import metrics as m
 from topocast.app.outcome import Outcome
-from topocast.app.ports import DiscoverPorts, Metrics
 from topocast.app.publish import confirm_on_reconcile
 from topocast.errors import InvalidGraphError, ProviderError
 from topocast.model.changes import EventOutcome, Ignored, InstanceChange, Noted, Recheck, Reconcile
 from topocast.model.graph import TopologyGraph
 from topocast.model.placement import set_aside_count, set_aside_lines
-from topocast.pipeline.store import StoredGraph, WriteResult, commit
+from topocast.pipeline.store import commit
+from topocast.ports.protocols import DiscoverPorts, Metrics
+from topocast.ports.records import StoredGraph, WriteResult, already_published
 from topocast.providers.base import DiscoveryResult, NeedsFullScan, Provider
 
 __all__ = ["TooManySetAside", "check_set_aside", "discover"]
@@ -254,8 +255,7 @@ def _catch_up_publish(ports: DiscoverPorts) -> int | None:
     manifest = ports.artifacts.latest_manifest()
     if manifest is None:
         return None
-    last = ports.publish_state.load_published()
-    if last is not None and (last.generation, last.graph_sha256) == (manifest.generation, manifest.graph_sha256):
+    if already_published(ports.publish_state.load_published(), manifest):
         return None
     log.warning("generation %d is rendered but not published; asking for its publish again", manifest.generation)
     ports.handoff.request_publish(manifest.generation, "reconcile: never published", f"catch-up-{manifest.generation}")

@@ -1,4 +1,4 @@
-"""The pipeline's metrics, named once: every use case counts through the :class:`~topocast.app.ports.Metrics`
+"""The pipeline's metrics, named once: every use case counts through the :class:`~topocast.ports.protocols.Metrics`
 port. The names are cloud-neutral; AWS mirrors them as CloudWatch EMF metrics under its own names
 (:data:`topocast.aws.metrics.EMF_NAMES`), GCP logs them per event.
 """
@@ -10,7 +10,7 @@ import threading
 from collections import Counter
 from collections.abc import Iterable, Mapping
 
-from topocast.app.ports import Metrics
+from topocast.ports.protocols import Metrics
 
 __all__ = [
     "API_CALLS",

@@ -33,13 +33,11 @@ from dataclasses import dataclass, replace
 
 from topocast.app import metrics as m
 from topocast.app.outcome import Outcome
-from topocast.app.ports import ArtifactStore, GraphStore, Publisher, PublishPorts, PublishResult, PublishState
 from topocast.model.graph import TopologyGraph
-from topocast.pipeline.artifacts import ArtifactNotFoundError, Manifest
+from topocast.pipeline.artifacts import ArtifactNotFoundError
 from topocast.pipeline.guard import (
     DEFAULT_MAX_LOSS_FRACTION,
     GuardDecision,
-    HoldRecord,
     check,
     confirm,
     confirmed_gone,
@@ -48,7 +46,8 @@ from topocast.pipeline.guard import (
     rehold,
     seen_gone_twice,
 )
-from topocast.pipeline.publish_state import PublishedRecord
+from topocast.ports.protocols import ArtifactStore, GraphStore, Publisher, PublishPorts, PublishState
+from topocast.ports.records import HoldRecord, Manifest, PublishedRecord, PublishResult, already_published
 
 __all__ = ["PublishOutcome", "confirm_on_reconcile", "load_files", "publish", "publish_manifest"]
 
@@ -66,8 +65,7 @@ def publish(ports: PublishPorts, generation: int) -> Outcome:
             return Outcome.drop(f"generation {generation} was never rendered: {exc}")
     if manifest.generation != generation:
         log.info("generation %d superseded by %d; publishing the newer one", generation, manifest.generation)
-    last = ports.publish_state.load_published()
-    if last is not None and (last.generation, last.graph_sha256) == (manifest.generation, manifest.graph_sha256):
+    if already_published(ports.publish_state.load_published(), manifest):
         return Outcome.done(f"generation {manifest.generation} is already published", generation=manifest.generation)
     outcome = publish_manifest(
         manifest,

@@ -7,7 +7,7 @@ Policies (docs/architecture.md, "Who decides what"):
   died, the redelivery after the lease renders.
 * A render that fails after its claim (corrupt graph, renderer error, storage, the publish hand-off,
   recording the render) keeps the last publish in place, **releases** the claim (the timer is due
-  again) and is ``retry``, so the platform's redelivery renders at once; after ``render_attempts``
+  again) and is ``retry``, so the platform's redelivery renders at once; after the debounce policy's ``render_attempts``
   failures in a row it is **dead-lettered** (outcome ``drop``: the DLQ + metric
   ``render_dead_lettered``) and the debouncer goes idle, so the next change renders again.
 * Publish is requested when what is published differs from what is rendered (generation or
@@ -35,15 +35,13 @@ import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
 
 from topocast.app import metrics as m
 from topocast.app.outcome import Outcome
-from topocast.app.ports import ArtifactStore, GraphStore, RenderPorts
 from topocast.errors import NotApplicableError, RenderError
-from topocast.pipeline.artifacts import Manifest, ManifestEntry
-from topocast.pipeline.debounce import Decision
-from topocast.pipeline.store import StoredGraph
+from topocast.ports.debounce import Decision, Timer
+from topocast.ports.protocols import ArtifactStore, GraphStore, RenderPorts
+from topocast.ports.records import Manifest, ManifestEntry, StoredGraph, already_published
 from topocast.renderers import Artifact, RenderOptions, one_pass
 from topocast.renderers import render as render_format
 
@@ -52,8 +50,8 @@ __all__ = ["RenderResult", "render", "render_generation"]
 log = logging.getLogger("topocast.app")
 
 
-def render(ports: RenderPorts, timer: Any) -> Outcome:
-    """Handle one debounce timer (its message body, as text or parsed)."""
+def render(ports: RenderPorts, timer: Timer) -> Outcome:
+    """Handle one debounce timer (parsed where its delivery entered: :func:`topocast.app.routing.timer`)."""
     decision = ports.debouncer.on_timer(timer)
     if decision.action == "retry":
         return Outcome.retry(decision.reason, action="retry")
@@ -63,7 +61,7 @@ def render(ports: RenderPorts, timer: Any) -> Outcome:
         return _render(ports, decision)
     except Exception as exc:  # anything after the claim: release it, so the retry renders at once
         ports.metrics.count(m.RENDER_FAILURES)
-        after = ports.debouncer.render_failed(ports.cluster, decision, max_failures=ports.render_attempts)
+        after = ports.debouncer.render_failed(ports.cluster, decision)
         if after.action == "drop":
             ports.metrics.count(m.RENDER_DEAD_LETTERED)
             log.error("render failed for good, the last published configuration stays: %s", exc)
@@ -80,8 +78,7 @@ def _render(ports: RenderPorts, decision: Decision) -> Outcome:
     for w in result.warnings:
         log.warning("render: %s", w)
     manifest = result.manifest
-    last = ports.publish_state.load_published()
-    stale = last is None or (last.generation, last.graph_sha256) != (manifest.generation, manifest.graph_sha256)
+    stale = not already_published(ports.publish_state.load_published(), manifest)
     if stale:
         ports.handoff.request_publish(manifest.generation, "rendered", manifest.graph_sha256[:12])
     after = ports.debouncer.mark_rendered(ports.cluster, decision, result.generation)

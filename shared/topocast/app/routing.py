@@ -16,15 +16,13 @@ with the same counters on every cloud:
 
 from __future__ import annotations
 
-from typing import Any
-
 from topocast.app import metrics as m
 from topocast.app.outcome import Outcome
-from topocast.app.ports import Metrics, PublishPorts, RenderPorts
 from topocast.app.publish import publish
 from topocast.app.render import render
 from topocast.model.changes import Ignored, Noted
-from topocast.pipeline.debounce_runner import parse_timer
+from topocast.ports.debounce import Timer
+from topocast.ports.protocols import Metrics, PublishPorts, RenderPorts
 
 __all__ = [
     "foreign",
@@ -72,14 +70,15 @@ def skipped(metrics: Metrics, event: Ignored | Noted) -> Outcome:
     return Outcome.done(event.reason, action=type(event).__name__.lower())
 
 
-def timer(ports: RenderPorts, body: Any) -> Outcome:
-    """A debounce timer (its message body, as text or parsed): rejected when it is none, ignored when it
-    is another cluster's, else the render use case."""
+def timer(ports: RenderPorts, body: object) -> Outcome:
+    """A debounce timer's delivery (the SQS record body, the Cloud Tasks event's data; text or parsed):
+    parsed here, once, into a :class:`~topocast.ports.debounce.Timer`; rejected when it is none, ignored
+    when it is another cluster's, else the render use case."""
     try:
-        parsed = parse_timer(body)
+        parsed = Timer.parse(body)
     except ValueError as exc:
         return rejected(ports.metrics, exc)
-    return foreign(ports.metrics, ports.cluster, parsed["cluster"], "debounce timer") or render(ports, parsed)
+    return foreign(ports.metrics, ports.cluster, parsed.cluster, "debounce timer") or render(ports, parsed)
 
 
 def generation_written(ports: RenderPorts, generation: int | None, uri: str) -> Outcome:

@@ -12,10 +12,14 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
+from functools import cached_property
 
 from topocast.app import metrics as m
 from topocast.app.metrics import MetricCounts, report_quarantined
-from topocast.app.ports import (
+from topocast.config import Settings, with_slurm_version
+from topocast.pipeline.objects import ObjectStore, cluster_base, read_good_uploads
+from topocast.ports.debounce import DebouncePolicy
+from topocast.ports.protocols import (
     ArtifactStore,
     Debouncer,
     DiscoverPorts,
@@ -29,8 +33,6 @@ from topocast.app.ports import (
     Rechecks,
     RenderPorts,
 )
-from topocast.config import Settings, with_slurm_version
-from topocast.pipeline.objects import ObjectStore, cluster_base, read_good_uploads
 from topocast.providers.base import Provider
 
 __all__ = ["CompositionRoot"]
@@ -69,7 +71,8 @@ class CompositionRoot(ABC):
     @property
     @abstractmethod
     def debouncer(self) -> Debouncer:
-        """Built with ``on_reset=self.debounce_state_reset``, so a damaged state is counted on every cloud."""
+        """Built with :attr:`debounce_policy` and ``on_reset=self.debounce_state_reset`` (a damaged state is
+        counted on every cloud)."""
 
     @property
     @abstractmethod
@@ -107,6 +110,11 @@ class CompositionRoot(ABC):
         )
         report_quarantined(uploads.quarantined, self.metrics)
         return uploads.texts
+
+    @cached_property
+    def debounce_policy(self) -> DebouncePolicy:
+        """The debounce knobs, built once from the settings; the cloud's debouncer is built with it."""
+        return DebouncePolicy.from_settings(self.settings)
 
     def debounce_state_reset(self, cluster: str) -> None:
         """The debouncer's ``on_reset``: it replaced a damaged state record (and logged why)."""

@@ -28,9 +28,10 @@ visibility timeout, when the lease is over).
 
 Callers: discover calls :meth:`~DebounceRunner.note_change` after writing a
 generation (idempotent per generation, so calling it again after a retry is
-safe); render calls :meth:`DynamoSqsDebouncer.on_timer` for each queue message
-and, after a successful render, :meth:`~DebounceRunner.mark_rendered` with the
-decision it got.
+safe); render calls :meth:`~DebounceRunner.on_timer` with the
+:class:`~topocast.ports.debounce.Timer` each queue message's body parses into
+(:func:`topocast.app.routing.timer`, where the SQS record enters) and, after a
+successful render, :meth:`~DebounceRunner.mark_rendered` with the decision it got.
 """
 
 from __future__ import annotations
@@ -43,8 +44,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from topocast.aws.retry import error_code, with_retries
-from topocast.pipeline.debounce import DebounceState, Decision, state_from
+from topocast.pipeline.debounce import DebounceState, state_from
 from topocast.pipeline.debounce_runner import DamagedState, DebounceRunner
+from topocast.ports.debounce import DebouncePolicy, Timer
 
 MAX_SQS_DELAY = 900
 _NUMBERS = ("first_change_at", "last_change_at", "timer_due_at", "lease_until", "leading_due_at")
@@ -169,31 +171,32 @@ class SqsTimers:
         self.queue_url = queue_url
         self.sqs = sqs
 
-    def send(self, cluster: str, timer_id: str, delay: float, body: dict[str, Any]) -> None:
+    def send(self, timer: Timer, delay: float) -> None:
         seconds = min(MAX_SQS_DELAY, math.ceil(delay))
+        body = json.dumps(timer.to_json())
         with_retries(
-            lambda: self.sqs.send_message(QueueUrl=self.queue_url, MessageBody=json.dumps(body), DelaySeconds=seconds),
-            what=f"send debounce timer for {cluster}",
+            lambda: self.sqs.send_message(QueueUrl=self.queue_url, MessageBody=body, DelaySeconds=seconds),
+            what=f"send debounce timer for {timer.cluster}",
         )
 
 
 class DynamoSqsDebouncer(DebounceRunner):
-    """The shared debounce runner over DynamoDB state and SQS delayed messages.
+    """The shared debounce runner over DynamoDB state and SQS delayed messages, run by ``policy``."""
 
-    ``options`` are the runner's: ``quiet``, ``max_wait``, ``lease``,
-    ``lost_timer_grace``, ``clock``, ``max_attempts``.
-    """
-
-    def __init__(self, table: str, queue_url: str, dynamodb: Any, sqs: Any, **options: Any) -> None:
-        states = DynamoDbStates(table, dynamodb, options.get("clock", time.time))
-        super().__init__(states, SqsTimers(queue_url, sqs), **options)
+    def __init__(
+        self,
+        table: str,
+        queue_url: str,
+        dynamodb: Any,
+        sqs: Any,
+        policy: DebouncePolicy,
+        *,
+        clock: Callable[[], float] = time.time,
+        on_reset: Callable[[str], None] | None = None,
+    ) -> None:
+        states = DynamoDbStates(table, dynamodb, clock)
+        super().__init__(states, SqsTimers(queue_url, sqs), policy, clock=clock, on_reset=on_reset)
         self.table = table
         self.queue_url = queue_url
         self.dynamodb = dynamodb
         self.sqs = sqs
-
-    def on_timer(self, message: Any) -> Decision:
-        """A timer arrived: an SQS record (Lambda ``body``, boto3 ``Body``), its body text or the parsed body."""
-        if isinstance(message, Mapping) and "timer_id" not in message:
-            message = message.get("body", message.get("Body", message))
-        return super().on_timer(message)

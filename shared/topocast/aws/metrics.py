@@ -45,7 +45,7 @@ EMF_NAMES = {
 
 
 class AwsMetrics:
-    """:class:`~topocast.app.ports.Metrics`: counts in-process (``counts``) and, inside a Lambda
+    """:class:`~topocast.ports.protocols.Metrics`: counts in-process (``counts``) and, inside a Lambda
     invocation, as CloudWatch EMF metrics (``sink`` is set by the handlers' Powertools wrapper)."""
 
     def __init__(self) -> None:

@@ -22,7 +22,7 @@ from topocast.pipeline.publish_state import ObjectPublishState
 
 
 class S3PublishState(S3Backed, ObjectPublishState):
-    """:class:`topocast.app.ports.PublishState` in S3: ``S3PublishState(bucket, prefix, cluster, s3)``."""
+    """:class:`topocast.ports.protocols.PublishState` in S3: ``S3PublishState(bucket, prefix, cluster, s3)``."""
 
 
 def read_override(cluster: str, ssm: Any | None = None, parameter: str | None = None) -> str | None:

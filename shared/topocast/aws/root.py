@@ -19,11 +19,11 @@ from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 from topocast.app.metrics import MetricCounts
-from topocast.app.ports import Publisher
 from topocast.app.wiring import CompositionRoot
 from topocast.aws.metrics import AwsMetrics
 from topocast.config import Settings
 from topocast.k8s.nodes_client import with_node_lister
+from topocast.ports.protocols import Publisher
 from topocast.providers import Provider, ProviderInputs, build_provider
 from topocast.providers.base import no_client
 from topocast.publish import PublisherInputs, build_publishers, register_publisher
@@ -46,7 +46,7 @@ SUPPLIED_CLIENTS = ("s3", "ec2", "sqs", "ssm", "dynamodb")
 
 
 class SqsPublishHandoff:
-    """:class:`~topocast.app.ports.PublishHandoff`: a message on the publish queue."""
+    """:class:`~topocast.ports.protocols.PublishHandoff`: a message on the publish queue."""
 
     def __init__(self, cluster: str, queue_url: str, sqs: Any) -> None:
         self.cluster, self.queue_url, self.sqs = cluster, queue_url, sqs
@@ -62,7 +62,7 @@ class SqsPublishHandoff:
 
 
 class SqsRechecks:
-    """:class:`~topocast.app.ports.Rechecks`: a ``topocast/Recheck`` envelope on the events queue, delayed
+    """:class:`~topocast.ports.protocols.Rechecks`: a ``topocast/Recheck`` envelope on the events queue, delayed
     with ``DelaySeconds`` (the SQS timer the debouncer uses too; at most 900 s)."""
 
     def __init__(self, cluster: str, queue_url: str, sqs: Any) -> None:
@@ -89,7 +89,7 @@ class SqsRechecks:
 
 
 class SsmGuardOverride:
-    """:class:`~topocast.app.ports.GuardOverride`: env ``TOPOCAST_GUARD_ALLOW_GENERATION``, then an SSM parameter."""
+    """:class:`~topocast.ports.protocols.GuardOverride`: env ``TOPOCAST_GUARD_ALLOW_GENERATION``, then SSM."""
 
     def __init__(self, cluster: str, ssm: Any, parameter: str | None) -> None:
         self.cluster, self.ssm, self.parameter = cluster, ssm, parameter
@@ -192,10 +192,8 @@ class AwsRuntime(CompositionRoot):
             s.timer_queue_url or "",
             self.dynamodb,
             self.sqs,
-            quiet=s.debounce_quiet,
-            max_wait=s.debounce_max_wait,
+            self.debounce_policy,
             clock=self.clock,
-            leading_edge=s.debounce_leading_edge,
             on_reset=self.debounce_state_reset,
         )
 

@@ -25,7 +25,7 @@ from typing import Any
 
 from topocast.aws.retry import error_code, with_retries
 from topocast.aws.s3_objects import S3Objects
-from topocast.pipeline.artifacts import ManifestEntry
+from topocast.ports.records import ManifestEntry
 from topocast.publish import envelope
 from topocast.publish.base import FileOutcome, FilePublisher
 

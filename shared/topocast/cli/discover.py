@@ -22,14 +22,17 @@ from pydantic import BaseModel
 from topocast.errors import ProviderError
 from topocast.model.graph import TopologyGraph, dump_graph
 from topocast.model.placement import notes_report, set_aside_report
-from topocast.providers import PROVIDERS, DiscoveryResult, ProviderInputs, ShellMeans, build_provider, connect
-from topocast.providers.options import (
-    describe_options,
-    option_specs,
-    parse_option_pairs,
+from topocast.providers import (
+    PROVIDERS,
+    DiscoveryResult,
+    ProviderInputs,
+    ShellMeans,
+    build_provider,
+    connect,
     provider_models,
     registered_options_model,
 )
+from topocast.providers.options import describe_options, option_specs, parse_option_pairs
 from topocast.providers.secrets import read_local_text, read_secret
 from topocast.safeio.files import write_out
 

@@ -23,8 +23,8 @@ transitions; this module only persists and sends.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import asdict
-from typing import Any
 
 from topocast.gcp.events import DEBOUNCE_TIMER
 from topocast.gcp.gcs import GcsObjects
@@ -32,6 +32,7 @@ from topocast.gcp.tasks import TaskQueue, task_id
 from topocast.pipeline.debounce import DebounceState, state_from
 from topocast.pipeline.debounce_runner import DamagedState, DebounceRunner
 from topocast.pipeline.objects import MUST_NOT_EXIST, cluster_base
+from topocast.ports.debounce import DebouncePolicy, Timer
 
 
 class GcsDebounceStates:
@@ -71,17 +72,26 @@ class CloudTasksTimers:
         self.queue = queue
         self.render_url = render_url
 
-    def send(self, cluster: str, timer_id: str, delay: float, body: dict[str, Any]) -> None:
+    def send(self, timer: Timer, delay: float) -> None:
         self.queue.send_event(
             self.render_url,
             DEBOUNCE_TIMER,
-            body,
-            name=task_id("timer", cluster, timer_id),
+            timer.to_json(),
+            name=task_id("timer", timer.cluster, timer.timer_id),
             delay=delay,
-            subject=cluster,
+            subject=timer.cluster,
         )
 
 
-def gcp_debouncer(objects: GcsObjects, prefix: str, queue: TaskQueue, render_url: str, **kwargs: Any) -> DebounceRunner:
-    """The debouncer the GCP functions use (``kwargs``: quiet, max_wait, lease, lost_timer_grace, clock)."""
-    return DebounceRunner(GcsDebounceStates(objects, prefix), CloudTasksTimers(queue, render_url), **kwargs)
+def gcp_debouncer(
+    objects: GcsObjects,
+    prefix: str,
+    queue: TaskQueue,
+    render_url: str,
+    policy: DebouncePolicy,
+    *,
+    on_reset: Callable[[str], None] | None = None,
+) -> DebounceRunner:
+    """The debouncer the GCP functions use: Cloud Storage state, Cloud Tasks timers, run by ``policy``."""
+    states, timers = GcsDebounceStates(objects, prefix), CloudTasksTimers(queue, render_url)
+    return DebounceRunner(states, timers, policy, on_reset=on_reset)

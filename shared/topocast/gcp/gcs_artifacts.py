@@ -27,13 +27,13 @@ from topocast.pipeline.publish_state import ObjectPublishState
 
 
 class GcsArtifactStore(ObjectArtifactStore):
-    """:class:`topocast.app.ports.ArtifactStore` in Cloud Storage."""
+    """:class:`topocast.ports.protocols.ArtifactStore` in Cloud Storage."""
 
     objects: GcsObjects  # constructed as GcsArtifactStore(GcsObjects(bucket, client), prefix, cluster)
 
 
 class GcsPublishState(ObjectPublishState):
-    """:class:`topocast.app.ports.PublishState` in Cloud Storage, plus the operator override object."""
+    """:class:`topocast.ports.protocols.PublishState` in Cloud Storage, plus the operator override object."""
 
     def __init__(self, objects: GcsObjects, prefix: str, cluster: str) -> None:
         super().__init__(objects, prefix, cluster)

@@ -26,8 +26,8 @@ from typing import Any
 
 from topocast.errors import TopocastError
 from topocast.gcp.gcs import GcsObjects
-from topocast.pipeline.artifacts import ManifestEntry
 from topocast.pipeline.objects import MUST_NOT_EXIST
+from topocast.ports.records import ManifestEntry
 from topocast.publish.base import FileOutcome, FilePublisher
 
 log = logging.getLogger(__name__)

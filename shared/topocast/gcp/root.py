@@ -16,7 +16,6 @@ from functools import cached_property
 from typing import Any
 
 from topocast.app.metrics import MetricCounts
-from topocast.app.ports import Publisher
 from topocast.app.wiring import CompositionRoot
 from topocast.config import Settings
 from topocast.errors import TopocastError
@@ -25,9 +24,10 @@ from topocast.gcp.gcs_artifacts import GcsArtifactStore, GcsPublishState
 from topocast.gcp.gcs_store import GcsGraphStore
 from topocast.gcp.tasks import TaskQueue, task_id
 from topocast.k8s.nodes_client import with_node_lister
-from topocast.pipeline.debounce import Decision
 from topocast.pipeline.debounce_runner import DebounceRunner
 from topocast.pipeline.objects import cluster_base
+from topocast.ports.debounce import Decision, Timer
+from topocast.ports.protocols import Publisher
 from topocast.providers import Provider, ProviderInputs, build_provider
 from topocast.providers.base import no_client
 from topocast.providers.gcp.api import ComputeApi
@@ -51,18 +51,18 @@ class NoDebouncer:
     def note_change(self, cluster: str, generation: int) -> Decision:
         return Decision("idle", reason=self.reason)
 
-    def on_timer(self, body: Any) -> Decision:
+    def on_timer(self, timer: Timer) -> Decision:
         raise TopocastError(f"render got a timer but {self.reason}")
 
     def mark_rendered(self, cluster: str, decision: Decision, generation: int) -> Decision:
         return Decision("idle", reason=self.reason)
 
-    def render_failed(self, cluster: str, decision: Decision, *, max_failures: int) -> Decision:
+    def render_failed(self, cluster: str, decision: Decision) -> Decision:
         return Decision("drop", reason=self.reason)
 
 
 class CloudTasksHandoff:
-    """:class:`~topocast.app.ports.PublishHandoff`: a named task for the publish function (deduplicated)."""
+    """:class:`~topocast.ports.protocols.PublishHandoff`: a named task for the publish function (deduplicated)."""
 
     def __init__(self, cluster: str, queue: TaskQueue | None, url: str | None) -> None:
         self.cluster, self.queue, self.url = cluster, queue, url
@@ -77,7 +77,7 @@ class CloudTasksHandoff:
 
 
 class CloudTasksRechecks:
-    """:class:`~topocast.app.ports.Rechecks`: a named ``dev.topocast.recheck.v1`` task to discover with a
+    """:class:`~topocast.ports.protocols.Rechecks`: a named ``dev.topocast.recheck.v1`` task to discover with a
     schedule time, on the queue the discover windows and timers use (the name deduplicates a redelivery)."""
 
     def __init__(self, cluster: str, queue: TaskQueue, url: str) -> None:
@@ -164,10 +164,8 @@ class GcpRuntime(CompositionRoot):
         if self.queue is None or not s.render_url:
             return NoDebouncer()
         return gcp_debouncer(
-            self.objects, s.prefix, self.queue, s.render_url,
-            quiet=s.debounce_quiet, max_wait=s.debounce_max_wait, leading_edge=s.debounce_leading_edge,
-            on_reset=self.debounce_state_reset,
-        )  # fmt: skip
+            self.objects, s.prefix, self.queue, s.render_url, self.debounce_policy, on_reset=self.debounce_state_reset
+        )
 
     @cached_property
     def handoff(self) -> CloudTasksHandoff:
@@ -220,7 +218,7 @@ class GcpRuntime(CompositionRoot):
 
 @dataclass(frozen=True)
 class GcsOverride:
-    """:class:`~topocast.app.ports.GuardOverride`: env ``TOPOCAST_GUARD_ALLOW_GENERATION``, then an object."""
+    """:class:`~topocast.ports.protocols.GuardOverride`: env ``TOPOCAST_GUARD_ALLOW_GENERATION``, then an object."""
 
     state: GcsPublishState
 

@@ -37,21 +37,27 @@ def with_node_lister(clients: Callable[[str], Any], k8s_options: Mapping[str, An
 
 
 class KubeListers:
-    """:class:`topocast.providers.means.KubeAccess` over the cluster of a kubeconfig, else the environment's
-    (``TOPOCAST_K8S_*``, the in-cluster service account); lightkube is loaded when a listing is asked for."""
+    """:class:`topocast.providers.means.KubeAccess` over the cluster of a kubeconfig, else that of
+    ``k8s_options`` (``TOPOCAST_K8S_OPTIONS``' ``connection``: the in-cluster controller's), else the
+    environment's (``TOPOCAST_K8S_*``, the in-cluster service account); lightkube is loaded when a listing
+    is asked for."""
+
+    def __init__(self, k8s_options: Mapping[str, Any] | None = None) -> None:
+        self.k8s_options = dict(k8s_options or {})
 
     def node_lister(self, kubeconfig: str | None) -> NodeLister:
         from topocast.k8s.node_source import node_lister
 
-        return node_lister(_connection(kubeconfig))
+        return node_lister(self._connection(kubeconfig))
 
     def dra_lister(self, kubeconfig: str | None) -> DraLister:
         from topocast.k8s.resource_slices import dra_lister
 
-        return dra_lister(_connection(kubeconfig))
+        return dra_lister(self._connection(kubeconfig))
 
+    def _connection(self, kubeconfig: str | None) -> K8sConnection:
+        from topocast.k8s.client import K8sConnection, connection_from_options
 
-def _connection(kubeconfig: str | None) -> K8sConnection:
-    from topocast.k8s.client import K8sConnection
-
-    return K8sConnection(auth="kubeconfig", kubeconfig=kubeconfig) if kubeconfig else K8sConnection.from_env()
+        if kubeconfig:
+            return K8sConnection(auth="kubeconfig", kubeconfig=kubeconfig)
+        return connection_from_options(self.k8s_options)

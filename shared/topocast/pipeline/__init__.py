@@ -5,6 +5,6 @@ Graph generations (:mod:`~topocast.pipeline.store`), rendered artifacts and thei
 over any bucket (:mod:`~topocast.pipeline.objects`); the blast-radius guard
 (:mod:`~topocast.pipeline.guard`) and the debouncer (:mod:`~topocast.pipeline.debounce`,
 :mod:`~topocast.pipeline.debounce_runner`). The use cases that run the stages are in
-:mod:`topocast.app`, their ports in :mod:`topocast.app.ports`; the cloud adapters
+:mod:`topocast.app`, their ports in :mod:`topocast.ports.protocols`; the cloud adapters
 (``topocast.aws``, ``topocast.gcp``) are thin shells around both.
 """

@@ -23,96 +23,18 @@ manifests last, so a reader that finds a manifest always finds its files.
 from __future__ import annotations
 
 import hashlib
-import json
-from dataclasses import dataclass
-from typing import Any
 
 from topocast.errors import TopocastError
 from topocast.pipeline.objects import MUST_NOT_EXIST, ObjectStore, cluster_base
-
-
-class ManifestError(TopocastError):
-    """A stored manifest is missing fields or is not JSON."""
+from topocast.ports.records import Manifest
 
 
 class ArtifactNotFoundError(TopocastError, LookupError):
     """A rendered file or manifest is not in the artifact store."""
 
 
-@dataclass(frozen=True)
-class ManifestEntry:
-    format: str
-    file: str
-    sha256: str
-    node_count: int
-    media_type: str = "text/plain"
-    size: int = 0
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "format": self.format,
-            "file": self.file,
-            "sha256": self.sha256,
-            "node_count": self.node_count,
-            "media_type": self.media_type,
-            "size": self.size,
-        }
-
-
-@dataclass(frozen=True)
-class Manifest:
-    generation: int
-    graph_sha256: str
-    artifacts: tuple[ManifestEntry, ...]
-    rendered_at: str = ""
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "generation": self.generation,
-            "graph_sha256": self.graph_sha256,
-            "rendered_at": self.rendered_at,
-            "artifacts": [a.to_json() for a in self.artifacts],
-        }
-
-    def dumps(self) -> bytes:
-        return (json.dumps(self.to_json(), indent=2) + "\n").encode()
-
-    @classmethod
-    def from_json(cls, data: Any, source: str = "manifest") -> Manifest:
-        try:
-            entries = tuple(
-                ManifestEntry(
-                    format=str(a["format"]),
-                    file=str(a["file"]),
-                    sha256=str(a["sha256"]),
-                    node_count=int(a["node_count"]),
-                    media_type=str(a.get("media_type", "text/plain")),
-                    size=int(a.get("size", 0)),
-                )
-                for a in data["artifacts"]
-            )
-            return cls(int(data["generation"]), str(data["graph_sha256"]), entries, str(data.get("rendered_at", "")))
-        except (KeyError, TypeError, ValueError) as exc:
-            raise ManifestError(f"{source}: malformed manifest ({exc!r})") from None
-
-    @classmethod
-    def loads(cls, raw: bytes | str, source: str = "manifest") -> Manifest:
-        try:
-            data = json.loads(raw)
-        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-            raise ManifestError(f"{source}: manifest is not valid JSON ({exc})") from None
-        return cls.from_json(data, source)
-
-    def fingerprint(self) -> frozenset[tuple[str, str, str]]:
-        """What the scheduler would see: equal fingerprints need no publish."""
-        return frozenset((a.format, a.file, a.sha256) for a in self.artifacts)
-
-    def entry(self, fmt: str) -> ManifestEntry | None:
-        return next((a for a in self.artifacts if a.format == fmt), None)
-
-
 class ObjectArtifactStore:
-    """:class:`~topocast.app.ports.ArtifactStore` of one cluster in a bucket (layout: the module docstring)."""
+    """:class:`~topocast.ports.protocols.ArtifactStore` of one cluster in a bucket (layout: the module docstring)."""
 
     def __init__(self, objects: ObjectStore, prefix: str, cluster: str) -> None:
         self.objects = objects

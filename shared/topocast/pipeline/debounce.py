@@ -1,12 +1,12 @@
 """Debounce: turn a burst of graph changes into one render, but never starve under churn.
 
-A render is due when the graph has been quiet for ``quiet`` seconds (:data:`DEFAULT_QUIET`)
-or when ``max_wait`` seconds (:data:`DEFAULT_MAX_WAIT`) have passed since the first change
-that is not rendered yet, whichever comes first::
+A render is due when the graph has been quiet for ``quiet`` seconds or when ``max_wait`` seconds
+have passed since the first change that is not rendered yet, whichever comes first (every knob is a
+field of the one :class:`~topocast.ports.debounce.DebouncePolicy` each transition takes)::
 
     due = min(last_change_at + quiet, first_change_at + max_wait)
 
-With the leading edge (``leading_edge=True``, setting ``TOPOCAST_DEBOUNCE_LEADING_EDGE``,
+With the leading edge (``policy.leading_edge``, setting ``TOPOCAST_DEBOUNCE_LEADING_EDGE``,
 default off), a change that finds the pipeline idle - nothing unrendered, no timer alive, and
 no change for at least ``quiet`` seconds - renders at once (``leading_due_at``); the changes
 that follow it (the rest of a burst) debounce as above into one more render. A burst thus ends
@@ -47,18 +47,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, fields, replace
 from typing import Any, Literal, get_args
 
-#: the quiet window and the max wait (seconds): the one place their defaults are written
-#: (``TOPOCAST_DEBOUNCE_QUIET_SECONDS`` / ``TOPOCAST_DEBOUNCE_MAX_WAIT_SECONDS`` in topocast.config)
-DEFAULT_QUIET = 15.0
-DEFAULT_MAX_WAIT = 120.0
-#: how long a claimed render may take before a redelivered timer renders again; keep it at or
-#: below the timer queue's visibility timeout so a render that failed is retried by redelivery
-DEFAULT_LEASE = 180.0
-DEFAULT_LOST_TIMER_GRACE = 300.0
+from topocast.ports.debounce import DebouncePolicy, Decision
 
 Phase = Literal["idle", "waiting", "rendering"]
-#: ``retry``: ask the platform to redeliver this timer later (its render holds the lease)
-Action = Literal["render", "wait", "idle", "drop", "retry"]
 
 
 @dataclass(frozen=True)
@@ -120,23 +111,6 @@ def state_from(values: Mapping[str, Any]) -> DebounceState:
 
 
 @dataclass(frozen=True)
-class Decision:
-    """What to do now. ``render``: render the latest generation, then call ``on_rendered`` with ``timer_id``."""
-
-    action: Action
-    wait_seconds: float = 0.0
-    reason: str = ""
-    generation: int | None = None
-    timer_id: str | None = None
-    #: filled in by adapters that serve several clusters (the timer message names it)
-    cluster: str | None = None
-
-    @property
-    def render(self) -> bool:
-        return self.action == "render"
-
-
-@dataclass(frozen=True)
 class Step:
     """Result of a transition: the new state, the decision, and a timer to send (delay) if any."""
 
@@ -145,10 +119,9 @@ class Step:
     arm: float | None = None
 
 
-def decide(
-    state: DebounceState, now: float, quiet: float = DEFAULT_QUIET, max_wait: float = DEFAULT_MAX_WAIT
-) -> Decision:
+def decide(state: DebounceState, now: float, policy: DebouncePolicy) -> Decision:
     """Render now, wait N seconds, or idle (nothing unrendered)."""
+    quiet, max_wait = policy.quiet, policy.max_wait
     if state.first_change_at is None:
         return Decision("idle", reason="no unrendered change")
     if state.leading_due_at is not None and now >= state.leading_due_at:
@@ -163,10 +136,10 @@ def decide(
     return Decision("wait", wait_seconds=due - now, reason=f"render due in {due - now:.1f}s")
 
 
-def timer_alive(state: DebounceState, now: float, lost_timer_grace: float = DEFAULT_LOST_TIMER_GRACE) -> bool:
+def timer_alive(state: DebounceState, now: float, policy: DebouncePolicy) -> bool:
     """Is a timer (or a render it started) still expected to report back?"""
     if state.phase == "waiting":
-        return state.timer_due_at is None or now < state.timer_due_at + lost_timer_grace
+        return state.timer_due_at is None or now < state.timer_due_at + policy.lost_timer_grace
     if state.phase == "rendering":
         return state.lease_until is not None and now < state.lease_until
     return False
@@ -195,39 +168,39 @@ def _resend(state: DebounceState, now: float) -> Step:
     return Step(state, Decision("wait", wait_seconds=delay, reason=reason, timer_id=state.timer_id), arm=delay)
 
 
-def _revive(state: DebounceState, now: float, new_timer_id: str, quiet: float, lost_timer_grace: float) -> Step | None:
+def _revive(state: DebounceState, now: float, new_timer_id: str, policy: DebouncePolicy) -> Step | None:
     """Get an unrendered generation going again when its timer (or render) is lost; None: nothing to do."""
     if not unrendered(state):
         return None
     if timer_unsent(state):
         return _resend(state, now)
-    if timer_alive(state, now, lost_timer_grace):
+    if timer_alive(state, now, policy):
         return None
     # the timer never fired or the render that claimed it died: render as soon as the new timer fires
     pending = replace(
         state,
         first_change_at=state.first_change_at if state.first_change_at is not None else now,
-        last_change_at=min(state.last_change_at or now, now - quiet),  # quiet already: due when it fires
+        last_change_at=min(state.last_change_at or now, now - policy.quiet),  # quiet already: due when it fires
     )
     return _arm(pending, now, 0.0, new_timer_id, f"timer re-armed: the {state.phase} timer was lost")
 
 
-def on_damaged(now: float, *, new_timer_id: str, quiet: float = DEFAULT_QUIET) -> Step:
+def on_damaged(now: float, *, new_timer_id: str, policy: DebouncePolicy) -> Step:
     """The stored state could not be read: start over with an unrendered change and a timer due now.
 
     What the lost record said is unknown, so the render is armed whatever it was: the latest
     generation renders (a spare render at worst; a pending one is never lost). ``latest_generation``
     1 over ``last_rendered_generation`` 0 stands for "something unrendered": any render covers it.
     """
-    pending = DebounceState(first_change_at=now, last_change_at=now - quiet, latest_generation=1, version=1)
+    pending = DebounceState(first_change_at=now, last_change_at=now - policy.quiet, latest_generation=1, version=1)
     return _arm(pending, now, 0.0, new_timer_id, "debounce state reset: a render of the latest generation is armed")
 
 
-def was_idle(state: DebounceState, now: float, quiet: float, lost_timer_grace: float) -> bool:
+def was_idle(state: DebounceState, now: float, policy: DebouncePolicy) -> bool:
     """Nothing unrendered, no timer or render alive, and no change for at least ``quiet`` seconds."""
-    if unrendered(state) or state.first_change_at is not None or timer_alive(state, now, lost_timer_grace):
+    if unrendered(state) or state.first_change_at is not None or timer_alive(state, now, policy):
         return False
-    return state.last_change_at is None or now - state.last_change_at >= quiet
+    return state.last_change_at is None or now - state.last_change_at >= policy.quiet
 
 
 def on_change(
@@ -236,21 +209,18 @@ def on_change(
     now: float,
     *,
     new_timer_id: str,
-    quiet: float = DEFAULT_QUIET,
-    max_wait: float = DEFAULT_MAX_WAIT,
-    lost_timer_grace: float = DEFAULT_LOST_TIMER_GRACE,
-    leading_edge: bool = False,
+    policy: DebouncePolicy,
 ) -> Step:
     """A new generation was written: record it; arm a timer only if none is alive.
 
     A generation already noted (a retried batch, a reconcile that finds the graph unchanged) arms
     nothing while its timer is alive, but gets a lost timer going again if it is still unrendered.
-    With ``leading_edge``, the first change after a quiet period arms a timer due now.
+    With ``policy.leading_edge``, the first change after a quiet period arms a timer due now.
     """
     if generation <= max(state.latest_generation, state.last_rendered_generation):
-        revived = _revive(state, now, new_timer_id, quiet, lost_timer_grace)
+        revived = _revive(state, now, new_timer_id, policy)
         return revived or Step(state, Decision("drop", reason=f"generation {generation} already noted"))
-    leading = leading_edge and was_idle(state, now, quiet, lost_timer_grace)
+    leading = policy.leading_edge and was_idle(state, now, policy)
     noted = replace(
         state,
         latest_generation=generation,
@@ -260,9 +230,9 @@ def on_change(
     )
     if timer_unsent(noted):
         return _resend(noted, now)
-    if timer_alive(state, now, lost_timer_grace):
+    if timer_alive(state, now, policy):
         return Step(noted, Decision("wait", reason=f"timer already {state.phase}", timer_id=state.timer_id))
-    due = decide(noted, now, quiet, max_wait)
+    due = decide(noted, now, policy)
     return _arm(noted, now, due.wait_seconds, new_timer_id, "timer armed (leading edge)" if leading else "timer armed")
 
 
@@ -272,10 +242,7 @@ def on_timer(
     now: float,
     *,
     new_timer_id: str,
-    quiet: float = DEFAULT_QUIET,
-    max_wait: float = DEFAULT_MAX_WAIT,
-    lease: float = DEFAULT_LEASE,
-    lost_timer_grace: float = DEFAULT_LOST_TIMER_GRACE,
+    policy: DebouncePolicy,
 ) -> Step:
     """A timer fired: drop it if it is not the live one, else re-arm once or claim the render.
 
@@ -283,7 +250,7 @@ def on_timer(
     again; a copy of the live timer during its render's lease asks to be retried.
     """
     if timer_id != state.timer_id or state.phase == "idle":
-        revived = _revive(state, now, new_timer_id, quiet, lost_timer_grace)
+        revived = _revive(state, now, new_timer_id, policy)
         if revived is not None:
             return replace(revived, decision=replace(revived.decision, action="drop"))  # this copy is done
         return Step(state, Decision("drop", reason=f"timer {timer_id} is not the live one"))
@@ -293,20 +260,22 @@ def on_timer(
             why = f"duplicate timer: its render is in progress (lease for {state.lease_until - now:.0f}s more)"
             return Step(state, Decision("retry", reason=why, timer_id=timer_id))
         # the render that claimed this timer never reported back (crashed, timed out): try again
-        retry = replace(state, lease_until=now + lease, first_change_at=None, leading_due_at=None)
+        retry = replace(state, lease_until=now + policy.lease, first_change_at=None, leading_due_at=None)
         return Step(
             retry,
             Decision(
                 "render", reason="previous render did not finish", generation=state.latest_generation, timer_id=timer_id
             ),
         )
-    due = decide(state, now, quiet, max_wait)
+    due = decide(state, now, policy)
     if due.action == "idle":
         idle = replace(state, phase="idle", timer_id=None, timer_due_at=None)
         return Step(idle, Decision("idle", reason=due.reason))
     if due.action == "wait":
         return _arm(state, now, due.wait_seconds, new_timer_id, due.reason)
-    claimed = replace(state, phase="rendering", lease_until=now + lease, first_change_at=None, leading_due_at=None)
+    claimed = replace(
+        state, phase="rendering", lease_until=now + policy.lease, first_change_at=None, leading_due_at=None
+    )
     return Step(claimed, replace(due, timer_id=timer_id))
 
 
@@ -317,8 +286,7 @@ def on_rendered(
     now: float,
     *,
     new_timer_id: str,
-    quiet: float = DEFAULT_QUIET,
-    max_wait: float = DEFAULT_MAX_WAIT,
+    policy: DebouncePolicy,
 ) -> Step:
     """The render claimed by ``timer_id`` finished with ``generation``: go idle or arm the next window."""
     done = replace(state, last_rendered_generation=max(state.last_rendered_generation, generation))
@@ -326,7 +294,7 @@ def on_rendered(
         return Step(done, Decision("drop", reason="another timer took over; generation recorded"))
     if done.first_change_at is not None and done.latest_generation > done.last_rendered_generation:
         # changes arrived while rendering; they have been waiting since first_change_at already
-        due = decide(done, now, quiet, max_wait)
+        due = decide(done, now, policy)
         return _arm(done, now, due.wait_seconds, new_timer_id, "changes arrived during the render")
     idle = replace(done, phase="idle", timer_id=None, timer_due_at=None, lease_until=None, first_change_at=None)
     return Step(replace(idle, render_failures=0), Decision("idle", reason=f"generation {generation} rendered"))
@@ -337,10 +305,10 @@ def on_render_failed(
     timer_id: str | None,
     now: float,
     *,
-    max_failures: int,
-    quiet: float = DEFAULT_QUIET,
+    policy: DebouncePolicy,
 ) -> Step:
-    """The render claimed by ``timer_id`` failed: release the claim, or give up after ``max_failures`` in a row.
+    """The render claimed by ``timer_id`` failed: release the claim, or give up after ``policy.render_attempts``
+    failures in a row.
 
     Released: back to ``waiting`` on the same timer, due now, and the decision ``retry`` - the
     caller asks the platform to redeliver that timer, which then renders at once (no new timer
@@ -350,7 +318,7 @@ def on_render_failed(
     """
     if timer_id is None or timer_id != state.timer_id or state.phase != "rendering":
         return Step(state, Decision("wait", reason="another timer took over"))
-    failures = state.render_failures + 1
+    failures, max_failures = state.render_failures + 1, policy.render_attempts
     if failures >= max_failures:
         # the given-up generation counts as not noted: the same number written again (a healed store) renders
         idle = replace(
@@ -360,7 +328,7 @@ def on_render_failed(
         return Step(idle, Decision("drop", reason=f"render failed {failures} time(s) in a row; giving up"))
     released = replace(
         state, phase="waiting", timer_due_at=now, lease_until=None, render_failures=failures,
-        first_change_at=min(state.first_change_at or now, now), last_change_at=now - quiet,
+        first_change_at=min(state.first_change_at or now, now), last_change_at=now - policy.quiet,
     )  # fmt: skip
     why = f"render failed ({failures}/{max_failures}); the claim is released and the timer retried"
     return Step(released, Decision("retry", reason=why, timer_id=timer_id))

@@ -13,9 +13,15 @@ small pieces:
   the runner replaces it (:func:`topocast.pipeline.debounce.on_damaged`: a render
   of the latest generation is armed at once), logs a warning and calls ``on_reset``
   (the roots count it), on every cloud alike;
-* a :class:`TimerSender` - ``send(cluster, timer_id, delay, body)``, a one-shot
-  delivery of ``body`` to the render function after ``delay`` seconds. The
-  timer ID is unique per arm, so a sender may use it to deduplicate retries.
+* a :class:`TimerSender` - ``send(timer, delay)``, a one-shot delivery of the
+  :class:`~topocast.ports.debounce.Timer` (its :meth:`~topocast.ports.debounce.Timer.to_json`
+  body) to the render function after ``delay`` seconds. The timer ID is unique
+  per arm, so a sender may use it to deduplicate retries.
+
+The knobs (quiet window, max wait, lease, lost-timer grace, render attempts, write attempts)
+are one :class:`~topocast.ports.debounce.DebouncePolicy`, held whole and handed to every
+transition; :meth:`DebounceRunner.on_timer` takes a :class:`~topocast.ports.debounce.Timer`
+parsed where the delivery entered (:func:`topocast.app.routing.timer`).
 
 Every write is idempotent: it appends a fresh write ID to the state's
 ``recent_writes``. A conditional write can land on the server while its
@@ -37,32 +43,29 @@ Dying between 1 and 3 leaves the mark: the next observer (the retried delivery,
 a reconcile that finds the graph unchanged, a stale timer) re-sends that timer
 (:func:`topocast.pipeline.debounce._revive`). If the send raises, the state is
 also rolled back (conditionally) and the error propagates, so the caller's input
-is retried. The timer body is the same on
-every cloud: ``{"kind": "topocast.debounce.timer", "cluster", "timer_id",
-"armed_at", "due_at"}``.
+is retried. The timer body is the same on every cloud
+(:class:`~topocast.ports.debounce.Timer`).
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import random
 import time
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import replace
 from typing import Any, Protocol
 
 from topocast.errors import TopocastError
 from topocast.pipeline import debounce as core
-from topocast.pipeline.debounce import DebounceState, Decision, Step
+from topocast.pipeline.debounce import DebounceState, Step
+from topocast.ports.debounce import DebouncePolicy, Decision, Timer
 
 log = logging.getLogger(__name__)
 
-__all__ = ["KEEP_WRITES", "TIMER_KIND", "DamagedState", "DebounceRunner", "StateBackend", "TimerSender"]
-__all__ += ["parse_timer", "timer_body"]
+__all__ = ["KEEP_WRITES", "DamagedState", "DebounceRunner", "StateBackend", "TimerSender"]
 
-TIMER_KIND = "topocast.debounce.timer"
 #: how many write IDs a state keeps: a lost response is recognised even if this many
 #: other writers stored on top of it before the re-read
 KEEP_WRITES = 8
@@ -89,25 +92,9 @@ class StateBackend(Protocol):
 
 
 class TimerSender(Protocol):
-    def send(self, cluster: str, timer_id: str, delay: float, body: dict[str, Any]) -> None: ...
-
-
-def timer_body(cluster: str, timer_id: str, now: float, delay: float) -> dict[str, Any]:
-    return {"kind": TIMER_KIND, "cluster": cluster, "timer_id": timer_id, "armed_at": now, "due_at": now + delay}
-
-
-def parse_timer(body: Any) -> dict[str, Any]:
-    """The timer body (a dict, or its JSON text) as a dict; ValueError naming what is wrong."""
-    if isinstance(body, str | bytes | bytearray):
-        try:
-            body = json.loads(body)
-        except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as exc:
-            raise ValueError(f"timer message is not JSON ({type(exc).__name__}: {str(exc)[:120]})") from None
-    if not isinstance(body, Mapping) or body.get("kind") != TIMER_KIND:
-        raise ValueError(f"not a {TIMER_KIND} message: {str(body)[:200]}")
-    if not isinstance(body.get("cluster"), str) or not isinstance(body.get("timer_id"), str):
-        raise ValueError(f"timer message lacks cluster/timer_id: {str(body)[:200]}")
-    return dict(body)
+    def send(self, timer: Timer, delay: float) -> None:
+        """Deliver ``timer`` to the render function after ``delay`` seconds (its ID may name the delivery)."""
+        ...
 
 
 class DebounceRunner:
@@ -117,27 +104,17 @@ class DebounceRunner:
         self,
         states: StateBackend,
         timers: TimerSender,
+        policy: DebouncePolicy,
         *,
-        quiet: float = core.DEFAULT_QUIET,
-        max_wait: float = core.DEFAULT_MAX_WAIT,
-        lease: float = core.DEFAULT_LEASE,
-        lost_timer_grace: float = core.DEFAULT_LOST_TIMER_GRACE,
         clock: Callable[[], float] = time.time,
-        max_attempts: int = 50,
-        leading_edge: bool = False,
         on_reset: Callable[[str], None] | None = None,
     ) -> None:
-        if quiet <= 0 or max_wait < quiet:
-            raise ValueError(f"debounce needs 0 < quiet <= max_wait, got quiet={quiet} max_wait={max_wait}")
+        if policy.quiet <= 0:  # a timer due at once on every change would render every event
+            raise ValueError(f"a debounce timer needs a quiet window above 0, got quiet={policy.quiet}")
         self.states = states
         self.timers = timers
-        self.quiet = quiet
-        self.max_wait = max_wait
-        self.lease = lease
-        self.lost_timer_grace = lost_timer_grace
+        self.policy = policy
         self.clock = clock
-        self.max_attempts = max_attempts
-        self.leading_edge = leading_edge
         #: called with the cluster when its damaged state was reset (after the warning is logged)
         self.on_reset = on_reset
 
@@ -148,67 +125,40 @@ class DebounceRunner:
         """A generation was written: record it; arm a timer if none is alive (idempotent per generation)."""
         step = self._transition(
             cluster,
-            lambda s, now, tid: core.on_change(
-                s,
-                generation,
-                now,
-                new_timer_id=tid,
-                quiet=self.quiet,
-                max_wait=self.max_wait,
-                lost_timer_grace=self.lost_timer_grace,
-                leading_edge=self.leading_edge,
-            ),
+            lambda s, now, tid: core.on_change(s, generation, now, new_timer_id=tid, policy=self.policy),
         )
         return replace(step.decision, cluster=cluster)
 
-    def on_timer(self, body: Any) -> Decision:
-        """A timer fired: re-arm once, drop it, or "render now" (claiming the render); bad bodies are dropped."""
-        try:
-            timer = parse_timer(body)
-        except ValueError as exc:
-            log.warning("dropping timer: %s", exc)  # raising would make the service redeliver garbage forever
-            return Decision("drop", reason=str(exc))
-        timer_id, cluster = timer["timer_id"], timer["cluster"]
+    def on_timer(self, timer: Timer) -> Decision:
+        """A timer fired: re-arm once, drop it, or "render now" (claiming the render)."""
         step = self._transition(
-            cluster,
-            lambda s, now, tid: core.on_timer(
-                s,
-                timer_id,
-                now,
-                new_timer_id=tid,
-                quiet=self.quiet,
-                max_wait=self.max_wait,
-                lease=self.lease,
-                lost_timer_grace=self.lost_timer_grace,
-            ),
+            timer.cluster,
+            lambda s, now, tid: core.on_timer(s, timer.timer_id, now, new_timer_id=tid, policy=self.policy),
         )
-        return replace(step.decision, cluster=cluster)
+        return replace(step.decision, cluster=timer.cluster)
 
     def mark_rendered(self, cluster: str, decision: Decision, generation: int) -> Decision:
         """The render that ``decision`` started finished with ``generation``."""
         step = self._transition(
             cluster,
             lambda s, now, tid: core.on_rendered(
-                s, decision.timer_id, generation, now, new_timer_id=tid, quiet=self.quiet, max_wait=self.max_wait
+                s, decision.timer_id, generation, now, new_timer_id=tid, policy=self.policy
             ),
         )
         return replace(step.decision, cluster=cluster)
 
-    def render_failed(self, cluster: str, decision: Decision, *, max_failures: int) -> Decision:
+    def render_failed(self, cluster: str, decision: Decision) -> Decision:
         """The render that ``decision`` started failed: ``retry`` (the claim is released, the caller asks
-        for the timer's redelivery), or ``drop`` when ``max_failures`` renders failed in a row (the
-        caller dead-letters it)."""
+        for the timer's redelivery), or ``drop`` when the policy's ``render_attempts`` renders failed in
+        a row (the caller dead-letters it)."""
         step = self._transition(
-            cluster,
-            lambda s, now, tid: core.on_render_failed(
-                s, decision.timer_id, now, max_failures=max_failures, quiet=self.quiet
-            ),
+            cluster, lambda s, now, tid: core.on_render_failed(s, decision.timer_id, now, policy=self.policy)
         )
         return replace(step.decision, cluster=cluster)
 
     def _transition(self, cluster: str, fn: Callable[[DebounceState, float, str], Step]) -> Step:
         new_timer_id = uuid.uuid4().hex
-        for _ in range(self.max_attempts):
+        for _ in range(self.policy.write_attempts):
             before, token = self._load(cluster)
             now = self.clock()
             step = fn(before, now, new_timer_id)
@@ -231,7 +181,9 @@ class DebounceRunner:
                     raise
                 self._confirm(cluster, timer_id)
             return replace(step, state=after)
-        raise TopocastError(f"debounce state of cluster {cluster!r} kept changing ({self.max_attempts} attempts)")
+        raise TopocastError(
+            f"debounce state of cluster {cluster!r} kept changing ({self.policy.write_attempts} attempts)"
+        )
 
     def _load(self, cluster: str) -> tuple[DebounceState, Any]:
         try:
@@ -248,7 +200,7 @@ class DebounceRunner:
         if self.on_reset is not None:
             self.on_reset(cluster)
         now = self.clock()
-        step = core.on_damaged(now, new_timer_id=uuid.uuid4().hex, quiet=self.quiet)
+        step = core.on_damaged(now, new_timer_id=uuid.uuid4().hex, policy=self.policy)
         timer_id = step.state.timer_id
         assert timer_id is not None
         if self._save(cluster, _tagged(replace(step.state, unconfirmed_timer=timer_id)), damaged.token)[0]:
@@ -258,13 +210,13 @@ class DebounceRunner:
 
     def _send(self, cluster: str, timer_id: str, step: Step, now: float) -> None:
         delay = step.arm or 0.0
-        self.timers.send(cluster, timer_id, delay, timer_body(cluster, timer_id, now, delay))
+        self.timers.send(Timer(cluster, timer_id, armed_at=now, due_at=now + delay), delay)
 
     def _confirm(self, cluster: str, timer_id: str) -> None:
         """Clear the ``unconfirmed_timer`` mark of ``timer_id`` (sent). A failure only costs a re-send
         by the next observer, so it is logged, not raised: the caller's step did happen."""
         try:
-            for _ in range(self.max_attempts):
+            for _ in range(self.policy.write_attempts):
                 state, token = self.states.load(cluster)
                 if state.unconfirmed_timer != timer_id:
                     return  # already confirmed, or another timer took over

@@ -25,9 +25,10 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Collection, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
-from typing import Any
+
+from topocast.ports.records import HoldRecord
 
 DEFAULT_MAX_LOSS_FRACTION = 0.10
 OVERRIDE_ENV = "TOPOCAST_GUARD_ALLOW_GENERATION"
@@ -86,55 +87,6 @@ def override_allows(value: str | None, generation: int) -> bool:
         return False
     text = value.strip()
     return text.isdigit() and int(text) == generation
-
-
-@dataclass(frozen=True)
-class HoldRecord:
-    """A publish the guard held, waiting for confirmation."""
-
-    generation: int
-    lost: list[str]
-    previous_generation: int | None
-    reason: str
-    held_at: str = field(default_factory=lambda: datetime.now(UTC).isoformat())
-    #: the held nodes a later full read saw gone too (sorted); they no longer count against the limit
-    confirmed_gone: list[str] = field(default_factory=list)
-    confirmed_at: str | None = None
-
-    @property
-    def confirmed(self) -> bool:
-        """Has a full read confirmed every node of the loss?"""
-        return bool(self.lost) and set(self.lost) <= set(self.confirmed_gone)
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "generation": self.generation,
-            "lost": self.lost,
-            "previous_generation": self.previous_generation,
-            "reason": self.reason,
-            "held_at": self.held_at,
-            "confirmed": self.confirmed,
-            "confirmed_gone": self.confirmed_gone,
-            "confirmed_at": self.confirmed_at,
-        }
-
-    @classmethod
-    def from_json(cls, data: Any, source: str = "hold record") -> HoldRecord:
-        try:
-            lost = [str(n) for n in data["lost"]]
-            # a record written before node-by-node confirmation: "confirmed" covered the whole loss
-            gone = data.get("confirmed_gone", lost if data.get("confirmed") else [])
-            return cls(
-                generation=int(data["generation"]),
-                lost=lost,
-                previous_generation=data.get("previous_generation"),
-                reason=str(data.get("reason", "")),
-                held_at=str(data.get("held_at", "")),
-                confirmed_gone=sorted(str(n) for n in gone),
-                confirmed_at=data.get("confirmed_at"),
-            )
-        except (KeyError, TypeError, ValueError) as exc:
-            raise ValueError(f"{source}: malformed guard hold record ({exc!r})") from None
 
 
 def reconcile_confirms(hold: HoldRecord, reconcile_nodes: set[str]) -> list[str]:

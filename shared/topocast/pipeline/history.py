@@ -21,19 +21,33 @@ from __future__ import annotations
 import json
 import logging
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from topocast.errors import InvalidGraphError, TopocastError
 from topocast.model.graph import TopologyGraph
 from topocast.model.history import HistoryIndex, index_entry
+from topocast.pipeline.objects import ObjectStore
+from topocast.ports.records import StoredGraph
 from topocast.safeio.limits import MAX_GRAPH_BYTES
-
-if TYPE_CHECKING:
-    from topocast.pipeline.store import ObjectGraphStore, StoredGraph
 
 __all__ = ["INDEX_NAME", "graph_at", "load", "record"]
 
 log = logging.getLogger(__name__)
+
+
+class ObjectGraphStore(Protocol):
+    """What the history reads and writes of a graph store in a bucket
+    (:class:`topocast.pipeline.store.ObjectGraphStore`, which calls :func:`record` on every commit)."""
+
+    cluster: str
+    objects: ObjectStore
+    base_key: str
+    pointer_key: str
+
+    def generation_key(self, generation: int) -> str: ...
+    def pointer(self) -> dict[str, Any] | None: ...
+    def get(self, generation: int) -> StoredGraph: ...
+
 
 INDEX_NAME = "index.json"
 #: an index of 1,000 generations of 10k nodes is a few MB; a bigger one is refused by its size

@@ -9,52 +9,15 @@ small JSON objects (S3 in :mod:`topocast.aws.publish_state`, Cloud Storage in
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from datetime import UTC, datetime
-from typing import Any
-
 from topocast.errors import TopocastError
-from topocast.pipeline.guard import HoldRecord
 from topocast.pipeline.objects import ObjectStore, cluster_base, get_json, put_json
+from topocast.ports.records import HoldRecord, PublishedRecord
 
-__all__ = ["ObjectPublishState", "PublishedRecord"]
-
-
-@dataclass(frozen=True)
-class PublishedRecord:
-    """What the schedulers were last given."""
-
-    generation: int
-    graph_sha256: str
-    nodes: list[str]
-    published_at: str = field(default_factory=lambda: datetime.now(UTC).isoformat())
-    publishers: list[str] = field(default_factory=list)
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "generation": self.generation,
-            "graph_sha256": self.graph_sha256,
-            "nodes": self.nodes,
-            "published_at": self.published_at,
-            "publishers": self.publishers,
-        }
-
-    @classmethod
-    def from_json(cls, data: Any, source: str = "published record") -> PublishedRecord:
-        try:
-            return cls(
-                int(data["generation"]),
-                str(data["graph_sha256"]),
-                [str(n) for n in data["nodes"]],
-                str(data.get("published_at", "")),
-                [str(p) for p in data.get("publishers", [])],
-            )
-        except (KeyError, TypeError, ValueError) as exc:
-            raise ValueError(f"{source}: malformed published record ({exc!r})") from None
+__all__ = ["ObjectPublishState"]
 
 
 class ObjectPublishState:
-    """:class:`~topocast.app.ports.PublishState` as two small JSON objects under ``<prefix>/<cluster>/state/``::
+    """:class:`~topocast.ports.protocols.PublishState` as two small JSON objects under ``<prefix>/<cluster>/state/``::
 
     published.json    {generation, graph_sha256, nodes[], published_at, publishers[]}
     guard-hold.json   {generation, lost[], previous_generation, reason, held_at, confirmed, confirmed_at}

@@ -8,7 +8,7 @@ in the meantime the write is refused with :class:`StaleGenerationError` so the
 caller re-reads and rebuilds on top of it (:func:`commit` does that loop).
 
 The decision of what a write should do is the pure :func:`plan_write`;
-:class:`ObjectGraphStore` (the :class:`~topocast.app.ports.GraphStore` port) executes it in a
+:class:`ObjectGraphStore` (the :class:`~topocast.ports.protocols.GraphStore` port) executes it in a
 bucket over any :class:`~topocast.pipeline.objects.ObjectStore` (S3 in
 :mod:`topocast.aws.s3_store`, Cloud Storage in :mod:`topocast.gcp.gcs_store`).
 
@@ -40,38 +40,17 @@ import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from topocast.errors import InvalidGraphError, StaleGenerationError, TopocastError
 from topocast.model.graph import TopologyGraph, dump_graph, graph_from_json
 from topocast.pipeline.objects import MUST_NOT_EXIST, ObjectStore, cluster_base
-
-if TYPE_CHECKING:  # the port is declared with the use cases', which name StoredGraph from here
-    from topocast.app.ports import GraphStore
+from topocast.ports.protocols import GraphStore
+from topocast.ports.records import StoredGraph, WriteResult
 
 
 class GenerationNotFoundError(TopocastError, LookupError):
     """The requested graph generation does not exist (never written, or expired)."""
-
-
-@dataclass(frozen=True)
-class StoredGraph:
-    """One stored generation of a cluster's graph."""
-
-    generation: int
-    graph: TopologyGraph
-    #: :meth:`TopologyGraph.content_hash` (sha256 of the canonical JSON)
-    content_hash: str
-    written_at: datetime
-
-
-@dataclass(frozen=True)
-class WriteResult:
-    """What ``GraphStore.write_if_changed`` (:class:`topocast.app.ports.GraphStore`) did: the latest ``generation``
-    after the call, and whether it wrote one."""
-
-    generation: int
-    changed: bool
 
 
 @dataclass(frozen=True)

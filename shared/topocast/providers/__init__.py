@@ -15,12 +15,15 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from topocast.errors import ProviderError
 from topocast.providers.base import DiscoveryResult, NeedsFullScan, Provider, ProviderInputs
 from topocast.providers.means import Connector, SdkClient, ShellMeans, services
 from topocast.registry import Registry
+
+if TYPE_CHECKING:
+    from pydantic import BaseModel
 
 __all__ = [
     "CONNECTORS",
@@ -33,7 +36,9 @@ __all__ = [
     "ShellMeans",
     "build_provider",
     "connect",
+    "provider_models",
     "register_provider",
+    "registered_options_model",
 ]
 
 ProviderFactory = Callable[[ProviderInputs], Provider]
@@ -110,3 +115,25 @@ def build_provider(
 
 def _build(name: str, inputs: ProviderInputs) -> Provider:
     return REGISTRY.get(name)(inputs)
+
+
+def registered_options_model(name: str) -> type[BaseModel] | None:
+    """The options model of the provider registered as ``name`` (None: unknown, run-time or without one)."""
+    from topocast.providers.options import options_model
+
+    target = PROVIDERS.get(name)
+    return options_model(target) if isinstance(target, str) else None
+
+
+def provider_models() -> dict[str, type[BaseModel]]:
+    """Every registered provider's options model, in registry order (one whose module does not import
+    here, e.g. an SDK not installed at module level, is left out)."""
+    out: dict[str, type[BaseModel]] = {}
+    for name in PROVIDERS:
+        try:
+            model = registered_options_model(name)
+        except ImportError:
+            continue
+        if model is not None:
+            out[name] = model
+    return out

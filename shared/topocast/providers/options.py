@@ -41,9 +41,7 @@ __all__ = [
     "options_model",
     "options_object_env",
     "parse_option_pairs",
-    "provider_models",
     "provider_options",
-    "registered_options_model",
     "split_list_text",
 ]
 
@@ -164,30 +162,6 @@ def options_model(factory_target: str) -> type[BaseModel] | None:
     by_factory = getattr(module, "OPTIONS", None)
     model = by_factory.get(factory) if isinstance(by_factory, dict) else getattr(module, "Options", None)
     return model if isinstance(model, type) and issubclass(model, BaseModel) else None
-
-
-def registered_options_model(name: str) -> type[BaseModel] | None:
-    """The options model of the provider registered as ``name`` (None: unknown, run-time or without one)."""
-    from topocast.providers import PROVIDERS
-
-    target = PROVIDERS.get(name)
-    return options_model(target) if isinstance(target, str) else None
-
-
-def provider_models() -> dict[str, type[BaseModel]]:
-    """Every registered provider's options model, in registry order (one whose module does not import
-    here, e.g. an SDK not installed at module level, is left out)."""
-    from topocast.providers import PROVIDERS
-
-    out: dict[str, type[BaseModel]] = {}
-    for name in PROVIDERS:
-        try:
-            model = registered_options_model(name)
-        except ImportError:
-            continue
-        if model is not None:
-            out[name] = model
-    return out
 
 
 def _kinds(annotation: Any) -> set[Any]:

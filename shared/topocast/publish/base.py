@@ -1,7 +1,7 @@
 """What every publisher builds on: the one :class:`Publisher` port and :class:`FilePublisher`.
 
-:class:`Publisher` and :class:`PublishResult` are declared with the use cases' other ports
-(:mod:`topocast.app.ports`, which the publish use case calls) and re-exported here for the
+:class:`Publisher` and :class:`PublishResult` are declared with the use cases' other ports and records
+(:mod:`topocast.ports.protocols`, :mod:`topocast.ports.records`) and re-exported here for the
 publishers (:mod:`topocast.publish.kubernetes`, :mod:`topocast.publish.slurmrest`,
 ``topocast.aws.ssm_publish``, ``topocast.gcp.gcs_publish``). Publishers must be idempotent
 (publishing the same manifest twice is a no-op the second time) and must never move a target
@@ -16,9 +16,9 @@ import hashlib
 from collections.abc import Mapping
 from typing import Literal
 
-from topocast.app.ports import Publisher, PublishResult
 from topocast.errors import TopocastError
-from topocast.pipeline.artifacts import Manifest, ManifestEntry
+from topocast.ports.protocols import Publisher
+from topocast.ports.records import Manifest, ManifestEntry, PublishResult
 
 __all__ = ["FileOutcome", "FilePublisher", "PublishResult", "Publisher", "verified_content"]
 

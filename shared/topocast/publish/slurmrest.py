@@ -26,8 +26,8 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from topocast.errors import TopocastError
-from topocast.pipeline.artifacts import Manifest
 from topocast.pipeline.objects import ObjectStore, cluster_base
+from topocast.ports.records import Manifest
 from topocast.publish.base import PublishResult, verified_content
 
 __all__ = ["SlurmRestPublisher", "from_inputs"]

@@ -41,9 +41,9 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from topocast import renderers
 from topocast.errors import RenderError
 from topocast.model.graph import TopologyGraph
+from topocast.renderers import slurm_block, slurm_tree, slurm_yaml
 from topocast.renderers.base import Artifact, FormatRenderer, Renderer, RenderOptions, SlinkyNaming
 from topocast.renderers.k8s_common import (
     MANAGED_BY,
@@ -64,6 +64,9 @@ ANNOTATION_PREFIX = "topocast.dev/"
 #: etcd / API server limit for a ConfigMap's data.
 MAX_CONFIGMAP_BYTES = 1024 * 1024
 PLUGINS = {"slurm-tree": "topology/tree", "slurm-block": "topology/block"}
+#: the Slurm formats a ConfigMap can hold (``SlinkyOptions.content``), imported directly: the registry
+#: names this module, so going back through it would be an import circle
+CONTENT: dict[str, Renderer] = {r.name: r for r in (slurm_tree.RENDERER, slurm_block.RENDERER, slurm_yaml.RENDERER)}
 HOSTNAME_OVERRIDE = "nodeset.slinky.slurm.net/hostname-override"
 #: which file (by the ConfigMap key's suffix) holds which Slurm format
 KEY_CONTENT = {".conf": ("slurm-tree", "slurm-block"), ".yaml": ("slurm-yaml",), ".yml": ("slurm-yaml",)}
@@ -166,7 +169,7 @@ def configmap(graph: TopologyGraph, options: RenderOptions) -> tuple[dict[str, A
     check_configmap_key(s.key, "slinky.key")
     check_key_content(s.key, s.content)
     named, naming_warnings = slurm_graph(graph, s.naming)
-    inner = renderers.render(named, s.content, options)
+    inner = CONTENT[s.content].render(named, options)
     size = len(inner.content.encode())
     if size > MAX_CONFIGMAP_BYTES:
         raise RenderError(

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from topocast.errors import ProviderError
-from topocast.providers.gcp.sdk import RetryPolicy, transient_retry
+from topocast.providers.gcp.retry import RetryPolicy, transient_retry
 from topocast.safeio.paging import PageGuard
 
 if TYPE_CHECKING:  # google-cloud-compute's own types (typed, py.typed); imported for mypy only

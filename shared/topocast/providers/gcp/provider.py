@@ -68,7 +68,7 @@ from topocast.providers.base import NeedsFullScan, ProviderInputs
 from topocast.providers.gcp.api import ComputeCalls, InstanceRef, Vm
 from topocast.providers.gcp.health import SOURCE as HEALTH_SOURCE
 from topocast.providers.gcp.health import parse_sub_block, sub_block_record
-from topocast.providers.gcp.sdk import RetryPolicy
+from topocast.providers.gcp.retry import RetryPolicy
 from topocast.providers.naming import WANTED_NAME_LABEL, Machine, Naming, claim_freed_names, name_machines, summary
 from topocast.providers.options import ClusterConfig, OptionSpec
 from topocast.safeio.validation import describe

@@ -1,10 +1,6 @@
-"""google-api-core retry policy for Compute and Cloud Tasks calls (below the providers and the GCP shell).
+"""The Compute clients the ``gcp`` provider calls (their retry budget: :mod:`topocast.providers.gcp.retry`).
 
-"Try again later" answers (429, 500, 502, 503, 504, deadline) are retried with jittered
-exponential backoff (google-api-core's ``Retry``) for at most ``RetryPolicy.timeout`` seconds: the
-one retry budget of a Compute / Cloud Tasks call (the pager passes it to every page request).
-
-The Compute clients the ``gcp`` provider calls are built here too (:func:`compute_client`,
+They are built here (:func:`compute_client`,
 :func:`sub_blocks_client`; the GCP shell's are the same), and its connector (:func:`shell_clients`).
 Endpoints: the real API by default, else ``TOPOCAST_COMPUTE_ENDPOINT`` (or ``endpoint=``); an
 ``http://`` endpoint is a local emulator and gets anonymous credentials, so no token is ever sent
@@ -15,8 +11,7 @@ SDK imports happen inside the functions (google-cloud-compute alone takes second
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from topocast import __version__
@@ -28,46 +23,16 @@ if TYPE_CHECKING:
 __all__ = [
     "COMPUTE_ENDPOINT_ENV",
     "USER_AGENT",
-    "RetryPolicy",
     "client_kwargs",
     "compute_client",
     "is_local",
     "resolve_endpoint",
     "shell_clients",
     "sub_blocks_client",
-    "transient_retry",
 ]
 
 USER_AGENT = f"topocast/{__version__}"
 COMPUTE_ENDPOINT_ENV = "TOPOCAST_COMPUTE_ENDPOINT"
-
-
-@dataclass(frozen=True)
-class RetryPolicy:
-    """Backoff for "try again later" answers: first delay, longest delay, total time before giving up."""
-
-    initial: float = 0.2
-    maximum: float = 10.0
-    timeout: float = 120.0
-
-
-def transient_retry(policy: RetryPolicy | None = None, *, on_error: Callable[[Exception], None] | None = None) -> Any:
-    """google-api-core ``Retry`` for "try again later" answers (429, 5xx, deadline)."""
-    from google.api_core import exceptions as gexc
-    from google.api_core import retry as gretry
-
-    p = policy or RetryPolicy()
-    predicate = gretry.if_exception_type(
-        gexc.TooManyRequests,
-        gexc.InternalServerError,
-        gexc.BadGateway,
-        gexc.ServiceUnavailable,
-        gexc.GatewayTimeout,
-        gexc.DeadlineExceeded,
-    )
-    return gretry.Retry(
-        predicate=predicate, initial=p.initial, maximum=p.maximum, multiplier=2.0, timeout=p.timeout, on_error=on_error
-    )
 
 
 def resolve_endpoint(explicit: str | None, env: str) -> str | None:

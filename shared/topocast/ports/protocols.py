@@ -16,15 +16,12 @@ The bundles are built by keyword only: two numbers of the same type cannot swap 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Any, Protocol
+from dataclasses import dataclass
+from typing import Protocol
 
 from topocast.model.graph import TopologyGraph
-from topocast.pipeline.artifacts import Manifest
-from topocast.pipeline.debounce import Decision
-from topocast.pipeline.guard import HoldRecord
-from topocast.pipeline.publish_state import PublishedRecord
-from topocast.pipeline.store import StoredGraph, WriteResult
+from topocast.ports.debounce import Decision, Timer
+from topocast.ports.records import HoldRecord, Manifest, PublishedRecord, PublishResult, StoredGraph, WriteResult
 from topocast.providers.base import Provider
 from topocast.renderers.base import RenderOptions
 
@@ -37,7 +34,6 @@ __all__ = [
     "Metrics",
     "PublishHandoff",
     "PublishPorts",
-    "PublishResult",
     "PublishState",
     "Publisher",
     "Rechecks",
@@ -103,19 +99,6 @@ class PublishState(Protocol):
     def clear_hold(self) -> None: ...
 
 
-@dataclass(frozen=True)
-class PublishResult:
-    """What one :meth:`Publisher.publish` did."""
-
-    #: True when the target now serves this manifest's content (written now or already there)
-    published: bool
-    detail: str
-    #: targets written by this call (parameter names, object names...)
-    written: list[str] = field(default_factory=list)
-    #: targets left alone, each with the reason (already current, newer generation present...)
-    skipped: list[str] = field(default_factory=list)
-
-
 class Publisher(Protocol):
     """A publish target: manifest + file bytes in, "does the target now serve it?" out.
 
@@ -135,9 +118,12 @@ class Debouncer(Protocol):
     """:class:`topocast.pipeline.debounce_runner.DebounceRunner` over the cloud's state store and timers."""
 
     def note_change(self, cluster: str, generation: int) -> Decision: ...
-    def on_timer(self, body: Any) -> Decision: ...
+    def on_timer(self, timer: Timer) -> Decision: ...
     def mark_rendered(self, cluster: str, decision: Decision, generation: int) -> Decision: ...
-    def render_failed(self, cluster: str, decision: Decision, *, max_failures: int) -> Decision: ...
+    def render_failed(self, cluster: str, decision: Decision) -> Decision:
+        """The render ``decision`` started failed: ``retry``, or ``drop`` after the policy's
+        ``render_attempts`` failures in a row."""
+        ...
 
 
 class PublishHandoff(Protocol):
@@ -181,16 +167,17 @@ class DiscoverPorts:
     artifacts: ArtifactStore
     handoff: PublishHandoff
     metrics: Metrics
-    #: changed instances in one batch above which a full discovery is cheaper
-    full_scan_threshold: int = 100
+    # the numbers below are settings (topocast.config holds their defaults; CompositionRoot passes them)
+    #: changed instances in one batch above which a full discovery is cheaper (``TOPOCAST_FULL_SCAN_THRESHOLD``)
+    full_scan_threshold: int
     #: delayed re-reads of followed instances (None: this runtime cannot deliver later; one read decides)
-    rechecks: Rechecks | None = None
+    rechecks: Rechecks | None
     #: re-checks of a followed instance at most (``TOPOCAST_FOLLOW_RECHECKS``) ...
-    follow_rechecks: int = 6
+    follow_rechecks: int
     #: ... this far apart (``TOPOCAST_FOLLOW_INTERVAL_SECONDS``)
-    follow_interval: float = 30.0
+    follow_interval: float
     #: share of the nodes a discovery may set aside before it fails (the guard's ``TOPOCAST_GUARD_MAX_LOSS``)
-    set_aside_limit: float = 0.10
+    set_aside_limit: float
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -204,8 +191,6 @@ class RenderPorts:
     metrics: Metrics
     formats: Sequence[str]
     render_options: RenderOptions
-    #: renders of the same pending change that may fail in a row before it is dead-lettered
-    render_attempts: int = 3
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -218,4 +203,5 @@ class PublishPorts:
     publishers: Callable[[], Sequence[Publisher]]
     override: GuardOverride
     metrics: Metrics
-    guard_max_loss: float = 0.10
+    #: share of the published nodes a publish may lose (``TOPOCAST_GUARD_MAX_LOSS``)
+    guard_max_loss: float
