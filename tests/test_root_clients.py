@@ -67,6 +67,7 @@ def test_the_discover_use_case_retries_and_counts_it_with_nothing_written(runtim
         cluster="hpc", graphs=graphs, provider=runtime().provider, debouncer=None,  # type: ignore[arg-type]
         publish_state=MemoryPublishState(), artifacts=MemoryArtifactStore(), handoff=None,  # type: ignore[arg-type]
         metrics=metrics, full_scan_threshold=100, rechecks=None, follow_rechecks=0, follow_interval=45.0,
+        set_aside_limit=0.10,
     )  # fmt: skip
     outcome = discover(ports, [Reconcile("schedule")])  # type: ignore[list-item]
     assert (outcome.status, outcome.reason) == ("retry", "discovery failed: this runtime supplies no 'oci' client")
