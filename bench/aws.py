@@ -95,9 +95,9 @@ def main() -> None:
 
     from moto.server import ThreadedMotoServer
 
-    from topocast.aws.clients import ec2_client
     from topocast.model.changes import InstanceChange
     from topocast.providers.aws.provider import AwsDiscoveryConfig, discover_full, discover_instances
+    from topocast.providers.aws.sdk import ec2_client
     from topocast_sim import ec2 as sim
 
     sim.install()

@@ -21,7 +21,7 @@ __all__ = ["FakeCompute", "GeneratedCluster", "compute_for", "fake_compute", "ge
 
 def compute_for(fake: FakeCompute) -> Any:
     """A real ``compute_v1.InstancesClient`` talking to ``fake``."""
-    from topocast.gcp.clients import compute_client
+    from topocast.providers.gcp.sdk import compute_client
 
     return compute_client(fake.url)
 

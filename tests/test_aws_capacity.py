@@ -9,12 +9,12 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError
 
-from topocast.aws.clients import ec2_client
 from topocast.errors import ProviderError
 from topocast.model.changes import InstanceChange
 from topocast.providers.aws.capacity import parse_reserved_nodes
 from topocast.providers.aws.ec2_calls import Ec2Calls
 from topocast.providers.aws.provider import AwsDiscoveryConfig, discover_full, discover_instances
+from topocast.providers.aws.sdk import ec2_client
 from topocast.renderers import RenderOptions, render
 from topocast_sim import ec2 as sim
 

@@ -17,12 +17,12 @@ import pytest
 from aws_fixtures import set_ec2_state
 from botocore.exceptions import ClientError
 
-from topocast.aws.clients import USER_AGENT_EXTRA, ec2_client
 from topocast.aws.events import parse_event
 from topocast.errors import ProviderError
 from topocast.model.changes import Ignored, InstanceChange, MalformedEvent, Reconcile, UnsupportedEvent
 from topocast.model.graph import Node, TopologyGraph
 from topocast.providers.aws.provider import AwsDiscoveryConfig, discover_full, discover_instances, parse_filter
+from topocast.providers.aws.sdk import USER_AGENT_EXTRA, ec2_client
 from topocast_sim import ec2 as sim
 
 REGION = "us-east-1"

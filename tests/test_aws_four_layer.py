@@ -19,9 +19,9 @@ import yaml
 from moto import mock_aws
 from slurm_fixtures import ControllerFactory
 
-from topocast.aws.clients import ec2_client
 from topocast.model.graph import TopologyGraph
 from topocast.providers.aws.provider import AwsDiscoveryConfig, discover_full
+from topocast.providers.aws.sdk import ec2_client
 from topocast.providers.k8s_labels.provider import ClusterNodeInfo, NodeLabelsConfig, graph_from_nodes
 from topocast.renderers import render
 from topocast_sim import ec2 as sim

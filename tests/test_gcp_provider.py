@@ -10,8 +10,9 @@ import yaml
 from gce_fake_server import FakeCompute, compute_for, generate_cluster
 
 from topocast.errors import ProviderError
-from topocast.gcp.clients import RetryPolicy
-from topocast.providers.gcp.provider import GcpDiscoveryConfig, InstanceRef, discover_full, discover_instances
+from topocast.providers.gcp.api import InstanceRef
+from topocast.providers.gcp.provider import GcpDiscoveryConfig, discover_full, discover_instances
+from topocast.providers.gcp.retry import RetryPolicy
 from topocast.renderers import RenderOptions, render
 from topocast_sim.gce import instance_json, placement
 

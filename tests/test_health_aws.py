@@ -16,11 +16,11 @@ import pytest
 from botocore.exceptions import ClientError
 from cli_runner import invoke
 
-from topocast.aws.clients import ec2_client
 from topocast.model.changes import InstanceChange
 from topocast.model.graph import TopologyGraph, dump_graph
 from topocast.model.health import node_health
 from topocast.providers.aws.provider import AwsDiscoveryConfig, discover_full, discover_instances
+from topocast.providers.aws.sdk import ec2_client
 from topocast_sim import ec2 as sim
 
 REGION = "us-east-1"

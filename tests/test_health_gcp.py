@@ -13,12 +13,12 @@ from typing import Any
 
 from gce_fake_server import FakeCompute, compute_for, generate_cluster
 
-from topocast.gcp.clients import sub_blocks_client
 from topocast.model.changes import InstanceChange
 from topocast.model.graph import TopologyGraph
 from topocast.model.health import node_health
 from topocast.providers.base import ProviderInputs
 from topocast.providers.gcp.provider import GcpDiscoveryConfig, GcpProvider, discover_full
+from topocast.providers.gcp.sdk import sub_blocks_client
 
 LABEL = ("topocast-cluster", "c1")
 ZONE = "us-central1-a"

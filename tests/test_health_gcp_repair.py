@@ -10,9 +10,9 @@ from cli_runner import invoke
 from gce_fake_server import FakeCompute, compute_for
 from test_health_gcp import ZONE, cluster, config
 
-from topocast.gcp.clients import sub_blocks_client
 from topocast.model.graph import dump_graph
 from topocast.providers.gcp.provider import discover_full
+from topocast.providers.gcp.sdk import sub_blocks_client
 
 
 def degraded_graph(fake: FakeCompute, tmp_path: Path, *subs: str) -> Path:

@@ -9,7 +9,8 @@ import pytest
 from gce_fake_server import FakeCompute, compute_for
 
 from topocast.model.graph import Node, TopologyGraph
-from topocast.providers.gcp.provider import GcpDiscoveryConfig, InstanceRef, discover_full, discover_instances
+from topocast.providers.gcp.api import InstanceRef
+from topocast.providers.gcp.provider import GcpDiscoveryConfig, discover_full, discover_instances
 from topocast.providers.naming import WANTED_NAME_LABEL, NameRequest, assign_names, claim_freed_names, name_listing
 from topocast_sim.gce import Placement, instance_json
 

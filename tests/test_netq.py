@@ -19,7 +19,7 @@ from topocast.errors import ProviderError
 from topocast.model.fabric import build_tree
 from topocast.model.graph import TopologyGraph
 from topocast.providers.onprem import netq
-from topocast.providers.onprem.netq import NetqCredentials
+from topocast.providers.onprem.netq_http import NetqClient, NetqCredentials
 from topocast.renderers import render
 
 CREDS = NetqCredentials("admin", "admin-pw")
@@ -170,7 +170,7 @@ def test_a_server_that_ignores_paging_is_read_once(samples: dict[str, Any]) -> N
 
 def test_expired_session_logs_in_again_once(samples: dict[str, Any]) -> None:
     with FakeNetq({1: samples["topology"]}) as server:
-        client = netq.NetqClient(server.url, CREDS, sleep=no_sleep)
+        client = NetqClient(server.url, CREDS, sleep=no_sleep)
         client.login()
         server.expire_sessions()  # the login token dies before we select the premise
         assert netq.parse_topology(client.topology(1)).hosts
@@ -199,7 +199,7 @@ def test_retries_honour_retry_after_then_succeed(samples: dict[str, Any]) -> Non
     with FakeNetq({1: samples["topology"]}, nmx_nodes(8)) as server:
         server.fail(TOPOLOGY, 503, times=2)
         server.fail(COMPUTE_NODES, 429, retry_after="7")
-        client = netq.NetqClient(server.url, CREDS, sleep=slept.append)
+        client = NetqClient(server.url, CREDS, sleep=slept.append)
         result = netq.discover(server.url, credentials=CREDS, client=client)
     assert slept == [0.5, 1.0, 7.0]  # back-off 0.5 s, 1 s, then the server's Retry-After
     assert result.api_calls["topology"] == 3 and len(result.graph.nodes) == 8
@@ -209,7 +209,7 @@ def test_retry_after_is_capped_and_attempts_run_out(samples: dict[str, Any]) -> 
     slept: list[float] = []
     with FakeNetq({1: samples["topology"]}) as server:
         server.fail(LOGIN, 503, retry_after="3600", times=10)
-        client = netq.NetqClient(server.url, CREDS, sleep=slept.append, max_attempts=3, max_retry_after=30)
+        client = NetqClient(server.url, CREDS, sleep=slept.append, max_attempts=3, max_retry_after=30)
         with pytest.raises(ProviderError, match="HTTP 503 after 3 attempts"):
             client.login()
     assert slept == [30, 30]
@@ -219,12 +219,12 @@ def test_client_errors_are_not_retried(samples: dict[str, Any]) -> None:
     with FakeNetq({1: samples["topology"]}) as server:
         server.fail(TOPOLOGY, 403)
         with pytest.raises(ProviderError, match="answered HTTP 403"):
-            netq.discover(server.url, credentials=CREDS, client=netq.NetqClient(server.url, CREDS, sleep=no_sleep))
+            netq.discover(server.url, credentials=CREDS, client=NetqClient(server.url, CREDS, sleep=no_sleep))
         assert server.count(TOPOLOGY) == 1
 
 
 def test_unreachable_server_is_reported() -> None:
-    client = netq.NetqClient("http://127.0.0.1:9", CREDS, sleep=no_sleep, max_attempts=2, timeout=2)
+    client = NetqClient("http://127.0.0.1:9", CREDS, sleep=no_sleep, max_attempts=2, timeout=2)
     with pytest.raises(ProviderError, match=re.escape("cannot reach http://127.0.0.1:9 after 2 attempts")):
         client.login()
 

@@ -23,6 +23,7 @@ from topocast.providers.dra.provider import Options as DraOptions
 from topocast.providers.k8s_labels.provider import ClusterNodeInfo, NodeLabelsConfig
 
 DISCOVER = Path(__file__).resolve().parent.parent / "shared" / "topocast" / "cli" / "discover.py"
+PROVIDERS_DIR = DISCOVER.parent.parent / "providers"
 #: every provider and every ``sdk_client`` service name of the providers (docs/providers.md)
 NAMES = {"aws", "gcp", "oci", "azure", "nebius", "ibnetdiscover", "netq", "k8s-labels", "dra"}
 SERVICES = {
@@ -33,6 +34,7 @@ SERVICES = {
     "oci-imds",
     "nebius",
     "azure-compute",
+    "nvlink-uploads",
     "k8s-nodes",
     "k8s-dra",
 }
@@ -43,8 +45,11 @@ def test_topocast_discover_names_no_provider_and_no_service() -> None:
     strings = {n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str)}
     modules = {n.module or "" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
     assert strings & (NAMES | SERVICES) == {"aws"}  # only the default of --provider
-    folders = {m for m in modules if m.startswith("topocast.providers.") and m.count(".") > 2}
-    assert folders == {"topocast.providers.aws.sdk"}  # read_secret_arn: an ARN secret reference, whatever the provider
+    modules |= {alias.name for n in ast.walk(tree) if isinstance(n, ast.Import) for alias in n.names}
+    folders = {p.name for p in PROVIDERS_DIR.iterdir() if (p / "__init__.py").is_file()}
+    assert {"aws", "gcp", "oci", "azure", "nebius", "onprem", "k8s_labels", "dra"} <= folders
+    into_folders = {m for m in modules if m.split(".")[:3] in [["topocast", "providers", f] for f in folders]}
+    assert into_folders == set()  # secrets and bucket uploads too: providers.secrets, the connectors' read_uploads
 
 
 def test_every_provider_that_takes_clients_registers_its_folders_connector() -> None:
@@ -69,6 +74,37 @@ def test_a_client_a_provider_does_not_declare_is_a_one_line_error_naming_those_i
     with pytest.raises(ProviderError) as netq:
         connect("netq", ShellMeans(), {})("ec2")
     assert str(netq.value) == "provider 'netq' has no 'ec2' client (it declares: none)"
+
+
+def test_the_azure_connector_reads_nvlink_records_through_the_shells_bucket_reads() -> None:
+    asked: list[tuple[str, str]] = []
+    good = b'{"kind": "topocast.nvlink/v1"}'
+
+    def read_uploads(prefix: str, check: Any, name: str) -> dict[str, bytes]:
+        asked.append((prefix, name))
+        with pytest.raises(ProviderError):  # the quarantine check is discovery's own record parser
+            check(b"not json", f"{prefix}/gpu-1/{name}")
+        return {f"{prefix}/gpu-0/{name}": good}
+
+    read = connect("azure", ShellMeans(read_uploads=read_uploads), {})("nvlink-uploads")
+    assert read("s3://b/topocast/hpc/uploads") == {"s3://b/topocast/hpc/uploads/gpu-0/nvlink.json": good}
+    assert asked == [("s3://b/topocast/hpc/uploads", "nvlink.json")]
+    with pytest.raises(ProviderError) as none:
+        connect("azure", ShellMeans(), {})("nvlink-uploads")
+    assert str(none.value) == ("provider 'azure' reads uploads in a bucket, and this runtime supplies no bucket reads")
+
+
+def test_a_secret_reference_is_resolved_by_where_it_points_not_by_the_provider(tmp_path: Path) -> None:
+    from topocast.providers.secrets import read_secret
+
+    (tmp_path / "netq.json").write_text('{"username": "u"}')
+    assert read_secret(str(tmp_path / "netq.json")) == '{"username": "u"}'
+    with pytest.raises(ProviderError) as missing:
+        read_secret(str(tmp_path / "gone.json"))
+    assert str(missing.value) == f"{tmp_path / 'gone.json'}: cannot read (No such file or directory)"
+    with pytest.raises(ProviderError) as arn:  # an ARN goes to the AWS reader, which checks its form first
+        read_secret("arn:aws:s3:::bucket/key")
+    assert str(arn.value) == "arn:aws:s3:::bucket/key: not a Secrets Manager secret or SSM parameter ARN"
 
 
 def test_a_kubernetes_provider_in_a_shell_without_kubernetes_says_so() -> None:
@@ -170,3 +206,38 @@ def test_the_aws_provider_calls_nothing_outside_ec2api(cluster: list[str]) -> No
     assert sorted(n.name for n in again.graph.nodes) == ["gpu-0", "gpu-1", "gpu-8", "gpu-9"]
     assert ec2.used == {"meta", "get_paginator", "describe_capacity_reservation_topology"}
     assert ec2.paginators == {"describe_instances", "describe_instance_topology", "describe_capacity_block_status"}
+
+
+#: the modules whose every name is imported from where it is defined (the provider folders' and the clouds'
+#: client modules; a package ``__init__`` such as ``topocast.providers`` is a facade and may re-export)
+DEFINED_HERE = ("topocast.providers.", "topocast.aws.clients", "topocast.gcp.clients")
+
+
+def _top_level_names(path: Path) -> set[str]:
+    names: set[str] = set()
+    for node in ast.parse(path.read_text()).body:
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            names.add(node.name)
+        elif isinstance(node, ast.Assign):
+            names |= {t.id for t in node.targets if isinstance(t, ast.Name)}
+        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+            names.add(node.target.id)
+    return names
+
+
+def test_every_provider_and_client_name_is_imported_from_the_module_that_defines_it() -> None:
+    repo = DISCOVER.parents[3]
+    package = DISCOVER.parents[1]
+    defined: dict[str, set[str]] = {}
+    stale = []
+    for path in [*(repo / "shared").rglob("*.py"), *(repo / "tests").rglob("*.py"), *(repo / "bench").rglob("*.py")]:
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not (isinstance(node, ast.ImportFrom) and node.module and node.module.startswith(DEFINED_HERE)):
+                continue
+            target = package.joinpath(*node.module.split(".")[1:]).with_suffix(".py")
+            if not target.is_file():  # a package: its __init__ may re-export
+                continue
+            names = defined.setdefault(node.module, _top_level_names(target))
+            stale += [f"{path.relative_to(repo)}:{node.lineno}: {a.name} from {node.module}"
+                      for a in node.names if a.name not in names]  # fmt: skip
+    assert stale == []

@@ -22,13 +22,13 @@ from test_k8s_publish_cli import kubeconfig
 
 from topocast.app import discover
 from topocast.app.metrics import MetricCounts
-from topocast.aws.clients import ec2_client
 from topocast.model.changes import InstanceChange, Reconcile
 from topocast.model.graph import Node, TopologyGraph, dump_graph, graph_from_json
 from topocast.model.placement import place_nodes
 from topocast.ports.protocols import DiscoverPorts
 from topocast.providers.aws.provider import AwsDiscoveryConfig, discover_instances
 from topocast.providers.aws.provider import discover_full as aws_full
+from topocast.providers.aws.sdk import ec2_client
 from topocast.providers.base import DiscoveryResult
 from topocast.providers.gcp.provider import GcpDiscoveryConfig
 from topocast.providers.gcp.provider import discover_full as gcp_full

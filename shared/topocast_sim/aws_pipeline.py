@@ -96,12 +96,12 @@ class LocalAwsPipeline:
         max_real_wait: float = 5.0,
         real_time: bool = True,
     ) -> None:
-        from topocast.aws.clients import client
+        from topocast.providers.aws.sdk import boto3_client
 
         moto_fast.install()  # moto's SQS is O(n^2) to fill and drain; an in-process server gets fast paths
         self.cluster = cluster
         self.region = region
-        self._client = lambda svc: client(svc, region)
+        self._client = lambda svc: boto3_client(svc, region)
         self.s3, self.sqs, self.events = self._client("s3"), self._client("sqs"), self._client("events")
         self.dynamodb, self.ec2, self.ssm = self._client("dynamodb"), self._client("ec2"), self._client("ssm")
         suffix = uuid.uuid4().hex[:8]

@@ -74,8 +74,9 @@ def run(
     """One seeded run (see the module docstring)."""
     from topocast.agents.pull import fetch
     from topocast.gcp import handlers
-    from topocast.gcp.clients import compute_client, storage_client
+    from topocast.gcp.clients import storage_client
     from topocast.providers.gcp.provider import GcpDiscoveryConfig, discover_full
+    from topocast.providers.gcp.sdk import compute_client
     from topocast.renderers import render
     from topocast_sim.gcp_pipeline import LocalGcpPipeline
 

@@ -19,22 +19,9 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from topocast.providers.aws.sdk import (
-    DEFAULT_MAX_ATTEMPTS,
-    USER_AGENT_EXTRA,
-    client_config,
-    ec2_client,
-    max_attempts_from_env,
-)
-from topocast.providers.aws.sdk import boto3_client as client  # the providers' own boto3 clients, one factory
+from topocast.providers.aws.sdk import boto3_client  # the providers' own boto3 clients, one factory
 
 __all__ = [
-    "DEFAULT_MAX_ATTEMPTS",
-    "USER_AGENT_EXTRA",
-    "client",
-    "client_config",
-    "ec2_client",
-    "max_attempts_from_env",
     "resolve_region",
     "s3_client",
     "use_region",
@@ -42,7 +29,7 @@ __all__ = [
 
 
 def s3_client(region: str | None = None, session: Any = None, *, max_attempts: int | None = None) -> Any:
-    return client("s3", region, session, max_attempts=max_attempts)
+    return boto3_client("s3", region, session, max_attempts=max_attempts)
 
 
 def resolve_region(explicit: str | None = None) -> str | None:

@@ -25,6 +25,7 @@ from topocast.config import Settings
 from topocast.k8s.nodes_client import with_node_lister
 from topocast.ports.protocols import Publisher
 from topocast.providers import Provider, ProviderInputs, build_provider
+from topocast.providers.base import no_client
 from topocast.publish import PublisherInputs, build_publishers, register_publisher
 
 if TYPE_CHECKING:  # the adapters are imported where they are built: a stage loads only its own
@@ -39,6 +40,9 @@ __all__ = ["AwsMetrics", "AwsRuntime", "SqsPublishHandoff", "SqsRechecks", "SsmG
 
 # Slurm files as SSM parameters (+ S3 for big ones) for `topocast pull --source ssm://...`
 register_publisher("ssm", "topocast.aws.ssm_publish:from_inputs")
+
+#: the clients ``AwsRuntime.client`` hands providers and publishers (each built once per process)
+SUPPLIED_CLIENTS = ("s3", "ec2", "sqs", "ssm", "dynamodb")
 
 
 class SqsPublishHandoff:
@@ -118,12 +122,14 @@ class AwsRuntime(CompositionRoot):
 
     # ----- clients ------------------------------------------------------------------------------
     def client(self, service: str) -> Any:
-        return getattr(self, service) if service in ("s3", "ec2", "sqs", "ssm", "dynamodb") else self._client(service)
+        """``sdk_client``: the boto3 clients the functions use; any other service (``oci``, ``azure-compute``,
+        boto3's own others) is refused in one line instead of asking boto3 for it."""
+        return getattr(self, service) if service in SUPPLIED_CLIENTS else no_client(service)
 
     def _client(self, service: str) -> Any:
-        from topocast.aws.clients import client
+        from topocast.providers.aws.sdk import boto3_client
 
-        return client(service, self.region, self.session)
+        return boto3_client(service, self.region, self.session)
 
     @cached_property
     def s3(self) -> Any:
@@ -131,7 +137,7 @@ class AwsRuntime(CompositionRoot):
 
     @cached_property
     def ec2(self) -> Ec2Api:
-        from topocast.aws.clients import ec2_client
+        from topocast.providers.aws.sdk import ec2_client
 
         return ec2_client(self.region, self.session)
 

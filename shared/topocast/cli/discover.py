@@ -3,9 +3,10 @@
 The same provider code the functions run, built through the same registry
 (:func:`topocast.providers.build_provider`), with the operator's own credentials
 (AWS: the standard environment, profiles, ``AWS_ENDPOINT_URL``; GCP:
-application-default credentials; NetQ: a credentials file or secret ARN). Its SDK clients are
-built by the provider's own connector (``topocast.providers.CONNECTORS``) from :func:`shell_means`:
-nothing here names a provider or a service.
+application-default credentials; NetQ: a credentials file or secret ARN, resolved by
+:mod:`topocast.providers.secrets`). Its SDK clients are built by the provider's own connector
+(``topocast.providers.CONNECTORS``) from :func:`shell_means`, bucket uploads included (the connector
+asks the shell's ``read_uploads``): nothing here names a provider or a service.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from topocast.providers import (
     registered_options_model,
 )
 from topocast.providers.options import describe_options, option_specs, parse_option_pairs
+from topocast.providers.secrets import read_local_text, read_secret
 from topocast.safeio.files import write_out
 
 
@@ -116,15 +118,6 @@ def _require(name: str, model: type[BaseModel], a: DiscoverArgs, options: Mappin
         raise ProviderError(f"--provider {name} needs {' and '.join(text for _, text in required)}")
 
 
-def _read_local(path: str) -> str:
-    try:
-        return Path(path).read_text()
-    except OSError as exc:
-        raise ProviderError(f"{path}: cannot read ({exc.strerror})") from None
-    except UnicodeDecodeError:
-        raise ProviderError(f"{path}: not UTF-8 text") from None
-
-
 def _local_files(paths: list[Path]) -> Callable[[], dict[str, bytes]]:
     def read() -> dict[str, bytes]:
         out = {}
@@ -138,20 +131,27 @@ def _local_files(paths: list[Path]) -> Callable[[], dict[str, bytes]]:
     return read
 
 
-def _secret(ref: str) -> str:
-    if ref.startswith("arn:"):
-        from topocast.providers.aws.sdk import read_secret_arn
+def _bucket_uploads(prefix_uri: str, check: Callable[[bytes, str], object], name: str) -> dict[str, bytes]:
+    """Uploads in a bucket through the functions' quarantine (bad ones moved aside, each named on stderr)."""
+    from topocast.agents.collect import read_good_uploads
 
-        return read_secret_arn(ref)[0]
-    return _read_local(ref)
+    got = read_good_uploads(prefix_uri, check, name=name)
+    for uri, reason in got.quarantined:
+        print(f"topocast: warning: {uri}: quarantined ({reason})", file=sys.stderr)
+    return got.texts
 
 
 def shell_means(a: DiscoverArgs) -> ShellMeans:
-    """What this shell hands every provider's connector: its flags, and the Kubernetes reads (the SDKs
-    bring their own credentials chains: AWS environment and profiles, application-default, OCI config)."""
+    """What this shell hands every provider's connector: its flags, the Kubernetes reads and bucket uploads
+    (the SDKs bring their own credentials chains: AWS environment and profiles, application-default, OCI config)."""
     from topocast.k8s.nodes_client import KubeListers
 
-    return ShellMeans(compute_endpoint=a.compute_endpoint, kubeconfig=a.kubeconfig, kubernetes=KubeListers())
+    return ShellMeans(
+        compute_endpoint=a.compute_endpoint,
+        kubeconfig=a.kubeconfig,
+        kubernetes=KubeListers(),
+        read_uploads=_bucket_uploads,
+    )
 
 
 def provider_inputs(a: DiscoverArgs) -> ProviderInputs:
@@ -169,26 +169,8 @@ def provider_inputs(a: DiscoverArgs) -> ProviderInputs:
     default_cluster = getattr(model, "default_cluster", None)
     if cluster == "default" and default_cluster is not None:
         cluster = default_cluster(options) or cluster
-    uploads = _local_files(a.inputs)
-    if isinstance(options.get("uploads"), str):  # a provider reading `collect nvlink` records (azure)
-        uploads = _nvlink_uploads(str(options["uploads"]))
     clients = connect(a.provider, shell_means(a), options)  # the provider's own connector (its folder's)
-    return ProviderInputs(cluster, options, clients, uploads, _read_local, _secret)
-
-
-def _nvlink_uploads(prefix_uri: str) -> Callable[[], dict[str, bytes]]:
-    """``collect nvlink`` records in a bucket, through the functions' quarantine (bad ones moved aside)."""
-
-    def read() -> dict[str, bytes]:
-        from topocast.agents.collect import read_good_uploads
-        from topocast.providers.nvlink import RECORD_NAME, check_record
-
-        got = read_good_uploads(prefix_uri, check_record, name=RECORD_NAME)
-        for uri, reason in got.quarantined:
-            print(f"topocast: warning: {uri}: quarantined ({reason})", file=sys.stderr)
-        return got.texts
-
-    return read
+    return ProviderInputs(cluster, options, clients, _local_files(a.inputs), read_local_text, read_secret)
 
 
 def print_set_aside(graph: TopologyGraph) -> None:

@@ -298,7 +298,7 @@ def run_report_faulty(
 
     client = None
     if send and any(r.held is None for r in reports):
-        from topocast.gcp.clients import sub_blocks_client
+        from topocast.providers.gcp.sdk import sub_blocks_client
 
         client = sub_blocks_client(compute_endpoint)
     new = send_reports(client, project, reports, state, now, send=send, audit=audit)

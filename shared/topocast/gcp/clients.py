@@ -26,28 +26,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from topocast.providers.gcp.retry import RetryPolicy, transient_retry
-from topocast.providers.gcp.sdk import (
-    COMPUTE_ENDPOINT_ENV,
-    USER_AGENT,
-    client_kwargs,
-    compute_client,
-    is_local,
-    resolve_endpoint,
-    sub_blocks_client,
-)
+from topocast.providers.gcp.sdk import client_kwargs, is_local, resolve_endpoint
 
-__all__ = [
-    "COMPUTE_ENDPOINT_ENV",
-    "USER_AGENT",
-    "RetryPolicy",
-    "compute_client",
-    "is_local",
-    "storage_client",
-    "sub_blocks_client",
-    "tasks_client",
-    "transient_retry",
-]
+__all__ = ["storage_client", "tasks_client"]
 
 TASKS_ENDPOINT_ENV = "TOPOCAST_CLOUDTASKS_ENDPOINT"
 STORAGE_EMULATOR_ENV = "STORAGE_EMULATOR_HOST"

@@ -29,6 +29,7 @@ from topocast.pipeline.objects import cluster_base
 from topocast.ports.debounce import Decision, Timer
 from topocast.ports.protocols import Publisher
 from topocast.providers import Provider, ProviderInputs, build_provider
+from topocast.providers.base import no_client
 from topocast.providers.gcp.api import ComputeApi
 from topocast.publish import PublisherInputs, build_publishers, register_publisher
 
@@ -120,11 +121,11 @@ class GcpRuntime(CompositionRoot):
 
     def compute(self) -> ComputeApi:
         """The Compute Engine client (a provider's zone reads may ask for it from several threads)."""
-        from topocast.gcp import clients
+        from topocast.providers.gcp.sdk import compute_client
 
         with self._lock:
             if self._compute is None:
-                self._compute = clients.compute_client(self.settings.compute_endpoint)
+                self._compute = compute_client(self.settings.compute_endpoint)
             return self._compute
 
     @cached_property
@@ -188,10 +189,10 @@ class GcpRuntime(CompositionRoot):
         if service == "compute":
             return self.compute()
         if service == "compute-sub-blocks":  # providers.gcp.provider SUB_BLOCKS_CLIENT (sub_block_health)
-            from topocast.gcp import clients
+            from topocast.providers.gcp.sdk import sub_blocks_client
 
-            return clients.sub_blocks_client(self.settings.compute_endpoint)
-        raise TopocastError(f"the GCP functions supply no {service!r} client")
+            return sub_blocks_client(self.settings.compute_endpoint)
+        return no_client(service)  # one line, like every runtime that builds no such client
 
     def _read_text(self, uri: str) -> str:
         """An operator-maintained file: ``gs://bucket/key`` in the pipeline's bucket."""

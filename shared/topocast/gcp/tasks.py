@@ -25,7 +25,7 @@ import uuid
 from datetime import UTC, datetime
 from typing import Any, Literal
 
-from topocast.gcp.clients import RetryPolicy, transient_retry
+from topocast.providers.gcp.retry import RetryPolicy, transient_retry
 
 SOURCE = "//topocast.dev/tasks"
 _TASK_ID = re.compile(r"[^A-Za-z0-9_-]")

@@ -17,7 +17,15 @@ from topocast.errors import ProviderError
 from topocast.model.changes import InstanceChange
 from topocast.model.graph import TopologyGraph
 
-__all__ = ["DiscoveryResult", "FullScanOnly", "NeedsFullScan", "Provider", "ProviderInputs"]
+__all__ = [
+    "DiscoveryResult",
+    "FullScanOnly",
+    "NeedsFullScan",
+    "Provider",
+    "ProviderInputs",
+    "no_client",
+    "no_secret",
+]
 
 
 @dataclass
@@ -80,8 +88,14 @@ class FullScanOnly:
         return None
 
 
-def _no_client(service: str) -> Any:
+def no_client(service: str) -> Any:
+    """``sdk_client`` of a runtime that builds no client for ``service``: one line saying so."""
     raise ProviderError(f"this runtime supplies no {service!r} client")
+
+
+def no_secret(ref: str) -> str:
+    """``secret`` of a runtime that resolves no secret reference: one line saying so."""
+    raise ProviderError(f"this runtime cannot resolve the secret {ref!r}")
 
 
 def _no_uploads() -> Mapping[str, bytes]:
@@ -90,10 +104,6 @@ def _no_uploads() -> Mapping[str, bytes]:
 
 def _no_files(uri: str) -> str:
     raise ProviderError(f"this runtime cannot read {uri!r}")
-
-
-def _no_secrets(ref: str) -> str:
-    raise ProviderError(f"this runtime cannot resolve the secret {ref!r}")
 
 
 @dataclass(frozen=True)
@@ -105,10 +115,10 @@ class ProviderInputs:
     options: Mapping[str, Any] = field(default_factory=dict)
     #: an SDK client by service name (``ec2``, ``compute``), created by the shell with its credentials (the
     #: CLI through the provider folder's connector, ``topocast.providers.CONNECTORS``; a root, its own)
-    sdk_client: Callable[[str], Any] = _no_client
+    sdk_client: Callable[[str], Any] = no_client
     #: on-prem collectors' uploads, ``{uri: bytes}`` newest first (S3 or GCS)
     uploads: Callable[[], Mapping[str, bytes]] = _no_uploads
     #: an operator-maintained text file by URI (``s3://``, ``gs://``, ``ssm:///``, a local path)
     read_text: Callable[[str], str] = _no_files
     #: a secret's text by reference (Secrets Manager / SSM ARN, a file), resolved by the shell
-    secret: Callable[[str], str] = _no_secrets
+    secret: Callable[[str], str] = no_secret

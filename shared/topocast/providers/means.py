@@ -20,10 +20,23 @@ if TYPE_CHECKING:  # type-only: importing this module (every SDK helper does) lo
     from topocast.providers.dra.provider import DraLister
     from topocast.providers.k8s_labels.provider import NodeLister
 
-__all__ = ["Connector", "KubeAccess", "SdkClient", "ShellMeans", "kubernetes", "services"]
+__all__ = [
+    "Connector",
+    "KubeAccess",
+    "SdkClient",
+    "ShellMeans",
+    "UploadReader",
+    "kubernetes",
+    "services",
+    "uploads",
+]
 
 #: ``ProviderInputs.sdk_client``: a client by service name
 SdkClient = Callable[[str], Any]
+#: a shell's read of collectors' uploads under a bucket prefix URI (``s3://``, ``gs://``) through the functions'
+#: quarantine: ``(prefix_uri, check(data, uri), record file name) -> {uri: bytes}`` of the good ones, a bad one
+#: moved to ``quarantine/`` and reported by the shell, the host's ``last-good/`` copy standing in
+UploadReader = Callable[[str, Callable[[bytes, str], object], str], Mapping[str, bytes]]
 
 
 class KubeAccess(Protocol):
@@ -45,6 +58,8 @@ class ShellMeans:
     kubeconfig: str | None = None
     #: the shell's Kubernetes reads; None where the shell has none
     kubernetes: KubeAccess | None = None
+    #: collectors' uploads in a bucket, for a connector whose provider names their prefix; None where the shell has none
+    read_uploads: UploadReader | None = None
 
 
 #: a provider folder's connector: ``sdk_client`` for that provider, from the shell's means and its options
@@ -71,3 +86,12 @@ def kubernetes(means: ShellMeans, provider: str) -> KubeAccess:
     if means.kubernetes is None:
         raise ProviderError(f"provider {provider!r} reads Kubernetes, and this runtime supplies no Kubernetes access")
     return means.kubernetes
+
+
+def uploads(means: ShellMeans, provider: str) -> UploadReader:
+    """The shell's read of uploads in a bucket, or a one-line error naming ``provider`` when the shell has none."""
+    if means.read_uploads is None:
+        raise ProviderError(
+            f"provider {provider!r} reads uploads in a bucket, and this runtime supplies no bucket reads"
+        )
+    return means.read_uploads

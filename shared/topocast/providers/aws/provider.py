@@ -79,7 +79,6 @@ __all__ = [
     "AwsProvider",
     "DiscoveryResult",
     "Ec2Filter",
-    "InstanceChange",
     "Options",
     "discover_full",
     "discover_instances",

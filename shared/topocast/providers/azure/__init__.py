@@ -1,1 +1,3 @@
-"""The ``azure`` provider: Azure VM scale set placement (``provider``) through azure-mgmt-compute (``sdk``)."""
+"""The ``azure`` provider: Azure VM scale set placement (``provider``), the ARM calls it makes (``api``)
+through azure-mgmt-compute (``sdk``).
+"""

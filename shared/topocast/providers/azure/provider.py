@@ -34,7 +34,8 @@ within one placement group or availability set):
   GUID, i.e. rail 0, as ``azslurm`` reads ``mlx5_ib0``);
 * the **blocks**: each host's NVLink domain ``<ClusterUUID>.<CliqueId>`` from its record
   (``topocast collect nvlink``; :mod:`topocast.providers.nvlink`), given through
-  ``ProviderInputs.uploads`` (the bucket's quarantine path, or local files in the CLI).
+  ``ProviderInputs.uploads`` (local files in the CLI), or, with ``uploads`` (a bucket prefix), the
+  shell's ``sdk_client("nvlink-uploads")`` (the functions' quarantine path: bad records moved aside).
 
 Node name: ``computerName`` (Slurm's NodeName on CycleCloud), or the VM resource name with
 ``name_from: vm-name``; the node ID is the VM resource name. The one rule of
@@ -53,13 +54,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, Protocol
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from topocast.errors import ProviderError
 from topocast.model.graph import Node, TopologyGraph
 from topocast.model.placement import place_nodes, record_label
+from topocast.providers.azure.api import AzureComputeApi, NvlinkUploads
 from topocast.providers.base import DiscoveryResult, FullScanOnly, ProviderInputs
 from topocast.providers.naming import WANTED_NAME_LABEL, name_listing
 from topocast.providers.nvlink import HostDomains, host_domains
@@ -274,21 +276,6 @@ def _failed_scale_sets(
     return out
 
 
-class AzureComputeApi(Protocol):
-    """The ARM listings this provider makes (``topocast.providers.azure.sdk.AzureCompute``; mypy checks it there)."""
-
-    @property
-    def calls(self) -> Mapping[str, int]: ...
-
-    def scale_sets(self, group: str) -> list[dict[str, Any]]: ...
-
-    def scale_set_vms(self, group: str, scale_set: str) -> list[dict[str, Any]]: ...
-
-    def scale_set_members(self, group: str, scale_set_id: str) -> list[dict[str, Any]]: ...
-
-    def virtual_machines(self, group: str) -> list[dict[str, Any]]: ...
-
-
 #: what the shell supplies as ``sdk_client("azure-compute")``: the client for these options
 Connect = Callable[["Options"], AzureComputeApi]
 
@@ -327,7 +314,11 @@ class AzureProvider(FullScanOnly):
         listed = compute.virtual_machines(o.resource_group) if (o.include_vms or flexible) else []
         vms = [vm for vm in listed if _keep_vm(vm, o.include_vms, flexible)]
         try:
-            uploads = dict(self.inputs.uploads())
+            if o.uploads:
+                read: NvlinkUploads = self.inputs.sdk_client("nvlink-uploads")
+                uploads = dict(read(o.uploads))
+            else:
+                uploads = dict(self.inputs.uploads())
         except ProviderError as exc:
             if "no upload location" not in str(exc):
                 raise

@@ -23,13 +23,14 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from topocast.errors import ProviderError
-from topocast.providers.means import SdkClient, ShellMeans, services
+from topocast.providers.azure.api import NvlinkUploads
+from topocast.providers.means import SdkClient, ShellMeans, services, uploads
 
 if TYPE_CHECKING:
     from topocast.providers.azure.provider import Connect
 from topocast.safeio.paging import PageGuard
 
-__all__ = ["TOKEN_ENV", "AzureCompute", "compute_client", "connect", "shell_clients"]
+__all__ = ["TOKEN_ENV", "AzureCompute", "compute_client", "connect", "nvlink_uploads", "shell_clients"]
 
 TOKEN_ENV = "AZURE_ACCESS_TOKEN"
 ARM = "https://management.azure.com"
@@ -166,7 +167,21 @@ def connect(options: Any) -> AzureCompute:
     return compute_client(options.subscription_id, options.endpoint)
 
 
+def nvlink_uploads(means: ShellMeans) -> NvlinkUploads:
+    """``sdk_client("nvlink-uploads")``: the shell's bucket reads of ``collect nvlink`` records, through the
+    functions' quarantine (each record checked as discovery reads it)."""
+    read = uploads(means, "azure")
+
+    def good(prefix_uri: str) -> Mapping[str, bytes]:
+        from topocast.providers.nvlink import RECORD_NAME, check_record
+
+        return read(prefix_uri, check_record, RECORD_NAME)
+
+    return good
+
+
 def shell_clients(means: ShellMeans, options: Mapping[str, Any]) -> SdkClient:
-    """The ``azure`` provider's connector: ``azure-compute`` is :func:`connect` (called with the validated options)."""
+    """The ``azure`` provider's connector: ``azure-compute`` is :func:`connect` (called with the validated
+    options), ``nvlink-uploads`` the NVLink records under the ``uploads`` prefix, read by the shell."""
     client: Connect = connect  # mypy: AzureCompute is the provider's AzureComputeApi
-    return services("azure", {"azure-compute": lambda: client})
+    return services("azure", {"azure-compute": lambda: client, "nvlink-uploads": lambda: nvlink_uploads(means)})

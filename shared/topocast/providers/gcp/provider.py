@@ -77,8 +77,6 @@ __all__ = [
     "DiscoveryResult",
     "GcpDiscoveryConfig",
     "GcpProvider",
-    "InstanceRef",
-    "NeedsFullScan",
     "Options",
     "discover_full",
     "discover_instances",

@@ -1,1 +1,3 @@
-"""The ``nebius`` provider: Nebius instance topology (``provider``) through the Nebius SDK (``sdk``)."""
+"""The ``nebius`` provider: Nebius instance topology (``provider``), the Nebius calls it makes (``api``)
+through the Nebius SDK (``sdk``).
+"""

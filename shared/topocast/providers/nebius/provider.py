@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, Literal, Protocol
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -30,6 +30,7 @@ from topocast.model.placement import place_nodes, record_label
 from topocast.providers.base import DiscoveryResult, FullScanOnly, ProviderInputs
 from topocast.providers.cloud_ids import switch_id
 from topocast.providers.naming import name_listing
+from topocast.providers.nebius.api import NebiusApi
 from topocast.providers.options import provider_options
 
 __all__ = ["NebiusProvider", "Options", "graph_from_instances", "provider"]
@@ -111,17 +112,6 @@ def graph_from_instances(
             f"{', '.join(sorted(cpu)[:5])}{' ...' if len(cpu) > 5 else ''}"
         )
     return DiscoveryResult(place_nodes(cluster, "nebius", nodes, unplaced=aside), {}, warnings)
-
-
-class NebiusApi(Protocol):
-    """The Nebius reads this provider makes (``topocast.providers.nebius.sdk.NebiusReader``; mypy checks it there)."""
-
-    @property
-    def calls(self) -> Mapping[str, int]: ...
-
-    def instances(self, project: str, page_size: int) -> list[dict[str, Any]]: ...
-
-    def close(self) -> None: ...
 
 
 #: what the shell supplies as ``sdk_client("nebius")``: a reader for these options (topocast.providers.nebius.sdk)

@@ -1,1 +1,3 @@
-"""The ``oci`` provider: OCI instance topology (``provider``) through the ``oci`` SDK (``sdk``)."""
+"""The ``oci`` provider: OCI instance topology (``provider``), the OCI calls it makes (``api``) through the
+``oci`` SDK (``sdk``).
+"""

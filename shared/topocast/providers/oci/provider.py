@@ -45,7 +45,7 @@ import json
 import socket
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, Literal, Protocol
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -55,6 +55,7 @@ from topocast.model.placement import place_nodes, record_label
 from topocast.providers.base import DiscoveryResult, FullScanOnly, ProviderInputs
 from topocast.providers.cloud_ids import switch_id
 from topocast.providers.naming import name_listing
+from topocast.providers.oci.api import ImdsGet, OciApi
 from topocast.providers.options import provider_options
 
 __all__ = ["IMDS_TOPOLOGY_PATH", "OciProvider", "Options", "graph_from_hosts", "graph_from_imds", "provider"]
@@ -232,28 +233,8 @@ def parse_pdsh(text: str, source: str) -> tuple[list[tuple[str, str, str | None]
     return records, bad
 
 
-class OciApi(Protocol):
-    """The OCI reads this provider makes (``topocast.providers.oci.sdk.OciReader``; mypy checks it there)."""
-
-    @property
-    def tenancy(self) -> str | None: ...
-
-    @property
-    def calls(self) -> Mapping[str, int]: ...
-
-    def instances(self, compartment: str, limit: int) -> list[dict[str, Any]]: ...
-
-    def compute_hosts(
-        self, compartment: str, availability_domain: str | None, limit: int, *, in_subtree: bool = False
-    ) -> list[dict[str, Any]]: ...
-
-    def compute_host(self, host_id: str) -> dict[str, Any]: ...
-
-
 #: what the shell supplies as ``sdk_client("oci")``: a reader for these options (topocast.providers.oci.sdk)
 Connect = Callable[[Options], OciApi]
-#: what the shell supplies as ``sdk_client("oci-imds")``: GET of an IMDS URL -> body text
-ImdsGet = Callable[[str], str]
 
 
 @dataclass(frozen=True)

@@ -66,22 +66,18 @@ from topocast.model.names import MAX_SWITCH_NAME, check_name, check_node_name, c
 from topocast.model.placement import place_nodes, record_label
 from topocast.providers.base import DiscoveryResult
 from topocast.providers.clos import Collapse, collapse, summarize_choices
-from topocast.providers.domains import HostDomain, load_domains, parse_domains
+from topocast.providers.domains import HostDomain, load_domains
 from topocast.providers.port_selection import PortSelection, no_host_selected
 from topocast.safeio.limits import MAX_UPLOAD_BYTES, check_size, read_capped
 
 __all__ = [
     "DEFAULT_HOST_REGEX",
     "Fabric",
-    "HostDomain",
     "IbNode",
-    "PortSelection",
     "build_graph",
     "check_upload",
     "discover",
-    "load_domains",
     "parse",
-    "parse_domains",
     "uplinks",
 ]
 

@@ -55,8 +55,6 @@ from topocast.safeio.limits import MAX_CREDENTIALS_BYTES
 from topocast.safeio.validation import validate
 
 __all__ = [
-    "NetqClient",
-    "NetqCredentials",
     "NetqFabric",
     "build_graph",
     "discover",
