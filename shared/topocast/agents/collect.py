@@ -238,3 +238,18 @@ def read_good_uploads(
     scheme, bucket, prefix = split_uri(prefix_uri)
     store = _objects(scheme, bucket, s3_client, gcs_client)
     return objects_read_good_uploads(store, prefix, check, limit=limit, name=name)
+
+
+def uploads_reader(
+    warn: Callable[[str], None],
+) -> Callable[[str, Callable[[bytes, str], object], str], dict[str, bytes]]:
+    """A shell's ``ShellMeans.read_uploads`` (``topocast discover``, the controller): good uploads of a
+    bucket prefix through :func:`read_good_uploads`, each quarantined one named through ``warn``."""
+
+    def read(prefix_uri: str, check: Callable[[bytes, str], object], name: str) -> dict[str, bytes]:
+        got = read_good_uploads(prefix_uri, check, name=name)
+        for uri, reason in got.quarantined:
+            warn(f"{uri}: quarantined ({reason})")
+        return got.texts
+
+    return read

@@ -384,6 +384,7 @@ class StateStore:
 # ----- composition ----------------------------------------------------------------------------------------
 def build_controller(settings: ControllerSettings, client_options: Mapping[str, Any] | None = None) -> Controller:
     """The controller wired to the cluster of ``settings.k8s_options`` (in-cluster or a kubeconfig)."""
+    from topocast.agents.collect import uploads_reader
     from topocast.config import Settings
     from topocast.k8s.client import build_client, client_settings_from_options, connection_from_options
     from topocast.k8s.nodes_client import KubeListers, with_node_lister
@@ -416,7 +417,7 @@ def build_controller(settings: ControllerSettings, client_options: Mapping[str, 
         provider_options["schemes"] = [s for s in DEFAULT_SCHEMES if s != "topograph"]
     # the provider's own connector builds its SDK clients (the cloud SDKs' credential chains: workload
     # identity, instance principals); its Kubernetes reads go to the cluster the controller publishes to
-    means = ShellMeans(kubernetes=KubeListers(k8s))
+    means = ShellMeans(kubernetes=KubeListers(k8s), read_uploads=uploads_reader(log.warning))
     clients = with_node_lister(connect(settings.provider, means, provider_options), k8s)
 
     def discover(previous: TopologyGraph | None) -> TopologyGraph:

@@ -131,26 +131,17 @@ def _local_files(paths: list[Path]) -> Callable[[], dict[str, bytes]]:
     return read
 
 
-def _bucket_uploads(prefix_uri: str, check: Callable[[bytes, str], object], name: str) -> dict[str, bytes]:
-    """Uploads in a bucket through the functions' quarantine (bad ones moved aside, each named on stderr)."""
-    from topocast.agents.collect import read_good_uploads
-
-    got = read_good_uploads(prefix_uri, check, name=name)
-    for uri, reason in got.quarantined:
-        print(f"topocast: warning: {uri}: quarantined ({reason})", file=sys.stderr)
-    return got.texts
-
-
 def shell_means(a: DiscoverArgs) -> ShellMeans:
     """What this shell hands every provider's connector: its flags, the Kubernetes reads and bucket uploads
     (the SDKs bring their own credentials chains: AWS environment and profiles, application-default, OCI config)."""
+    from topocast.agents.collect import uploads_reader
     from topocast.k8s.nodes_client import KubeListers
 
     return ShellMeans(
         compute_endpoint=a.compute_endpoint,
         kubeconfig=a.kubeconfig,
         kubernetes=KubeListers(),
-        read_uploads=_bucket_uploads,
+        read_uploads=uploads_reader(lambda text: print(f"topocast: warning: {text}", file=sys.stderr)),
     )
 
 
