@@ -23,8 +23,7 @@ from topocast.pipeline.guard import (
     reconcile_confirms,
     rehold,
 )
-from topocast.ports.records import HoldRecord, PublishedRecord
-from topocast.publish.base import PublishResult
+from topocast.ports.records import HoldRecord, PublishedRecord, PublishResult
 
 NODES = {f"n{i:03d}" for i in range(100)}
 

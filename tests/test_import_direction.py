@@ -15,7 +15,7 @@ SHARED = Path(__file__).resolve().parent.parent / "shared"
 PACKAGE = SHARED / "topocast"
 
 #: the functional core and the application layer (modules or packages under topocast/)
-CORE = ["model", "errors", "safeio", "renderers", "providers", "pipeline", "app"]
+CORE = ["model", "errors", "registry", "safeio", "renderers", "providers", "config", "ports", "pipeline", "app"]
 #: what the core must never import (prefixes)
 OUTWARD = ("topocast.aws", "topocast.gcp", "topocast.k8s", "topocast_sim", "topocast.cli", "topocast.agents",
            "topocast.publish", "topocast.slurm")  # fmt: skip

@@ -128,7 +128,7 @@ def _how(
         return ("writing the file and `scontrol reconfigure`" if reconfigure else "writing the file only"), None
     from topocast.slurm.conffile import slurm_conf_nodes
     from topocast.slurm.controller import SlurmInstall
-    from topocast.slurm.live import Costs, ScontrolUpdater, _power_saving_plan, cheaper_plan, plan_live
+    from topocast.slurm.live import Costs, ScontrolUpdater, cheaper_plan, plan_live, power_saving_plan
 
     updater = updater or ScontrolUpdater(slurm or SlurmInstall.find(), slurm_conf, str(dest))
     try:
@@ -136,7 +136,7 @@ def _how(
         old = installed.decode("utf-8", "replace") if installed is not None else None
         plan = plan_live(old, content.decode("utf-8", "replace"), updater.version(), max_share=max_share,
                          source=str(dest), defined=defined)  # fmt: skip
-        plan, _warning = _power_saving_plan(plan, updater, allow_reconfigure)
+        plan, _warning = power_saving_plan(plan, updater, allow_reconfigure)
     except TopocastError as exc:
         return f"a plan that could not be made ({exc})", None
     if allow_reconfigure:

@@ -613,15 +613,15 @@ def controller(a: Namespace) -> int:
     import socket
 
     from topocast.agents.controller import ControllerSettings, build_controller, serve_http
-    from topocast.cli.publish import _read_mapping
+    from topocast.cli.publish import read_mapping
     from topocast.providers.options import parse_option_pairs
     from topocast.safeio.validation import validate
 
-    k8s = _read_mapping(a.k8s_options, "--k8s-options") if a.k8s_options else {}
+    k8s = read_mapping(a.k8s_options, "--k8s-options") if a.k8s_options else {}
     if "connection" not in k8s:
         in_pod = a.in_cluster or (not a.kubeconfig and os.path.exists("/var/run/secrets/kubernetes.io/serviceaccount"))
         k8s["connection"] = {"auth": "in-cluster"} if in_pod else {"auth": "kubeconfig", "kubeconfig": a.kubeconfig}
-    render = _read_mapping(a.options_file, "--options") if a.options_file else {}
+    render = read_mapping(a.options_file, "--options") if a.options_file else {}
     identity = a.identity or os.environ.get("POD_NAME") or f"{socket.gethostname()}-{os.getpid()}"
     # the debounce and guard knobs not given keep ControllerSettings' defaults (the functions', from config.py)
     given = {

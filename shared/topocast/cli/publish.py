@@ -74,7 +74,7 @@ class PublishArgs:
     min_node_share: float | None = None
 
 
-def _read_mapping(path: Path, what: str) -> dict[str, Any]:
+def read_mapping(path: Path, what: str) -> dict[str, Any]:
     """A JSON/YAML mapping from ``path``: capped before it is held, any byte sequence one line (never a traceback)."""
     from topocast.safeio.limits import MAX_YAML_BYTES, read_capped
     from topocast.safeio.yaml_input import load_yaml
@@ -99,7 +99,7 @@ def publisher_config(args: PublishArgs, render_options: RenderOptions) -> Any:
     from topocast.k8s.client import K8sConnection
     from topocast.publish.kubernetes import KubernetesPublisherConfig
 
-    data = _read_mapping(args.k8s_options, "--k8s-options") if args.k8s_options else {}
+    data = read_mapping(args.k8s_options, "--k8s-options") if args.k8s_options else {}
     data.setdefault("labels", render_options.labels.model_dump())
     if "connection" not in data:
         if args.in_cluster:
@@ -305,7 +305,7 @@ def _explicit_connection(args: PublishArgs) -> bool:
 
 
 def _options_connection(args: PublishArgs) -> bool:
-    return bool(args.k8s_options and "connection" in _read_mapping(args.k8s_options, "--k8s-options"))
+    return bool(args.k8s_options and "connection" in read_mapping(args.k8s_options, "--k8s-options"))
 
 
 def cluster_problem(config: Any, timeout: float = 3.0) -> tuple[str | None, str | None]:
@@ -383,7 +383,7 @@ def run_publish(args: PublishArgs, out: TextIO | None = None, err: TextIO | None
     err = err or sys.stderr
     options = RenderOptions()
     if args.options is not None:
-        options = validate(RenderOptions, _read_mapping(args.options, "--options"), str(args.options), TopocastError)
+        options = validate(RenderOptions, read_mapping(args.options, "--options"), str(args.options), TopocastError)
     config = publisher_config(args, options)
     formats = list(config.formats)  # Kubernetes formats only (KubernetesPublisherConfig refuses any other)
     manifest, artifacts, graph_source = _inputs(args, options, formats)
@@ -438,4 +438,12 @@ def run_publish(args: PublishArgs, out: TextIO | None = None, err: TextIO | None
     return EXIT_REFUSED if report.nodes_refused else 0
 
 
-__all__ = ["EXIT_REFUSED", "PublishArgs", "print_plan", "print_refusals", "publisher_config", "run_publish"]
+__all__ = [
+    "EXIT_REFUSED",
+    "PublishArgs",
+    "print_plan",
+    "print_refusals",
+    "publisher_config",
+    "read_mapping",
+    "run_publish",
+]

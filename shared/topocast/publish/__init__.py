@@ -18,7 +18,8 @@ from typing import Any
 from topocast.errors import TopocastError
 from topocast.model.graph import TopologyGraph
 from topocast.pipeline.objects import ObjectStore
-from topocast.publish.base import Publisher, PublishResult
+from topocast.ports.protocols import Publisher
+from topocast.ports.records import PublishResult
 from topocast.registry import Registry
 
 __all__ = [

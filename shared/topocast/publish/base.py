@@ -17,10 +17,9 @@ from collections.abc import Mapping
 from typing import Literal
 
 from topocast.errors import TopocastError
-from topocast.ports.protocols import Publisher
 from topocast.ports.records import Manifest, ManifestEntry, PublishResult
 
-__all__ = ["FileOutcome", "FilePublisher", "PublishResult", "Publisher", "verified_content"]
+__all__ = ["FileOutcome", "FilePublisher", "verified_content"]
 
 #: what publishing one file did: wrote it, found it current, or found a newer generation there
 FileOutcome = Literal["written", "current", "older"]

@@ -59,7 +59,7 @@ from topocast.k8s.labels import (
 from topocast.k8s.objects import KINDS, DryRun, ObjectPublisher, ObjectReport, PendingObject
 from topocast.model.graph import TopologyGraph
 from topocast.model.hostlist import compact_str
-from topocast.publish.base import PublishResult
+from topocast.ports.records import PublishResult
 from topocast.renderers import formats as renderer_formats
 from topocast.renderers import kubernetes_formats
 from topocast.renderers.base import Artifact, LabelScheme, RenderOptions

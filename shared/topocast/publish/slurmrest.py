@@ -27,8 +27,8 @@ from typing import Any
 
 from topocast.errors import TopocastError
 from topocast.pipeline.objects import ObjectStore, cluster_base
-from topocast.ports.records import Manifest
-from topocast.publish.base import PublishResult, verified_content
+from topocast.ports.records import Manifest, PublishResult
+from topocast.publish.base import verified_content
 
 __all__ = ["SlurmRestPublisher", "from_inputs"]
 

@@ -70,6 +70,7 @@ __all__ = [
     "node_spec",
     "placements",
     "plan_live",
+    "power_saving_plan",
 ]
 
 #: first Slurm with ``scontrol update NodeName=... Topology=...``
@@ -589,7 +590,7 @@ def apply_topology(
     else:
         old_text = old.decode("utf-8", errors="replace") if old is not None else None
         plan = plan_live(old_text, text, updater.version(), max_share=max_share, source=str(dest), defined=defined)
-    plan, warning = _power_saving_plan(plan, updater, allow_reconfigure)
+    plan, warning = power_saving_plan(plan, updater, allow_reconfigure)
     if allow_reconfigure:
         plan = cheaper_plan(plan, costs)
 
@@ -702,7 +703,7 @@ def not_undone(moved: MoveOutcome) -> str:
     )
 
 
-def _power_saving_plan(plan: LivePlan, updater: NodeUpdater, allow_reconfigure: bool) -> tuple[LivePlan, str]:
+def power_saving_plan(plan: LivePlan, updater: NodeUpdater, allow_reconfigure: bool) -> tuple[LivePlan, str]:
     """A live plan that moves power-saving nodes becomes a reconfigure (26.05.5: their live place is
     undone at power-down; a reconfigure with the file makes it survive). With reconfigure forbidden
     the moves stay live, with a warning: the next run's drift check puts back a node that went back."""
