@@ -275,3 +275,25 @@ def test_docs_list_the_registered_formats() -> None:
     controller = (ROOT / "docs" / "controller.md").read_text()
     [row] = re.findall(r"^\| publish \| render (.*?) and publish them", controller, re.M)
     assert _backticked(row) == list(kubernetes_formats())
+
+
+@pytest.mark.parametrize("rbac", ["infra/k8s/rbac.yaml", "infra/k8s/controller/rbac.yaml"])
+def test_the_shipped_rbac_lets_the_publisher_write_every_object_format(rbac: str) -> None:
+    """A new ``kubernetes-objects`` format needs a rule in both Roles/ClusterRoles the repo ships, or the
+    publisher's first apply is a 403 in a real cluster (the fake API server here enforces no RBAC)."""
+    import yaml
+
+    rules = [
+        rule
+        for doc in yaml.safe_load_all((ROOT / rbac).read_text())
+        if doc and doc.get("kind") in ("ClusterRole", "Role")
+        for rule in doc.get("rules", [])
+    ]
+    for fmt in formats("kubernetes-objects"):
+        kind = KINDS[fmt]
+        writes = [
+            r for r in rules
+            if kind.group in r.get("apiGroups", []) and kind.plural in r.get("resources", [])
+            and {"patch", "create"} <= set(r.get("verbs", []))
+        ]  # fmt: skip
+        assert writes, f"{rbac}: no rule lets topocast patch and create {kind.plural}.{kind.group or 'core'} ({fmt})"
