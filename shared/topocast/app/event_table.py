@@ -184,6 +184,9 @@ SCHEDULER_INPUT = "scheduler/input"
 TEXT_RECONCILE = "text/reconcile"
 GCP_RECHECK = "dev.topocast.recheck.v1"
 GCP_RECONCILE = "dev.topocast.reconcile.v1"
+#: the ``kind`` of topocast's own JSON messages: a reconcile request on Pub/Sub, a hand-off to publish on SQS
+RECONCILE_MESSAGE = "topocast.reconcile"
+PUBLISH_MESSAGE = "topocast.publish"
 GCP_PUBSUB = "google.cloud.pubsub.topic.v1.messagePublished"
 #: the version prefixes of audit-log methodNames written by API calls (``v1.compute.instances.insert``); a MIG,
 #: acting as the Google APIs service agent, and Compute Engine itself write them unversioned

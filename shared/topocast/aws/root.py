@@ -52,9 +52,10 @@ class SqsPublishHandoff:
         self.cluster, self.queue_url, self.sqs = cluster, queue_url, sqs
 
     def request_publish(self, generation: int, reason: str, dedup: str) -> None:
+        from topocast.app.event_table import PUBLISH_MESSAGE
         from topocast.aws.retry import with_retries
 
-        body = {"kind": "topocast.publish", "cluster": self.cluster, "generation": generation, "reason": reason}
+        body = {"kind": PUBLISH_MESSAGE, "cluster": self.cluster, "generation": generation, "reason": reason}
         with_retries(
             lambda: self.sqs.send_message(QueueUrl=self.queue_url, MessageBody=json.dumps(body)),
             what=f"hand generation {generation} to publish",

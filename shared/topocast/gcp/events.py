@@ -316,9 +316,9 @@ def _pubsub(attrs: dict[str, Any], data: Any) -> Command:
         raise MalformedEvent("Pub/Sub event: data.message.data: expected a JSON object (or nothing)")
     if "protoPayload" in body and "logName" in body:  # a LogEntry from the system-event Logging sink
         return _audit({**attrs, "id": event_id}, body, "data.message.data")
-    kind = body.get("kind", "topocast.reconcile")
-    if kind != "topocast.reconcile":
-        return Ignored(PUBSUB, f"Pub/Sub message of kind {kind!r}; only topocast.reconcile is handled", event_id)
+    kind = body.get("kind", table.RECONCILE_MESSAGE)
+    if kind != table.RECONCILE_MESSAGE:
+        return Ignored(PUBSUB, f"Pub/Sub message of kind {kind!r}; only {table.RECONCILE_MESSAGE} is handled", event_id)
     r = _validate(_TopocastReconcile, body, "data.message.data", "Pub/Sub")
     return Reconcile(PUBSUB, r.reason if "reason" in body else "schedule", r.cluster, event_id=event_id)
 
