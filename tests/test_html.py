@@ -212,7 +212,15 @@ def chromium(args: list[str], timeout: float = 60) -> subprocess.CompletedProces
 
 
 @browser
-@pytest.mark.parametrize(("n", "target"), [(256, "gpu-000200"), (2000, "gpu-001234"), (10_000, "gpu-009876")])
+@pytest.mark.parametrize(
+    ("n", "target"),
+    [
+        (256, "gpu-000200"),
+        (2000, "gpu-001234"),
+        # the 10,000-node page's search is also opened by test_10000_nodes_searched_by_switch_name_opens_that_switch
+        pytest.param(10_000, "gpu-009876", marks=pytest.mark.slow),
+    ],
+)
 def test_view_renders_and_search_finds_the_node(n: int, target: str, tmp_path: Path) -> None:
     """The page draws and its search reveals the node; how fast it draws is bench/html_view.py's."""
     page = tmp_path / f"view-{n}.html"
