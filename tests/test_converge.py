@@ -178,7 +178,7 @@ class GcpDriver:
         from topocast.gcp.tasks import TaskQueue
 
         self.handlers = handlers
-        self.cloud = GcpCloud(quiet=0.5, max_wait=3.0, pool=80).start()
+        self.cloud = GcpCloud(quiet=0.5, max_wait=3.0, pool=80, real_time=False).start()  # as AwsDriver
         self.injector = Injector(self._fresh_root)
         self._set_lease()
         injector = self.injector

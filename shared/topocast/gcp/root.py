@@ -24,6 +24,7 @@ from topocast.gcp.gcs import GcsObjects
 from topocast.gcp.gcs_artifacts import GcsArtifactStore, GcsPublishState
 from topocast.gcp.gcs_store import GcsGraphStore, cluster_base
 from topocast.gcp.tasks import TaskQueue, task_id
+from topocast.gcp.tasks import now as tasks_clock
 from topocast.k8s.nodes_client import with_node_lister
 from topocast.pipeline.debounce import Decision
 from topocast.pipeline.debounce_runner import DebounceRunner
@@ -163,7 +164,7 @@ class GcpRuntime(CompositionRoot):
         return gcp_debouncer(
             self.objects, s.prefix, self.queue, s.render_url,
             quiet=s.debounce_quiet, max_wait=s.debounce_max_wait, leading_edge=s.debounce_leading_edge,
-            on_reset=self.debounce_state_reset,
+            on_reset=self.debounce_state_reset, clock=tasks_clock,
         )  # fmt: skip
 
     @cached_property
