@@ -21,7 +21,7 @@ from topocast_sim.gcp_pipeline import LocalGcpPipeline
 def test_insert_storm_becomes_one_render_and_one_publish() -> None:
     """1,000 MIG-driven insert events (last entries), arriving concurrently: one render, one publish."""
     gen = cluster(1000)
-    with LocalGcpPipeline(gen, name="c1", quiet=3.0, max_wait=60.0, window=1.0, gcs_process=True) as pl:
+    with LocalGcpPipeline(gen, name="c1", quiet=3.0, max_wait=60.0, window=1.0, real_time=False) as pl:
         started = time.monotonic()
         pl.emit(pl.insert_events(gen.instances)[1::2], concurrency=8)  # the completing entries
         emitting = time.monotonic() - started
