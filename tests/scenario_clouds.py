@@ -163,15 +163,19 @@ class GcpCloud:
 
     def __init__(
         self, *, quiet: float, max_wait: float, publishers: tuple[str, ...] = ("gcs",), pool: int = 400,
-        env: dict[str, str] | None = None,
+        env: dict[str, str] | None = None, real_time: bool = True,
     ) -> None:  # fmt: skip
+        """``real_time=False``: every wait (quiet and discover windows, retries, leases) is skipped on the
+        simulated clock (:class:`~topocast_sim.gcp_pipeline.LocalGcpPipeline`); for rows that do not measure latency."""
         from topocast_sim.gce import generate_cluster
         from topocast_sim.gcp_pipeline import LocalGcpPipeline
 
         gen = generate_cluster(pool, label=("topocast-cluster", CLUSTER), hosts_per_subblock=8, subblocks_per_block=4)
         self.pool, gen.instances = list(gen.instances), []
         extra = {"TOPOCAST_PUBLISHERS": ";".join(publishers), **(env or {})}
-        self.pl = LocalGcpPipeline(gen, name=CLUSTER, quiet=quiet, max_wait=max_wait, window=0.3, extra_env=extra)
+        self.pl = LocalGcpPipeline(
+            gen, name=CLUSTER, quiet=quiet, max_wait=max_wait, window=0.3, extra_env=extra, real_time=real_time
+        )
         self.rejected = 0
 
     def start(self) -> GcpCloud:

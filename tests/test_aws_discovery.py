@@ -11,6 +11,7 @@ import json
 import subprocess
 import sys
 from datetime import UTC, datetime
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -289,7 +290,11 @@ def test_null_capacity_block_of_an_ordinary_instance_with_a_known_domain_is_pend
     assert fresh.graph.nodes[0].accelerator is None and not fresh.graph.nodes[0].accelerator_pending
 
 
-def test_throttling_on_a_third_of_calls_still_yields_the_right_graph(ec2: Any) -> None:
+def test_throttling_on_a_third_of_calls_still_yields_the_right_graph(ec2: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    import botocore.endpoint
+
+    backoffs: list[float] = []  # botocore's retry backoff, recorded instead of slept (its only sleep)
+    monkeypatch.setattr(botocore.endpoint, "time", SimpleNamespace(sleep=backoffs.append))
     sim.generate_cluster(ec2, 120, name_prefix=None)
     clean = discover_full(ec2, config())
     sim.reset_counts()
@@ -298,7 +303,7 @@ def test_throttling_on_a_third_of_calls_still_yields_the_right_graph(ec2: Any) -
     assert throttled.graph == clean.graph
     assert throttled.api_calls == clean.api_calls  # retries happen inside botocore
     injected = sum(sim.injected_counts().values())
-    assert injected >= 1 and throttled.retries == injected
+    assert injected >= 1 and throttled.retries == injected == len(backoffs)  # each retry backed off first
 
 
 @pytest.mark.parametrize(

@@ -52,7 +52,7 @@ def imds() -> Iterator[tuple[str, list[str]]]:
                 self._answer(404, "")
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True).start()  # shutdown() within 0.05 s
     try:
         yield f"http://127.0.0.1:{server.server_address[1]}/", seen
     finally:

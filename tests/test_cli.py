@@ -145,6 +145,9 @@ def test_model_not_in_the_repo_renders_and_loads_into_slurmctld(tmp_path: Path, 
     assert sorted(shown["tor-3"].nodes) == [f"h{i:03d}" for i in range(7, 11)]
 
 
+# a whole GCP pipeline with its storage emulator in a child process; the demo's outputs are checked in the
+# default run by test_gcp_faults.test_demo_writes_its_outputs, its CLI path by test_watch_notifications[gcp]
+@pytest.mark.slow
 def test_gcp_demo_through_the_cli_writes_the_same_outputs(tmp_path: Path) -> None:
     out = tmp_path / "demo-gcp"
     result = invoke(["demo", "--cloud", "gcp", "--nodes", "32", "--out", str(out), "--quiet", "1"])

@@ -34,6 +34,8 @@ from topocast.slurm.rest_token import SlurmToken
 
 SHARED = Path(__file__).resolve().parents[1] / "shared" / "topocast"
 DEADLINE = 1.5
+#: the trickle test's deadline, with a byte every TRICKLE_EVERY seconds (well inside it: no read times out)
+TRICKLE_DEADLINE, TRICKLE_EVERY = 0.6, 0.15
 SLURM_JWT = "eyJhbGciOiJIUzI1NiJ9.eyJzdW4iOiJzbHVybSJ9.c2VjcmV0LXNpZ25hdHVyZQ"
 K8S_TOKEN = "k8s-bearer-s3cret"
 NETQ_PASSWORD = "netq-s3cret-pw"
@@ -42,31 +44,32 @@ NETQ_PASSWORD = "netq-s3cret-pw"
 @dataclass(frozen=True)
 class Client:
     name: str
-    #: one call that carries the credential to the server at the URL, ending in the error under test
-    run: Callable[[str], object]
+    #: one call that carries the credential to the server at the URL (within a deadline, DEADLINE unless
+    #: given), ending in the error under test
+    run: Callable[..., object]
     #: what must never be shown nor reach another origin
     secrets: tuple[str, ...]
 
 
-def _slurmrestd(url: str) -> object:
-    return connect(url, SlurmToken(SLURM_JWT, "slurm"), version="v0.0.45", timeout=DEADLINE)
+def _slurmrestd(url: str, deadline: float = DEADLINE) -> object:
+    return connect(url, SlurmToken(SLURM_JWT, "slurm"), version="v0.0.45", timeout=deadline)
 
 
-def _netq(url: str) -> object:
-    return NetqClient(url, NetqCredentials("admin", NETQ_PASSWORD), max_attempts=1, deadline=DEADLINE).login()
+def _netq(url: str, deadline: float = DEADLINE) -> object:
+    return NetqClient(url, NetqCredentials("admin", NETQ_PASSWORD), max_attempts=1, deadline=deadline).login()
 
 
-def _kubernetes(url: str) -> object:
+def _kubernetes(url: str, deadline: float = DEADLINE) -> object:
     conn = K8sConnection(auth="token", endpoint=url, token=K8S_TOKEN)
-    client = build_client(conn, ClientSettings(timeout=DEADLINE, max_attempts=1, qps=0), sleep=lambda _: None)
+    client = build_client(conn, ClientSettings(timeout=deadline, max_attempts=1, qps=0), sleep=lambda _: None)
     try:
         return client.request_json("GET", "/api/v1/nodes")
     finally:
         client.close()
 
 
-def _oci_imds(url: str) -> object:
-    return imds_get(url + "/opc/v2/instance/id", timeout=DEADLINE)
+def _oci_imds(url: str, deadline: float = DEADLINE) -> object:
+    return imds_get(url + "/opc/v2/instance/id", timeout=deadline)
 
 
 CLIENTS = [
@@ -77,10 +80,10 @@ CLIENTS = [
 ]
 
 
-def failure(client: Client, url: str) -> str:
+def failure(client: Client, url: str, deadline: float = DEADLINE) -> str:
     """The one line the client's call fails with (it must fail)."""
     with pytest.raises(Exception) as info:  # each client has its own error type
-        client.run(url)
+        client.run(url, deadline)
     message = str(info.value)
     assert message and "\n" not in message, message
     for secret in client.secrets:
@@ -155,18 +158,18 @@ def test_a_trickling_server_is_cut_off_by_the_deadline(client: Client) -> None:
     def trickle(h: BaseHTTPRequestHandler) -> None:
         h.wfile.write(b"HTTP/1.1 200 OK\r\n")
         h.wfile.flush()
-        while not stop.is_set():  # one header byte a second: every socket read succeeds, the call never ends
+        while not stop.is_set():  # a header byte at a time: every socket read succeeds, the call never ends
             h.wfile.write(b"X")
             h.wfile.flush()
-            stop.wait(1.0)
+            stop.wait(TRICKLE_EVERY)
 
     with serve(trickle) as (url, _):
         try:
-            message = failure(client, url)
+            message = failure(client, url, TRICKLE_DEADLINE)
         finally:
             stop.set()
     assert "deadline" in message, message
-    assert f"{DEADLINE:g} s deadline" in message or client.name == "oci-imds", message
+    assert f"{TRICKLE_DEADLINE:g} s deadline" in message or client.name == "oci-imds", message
 
 
 @pytest.mark.parametrize("client", CLIENTS, ids=lambda c: c.name)

@@ -41,7 +41,7 @@ def cloud(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> It
         request.getfixturevalue("aws_env")
         c: Cloud = AwsCloud(quiet=2.0, max_wait=30.0, real_time=False)
     else:
-        c = GcpCloud(quiet=2.0, max_wait=30.0, pool=8)
+        c = GcpCloud(quiet=2.0, max_wait=30.0, pool=8, real_time=False)
     yield c.start()
     c.stop()
 

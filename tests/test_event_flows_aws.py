@@ -7,6 +7,7 @@ import pytest
 from aws_fixtures import set_ec2_state
 
 from topocast_sim import ec2 as ec2_sim
+from topocast_sim import simclock
 from topocast_sim.aws_pipeline import LocalAwsPipeline
 
 CLUSTER = "c1"
@@ -100,8 +101,6 @@ def test_a_recheck_is_a_delayed_message_on_the_events_queue_and_follows_the_inst
 ) -> None:
     """No AWS event kind follows today; the re-check loop itself (SQS DelaySeconds -> discover -> SQS) is
     the same one a followed change starts."""
-    import time
-
     monkeypatch.setenv("POWERTOOLS_METRICS_DISABLED", "true")
     pl = LocalAwsPipeline(CLUSTER, quiet=0.5, max_wait=2.0, guard_max_loss=0.5,
                           extra_settings={"follow_interval": 1.0, "follow_rechecks": 3}, real_time=False)  # fmt: skip
@@ -112,7 +111,7 @@ def test_a_recheck_is_a_delayed_message_on_the_events_queue_and_follows_the_inst
     assert pl.runtime.rechecks is not None
     pl.runtime.rechecks.schedule([(ids[0], "test")], 1, 1.0, "t1")
     assert pl.pump_discover() == 0  # delayed: not visible yet
-    time.sleep(1.2)
+    simclock.advance(1.2)  # the clock moto's SQS reads: the delay runs out without waiting for it
     assert pl.pump_discover() == 1
     assert graph(pl)[1] == ["gpu-000", "gpu-001"]  # stopping: kept at its place
     assert pl.runtime.counters["follow_rechecks"] == 1  # ... and re-checked again later

@@ -1,7 +1,8 @@
 """The GCP pipeline end to end under faults: failing writes, a lost half, a corrupt graph; and the demo.
 
 Same harness as test_gcp_pipeline.py (:class:`topocast_sim.gcp_pipeline.LocalGcpPipeline`),
-the same scenarios as the AWS pipeline tests.
+the same scenarios as the AWS pipeline tests; none measures latency, so windows, retries and leases
+run on the simulated clock (``real_time=False``).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from topocast_sim.gcp_pipeline import LocalGcpPipeline
 
 def test_failing_gcs_writes_are_retried_and_no_event_is_lost() -> None:
     gen = cluster(30)
-    with LocalGcpPipeline(gen, name="c1", quiet=1.0, window=0.5) as pl:
+    with LocalGcpPipeline(gen, name="c1", quiet=1.0, window=0.5, real_time=False) as pl:
         pl.gcs.proxy.fail_uploads = 2  # google-cloud-storage retries 503s; nothing may be lost
         pl.emit(pl.insert_events(gen.instances)[1::2])
         assert pl.run_until_idle(timeout=60)
@@ -28,7 +29,7 @@ def test_failing_gcs_writes_are_retried_and_no_event_is_lost() -> None:
 
 def test_losing_half_the_nodes_is_held_until_a_reconcile_confirms() -> None:
     gen = cluster(40)
-    with LocalGcpPipeline(gen, name="c1", quiet=0.5, window=0.3) as pl:
+    with LocalGcpPipeline(gen, name="c1", quiet=0.5, window=0.3, real_time=False) as pl:
         pl.reconcile()
         assert pl.run_until_idle(timeout=30)
         first = published(pl)
@@ -52,7 +53,7 @@ def test_losing_half_the_nodes_is_held_until_a_reconcile_confirms() -> None:
 
 def test_corrupt_graph_stops_render_and_the_last_publish_stays() -> None:
     gen = cluster(20)
-    with LocalGcpPipeline(gen, name="c1", quiet=0.5, window=0.3) as pl:
+    with LocalGcpPipeline(gen, name="c1", quiet=0.5, window=0.3, real_time=False) as pl:
         pl.reconcile()
         assert pl.run_until_idle(timeout=30)
         good = published(pl)
@@ -101,7 +102,7 @@ def test_gke_publisher_is_wired_through_the_runtime() -> None:
         for inst in gen.instances:  # GKE node name = VM name; providerID gce://PROJECT/ZONE/NAME
             zone = inst["zone"].rsplit("/", 1)[-1]
             fake.add_node(inst["name"], {"team": "ml"}, provider_id=f"gce://{gen.project}/{zone}/{inst['name']}")
-        with LocalGcpPipeline(gen, name="c1", quiet=0.5, window=0.3, extra_env=env) as pl:
+        with LocalGcpPipeline(gen, name="c1", quiet=0.5, window=0.3, extra_env=env, real_time=False) as pl:
             pl.reconcile()
             assert pl.run_until_idle(timeout=30)
             assert handlers.STATS["publishes"] == 1 and published(pl).generation == 1

@@ -213,16 +213,23 @@ def chromium(args: list[str], timeout: float = 60) -> subprocess.CompletedProces
 
 @browser
 @pytest.mark.parametrize(
-    ("n", "target", "bound_ms"), [(256, "gpu-000200", 1500), (2000, "gpu-001234", 2000), (10_000, "gpu-009876", 4000)]
+    ("n", "target"),
+    [
+        (256, "gpu-000200"),
+        # bigger pages in the slow tier: the 10,000-node page's search is also opened in the default run by
+        # test_10000_nodes_searched_by_switch_name_opens_that_switch and the other 10,000-node browser tests
+        pytest.param(2000, "gpu-001234", marks=pytest.mark.slow),
+        pytest.param(10_000, "gpu-009876", marks=pytest.mark.slow),
+    ],
 )
-def test_view_renders_in_time_and_search_finds_the_node(n: int, target: str, bound_ms: int, tmp_path: Path) -> None:
+def test_view_renders_and_search_finds_the_node(n: int, target: str, tmp_path: Path) -> None:
+    """The page draws and its search reveals the node; how fast it draws is bench/html_view.py's."""
     page = tmp_path / f"view-{n}.html"
     page.write_text(render_page(fat_tree(n)))
     url = f"{page.as_uri()}#search={target}"
     dom = chromium(["--dump-dom", url]).stdout
     body = re.search(r'<body[^>]*data-render-ms="(\d+)"[^>]*>', dom)
     assert body, "the page script did not finish"
-    assert int(body.group(1)) < bound_ms, f"rendering took {body.group(1)} ms"
     assert re.search(r'id="results" data-count="1"', dom)
     assert re.search(rf'<span class="n [^"]*\bhit\b[^"]*" id="n\d+" title="{target}', dom), "node not revealed"
     shot = tmp_path / f"view-{n}.png"

@@ -183,7 +183,7 @@ def test_repeated_page_token_and_unreachable_endpoint(fake: FakeNebius) -> None:
     dead = FakeNebius()
     with dead:
         address = dead.address
-    opts = {"project": PROJECT, "endpoint": address, "insecure": True, "timeout": 3}
+    opts = {"project": PROJECT, "endpoint": address, "insecure": True, "timeout": 1}  # gRPC waits it out
     with pytest.raises(ProviderError, match=r"^Nebius InstanceService.List: (UNAVAILABLE|DEADLINE_EXCEEDED)"):
         build_provider("nebius", ProviderInputs("c1", opts, {"nebius": connect}.__getitem__)).discover_full(None)
 

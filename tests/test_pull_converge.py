@@ -119,7 +119,7 @@ def proxy() -> Iterator[Any]:
 
     def start(upstream: str) -> Proxy:
         server = Proxy(upstream)
-        threading.Thread(target=server.serve_forever, daemon=True).start()
+        threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True).start()
         servers.append(server)
         return server
 

@@ -31,7 +31,7 @@ def make_cloud(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) 
             request.getfixturevalue("aws_env")
             cloud: Cloud = AwsCloud(real_time=False, **kw)  # windows on the simulated clock while settling
         else:
-            cloud = GcpCloud(**kw)
+            cloud = GcpCloud(real_time=False, **kw)  # windows, retries and leases on the simulated clock too
         started.append(cloud.start())
         return cloud
 

@@ -27,6 +27,11 @@ What it implements, as the Cloud Tasks reference documents it:
   run at once (Terraform: 5). ``time_scale`` compresses every backoff by one factor,
   for tests whose functions (other processes, on the wall clock) have their debounce
   lease compressed by the same factor: the order of retries and leases stays Terraform's.
+* ``clock`` is what the queue schedules by (the wall clock by default). Given
+  :func:`topocast_sim.simclock.now`, :meth:`~FakeCloudTasks.wait_idle` with ``skip_waits=True``
+  jumps that clock to the next task due whenever nothing is in flight, instead of waiting for it:
+  schedule times, backoff, name tombstones and dispatch order stay exactly as above, only the
+  idle time between them is skipped.
 
 Not implemented: App Engine targets, queue rate limits, pause/resume/purge,
 IAM, ``responseView=FULL`` on list.
@@ -44,8 +49,9 @@ import time
 import urllib.error
 import urllib.request
 import uuid
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlparse
@@ -85,7 +91,7 @@ class _Task:
     headers: dict[str, str]
     body: bytes
     oidc: str | None
-    created: float = field(default_factory=time.time)
+    created: float
     attempts: int = 0
     responses: int = 0
     last_status: int | None = None
@@ -116,12 +122,16 @@ class FakeCloudTasks(LocalServer):
         dispatch_deadline: float = 120.0,
         tombstone_seconds: float = 3600.0,
         time_scale: float = 1.0,
+        clock: Callable[[], float] = time.time,
     ) -> None:
         self.min_backoff = min_backoff
         self.max_backoff = max_backoff
         self.max_doublings = max_doublings
         self.max_attempts = max_attempts
         self.time_scale = time_scale
+        self.clock = clock
+        #: seconds the clock was moved forward by :meth:`wait_idle` (``skip_waits=True``)
+        self.skipped_seconds = 0.0
         self.dispatch_deadline = dispatch_deadline
         self.tombstone_seconds = tombstone_seconds
         self.cond = threading.Condition()
@@ -150,7 +160,7 @@ class FakeCloudTasks(LocalServer):
             raise TasksError(
                 400, "Task.httpRequest with an http(s) url is required (App Engine tasks: not in this fake)"
             )
-        now = time.time()
+        now = self.clock()
         schedule = _parse_time(task["scheduleTime"]) if task.get("scheduleTime") else now
         if schedule > now + MAX_SCHEDULE_AHEAD:
             raise TasksError(400, "scheduleTime must be at most 30 days in the future")
@@ -175,6 +185,7 @@ class FakeCloudTasks(LocalServer):
                 headers=dict(http.get("headers") or {}),
                 body=base64.b64decode(http.get("body", "") or ""),
                 oidc=oidc,
+                created=now,
             )
             self.tasks[name] = t
             self.counts["created"] += 1
@@ -184,7 +195,7 @@ class FakeCloudTasks(LocalServer):
 
     def _finish(self, name: str) -> None:
         self.tasks.pop(name, None)
-        self.tombstones[name] = time.time()
+        self.tombstones[name] = self.clock()
 
     def handle(self, method: str, path: str, query: dict[str, str], body: dict[str, Any]) -> dict[str, Any]:
         path = unquote(path)
@@ -207,7 +218,7 @@ class FakeCloudTasks(LocalServer):
                     self._finish(t.name)
                     return {}
                 if m.group(2):
-                    t.schedule = time.time()
+                    t.schedule = self.clock()
                     heapq.heappush(self._heap, (t.schedule, next(self._seq), t.name))
                     self.cond.notify_all()
                 return t.to_json()
@@ -225,7 +236,7 @@ class FakeCloudTasks(LocalServer):
         while True:
             with self.cond:
                 while not self._stop:
-                    now = time.time()
+                    now = self.clock()
                     while self._heap and (self._heap[0][2] not in self.tasks):
                         heapq.heappop(self._heap)  # deleted or finished
                     if self._heap and self._heap[0][0] <= now:
@@ -278,7 +289,7 @@ class FakeCloudTasks(LocalServer):
                 self.counts["failed"] += 1
                 self._finish(task.name)
             elif task.name in self.tasks:
-                task.schedule = time.time() + self.backoff(task.attempts) * self.time_scale
+                task.schedule = self.clock() + self.backoff(task.attempts) * self.time_scale
                 heapq.heappush(self._heap, (task.schedule, next(self._seq), task.name))
             self.cond.notify_all()
 
@@ -294,16 +305,37 @@ class FakeCloudTasks(LocalServer):
         with self.cond:
             return len(self.tasks)
 
-    def wait_idle(self, timeout: float) -> bool:
-        """Wait until no task is queued or in flight; False on timeout."""
-        deadline = time.time() + timeout
+    def wait_idle(self, timeout: float, *, skip_waits: bool = False) -> bool:
+        """Wait until no task is queued or in flight; False after ``timeout`` seconds of real time.
+
+        ``skip_waits`` (for a ``clock`` that can be moved, :mod:`topocast_sim.simclock`): when no
+        dispatch is in flight, the clock jumps to the next task's schedule time instead of waiting.
+        """
+        from topocast_sim import simclock
+
+        if skip_waits and self.clock is not simclock.now:
+            raise ValueError("skip_waits needs FakeCloudTasks(clock=simclock.now): only that clock can be moved")
+        deadline = time.monotonic() + timeout
         with self.cond:
             while self.tasks or self._inflight:
-                left = deadline - time.time()
+                left = deadline - time.monotonic()
                 if left <= 0:
                     return False
+                if skip_waits and not self._inflight:
+                    self._skip_to_next_due()
                 self.cond.wait(timeout=min(left, 0.2))
         return True
+
+    def _skip_to_next_due(self) -> None:
+        """Move the simulated clock to the earliest live task's schedule time (caller holds ``cond``)."""
+        from topocast_sim import simclock
+
+        due = min((t.schedule for t in self.tasks.values()), default=None)
+        wait = due - self.clock() if due is not None else 0.0
+        if 0 < wait < float("inf"):
+            simclock.advance(wait + 0.001)
+            self.skipped_seconds += wait
+            self.cond.notify_all()  # the dispatcher waits on the old clock's timeout
 
     # ----- server lifecycle -------------------------------------------------------------------------
     def start(self, host: str = "127.0.0.1", port: int = 0) -> FakeCloudTasks:

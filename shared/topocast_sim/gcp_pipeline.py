@@ -14,6 +14,15 @@ sets the ``TOPOCAST_*`` variables the functions read (restored by :meth:`stop`),
 and plays Eventarc: :meth:`emit` POSTs audit-log / Pub/Sub CloudEvents to the
 discover function in binary content mode. Used by ``topocast demo --cloud gcp``
 and the pipeline tests.
+
+With ``real_time=False`` (tests that do not measure latency) the pipeline runs on the simulated
+clock (:mod:`topocast_sim.simclock`), as :class:`~topocast_sim.aws_pipeline.LocalAwsPipeline` does:
+Cloud Tasks schedules by it, the functions read it (:func:`topocast.gcp.tasks.set_clock`: schedule
+times, discover windows, leases, the debouncer) and Cloud Storage stamps objects with it (the storm
+check compares marker times). :meth:`run_until_idle` then jumps the clock to the next task due
+whenever nothing is in flight, so quiet windows, discover windows, max waits, retries' backoff
+(Terraform's, uncompressed) and lease expiry cost no waiting. Cloud Storage then runs in this
+process (``gcs_process=False``): a child process would stamp by its own clock.
 """
 
 from __future__ import annotations
@@ -21,12 +30,14 @@ from __future__ import annotations
 import functools
 import os
 import threading
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from datetime import datetime, tzinfo
 from pathlib import Path
 from typing import Any
 
 import topocast
-from topocast_sim import eventarc
+from topocast_sim import eventarc, simclock
 from topocast_sim.cloudtasks import FakeCloudTasks
 from topocast_sim.gce import GeneratedCluster
 from topocast_sim.gce_server import FakeCompute
@@ -77,14 +88,20 @@ class LocalGcpPipeline:
         extra_env: dict[str, str] | None = None,
         task_time_scale: float = 0.04,
         gcs_process: bool = False,
+        real_time: bool = True,
     ) -> None:
+        if not real_time and gcs_process:
+            raise ValueError("real_time=False needs Cloud Storage in this process (gcs_process=False)")
+        self.real_time = real_time
+        self._restore_clock: Callable[[], None] | None = None
         self.generated = cluster
         self.name = name
         self.compute = FakeCompute(cluster.project, cluster.project_number)
         self.bucket = f"topocast-{name}"
         self.gcs = LocalGcs((self.bucket,), separate_process=gcs_process)
-        # Terraform's retry_config (5 s .. 300 s), compressed: the first retry after 0.2 s, the longest 12 s
-        self.tasks = FakeCloudTasks(time_scale=task_time_scale)
+        # Terraform's retry_config (5 s .. 300 s); in real time compressed: the first retry after 0.2 s,
+        # the longest 12 s. On the simulated clock the waits are skipped, so Terraform's as it is.
+        self.tasks = FakeCloudTasks(time_scale=task_time_scale) if real_time else FakeCloudTasks(clock=simclock.now)
         self.queue = f"projects/{cluster.project}/locations/{LOCATION}/queues/topocast"
         self.env = {
             "TOPOCAST_CLUSTER": name,
@@ -108,6 +125,8 @@ class LocalGcpPipeline:
 
     # ----- lifecycle ----------------------------------------------------------------------------
     def start(self) -> LocalGcpPipeline:
+        if not self.real_time:
+            self._restore_clock = _use_simulated_clock()
         self.compute.start()
         self.compute.add(self.generated.instances)
         self.gcs.start()
@@ -142,6 +161,9 @@ class LocalGcpPipeline:
                 os.environ.pop(key, None)
             else:
                 os.environ[key] = value
+        if self._restore_clock is not None:
+            self._restore_clock()
+            self._restore_clock = None
 
     def __enter__(self) -> LocalGcpPipeline:
         return self.start()
@@ -183,11 +205,38 @@ class LocalGcpPipeline:
         self.emit([eventarc.pubsub_event(self.generated.project, "topocast-reconcile", {"cluster": self.name})])
 
     def run_until_idle(self, timeout: float = 120.0) -> bool:
-        """Wait until every task (windows, timers, publishes) has run."""
-        return self.tasks.wait_idle(timeout)
+        """Wait until every task (windows, timers, publishes) has run (``timeout``: real seconds).
+
+        On the simulated clock (``real_time=False``), the time until the next task is skipped."""
+        return self.tasks.wait_idle(timeout, skip_waits=not self.real_time)
 
     def runtime(self) -> Any:
         """The functions' runtime (stores, debouncer) for inspecting what they wrote."""
         from topocast.gcp.handlers import runtime
 
         return runtime()
+
+
+class _SimulatedDatetime(datetime):
+    """``datetime`` whose ``now()`` reads the simulated clock (gcp-storage-emulator's object stamps)."""
+
+    @classmethod
+    def now(cls, tz: tzinfo | None = None) -> _SimulatedDatetime:
+        return cls.fromtimestamp(simclock.now(), tz)
+
+
+def _use_simulated_clock() -> Callable[[], None]:
+    """The functions and the in-process Cloud Storage emulator on the simulated clock; returns the undo."""
+    from gcp_storage_emulator.handlers import objects as emulator_objects
+
+    from topocast.gcp import tasks
+
+    previous_clock = tasks.set_clock(simclock.now)
+    previous_datetime = emulator_objects.datetime
+    emulator_objects.datetime = _SimulatedDatetime  # "updated" / "timeCreated" of every object written
+
+    def restore() -> None:
+        tasks.set_clock(previous_clock)
+        emulator_objects.datetime = previous_datetime
+
+    return restore

@@ -383,7 +383,10 @@ class LocalGcs:
         if self.proxy is not None:
             self.proxy.stop()
         if self._server is not None:
-            self._server.stop()
+            # the emulator's loop looks for shutdown() every 0.5 s (serve_forever's default, which it does
+            # not let us set): stop it in the background instead of waiting for that on every pipeline stop
+            threading.Thread(target=self._server.stop, name="gcs-emulator-stop", daemon=True).start()
+            self._server = None
         if self._child is not None:
             self._child.terminate()  # the child we started, by its handle
             self._child.wait(timeout=10)

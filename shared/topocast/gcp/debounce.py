@@ -23,6 +23,7 @@ transitions; this module only persists and sends.
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Callable
 from dataclasses import asdict
 
@@ -91,7 +92,9 @@ def gcp_debouncer(
     policy: DebouncePolicy,
     *,
     on_reset: Callable[[str], None] | None = None,
+    clock: Callable[[], float] = time.time,
 ) -> DebounceRunner:
-    """The debouncer the GCP functions use: Cloud Storage state, Cloud Tasks timers, run by ``policy``."""
+    """The debouncer the GCP functions use: Cloud Storage state, Cloud Tasks timers, run by ``policy``;
+    ``clock`` is the one the queue schedules tasks by (:func:`topocast.gcp.tasks.now`)."""
     states, timers = GcsDebounceStates(objects, prefix), CloudTasksTimers(queue, render_url)
-    return DebounceRunner(states, timers, policy, on_reset=on_reset)
+    return DebounceRunner(states, timers, policy, clock=clock, on_reset=on_reset)

@@ -23,6 +23,7 @@ from topocast.gcp.gcs import GcsObjects
 from topocast.gcp.gcs_artifacts import GcsArtifactStore, GcsPublishState
 from topocast.gcp.gcs_store import GcsGraphStore
 from topocast.gcp.tasks import TaskQueue, task_id
+from topocast.gcp.tasks import now as tasks_clock
 from topocast.k8s.nodes_client import with_node_lister
 from topocast.pipeline.debounce_runner import DebounceRunner
 from topocast.pipeline.objects import cluster_base
@@ -164,7 +165,13 @@ class GcpRuntime(CompositionRoot):
         if self.queue is None or not s.render_url:
             return NoDebouncer()
         return gcp_debouncer(
-            self.objects, s.prefix, self.queue, s.render_url, self.debounce_policy, on_reset=self.debounce_state_reset
+            self.objects,
+            s.prefix,
+            self.queue,
+            s.render_url,
+            self.debounce_policy,
+            on_reset=self.debounce_state_reset,
+            clock=tasks_clock,
         )
 
     @cached_property

@@ -22,6 +22,7 @@ import json
 import re
 import time
 import uuid
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any, Literal
 
@@ -30,6 +31,23 @@ from topocast.providers.gcp.retry import RetryPolicy, transient_retry
 SOURCE = "//topocast.dev/tasks"
 _TASK_ID = re.compile(r"[^A-Za-z0-9_-]")
 _QUEUE = re.compile(r"^projects/[^/]+/locations/[^/]+/queues/[A-Za-z0-9-]+$")
+
+#: the GCP functions' clock (epoch seconds) for schedule times, discover windows, leases and the
+#: debouncer: the wall clock. A local pipeline whose tests skip waits swaps in the simulated clock its
+#: Cloud Tasks and Cloud Storage fakes read (topocast_sim.gcp_pipeline, ``real_time=False``).
+_clock: Callable[[], float] = time.time
+
+
+def now() -> float:
+    """The time the GCP functions schedule and compare by (see :func:`set_clock`)."""
+    return _clock()
+
+
+def set_clock(clock: Callable[[], float]) -> Callable[[], float]:
+    """Make :func:`now` read ``clock``; returns the clock it read before (to put it back)."""
+    global _clock
+    previous, _clock = _clock, clock
+    return previous
 
 
 def task_id(*parts: object) -> str:
@@ -95,7 +113,7 @@ class TaskQueue:
             task.name = f"{self.queue}/tasks/{name}"
         if delay > 0:
             ts = timestamp_pb2.Timestamp()
-            ts.FromNanoseconds(int((time.time() + delay) * 1e9))
+            ts.FromNanoseconds(int((now() + delay) * 1e9))
             task.schedule_time = ts
         try:
             self.client.create_task(

@@ -14,12 +14,12 @@ for the next window).
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
 from topocast.app.outcome import Outcome
 from topocast.gcp.root import GcpRuntime
+from topocast.gcp.tasks import now as clock_now
 from topocast.gcp.tasks import task_id
 from topocast.model.changes import InstanceChange
 from topocast.pipeline.objects import ObjectInfo, cluster_base
@@ -69,7 +69,7 @@ def queue_change(rt: GcpRuntime, change: InstanceChange) -> Outcome:
         meta["follow"] = change.kind
     body = json.dumps({"instance": change.instance, "event_id": change.event_id, **meta}).encode()
     rt.objects.put(rt.pending_prefix() + rest, body, content_type="application/json", metadata=meta)
-    return Outcome.done("queued", vm=rest, window_task=_arm(rt, time.time()))
+    return Outcome.done("queued", vm=rest, window_task=_arm(rt, clock_now()))
 
 
 def _lease_key(rt: GcpRuntime) -> str:
@@ -78,7 +78,7 @@ def _lease_key(rt: GcpRuntime) -> str:
 
 def _take_lease(rt: GcpRuntime, seconds: float) -> int | None:
     """Claim the discover lease (one batch at a time per cluster); its object generation, or None if held."""
-    now = time.time()
+    now = clock_now()
     current = rt.objects.get(_lease_key(rt))
     if current is not None:
         try:
@@ -96,7 +96,7 @@ def _storm_in_progress(rt: GcpRuntime, markers: list[ObjectInfo]) -> bool:
     stamps = [m.updated.timestamp() for m in markers if m.updated is not None]
     if not stamps:
         return False
-    now, length = time.time(), rt.settings.discover_window
+    now, length = clock_now(), rt.settings.discover_window
     return now - max(stamps) < length and now - min(stamps) < STORM_HOLD_WINDOWS * length
 
 
@@ -108,10 +108,10 @@ def close_window(rt: GcpRuntime, window: int, discover: Callable[[list[InstanceC
         return Outcome.done("nothing pending", window=window)
     if _storm_in_progress(rt, markers):
         return Outcome.done("changes still arriving, re-armed", window=window, vms=len(markers),
-                            next_window=_arm(rt, time.time(), after=window))  # fmt: skip
+                            next_window=_arm(rt, clock_now(), after=window))  # fmt: skip
     lease = _take_lease(rt, DISCOVER_LEASE_SECONDS)
     if lease is None:  # an earlier window is still working on these markers: look again one window later
-        return Outcome.done("busy, re-armed", window=window, next_window=_arm(rt, time.time(), after=window))
+        return Outcome.done("busy, re-armed", window=window, next_window=_arm(rt, clock_now(), after=window))
     try:
         project = rt.settings.gcp_project
         changes = [
@@ -134,5 +134,5 @@ def close_window(rt: GcpRuntime, window: int, discover: Callable[[list[InstanceC
         rt.objects.delete(_lease_key(rt), if_generation_match=lease)
     detail = dict(outcome.detail, window=window, vms=len(markers))
     if rt.objects.list_prefix(prefix):
-        detail["next_window"] = _arm(rt, time.time(), after=window)
+        detail["next_window"] = _arm(rt, clock_now(), after=window)
     return Outcome(outcome.status, outcome.reason, detail)
