@@ -76,6 +76,17 @@ def test_topology_yaml_refuses_aliases_and_control_characters() -> None:
     assert "U+001E" in parse_topology_yaml(ctrl).errors[0]
 
 
+def test_topology_yaml_nested_past_the_depth_cap_is_one_error_naming_the_line() -> None:
+    # a real topology.yaml nests 5 levels (list, topology, tree, switches, switch); 65 is refused before any
+    # node is built, however deep the rest goes (the pure-Python composer was quadratic in the depth)
+    deep = "- topology: t\n  tree:\n    switches:\n" + "      - " + "[" * 65 + "]" * 65 + "\n"
+    assert parse_topology_yaml(deep).errors == ["topology.yaml:4: nested deeper than 64 levels"]
+    fine = "- topology: t\n  tree:\n    switches:\n      - switch: s1\n        nodes: n1\n"
+    assert parse_topology_yaml(fine).errors == []
+    huge = parse_topology_yaml("[" * 2_000_000)
+    assert len(huge.errors) == 1 and huge.errors[0].startswith("topology.yaml:1: ")
+
+
 def test_an_empty_topology_is_the_25_11_fatal_rule() -> None:
     result = parse_topology_yaml("- topology: t\n  block:\n    block_sizes: [4]\n    blocks: []\n")
     assert any("defines no blocks" in e and "25.11" in e for e in result.errors)
