@@ -15,6 +15,7 @@ from topocast.errors import NotApplicableError, ProviderError
 from topocast.model.fabric import build_tree
 from topocast.model.graph import TopologyGraph
 from topocast.providers.clos import collapse
+from topocast.providers.domains import load_domains, parse_domains
 from topocast.providers.onprem import ibnetdiscover as ib
 from topocast.renderers import RenderOptions, render
 
@@ -349,7 +350,7 @@ UUID_B = "9a8b7c6d-2222-4c6a-9e55-0a1b2c3d4e5f"
 def test_domains_from_csv(tmp_path: Path) -> None:
     f = tmp_path / "domains.csv"
     f.write_text("host,domain,subdomain\n# rack 1\ngpu0001,nvl72-a,rack1\ngpu0002, nvl72-a ,\ngpu0001,nvl72-a,rack1\n")
-    d = ib.load_domains(f)
+    d = load_domains(f)
     assert {h: (v.domain, v.subdomain) for h, v in d.items()} == {
         "gpu0001": ("nvl72-a", "rack1"),
         "gpu0002": ("nvl72-a", None),
@@ -359,10 +360,10 @@ def test_domains_from_csv(tmp_path: Path) -> None:
         ProviderError,
         match=rf"^{re.escape(str(f))}:3: host 'gpu0001' is in domain 'nvl72-b' here but in 'nvl72-a' at line 1",
     ):
-        ib.load_domains(f)
+        load_domains(f)
     f.write_text("gpu0001\n")
     with pytest.raises(ProviderError, match=r":1: expected 'host,domain\[,subdomain\]'"):
-        ib.load_domains(f)
+        load_domains(f)
 
 
 def test_domains_from_concatenated_nvidia_smi(tmp_path: Path) -> None:
@@ -378,14 +379,14 @@ def test_domains_from_concatenated_nvidia_smi(tmp_path: Path) -> None:
     )
     f = tmp_path / "smi.txt"
     f.write_text(text)
-    d = ib.load_domains(f)
+    d = load_domains(f)
     assert {h: v.domain for h, v in d.items()} == {
         "gpu0001": f"{UUID_A}.7",
         "gpu0002": f"{UUID_A}.7",
         "gpu0003": f"{UUID_B}.3",
     }
     pdsh = "".join(f"gpu0004: {line}\n" for line in SMI.format(clique=1, uuid=UUID_B).splitlines())
-    assert ib.parse_domains(pdsh)["gpu0004"].domain == f"{UUID_B}.1"
+    assert parse_domains(pdsh)["gpu0004"].domain == f"{UUID_B}.1"
 
 
 def test_nvidia_smi_gpus_of_one_host_must_agree() -> None:
@@ -393,12 +394,12 @@ def test_nvidia_smi_gpus_of_one_host_must_agree() -> None:
     lines = text.splitlines()
     second = max(i for i, ln in enumerate(lines, 1) if "ClusterUUID" in ln)
     with pytest.raises(ProviderError, match=rf"^smi:{second}: host 'gpu0001' has GPUs in two NVLink domains"):
-        ib.parse_domains(text, "smi")
+        parse_domains(text, "smi")
 
 
 def test_domains_from_pdsh_csv_query() -> None:
     text = f"gpu0001: {UUID_A}, 7\ngpu0001: {UUID_A}, 7\ngpu0002: {UUID_B}, 2\ngpu0003: [N/A], [N/A]\n"
-    assert {h: v.domain for h, v in ib.parse_domains(text).items()} == {
+    assert {h: v.domain for h, v in parse_domains(text).items()} == {
         "gpu0001": f"{UUID_A}.7",
         "gpu0002": f"{UUID_B}.2",
     }
