@@ -24,6 +24,27 @@ from topocast.errors import TopocastError
 from topocast.renderers.base import RenderOptions
 from topocast.safeio.validation import check_json_depth, describe
 
+__all__ = [
+    "DEFAULT_DEBOUNCE_LEADING_EDGE",
+    "DEFAULT_DEBOUNCE_MAX_WAIT",
+    "DEFAULT_DEBOUNCE_QUIET",
+    "DEFAULT_FORMATS",
+    "DEFAULT_GUARD_MAX_LOSS",
+    "ENV_VARS",
+    "SECTIONS",
+    "AwsWiring",
+    "DiscoverySettings",
+    "GcpWiring",
+    "PublishSettings",
+    "RenderSettings",
+    "Settings",
+    "StorageSettings",
+    "env_table",
+    "provider_env_vars",
+    "settings_from_env",
+    "with_slurm_version",
+]
+
 DEFAULT_FORMATS = ["slurm-tree", "slurm-block", "slurm-yaml", "k8s-labels", "graph", "html"]
 #: the debounce settings' defaults, written once: :class:`RenderSettings` and
 #: :class:`topocast.ports.debounce.DebouncePolicy` both take them from here (Terraform's variables match)

@@ -28,6 +28,8 @@ from topocast.errors import TopocastError
 from topocast.pipeline.objects import MUST_NOT_EXIST, ObjectStore, cluster_base
 from topocast.ports.records import Manifest
 
+__all__ = ["ArtifactNotFoundError", "ObjectArtifactStore"]
+
 
 class ArtifactNotFoundError(TopocastError, LookupError):
     """A rendered file or manifest is not in the artifact store."""

@@ -49,6 +49,23 @@ from typing import Any, Literal, get_args
 
 from topocast.ports.debounce import DebouncePolicy, Decision
 
+__all__ = [
+    "DebounceState",
+    "Phase",
+    "Step",
+    "decide",
+    "on_change",
+    "on_damaged",
+    "on_render_failed",
+    "on_rendered",
+    "on_timer",
+    "state_from",
+    "timer_alive",
+    "timer_unsent",
+    "unrendered",
+    "was_idle",
+]
+
 Phase = Literal["idle", "waiting", "rendering"]
 
 

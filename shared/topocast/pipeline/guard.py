@@ -31,6 +31,19 @@ from datetime import UTC, datetime
 from topocast.config import DEFAULT_GUARD_MAX_LOSS
 from topocast.ports.records import HoldRecord
 
+__all__ = [
+    "OVERRIDE_ENV",
+    "GuardDecision",
+    "check",
+    "confirm",
+    "confirmed_gone",
+    "override_allows",
+    "read_override",
+    "reconcile_confirms",
+    "rehold",
+    "seen_gone_twice",
+]
+
 OVERRIDE_ENV = "TOPOCAST_GUARD_ALLOW_GENERATION"
 
 

@@ -28,6 +28,21 @@ from topocast.errors import ProviderError, TopocastError
 from topocast.model.names import check_upload_name
 from topocast.safeio.limits import MAX_UPLOAD_BYTES, check_size
 
+__all__ = [
+    "MUST_NOT_EXIST",
+    "UPLOAD_MEDIA_TYPE",
+    "UPLOAD_NAME",
+    "ObjectInfo",
+    "ObjectStore",
+    "StoredObject",
+    "UploadSet",
+    "cluster_base",
+    "get_json",
+    "put_json",
+    "read_good_uploads",
+    "read_uploads",
+]
+
 #: ``if_generation_match`` value meaning "only if the object does not exist yet"
 MUST_NOT_EXIST = 0
 

@@ -48,6 +48,8 @@ from topocast.pipeline.objects import MUST_NOT_EXIST, ObjectStore, cluster_base
 from topocast.ports.protocols import GraphStore
 from topocast.ports.records import StoredGraph, WriteResult
 
+__all__ = ["GenerationNotFoundError", "ObjectGraphStore", "WritePlan", "commit", "plan_write"]
+
 
 class GenerationNotFoundError(TopocastError, LookupError):
     """The requested graph generation does not exist (never written, or expired)."""

@@ -27,6 +27,26 @@ from topocast.model.names import check_topology_name
 if TYPE_CHECKING:
     from topocast.model.graph import TopologyGraph
 
+__all__ = [
+    "DEFAULT_ACCELERATOR_KEY",
+    "DEFAULT_SUBDOMAIN_KEY",
+    "DEFAULT_TIER_PREFIX",
+    "KUBERNETES_KINDS",
+    "OBJECTS_WANTED",
+    "Artifact",
+    "BlockNameOptions",
+    "FormatRenderer",
+    "LabelScheme",
+    "RenderOptions",
+    "Renderer",
+    "RendererKind",
+    "SlinkyNaming",
+    "SlinkyOptions",
+    "TopologySpec",
+    "parse_release",
+    "topology_name_problem",
+]
+
 DEFAULT_TIER_PREFIX = "fabric.topograph.run/tier-"
 DEFAULT_ACCELERATOR_KEY = "accelerator.topograph.run/domain"
 DEFAULT_SUBDOMAIN_KEY = "accelerator.topograph.run/sub-domain"
