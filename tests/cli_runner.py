@@ -9,7 +9,7 @@ from contextlib import redirect_stderr, redirect_stdout
 from dataclasses import dataclass
 from unittest import mock
 
-from topocast.cli.commands import run
+from topocast.cli import run
 
 
 @dataclass(frozen=True)

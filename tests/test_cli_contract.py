@@ -6,7 +6,7 @@ mistyped fields, nested past any parser's depth, one 200 KB line and a directory
 for each flag that takes a cloud URI: ``s3://``, ``gs://`` and ``ssm://`` on a machine with no region,
 no credentials and no kubeconfig. What a user sees must be a few lines at most, never a traceback nor
 an ``internal error`` (a bug: the contract test found it), and the exit code one of the command's
-own (never :data:`~topocast.cli.commands.EXIT_INTERNAL`).
+own (never :data:`~topocast.cli.parser.EXIT_INTERNAL`).
 
 The commands run in this process (``cli_runner.invoke``); every case must end in seconds (a walk that
 reached a network or a slurmctld would time out here and fail).
@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 from cli_runner import invoke
 
-from topocast.cli.commands import COMMANDS, EXIT_INTERNAL, Command
+from topocast.cli.parser import COMMANDS, EXIT_INTERNAL, Command
 from topocast.providers import PROVIDERS
 
 #: the bad contents of a file-taking flag (None: the path does not exist; "dir": a directory)
@@ -264,7 +264,7 @@ def test_a_bad_input_or_a_bare_machine_is_a_few_lines_never_a_traceback(
 @pytest.fixture
 def broken_command() -> Iterator[str]:
     """A command with a bug in it, registered for one test."""
-    from topocast.cli.commands import command
+    from topocast.cli.parser import command
 
     def broken(_: argparse.Namespace) -> None:
         """A bug."""

@@ -368,7 +368,7 @@ def test_the_deployment_runs_as_nobody_read_only_with_probes_and_requests() -> N
     assert container["resources"]["requests"]["memory"] and container["resources"]["limits"]["memory"]
     assert pod["serviceAccountName"] == "topocast-controller" and deployment["spec"]["replicas"] == 2
     # the arguments are the CLI's own: the parser accepts them
-    from topocast.cli.commands import COMMANDS
+    from topocast.cli.parser import COMMANDS
 
     parsed = COMMANDS[("controller",)].parser().parse_args(container["args"][1:])
     assert (parsed.cluster, parsed.provider, parsed.in_cluster, parsed.listen) == (

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from topocast.cli.commands import COMMANDS, GROUPS
+from topocast.cli.parser import COMMANDS, GROUPS
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")), *sorted((ROOT / "infra").rglob("README.md"))]

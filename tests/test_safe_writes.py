@@ -184,7 +184,7 @@ def test_pull_replaces_a_planted_state_file_link(tmp_path: Path) -> None:
 
 
 def test_synth_out_replaces_a_planted_link_instead_of_following_it(tmp_path: Path) -> None:
-    from topocast.cli.commands import run
+    from topocast.cli import run
 
     victim = tmp_path / "victim"
     victim.write_text("root-only\n")
