@@ -91,8 +91,8 @@ def test_an_option_added_to_one_provider_module_reaches_list_options_the_env_tab
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """The one place to add an option: its provider's Options model (here a new gcp option)."""
-    from topocast.cli.parser import COMMANDS
     from topocast.cli.discover import discover_args, list_options, provider_inputs
+    from topocast.cli.parser import COMMANDS
     from topocast.config import env_table
     from topocast.providers.gcp import provider as gcp
     from topocast.providers.options import OptionSpec
