@@ -193,6 +193,11 @@ def _poll(
         time.sleep(0.05) if real_time else simclock.advance(0.05)
 
 
+def timer_ids(sent: list[dict[str, Any]]) -> set[str]:
+    """The distinct timers among the sent SQS messages (a re-sent copy names the same timer)."""
+    return {json.loads(m["MessageBody"])["timer_id"] for m in sent}
+
+
 @pytest.mark.slow  # 1,000 conditional writes racing on moto's DynamoDB; test_aws_pipeline's burst covers the rule
 def test_burst_of_1000_changes_is_one_timer_and_one_render(aws) -> None:
     deb = DynamoSqsDebouncer(aws["table"], aws["queue"], aws["ddb"], aws["sqs"], DebouncePolicy(quiet=1, max_wait=60))
@@ -214,7 +219,9 @@ def test_burst_of_1000_changes_is_one_timer_and_one_render(aws) -> None:
         t.start()
     for t in threads:
         t.join(60)
-    assert len(aws["sent"]) == 1, "a burst must arm exactly one timer"
+    # one timer; under load a second copy of it may go out: an observer that finds its send not yet confirmed
+    # re-sends it under its own ID (crash-anywhere, docs/architecture.md), which renders once
+    assert len(timer_ids(aws["sent"])) == 1, "a burst must arm exactly one timer"
     state = deb.state("c1")
     assert state.latest_generation == 1000 and state.phase == "waiting"
     renders: list[tuple[float, Any]] = []
@@ -228,8 +235,8 @@ def test_burst_of_1000_changes_is_one_timer_and_one_render(aws) -> None:
     at, decision = renders[0]
     assert decision.generation == 1000 and decision.cluster == "c1"
     assert at - last_change[0] >= 1.0  # only after the quiet window
-    # the expired timer was re-armed at most once, and only one message was ever in flight
-    assert len(aws["sent"]) <= 2
+    # the expired timer was re-armed at most once, and only one timer was ever live
+    assert len(timer_ids(aws["sent"])) <= 2
     assert deb.state("c1").phase == "idle" and deb.state("c1").last_rendered_generation == 1000
     # a duplicate delivery of a timer after the render is dropped harmlessly
     again = deb.on_timer(Timer.parse(aws["sent"][-1]["MessageBody"]))
