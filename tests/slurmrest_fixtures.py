@@ -5,11 +5,16 @@ slurmrestd, slurmd or the JWT plugin is not in the chroot (``$SID.rest-failed`` 
 
 from __future__ import annotations
 
+import http.server
 import os
 import shutil
 import tempfile
+import threading
+import urllib.error
+import urllib.request
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from slurm_fixtures import SID_ROOT
@@ -81,3 +86,75 @@ def rest_cluster_factory(sid_slurm: SlurmInstall, request: pytest.FixtureRequest
         cluster.stop()
         if not failed:
             shutil.rmtree(cluster.dir, ignore_errors=True)
+
+
+#: ``rewrite(direction, method, path, body) -> body`` (direction: "request" or "answer")
+Rewrite = Callable[[str, str, str, "bytes | None"], "bytes | None"]
+
+
+class RestProxy(http.server.ThreadingHTTPServer):
+    """A forwarding proxy in front of slurmrestd. ``rewrite`` may change a request or an answer; with
+    ``die_after_post`` it forwards the first POST, then drops every connection without an answer (what a
+    proxy that killed slurmrestd leaves: 'Remote end closed connection'). ``posts`` counts forwarded POSTs."""
+
+    def __init__(self, upstream: str, rewrite: Rewrite | None = None, *, die_after_post: bool = False) -> None:
+        self.upstream, self.rewrite, self.die_after_post = upstream, rewrite, die_after_post
+        self.dead, self.posts = False, 0
+        super().__init__(("127.0.0.1", 0), _RestProxyHandler)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.server_address[1]}"
+
+
+class _RestProxyHandler(http.server.BaseHTTPRequestHandler):
+    server: RestProxy
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+    def _forward(self) -> None:
+        proxy = self.server
+        if proxy.dead:
+            self.close_connection = True  # no status line: the client sees the connection drop
+            return
+        length = int(self.headers.get("Content-Length") or 0)
+        body = self.rfile.read(length) if length else None
+        if proxy.rewrite is not None:
+            body = proxy.rewrite("request", self.command, self.path, body)
+        headers = {k: v for k, v in self.headers.items() if k.lower().startswith(("x-slurm", "content-type", "accept"))}
+        req = urllib.request.Request(proxy.upstream + self.path, data=body, method=self.command, headers=headers)
+        try:
+            with urllib.request.urlopen(req, timeout=30) as resp:
+                status, answer = resp.status, resp.read()
+        except urllib.error.HTTPError as exc:
+            status, answer = exc.code, exc.read()
+        if proxy.rewrite is not None:
+            answer = proxy.rewrite("answer", self.command, self.path, answer) or b""
+        if self.command == "POST":
+            proxy.posts += 1
+            proxy.dead = proxy.die_after_post
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(answer)))
+        self.end_headers()
+        self.wfile.write(answer)
+
+    do_GET = do_POST = _forward
+
+
+@pytest.fixture
+def rest_proxy() -> Iterator[Callable[..., RestProxy]]:
+    """``start(upstream, rewrite=None, *, die_after_post=False) -> RestProxy``, serving until the test ends."""
+    servers: list[RestProxy] = []
+
+    def start(upstream: str, rewrite: Rewrite | None = None, **kwargs: Any) -> RestProxy:
+        server = RestProxy(upstream, rewrite, **kwargs)
+        threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
+        servers.append(server)
+        return server
+
+    yield start
+    for server in servers:
+        server.shutdown()
+        server.server_close()

@@ -15,15 +15,10 @@ controller's own reading.
 from __future__ import annotations
 
 import hashlib
-import http.server
 import json
 import subprocess
 import sys
-import threading
 import time
-import urllib.error
-import urllib.request
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -69,76 +64,16 @@ def pull(ctl: RestCluster, src: Path, url: str, token: Path, *extra: str) -> sub
     )  # fmt: skip
 
 
-class Proxy(http.server.ThreadingHTTPServer):
-    """Forwards to slurmrestd until ``dead``; then drops every connection without an answer
-    (what a proxy that killed slurmrestd leaves: 'Remote end closed connection')."""
-
-    def __init__(self, upstream: str) -> None:
-        self.upstream, self.dead, self.posts = upstream, False, 0
-        super().__init__(("127.0.0.1", 0), _ProxyHandler)
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.server_address[1]}"
-
-
-class _ProxyHandler(http.server.BaseHTTPRequestHandler):
-    server: Proxy
-
-    def log_message(self, *args: object) -> None:
-        pass
-
-    def _forward(self) -> None:
-        if self.server.dead:
-            self.close_connection = True  # no status line: the client sees the connection drop
-            return
-        length = int(self.headers.get("Content-Length") or 0)
-        body = self.rfile.read(length) if length else None
-        headers = {k: v for k, v in self.headers.items() if k.lower().startswith(("x-slurm", "content-type", "accept"))}
-        req = urllib.request.Request(self.server.upstream + self.path, data=body, method=self.command, headers=headers)
-        try:
-            with urllib.request.urlopen(req, timeout=30) as resp:
-                status, answer = resp.status, resp.read()
-        except urllib.error.HTTPError as exc:
-            status, answer = exc.code, exc.read()
-        if self.command == "POST":
-            self.server.posts += 1
-            self.server.dead = True  # slurmrestd dies right after the first bulk POST
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(answer)))
-        self.end_headers()
-        self.wfile.write(answer)
-
-    do_GET = do_POST = _forward
-
-
-@pytest.fixture
-def proxy() -> Iterator[Any]:
-    servers: list[Proxy] = []
-
-    def start(upstream: str) -> Proxy:
-        server = Proxy(upstream)
-        threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True).start()
-        servers.append(server)
-        return server
-
-    yield start
-    for server in servers:
-        server.shutdown()
-        server.server_close()
-
-
 @pytest.mark.slow
 def test_slurmrestd_dying_mid_apply_is_inconsistent_and_the_next_run_repairs_it(
-    rest_cluster_factory: RestFactory, proxy: Any, tmp_path: Path
+    rest_cluster_factory: RestFactory, rest_proxy: Any, tmp_path: Path
 ) -> None:
     ctl = rest_cluster_factory(NODES, TREE, message_timeout=SLOW_REPLY)
     pid = ctl.pid
     token = ctl.write_token(tmp_path / "jwt")
     src = tmp_path / "topology.conf"
     src.write_text(TREE_MOVED)
-    link = proxy(ctl.url)
+    link = rest_proxy(ctl.url, die_after_post=True)
     died = pull(ctl, src, link.url, token, "--json")
     assert died.returncode == 9, died.stdout + died.stderr  # 9: controller left inconsistent
     assert link.posts == 1

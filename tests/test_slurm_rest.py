@@ -10,14 +10,10 @@ from __future__ import annotations
 
 import base64
 import hashlib
-import http.server
 import json
 import subprocess
 import sys
-import threading
 import time
-import urllib.request
-from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -177,62 +173,7 @@ def test_an_expired_token_is_named_as_expired(tree: RestCluster, tmp_path: Path)
 # ----- forced failures: a proxy between the agent and slurmrestd -----------------------------------
 
 
-class Tamper(http.server.ThreadingHTTPServer):
-    """Forwards to slurmrestd; ``rewrite(method, path, body) -> body`` may change a request or answer."""
-
-    def __init__(self, upstream: str, rewrite: Any) -> None:
-        self.upstream, self.rewrite = upstream, rewrite
-        super().__init__(("127.0.0.1", 0), _TamperHandler)
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.server_address[1]}"
-
-
-class _TamperHandler(http.server.BaseHTTPRequestHandler):
-    server: Tamper
-
-    def log_message(self, *args: object) -> None:
-        pass
-
-    def _forward(self) -> None:
-        length = int(self.headers.get("Content-Length") or 0)
-        body = self.rfile.read(length) if length else None
-        body = self.server.rewrite("request", self.command, self.path, body)
-        headers = {k: v for k, v in self.headers.items() if k.lower().startswith(("x-slurm", "content-type", "accept"))}
-        req = urllib.request.Request(self.server.upstream + self.path, data=body, method=self.command, headers=headers)
-        try:
-            with urllib.request.urlopen(req, timeout=30) as resp:
-                status, answer = resp.status, resp.read()
-        except urllib.error.HTTPError as exc:
-            status, answer = exc.code, exc.read()
-        answer = self.server.rewrite("answer", self.command, self.path, answer)
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(answer)))
-        self.end_headers()
-        self.wfile.write(answer)
-
-    do_GET = do_POST = _forward
-
-
-@pytest.fixture
-def tamper() -> Iterator[Any]:
-    servers: list[Tamper] = []
-
-    def start(upstream: str, rewrite: Any) -> Tamper:
-        server = Tamper(upstream, rewrite)
-        threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
-        servers.append(server)
-        return server
-
-    yield start
-    for server in servers:
-        server.shutdown()
-        server.server_close()
-
-
-def test_a_server_answering_another_topology_is_rolled_back(tree: RestCluster, tamper: Any, tmp_path: Path) -> None:
+def test_a_server_answering_another_topology_is_rolled_back(tree: RestCluster, rest_proxy: Any, tmp_path: Path) -> None:
     def rewrite(kind: str, method: str, path: str, body: bytes | None) -> bytes | None:
         if kind == "answer" and method == "GET" and path.endswith("/node/n9") and body:
             data = json.loads(body)
@@ -240,7 +181,7 @@ def test_a_server_answering_another_topology_is_rolled_back(tree: RestCluster, t
             return json.dumps(data).encode()
         return body
 
-    proxy = tamper(tree.url, rewrite)
+    proxy = rest_proxy(tree.url, rewrite)
     shown_before = below(tree)
     data = TREE_MOVED.encode()
     updater = RestUpdater(connect(proxy.url, read_token_text(tree)))
@@ -256,7 +197,7 @@ def test_a_server_answering_another_topology_is_rolled_back(tree: RestCluster, t
     assert tree.token not in result.message
 
 
-def test_a_failing_second_destination_moves_the_first_back(tree: RestCluster, tamper: Any, tmp_path: Path) -> None:
+def test_a_failing_second_destination_moves_the_first_back(tree: RestCluster, rest_proxy: Any, tmp_path: Path) -> None:
     posts: list[dict[str, Any]] = []
 
     def rewrite(kind: str, method: str, path: str, body: bytes | None) -> bytes | None:
@@ -268,7 +209,7 @@ def test_a_failing_second_destination_moves_the_first_back(tree: RestCluster, ta
                 return json.dumps(data).encode()
         return body
 
-    proxy = tamper(tree.url, rewrite)
+    proxy = rest_proxy(tree.url, rewrite)
     shown_before = below(tree)
     src = tmp_path / "topology.conf"
     src.write_text(TREE_MOVED)
