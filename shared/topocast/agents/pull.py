@@ -462,7 +462,7 @@ def pull(
     gcs: Any = None,
     live: bool = False,
     allow_reconfigure: bool = True,
-    live_max_share: float = 0.1,
+    live_max_share: float | None = None,
     slurm: Any = None,
     pointer_bucket: str | None = None,
     pointer_prefix: str | None = None,

@@ -72,6 +72,12 @@ def _default(text: str, field: str) -> str:
     return f"{text} (default: {ControllerSettings.model_fields[field].default:g})."
 
 
+def _live_max_share() -> float:
+    from topocast.slurm.live import LIVE_MAX_SHARE  # only when pull's parser is built (its help)
+
+    return LIVE_MAX_SHARE
+
+
 def _kubernetes_formats_epilog() -> str:
     from topocast.renderers import kubernetes_formats  # imports those renderers: only when publish's parser is built
 
@@ -459,7 +465,11 @@ def _share(text: str) -> float:
 @option("--state-file", type=Path, help="Remember the installed generation here.")
 @option("--live", flag=True, help="Apply by scontrol update when only nodes are added or moved (Slurm >= 25.05).")
 @option("--forbid-reconfigure", flag=True, help="With --live: never reconfigure; hold and exit 4 (held) with an ALARM.")
-@option("--live-max-share", type=_share, default=0.1, help="With --live: most nodes (share) that may move live.")
+@option(
+    "--live-max-share",
+    type=_share,
+    help=lambda: f"With --live: most nodes (share) that may move live (default: {_live_max_share():g}).",
+)
 @option("--slurm-root", type=Path, help=_SLURM_ROOT_HELP)
 @option("--pointer-bucket", help="The only bucket an SSM envelope may point at (the publisher's).")
 @option("--pointer-prefix", help="The key prefix such a pointer must be under.")

@@ -56,6 +56,7 @@ from topocast.slurm.validate import format_version, parse_candidate, validate_to
 
 __all__ = [
     "DYNAMIC_TOPOLOGY",
+    "LIVE_MAX_SHARE",
     "Costs",
     "LivePlan",
     "MoveOutcome",
@@ -75,6 +76,9 @@ __all__ = [
 
 #: first Slurm with ``scontrol update NodeName=... Topology=...``
 DYNAMIC_TOPOLOGY = (25, 5)
+#: the most nodes (a share of the cluster) one change may move live before it becomes a reconfigure
+#: (``topocast pull --live-max-share``; None anywhere a share is passed means this)
+LIVE_MAX_SHARE = 0.1
 #: the name topology.conf's topology has in a ``Topology=`` spec
 DEFAULT = "default"
 
@@ -357,7 +361,7 @@ def plan_live(
     new_text: str,
     version: tuple[int, int] | None,
     *,
-    max_share: float = 0.1,
+    max_share: float | None = None,
     source: str = "topology file",
     defined: list[str] | None = None,
 ) -> LivePlan:
@@ -390,6 +394,7 @@ def plan_live(
             return LivePlan(False, f"{len(unknown)} node(s) are not defined in slurm.conf: {compact_str(unknown)}")
     total = len(set(new.specs) | set(defined or ()))
     share = len(changed) / max(1, total)
+    max_share = LIVE_MAX_SHARE if max_share is None else max_share
     if share > max_share:
         return LivePlan(
             False,
@@ -553,7 +558,7 @@ def apply_topology(
     validate: bool = True,
     slurm_conf: Path | None = None,
     install: SlurmInstall | None = None,
-    max_share: float = 0.1,
+    max_share: float | None = None,
     allow_reconfigure: bool = True,
     updater: NodeUpdater | None = None,
     costs: Costs | None = None,
